@@ -1,0 +1,294 @@
+//! Host capabilities for the registration, and the flash devices given with `--device`.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use lachesis_switch::names::{is_valid_name, name_error};
+
+use crate::bus::{Capabilities, Device, DeviceKind, Kernel};
+
+/// A `--device NAME=PATH:SIZE` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub path: PathBuf,
+    pub size_bytes: u64,
+}
+
+/// Parse a size: a number of bytes, optionally with a unit: `B`, `KiB`, `MiB`, `GiB`, `TiB`
+/// (powers of 1024; `K`, `M`, `G`, `T` mean the same) or `KB`, `MB`, `GB`, `TB` (powers of
+/// 1000). Units are case-insensitive. Zero is refused.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!(
+            "invalid size {s:?}: expected a number of bytes with an optional unit, e.g. 1GiB, 512MiB, 4096"
+        ));
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: number too large"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
+            ))
+        }
+    };
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("invalid size {s:?}: too large"))?;
+    if bytes == 0 {
+        return Err(format!(
+            "invalid size {s:?}: a device needs at least one byte"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Parse `NAME=PATH:SIZE` (the path may itself contain `:` and `=`; the size is after the
+/// last `:`).
+pub fn parse_device_spec(s: &str) -> Result<DeviceSpec, String> {
+    let usage = "expected NAME=PATH:SIZE, e.g. flash0=/var/lib/lachesis/flash0.img:1GiB";
+    let (name, rest) = s
+        .split_once('=')
+        .ok_or_else(|| format!("invalid device {s:?}: {usage}"))?;
+    let (path, size) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("invalid device {s:?}: {usage}"))?;
+    if !is_valid_name(name) {
+        return Err(format!("invalid device {s:?}: {}", name_error(name)));
+    }
+    if path.is_empty() {
+        return Err(format!("invalid device {s:?}: empty path; {usage}"));
+    }
+    let size_bytes = parse_size(size).map_err(|e| format!("invalid device {s:?}: {e}"))?;
+    Ok(DeviceSpec {
+        name: name.to_string(),
+        path: PathBuf::from(path),
+        size_bytes,
+    })
+}
+
+/// Make a device ready: a missing path is created as a sparse file of the given size
+/// (parent directories too); an existing regular file shorter than the size is extended
+/// (sparsely, never truncated); an existing block device is used as it is.
+pub fn prepare_device(spec: &DeviceSpec) -> Result<Device, String> {
+    let p = &spec.path;
+    let ctx = |what: &str, e: std::io::Error| {
+        format!("device {}: cannot {what} {}: {e}", spec.name, p.display())
+    };
+    let kind = match fs::metadata(p) {
+        Ok(m) if m.is_file() => {
+            if m.len() < spec.size_bytes {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .map_err(|e| ctx("open", e))?;
+                f.set_len(spec.size_bytes).map_err(|e| ctx("extend", e))?;
+            }
+            DeviceKind::File
+        }
+        Ok(m) if m.file_type().is_block_device() => DeviceKind::Block,
+        Ok(_) => {
+            return Err(format!(
+                "device {}: {} exists and is neither a regular file nor a block device",
+                spec.name,
+                p.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                fs::create_dir_all(parent).map_err(|e| ctx("create the directory of", e))?;
+            }
+            let f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .map_err(|e| ctx("create", e))?;
+            f.set_len(spec.size_bytes).map_err(|e| ctx("size", e))?;
+            DeviceKind::File
+        }
+        Err(e) => return Err(ctx("inspect", e)),
+    };
+    Ok(Device {
+        name: spec.name.clone(),
+        path: p.to_string_lossy().into_owned(),
+        kind,
+        size_bytes: spec.size_bytes,
+        fdp: false,
+        placement_handles: 0,
+    })
+}
+
+/// The kernel release (`uname -r`).
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Whether io_uring works here: set up a small ring and run a no-op through it (a kernel
+/// without it, or a seccomp policy refusing it, fails).
+pub fn io_uring_available() -> bool {
+    let Ok(mut ring) = io_uring::IoUring::new(2) else {
+        return false;
+    };
+    let nop = io_uring::opcode::Nop::new().build().user_data(7);
+    // SAFETY: a NOP references no buffers.
+    if unsafe { ring.submission().push(&nop) }.is_err() {
+        return false;
+    }
+    if ring.submit_and_wait(1).is_err() {
+        return false;
+    }
+    let done = ring
+        .completion()
+        .next()
+        .is_some_and(|c| c.user_data() == 7 && c.result() >= 0);
+    done
+}
+
+/// Whether FUSE mounts can be served (`/dev/fuse` opens read-write).
+pub fn fuse_available() -> bool {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok()
+}
+
+/// Whether the kernel exposes BTF (needed by CO-RE eBPF programs).
+pub fn btf_available() -> bool {
+    Path::new("/sys/kernel/btf/vmlinux").exists()
+}
+
+/// Detect the host's capabilities; `devices` are the prepared `--device`s.
+pub fn detect(devices: Vec<Device>) -> Capabilities {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .unwrap_or(1);
+    Capabilities {
+        cpus,
+        devices,
+        kernel: Kernel {
+            release: kernel_release(),
+            btf: btf_available(),
+            io_uring: io_uring_available(),
+            fuse: fuse_available(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("512mib"), Ok(512 << 20));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("10B"), Ok(10));
+        for bad in [
+            "",
+            "GiB",
+            "1.5GiB",
+            "-1",
+            "1XB",
+            "0",
+            "0GiB",
+            "99999999999999999999",
+            "17179869184GiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn device_specs() {
+        let d = parse_device_spec("flash0=/var/lib/lachesis/flash0.img:1GiB").unwrap();
+        assert_eq!(d.name, "flash0");
+        assert_eq!(d.path, PathBuf::from("/var/lib/lachesis/flash0.img"));
+        assert_eq!(d.size_bytes, 1 << 30);
+        let d = parse_device_spec("f=/odd:path=x:4096").unwrap();
+        assert_eq!(d.path, PathBuf::from("/odd:path=x"));
+        for bad in [
+            "flash0",
+            "flash0=/x",
+            "Flash=/x:1GiB",
+            "f=:1GiB",
+            "f=/x:",
+            "f=/x:big",
+            "=/x:1",
+        ] {
+            let e = parse_device_spec(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn devices_are_created_sparse_and_never_shrunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/dir/flash0.img");
+        let spec = DeviceSpec {
+            name: "flash0".into(),
+            path: path.clone(),
+            size_bytes: 64 << 20,
+        };
+        let d = prepare_device(&spec).unwrap();
+        assert_eq!(d.kind, DeviceKind::File);
+        assert_eq!(d.size_bytes, 64 << 20);
+        let m = fs::metadata(&path).unwrap();
+        assert_eq!(m.len(), 64 << 20);
+        assert!(m.blocks() * 512 < 1 << 20, "sparse: {} blocks", m.blocks());
+
+        // Existing and larger: kept as is.
+        let small = DeviceSpec {
+            size_bytes: 1 << 20,
+            ..spec.clone()
+        };
+        assert_eq!(prepare_device(&small).unwrap().size_bytes, 1 << 20);
+        assert_eq!(fs::metadata(&path).unwrap().len(), 64 << 20);
+        // Existing and smaller: extended.
+        let big = DeviceSpec {
+            size_bytes: 128 << 20,
+            ..spec
+        };
+        prepare_device(&big).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), 128 << 20);
+
+        let on_dir = DeviceSpec {
+            name: "d".into(),
+            path: dir.path().to_path_buf(),
+            size_bytes: 1,
+        };
+        assert!(prepare_device(&on_dir)
+            .unwrap_err()
+            .contains("neither a regular file"));
+    }
+
+    #[test]
+    fn capabilities_are_detected() {
+        let c = detect(vec![]);
+        assert!(c.cpus >= 1);
+        assert!(!c.kernel.release.is_empty());
+    }
+}

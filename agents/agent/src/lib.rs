@@ -1,0 +1,27 @@
+//! The Lachesis per-host agent (library part; the binary is `src/main.rs`).
+//!
+//! Start reading at [`runner`] (the control path on the Redis bus), then [`state`] (the
+//! desired-state generation state machine) and [`bus`] (keys and messages). The rule table
+//! itself is the `lachesis-switch` crate.
+
+pub mod bus;
+pub mod caps;
+pub mod runner;
+pub mod state;
+
+use crate::bus::{Device, Registration, RegistrationSchema, Timestamp};
+
+/// The agent's version, as registered.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The registration of this host: detected capabilities plus the prepared devices, stamped
+/// with the start time.
+pub fn registration(host_id: &str, devices: Vec<Device>) -> Registration {
+    Registration {
+        schema: RegistrationSchema,
+        host_id: host_id.to_string(),
+        agent_version: AGENT_VERSION.to_string(),
+        started_at: Timestamp::now(),
+        capabilities: caps::detect(devices),
+    }
+}

@@ -1,0 +1,383 @@
+//! End to end against a real redis-server: the agent binary registers, applies desired state
+//! and acks, refuses a stale generation, survives a Redis restart (re-registers, acks a new
+//! generation) and stops with exit code 0 on SIGTERM.
+//!
+//! Needs `redis-server` (`$REDIS_SERVER`, `/usr/bin/redis-server`, or on `PATH`). Without it
+//! the test is skipped with a message, except under `CI=true`, where it fails.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use jsonschema::{Registry, Validator};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+const HOST: &str = "test-host";
+const DEADLINE: Duration = Duration::from_secs(10);
+const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+fn find_redis_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let fixed = Path::new("/usr/bin/redis-server");
+    if fixed.exists() {
+        return Some(fixed.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("redis-server"))
+            .find(|p| p.exists())
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A redis-server child, killed on drop.
+struct Redis {
+    child: Child,
+}
+
+impl Redis {
+    fn start(bin: &Path, port: u16, dir: &Path) -> Redis {
+        let child = Command::new(bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let r = Redis { child };
+        let url = format!("redis://127.0.0.1:{port}");
+        wait_for("redis-server to answer PING", || {
+            let client = redis::Client::open(url.as_str()).ok()?;
+            let mut con = client
+                .get_connection_with_timeout(Duration::from_millis(200))
+                .ok()?;
+            redis::cmd("PING").query::<String>(&mut con).ok()
+        });
+        r
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The agent child; killed on drop, its stderr kept in a file for failure messages.
+struct AgentProc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl AgentProc {
+    fn logs(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- agent log ---\n{}", self.logs());
+        }
+    }
+}
+
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+fn connect(url: &str) -> Option<redis::Connection> {
+    redis::Client::open(url)
+        .ok()?
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()
+}
+
+/// All messages of a stream, parsed.
+fn stream_messages(url: &str, key: &str) -> Vec<Value> {
+    let Some(mut con) = connect(url) else {
+        return vec![];
+    };
+    let reply: redis::streams::StreamRangeReply = match redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+    {
+        Ok(r) => r,
+        Err(_) => return vec![],
+    };
+    reply
+        .ids
+        .iter()
+        .filter_map(|e| e.get::<String>("msg"))
+        .map(|s| serde_json::from_str(&s).expect("stream message is JSON"))
+        .collect()
+}
+
+fn schemas() -> (Validator, Validator, Validator) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../api-schemas/bus");
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&fs::read_to_string(dir.join(f)).expect("schema")).expect("json")
+    };
+    let registry = Registry::new()
+        .add(
+            "https://lachesis.dev/schemas/bus/common.schema.json",
+            read("common.schema.json"),
+        )
+        .unwrap()
+        .prepare()
+        .unwrap();
+    let build = |f: &str| {
+        jsonschema::options()
+            .with_registry(&registry)
+            .should_validate_formats(true)
+            .build(&read(f))
+            .unwrap()
+    };
+    (
+        build("registration.schema.json"),
+        build("ack.schema.json"),
+        build("heartbeat.schema.json"),
+    )
+}
+
+fn assert_valid(v: &Validator, msg: &Value) {
+    let errors: Vec<String> = v.iter_errors(msg).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{msg} does not validate: {errors:?}");
+}
+
+fn desired(generation: u64, rules: Value) -> Value {
+    json!({
+        "schema": "lachesis.desired-state/v1",
+        "host_id": HOST,
+        "generation": generation,
+        "rollout_id": format!("rollout-{generation}"),
+        "issued_at": "2026-11-21T10:00:00Z",
+        "traceparent": TP,
+        "tenants": [{"name": "web", "classifiers": [{"kind": "path_prefix", "value": "/srv/web/"}]}],
+        "rules": rules,
+    })
+}
+
+fn two_rules() -> Value {
+    json!([
+        {"name": "web-reads", "priority": 10, "match": {"tenant": "web", "ops": ["read"]},
+         "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/web"}}]},
+        {"name": "rest", "priority": 20, "match": {},
+         "detours": [{"what": "io", "to": {"kind": "file", "target": "/mnt/backing"}}]}
+    ])
+}
+
+/// Publish like the controller: the desired key, then the inbox.
+fn publish(url: &str, msg: &Value, set_key: bool) {
+    let mut con = connect(url).expect("connect to redis");
+    let text = msg.to_string();
+    if set_key {
+        redis::cmd("SET")
+            .arg(format!("lachesis:agent:{HOST}:desired"))
+            .arg(&text)
+            .query::<()>(&mut con)
+            .unwrap();
+    }
+    redis::cmd("XADD")
+        .arg(format!("lachesis:agent:{HOST}:inbox"))
+        .arg("*")
+        .arg("msg")
+        .arg(&text)
+        .query::<String>(&mut con)
+        .unwrap();
+}
+
+/// Wait for an ack of `generation` with `status`; returns it.
+fn wait_ack(url: &str, generation: u64, status: &str) -> Value {
+    wait_for(
+        &format!("ack of generation {generation} ({status})"),
+        || {
+            stream_messages(url, "lachesis:acks")
+                .into_iter()
+                .find(|a| a["generation"] == generation && a["status"] == status)
+        },
+    )
+}
+
+fn heartbeat(url: &str) -> Option<Value> {
+    let mut con = connect(url)?;
+    let text: Option<String> = redis::cmd("GET")
+        .arg(format!("lachesis:agent:{HOST}:heartbeat"))
+        .query(&mut con)
+        .ok()?;
+    text.map(|t| serde_json::from_str(&t).expect("heartbeat is JSON"))
+}
+
+#[test]
+fn agent_against_real_redis() {
+    let Some(redis_bin) = find_redis_server() else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("redis-server not found (set REDIS_SERVER or install redis-server); required under CI=true");
+        }
+        eprintln!("SKIPPED agent_against_real_redis: redis-server not found (set REDIS_SERVER or install redis-server)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let (reg_schema, ack_schema, hb_schema) = schemas();
+
+    let redis = Redis::start(&redis_bin, port, dir.path());
+
+    let device = dir.path().join("devices/flash0.img");
+    let log = dir.path().join("agent.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_lachesis-agent"))
+        .arg("run")
+        .args(["--host-id", HOST, "--redis-url", &url])
+        .arg("--device")
+        .arg(format!("flash0={}:64MiB", device.display()))
+        .args(["--heartbeat-interval-ms", "200", "--heartbeat-ttl-s", "5"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the agent");
+    let mut agent = AgentProc { child, log };
+
+    // 1. Registration arrives, with the device created sparse.
+    let reg = wait_for("registration", || {
+        stream_messages(&url, "lachesis:registrations")
+            .into_iter()
+            .find(|r| r["host_id"] == HOST)
+    });
+    assert_valid(&reg_schema, &reg);
+    let devices = &reg["capabilities"]["devices"];
+    assert_eq!(devices[0]["name"], "flash0");
+    assert_eq!(devices[0]["kind"], "file");
+    assert_eq!(devices[0]["size_bytes"], 64u64 << 20);
+    assert_eq!(fs::metadata(&device).unwrap().len(), 64 << 20);
+
+    // 2. A desired state is applied and acked, echoing rollout and trace.
+    publish(&url, &desired(1, two_rules()), true);
+    let ack = wait_ack(&url, 1, "applied");
+    assert_valid(&ack_schema, &ack);
+    assert_eq!(ack["rollout_id"], "rollout-1");
+    assert_eq!(ack["traceparent"], TP);
+    assert_eq!(ack["rules_installed"], 2);
+    assert_eq!(ack["reason"], Value::Null);
+
+    // The heartbeat reports the applied generation.
+    let hb = wait_for("heartbeat with generation 1", || {
+        heartbeat(&url).filter(|h| h["generation"] == 1)
+    });
+    assert_valid(&hb_schema, &hb);
+
+    // 3. A bad table is refused, the old one kept; garbage is skipped; a stale one refused.
+    let dup = json!([
+        {"name": "x", "priority": 1, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "a"}}]},
+        {"name": "x", "priority": 2, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "b"}}]}
+    ]);
+    publish(&url, &desired(2, dup), false);
+    let ack = wait_ack(&url, 2, "rejected");
+    assert!(
+        ack["reason"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate rule name"),
+        "{ack}"
+    );
+    assert_eq!(ack["rules_installed"], 2);
+    {
+        let mut con = connect(&url).unwrap();
+        redis::cmd("XADD")
+            .arg(format!("lachesis:agent:{HOST}:inbox"))
+            .arg("*")
+            .arg("msg")
+            .arg("{not json")
+            .query::<String>(&mut con)
+            .unwrap();
+    }
+    publish(&url, &desired(3, json!([])), true);
+    let ack = wait_ack(&url, 3, "applied");
+    assert_eq!(ack["rules_installed"], 0);
+    let mut stale = desired(1, two_rules());
+    stale["rollout_id"] = json!("rollout-stale");
+    publish(&url, &stale, false);
+    let ack = wait_for("stale refusal", || {
+        stream_messages(&url, "lachesis:acks")
+            .into_iter()
+            .find(|a| a["rollout_id"] == "rollout-stale")
+    });
+    assert_valid(&ack_schema, &ack);
+    assert_eq!(ack["status"], "rejected");
+    assert_eq!(
+        ack["reason"],
+        "stale generation 1: this agent holds generation 3"
+    );
+
+    let logs = agent.logs();
+    assert!(logs.contains("applied desired state"), "{logs}");
+    assert!(logs.contains("rollout_id=rollout-1"), "{logs}");
+    assert!(logs.contains("refused stale generation"), "{logs}");
+    assert!(logs.contains("invalid desired-state message"), "{logs}");
+
+    // 4. Redis restarts empty on the same port: the agent re-registers and acks a new
+    // generation.
+    redis.stop();
+    let redis = Redis::start(&redis_bin, port, dir.path());
+    let reg = wait_for("re-registration", || {
+        stream_messages(&url, "lachesis:registrations")
+            .into_iter()
+            .find(|r| r["host_id"] == HOST)
+    });
+    assert_valid(&reg_schema, &reg);
+    publish(&url, &desired(4, two_rules()), true);
+    let ack = wait_ack(&url, 4, "applied");
+    assert_eq!(ack["rollout_id"], "rollout-4");
+    assert_eq!(ack["rules_installed"], 2);
+    wait_for("heartbeat with generation 4", || {
+        heartbeat(&url).filter(|h| h["generation"] == 4)
+    });
+
+    // 5. SIGTERM stops it cleanly, leaving the desired state alone.
+    kill(Pid::from_raw(agent.child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_for("the agent to exit", || agent.child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(0), "{}", agent.logs());
+    let mut con = connect(&url).unwrap();
+    let kept: Option<String> = redis::cmd("GET")
+        .arg(format!("lachesis:agent:{HOST}:desired"))
+        .query(&mut con)
+        .unwrap();
+    assert!(kept.is_some());
+    drop(redis);
+}

@@ -1,0 +1,21 @@
+//! The sSwitch of a Lachesis agent: the forwarding-rule types of the bus contract and the rule
+//! table that the IO path consults (first match wins).
+//!
+//! This crate is pure: no IO, no async, no allocation on the lookup path.
+//!
+//! - [`rule`]: `Rule`, `Match`, `Detour`, `Op`, `Tenant`, `Classifier`, mirroring
+//!   `api-schemas/bus/common.schema.json` (serde, unknown fields rejected, the schema's
+//!   constraints checked while deserializing). [`Match::matches`] is the reference semantics.
+//! - [`table`]: [`RuleTable`], the ordered, indexed table with the Switch API verbs
+//!   (insert, delete, quiesce, resume) and [`RuleTable::lookup`].
+//! - [`names`]: the name pattern shared by tenants and rules, and serde helpers.
+
+pub mod names;
+pub mod rule;
+pub mod table;
+
+pub use rule::{
+    path_prefix_matches, ByteRange, Classifier, ClassifierKind, Detour, DetourKind, DetourTarget,
+    DetourWhat, Match, Nullable, Op, Rule, Tenant, MAX_PRIORITY,
+};
+pub use table::{IoHeader, RuleTable, TableError};

@@ -1,0 +1,1 @@
+"""`lachesis-cli`: the operator's command line for the Lachesis controller."""

@@ -1,0 +1,277 @@
+"""`lachesis-cli`: apply, get, delete and status against the controller's REST API.
+
+Exit codes: 0 done; 1 the controller is unreachable or failed, or a rollout failed or
+timed out; 2 bad input (file, arguments, or the controller refused the request).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from . import documents, output
+from .client import Client, describe_problem
+from .errors import EXIT_FAILED, CliError
+from .settings import resolve
+
+app = typer.Typer(
+    name="lachesis-cli",
+    help="Operate a Lachesis controller: apply tenants and rules, watch rollouts, inspect hosts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+FINAL_STATES = {"succeeded", "failed", "timed_out"}
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class Kind(str, Enum):
+    hosts = "hosts"
+    tenants = "tenants"
+    rules = "rules"
+    rollouts = "rollouts"
+
+
+# Singular forms are accepted too: `get rule r1` reads better than `get rules r1`.
+KIND_ALIASES = {k.value: k.value for k in Kind} | {k.value[:-1]: k.value for k in Kind}
+DELETABLE = {"tenants", "rules"}
+
+UrlOption = Annotated[
+    str | None, typer.Option("--url", help="Controller URL (default: LACHESIS_URL, .lachesis/controller-url, http://127.0.0.1:8080)")
+]
+OutputOption = Annotated[Format, typer.Option("--output", "-o", help="table or json")]
+WaitOption = Annotated[
+    float, typer.Option("--wait", min=0, help="Seconds to wait for the rollout to finish (0: don't wait)")
+]
+
+
+def _client(url: str | None) -> Client:
+    return Client(resolve(url))
+
+
+def _fail(exc: CliError) -> typer.Exit:
+    typer.echo(f"error: {exc.message}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+def _kind(value: str) -> str:
+    kind = KIND_ALIASES.get(value.lower())
+    if kind is None:
+        raise CliError(f"unknown kind {value!r}: use one of {', '.join(k.value for k in Kind)}")
+    return kind
+
+
+@app.command()
+def apply(
+    file: Annotated[Path, typer.Option("--file", "-f", help="YAML or JSON file of Tenant and Rule documents")],
+    wait: WaitOption = 10.0,
+    url: UrlOption = None,
+) -> None:
+    """Create or update the tenants and rules in FILE, then wait for their rollouts."""
+    try:
+        docs = documents.load(file)
+        # Tenants first: a rule in the same file may name one of them.
+        docs.sort(key=lambda d: 0 if d.kind == "Tenant" else 1)
+        with _client(url) as client:
+            rollout_ids = [rid for doc in docs if (rid := _apply_one(client, doc))]
+            ok = _wait_all(client, rollout_ids, wait)
+    except CliError as exc:
+        raise _fail(exc) from None
+    if not ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _apply_one(client: Client, doc: documents.Document) -> str | None:
+    path = f"/api/v1/{doc.collection}/{doc.name}"
+    try:
+        current = client.get_optional(path)
+        if current is None:
+            result = client.request("POST", f"/api/v1/{doc.collection}", json=doc.spec).json()
+            verb = "created"
+        elif _same(doc.spec, current):
+            typer.echo(f"{doc.label} unchanged")
+            return None
+        else:
+            result = client.request("PUT", path, json=doc.spec).json()
+            verb = "updated"
+    except CliError as exc:
+        raise CliError(f"{doc.where}: {doc.label}: {exc.message}", exc.exit_code) from None
+    typer.echo(f"{doc.label} {verb}, rollout {result['rollout_id']}")
+    return str(result["rollout_id"])
+
+
+def _same(spec: dict[str, Any], current: dict[str, Any]) -> bool:
+    # Fields a spec may leave out, with the value the server then stores.
+    defaults = {"description": None, "hosts": None}
+    return all(
+        spec.get(key, defaults.get(key)) == current.get(key)
+        for key in set(spec) | (set(defaults) & set(current))
+    )
+
+
+def _wait_all(client: Client, rollout_ids: list[str], wait_s: float) -> bool:
+    """Print each rollout's outcome; False if any failed or timed out."""
+    if not rollout_ids or wait_s <= 0:
+        return True
+    deadline = time.monotonic() + wait_s
+    ok = True
+    for rollout_id in rollout_ids:
+        rollout = client.get(f"/api/v1/rollouts/{rollout_id}")
+        while rollout["state"] == "pending" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            rollout = client.get(f"/api/v1/rollouts/{rollout_id}")
+        _print_rollout(rollout)
+        if rollout["state"] == "pending":
+            typer.echo(f"rollout {rollout_id} still pending after {wait_s:g} s", err=True)
+        elif rollout["state"] != "succeeded":
+            ok = False
+    return ok
+
+
+def _print_rollout(rollout: dict[str, Any]) -> None:
+    reason = f": {rollout['reason']}" if rollout.get("reason") else ""
+    typer.echo(f"rollout {rollout['id']} {rollout['state']}{reason}")
+    for target in rollout["targets"]:
+        why = f" ({target['reason']})" if target.get("reason") else ""
+        typer.echo(f"  {target['host_id']}: generation {target['generation']} {target['status']}{why}")
+
+
+@app.command()
+def get(
+    kind: Annotated[str, typer.Argument(help="hosts, tenants, rules or rollouts")],
+    name: Annotated[str | None, typer.Argument(help="One item by name (a rollout by id)")] = None,
+    output_format: OutputOption = Format.table,
+    url: UrlOption = None,
+) -> None:
+    """Show hosts, tenants, rules or rollouts."""
+    try:
+        collection = _kind(kind)
+        with _client(url) as client:
+            path = f"/api/v1/{collection}" + (f"/{name}" if name else "")
+            data = client.get(path)
+    except CliError as exc:
+        raise _fail(exc) from None
+    if output_format is Format.json:
+        typer.echo(output.as_json(data))
+        return
+    items = data if isinstance(data, list) else [data]
+    typer.echo(_render(collection, items))
+    if collection == "rollouts" and name:
+        for target_line in _target_lines(data):
+            typer.echo(target_line)
+
+
+def _render(collection: str, items: list[dict[str, Any]]) -> str:
+    if collection == "hosts":
+        return output.table(
+            ["HOST", "ALIVE", "DESIRED", "ACKED", "AGENT", "LAST SEEN"],
+            [[h["id"], output.alive(h["alive"]), h["desired_generation"], h["acked_generation"],
+              h["agent_version"], h["last_seen"]] for h in items],
+        )
+    if collection == "tenants":
+        return output.table(
+            ["TENANT", "CLASSIFIERS", "DESCRIPTION"],
+            [[t["name"], ", ".join(f"{c['kind']}={c['value']}" for c in t["classifiers"]) or "-",
+              t.get("description")] for t in items],
+        )
+    if collection == "rules":
+        return output.table(
+            ["RULE", "PRIORITY", "HOSTS", "MATCH", "DETOURS"],
+            [[r["name"], r["priority"], ",".join(r["hosts"]) if r["hosts"] is not None else "*",
+              output.describe_match(r["match"]), output.describe_detours(r["detours"])] for r in items],
+        )
+    return output.table(
+        ["ROLLOUT", "STATE", "CAUSE", "HOSTS", "CREATED"],
+        [[r["id"], r["state"], r["cause"], len(r["targets"]), r["created_at"]] for r in items],
+    )
+
+
+def _target_lines(rollout: dict[str, Any]) -> list[str]:
+    lines = []
+    if rollout.get("reason"):
+        lines.append(f"reason: {rollout['reason']}")
+    if rollout["targets"]:
+        lines.append("")
+        lines.append(output.table(
+            ["HOST", "GENERATION", "STATUS", "ACKED AT", "REASON"],
+            [[t["host_id"], t["generation"], t["status"], t["acked_at"], t["reason"]] for t in rollout["targets"]],
+        ))
+    return lines
+
+
+@app.command()
+def delete(
+    kind: Annotated[str, typer.Argument(help="tenant or rule")],
+    name: Annotated[str, typer.Argument()],
+    wait: WaitOption = 10.0,
+    url: UrlOption = None,
+) -> None:
+    """Delete a tenant or rule, then wait for the rollout."""
+    try:
+        collection = _kind(kind)
+        if collection not in DELETABLE:
+            raise CliError(f"cannot delete {collection}: only tenants and rules")
+        with _client(url) as client:
+            result = client.request("DELETE", f"/api/v1/{collection}/{name}").json()
+            typer.echo(f"{collection[:-1]}/{name} deleted, rollout {result['rollout_id']}")
+            ok = _wait_all(client, [result["rollout_id"]], wait)
+    except CliError as exc:
+        raise _fail(exc) from None
+    if not ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def status(output_format: OutputOption = Format.table, url: UrlOption = None) -> None:
+    """Controller readiness, hosts and counts. Exits 1 unless the controller is ready."""
+    try:
+        with _client(url) as client:
+            ready = client.request("GET", "/readyz", ok=(503,))
+            hosts = client.get("/api/v1/hosts")
+            tenants = client.get("/api/v1/tenants")
+            rules = client.get("/api/v1/rules")
+    except CliError as exc:
+        raise _fail(exc) from None
+    is_ready = ready.status_code == 200
+    summary = {
+        "controller": client.url,
+        "ready": is_ready,
+        "checks": ready.json().get("checks", {}),
+        "tenants": len(tenants),
+        "rules": len(rules),
+        "hosts": hosts,
+    }
+    if output_format is Format.json:
+        typer.echo(output.as_json(summary))
+    else:
+        checks = ", ".join(f"{k} {v}" for k, v in summary["checks"].items())
+        typer.echo(f"controller  {client.url}")
+        typer.echo(f"ready       {'yes' if is_ready else 'no'} ({checks})")
+        typer.echo(f"tenants     {len(tenants)}")
+        typer.echo(f"rules       {len(rules)}")
+        typer.echo(f"hosts       {len(hosts)}")
+        if hosts:
+            typer.echo("")
+            typer.echo(_render("hosts", hosts))
+    if not is_ready:
+        typer.echo(describe_problem(ready, "GET /readyz"), err=True)
+        raise typer.Exit(EXIT_FAILED)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Dependencies the route handlers share: the session, the bus, the settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from ..bus import Bus
+from ..config import Settings
+
+
+# Async on purpose: FastAPI runs sync dependencies in a worker thread, and every database
+# call of the controller is meant to happen on the event loop thread (see db.py).
+async def _session(request: Request) -> AsyncIterator[Session]:
+    with request.app.state.sessions() as session:
+        yield session
+
+
+async def _bus(request: Request) -> Bus:
+    return request.app.state.bus
+
+
+async def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+SessionDep = Annotated[Session, Depends(_session)]
+BusDep = Annotated[Bus, Depends(_bus)]
+SettingsDep = Annotated[Settings, Depends(_settings)]

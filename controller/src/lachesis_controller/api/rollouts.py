@@ -1,0 +1,63 @@
+"""Rollouts: read-only; created by changes to tenants and rules and by host enrollment."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from .. import rollouts as engine
+from ..db import utcnow
+from ..models import Rollout
+from ..problems import not_found, problem_responses
+from ..schemas import RolloutOut, RolloutTargetOut
+from .deps import SessionDep
+
+router = APIRouter(prefix="/rollouts", tags=["rollouts"])
+
+
+def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
+    state, reason, completed_at = rollout.state, rollout.reason, rollout.completed_at
+    if state == engine.PENDING and rollout.deadline <= now:
+        # The reconciler marks it within a second or so; answer as it will.
+        state, reason, completed_at = engine.TIMED_OUT, engine.timeout_reason(rollout), rollout.deadline
+    return RolloutOut(
+        id=rollout.id,
+        state=state,  # type: ignore[arg-type]
+        reason=reason,
+        cause=rollout.cause,
+        traceparent=rollout.traceparent,
+        created_at=rollout.created_at,
+        deadline=rollout.deadline,
+        completed_at=completed_at,
+        targets=[
+            RolloutTargetOut(
+                host_id=t.host_id, generation=t.generation, status=t.status,  # type: ignore[arg-type]
+                acked_at=t.acked_at, reason=t.reason,
+            )
+            for t in rollout.targets
+        ],
+    )
+
+
+@router.get("", response_model=list[RolloutOut], summary="Recent rollouts, newest first")
+async def list_rollouts(
+    session: SessionDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> list[RolloutOut]:
+    now = utcnow()
+    with session.begin():
+        rows = session.scalars(
+            select(Rollout).order_by(Rollout.created_at.desc(), Rollout.id).limit(limit)
+        ).all()
+        return [rollout_out(r, now) for r in rows]
+
+
+@router.get("/{rollout_id}", response_model=RolloutOut, responses=problem_responses(404))
+async def get_rollout(rollout_id: str, session: SessionDep) -> RolloutOut:
+    with session.begin():
+        rollout = session.get(Rollout, rollout_id)
+        if rollout is None:
+            raise not_found("rollout", rollout_id)
+        return rollout_out(rollout, utcnow())

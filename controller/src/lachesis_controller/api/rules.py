@@ -1,0 +1,171 @@
+"""Rules: the sSwitch forwarding table. A change is a new generation for the hosts the rule
+is (or was) installed on."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import rollouts
+from ..config import Settings
+from ..db import utcnow
+from ..messages import Detour, Match
+from ..models import Host, Rule, Tenant
+from ..problems import conflict, invalid, not_found, problem_responses
+from ..schemas import RuleChange, RuleOut, RuleSpec
+from ..telemetry import current_traceparent
+from .changes import ship
+from .deps import BusDep, SessionDep, SettingsDep
+
+router = APIRouter(prefix="/rules", tags=["rules"])
+
+
+def rule_out(rule: Rule) -> RuleOut:
+    return RuleOut(
+        name=rule.name,
+        priority=rule.priority,
+        hosts=rule.hosts,
+        match=Match.model_validate(rule.match),
+        detours=[Detour.model_validate(d) for d in rule.detours],
+        created_at=rule.created_at,
+        updated_at=rule.updated_at,
+    )
+
+
+def _change(rule: Rule, rollout_id: str) -> RuleChange:
+    out = rule_out(rule)
+    return RuleChange(
+        **{name: getattr(out, name) for name in RuleOut.model_fields}, rollout_id=rollout_id
+    )
+
+
+def _check_references(session: Session, spec: RuleSpec) -> None:
+    """Everything a rule names must exist: 422 naming each bad field, before any write."""
+    errors: list[tuple[str, str]] = []
+    if spec.match.tenant is not None and session.get(Tenant, spec.match.tenant) is None:
+        errors.append(("match.tenant", f"no tenant named {spec.match.tenant!r}"))
+    seen: set[str] = set()
+    for index, host_id in enumerate(spec.hosts or []):
+        if host_id in seen:
+            errors.append((f"hosts[{index}]", f"host {host_id!r} is listed twice"))
+        elif session.get(Host, host_id) is None:
+            errors.append((f"hosts[{index}]", f"no host named {host_id!r} has registered"))
+        seen.add(host_id)
+    if errors:
+        raise invalid(errors)
+
+
+def _targets(session: Session, *host_lists: list[str] | None) -> list[str]:
+    """Hosts that must get a new generation: the union of the rule's host lists (old and
+    new), or every host when any of them is null."""
+    if any(hosts is None for hosts in host_lists):
+        return rollouts.all_host_ids(session)
+    return sorted({h for hosts in host_lists for h in hosts or []})
+
+
+def _apply_spec(rule: Rule, spec: RuleSpec) -> None:
+    rule.priority = spec.priority
+    rule.tenant = spec.match.tenant
+    rule.hosts = list(spec.hosts) if spec.hosts is not None else None
+    rule.match = spec.match.dump()
+    rule.detours = [d.dump() for d in spec.detours]
+
+
+def _rollout(
+    session: Session, settings: Settings, cause: str, host_ids: list[str]
+) -> tuple[str, list[rollouts.Publication]]:
+    rollout, publications = rollouts.start_rollout(
+        session, cause=cause, trigger="rule", host_ids=host_ids, now=utcnow(),
+        timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+    )
+    return rollout.id, publications
+
+
+# exclude_unset keeps `match` as it was given: a field left out stays out, not null.
+@router.post(
+    "", status_code=201, response_model=RuleChange, response_model_exclude_unset=True,
+    responses=problem_responses(400, 401, 409, 415, 422),
+)
+async def create_rule(
+    spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+) -> RuleChange:
+    with session.begin():
+        if session.get(Rule, spec.name) is not None:
+            raise conflict("name", f"rule {spec.name!r} already exists")
+        _check_references(session, spec)
+        now = utcnow()
+        rule = Rule(name=spec.name, created_at=now, updated_at=now)
+        _apply_spec(rule, spec)
+        session.add(rule)
+        rollout_id, publications = _rollout(
+            session, settings, f"rule {spec.name} created", _targets(session, rule.hosts)
+        )
+    await ship(bus, publications, response, rollout_id)
+    response.headers["Location"] = f"/api/v1/rules/{spec.name}"
+    return _change(rule, rollout_id)
+
+
+@router.get(
+    "", response_model=list[RuleOut], response_model_exclude_unset=True,
+    summary="All rules in evaluation order (priority, then name)",
+)
+async def list_rules(session: SessionDep) -> list[RuleOut]:
+    with session.begin():
+        rows = session.scalars(select(Rule).order_by(Rule.priority, Rule.name))
+        return [rule_out(r) for r in rows]
+
+
+@router.get(
+    "/{name}", response_model=RuleOut, response_model_exclude_unset=True,
+    responses=problem_responses(404),
+)
+async def get_rule(name: str, session: SessionDep) -> RuleOut:
+    with session.begin():
+        rule = session.get(Rule, name)
+        if rule is None:
+            raise not_found("rule", name)
+        return rule_out(rule)
+
+
+@router.put(
+    "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
+    responses=problem_responses(400, 401, 404, 415, 422), summary="Replace a rule",
+)
+async def replace_rule(
+    name: str, spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep,
+    settings: SettingsDep,
+) -> RuleChange:
+    if spec.name != name:
+        raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
+    with session.begin():
+        rule = session.get(Rule, name)
+        if rule is None:
+            raise not_found("rule", name)
+        _check_references(session, spec)
+        old_hosts = rule.hosts
+        _apply_spec(rule, spec)
+        rule.updated_at = utcnow()
+        rollout_id, publications = _rollout(
+            session, settings, f"rule {name} updated", _targets(session, old_hosts, rule.hosts)
+        )
+    await ship(bus, publications, response, rollout_id)
+    return _change(rule, rollout_id)
+
+
+@router.delete(
+    "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
+    responses=problem_responses(401, 404),
+)
+async def delete_rule(
+    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+) -> RuleChange:
+    with session.begin():
+        rule = session.get(Rule, name)
+        if rule is None:
+            raise not_found("rule", name)
+        host_ids = _targets(session, rule.hosts)
+        session.delete(rule)
+        rollout_id, publications = _rollout(session, settings, f"rule {name} deleted", host_ids)
+    await ship(bus, publications, response, rollout_id)
+    return _change(rule, rollout_id)

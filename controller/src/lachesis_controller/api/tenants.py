@@ -1,0 +1,124 @@
+"""Tenants: who the IO belongs to. Every host gets every tenant, so any change here is a
+new generation for all hosts."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import rollouts
+from ..config import Settings
+from ..db import utcnow
+from ..messages import Classifier
+from ..models import Rule, Tenant
+from ..problems import conflict, invalid, not_found, problem_responses
+from ..schemas import TenantChange, TenantOut, TenantSpec
+from ..telemetry import current_traceparent
+from .changes import ship
+from .deps import BusDep, SessionDep, SettingsDep
+
+router = APIRouter(prefix="/tenants", tags=["tenants"])
+
+WRITE_ERRORS = problem_responses(400, 401, 409, 415, 422)
+
+
+def tenant_out(tenant: Tenant) -> TenantOut:
+    return TenantOut(
+        name=tenant.name,
+        classifiers=[Classifier.model_validate(c) for c in tenant.classifiers],
+        description=tenant.description,
+        created_at=tenant.created_at,
+        updated_at=tenant.updated_at,
+    )
+
+
+def _change(tenant: Tenant, rollout_id: str) -> TenantChange:
+    return TenantChange(**tenant_out(tenant).model_dump(), rollout_id=rollout_id)
+
+
+def _rollout(session: Session, settings: Settings, cause: str) -> tuple[str, list[rollouts.Publication]]:
+    now = utcnow()
+    rollout, publications = rollouts.start_rollout(
+        session, cause=cause, trigger="tenant", host_ids=rollouts.all_host_ids(session),
+        now=now, timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+    )
+    return rollout.id, publications
+
+
+@router.post("", status_code=201, response_model=TenantChange, responses=WRITE_ERRORS)
+async def create_tenant(
+    spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+) -> TenantChange:
+    with session.begin():
+        if session.get(Tenant, spec.name) is not None:
+            raise conflict("name", f"tenant {spec.name!r} already exists")
+        now = utcnow()
+        tenant = Tenant(
+            name=spec.name, description=spec.description,
+            classifiers=[c.dump() for c in spec.classifiers], created_at=now, updated_at=now,
+        )
+        session.add(tenant)
+        rollout_id, publications = _rollout(session, settings, f"tenant {spec.name} created")
+    await ship(bus, publications, response, rollout_id)
+    response.headers["Location"] = f"/api/v1/tenants/{spec.name}"
+    return _change(tenant, rollout_id)
+
+
+@router.get("", response_model=list[TenantOut])
+async def list_tenants(session: SessionDep) -> list[TenantOut]:
+    with session.begin():
+        return [tenant_out(t) for t in session.scalars(select(Tenant).order_by(Tenant.name))]
+
+
+@router.get("/{name}", response_model=TenantOut, responses=problem_responses(404))
+async def get_tenant(name: str, session: SessionDep) -> TenantOut:
+    with session.begin():
+        tenant = session.get(Tenant, name)
+        if tenant is None:
+            raise not_found("tenant", name)
+        return tenant_out(tenant)
+
+
+@router.put(
+    "/{name}", response_model=TenantChange, responses=problem_responses(400, 401, 404, 415, 422),
+    summary="Replace a tenant's classifiers and description",
+)
+async def replace_tenant(
+    name: str, spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep,
+    settings: SettingsDep,
+) -> TenantChange:
+    if spec.name != name:
+        raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
+    with session.begin():
+        tenant = session.get(Tenant, name)
+        if tenant is None:
+            raise not_found("tenant", name)
+        tenant.classifiers = [c.dump() for c in spec.classifiers]
+        tenant.description = spec.description
+        tenant.updated_at = utcnow()
+        rollout_id, publications = _rollout(session, settings, f"tenant {name} updated")
+    await ship(bus, publications, response, rollout_id)
+    return _change(tenant, rollout_id)
+
+
+@router.delete(
+    "/{name}", response_model=TenantChange, responses=problem_responses(401, 404, 409),
+    summary="Delete a tenant no rule names",
+)
+async def delete_tenant(
+    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+) -> TenantChange:
+    with session.begin():
+        tenant = session.get(Tenant, name)
+        if tenant is None:
+            raise not_found("tenant", name)
+        users = list(session.scalars(select(Rule.name).where(Rule.tenant == name).order_by(Rule.name)))
+        if users:
+            raise conflict(
+                "name", f"tenant {name!r} is used by rule(s) {', '.join(users)}: delete them first"
+            )
+        session.delete(tenant)
+        rollout_id, publications = _rollout(session, settings, f"tenant {name} deleted")
+    await ship(bus, publications, response, rollout_id)
+    return _change(tenant, rollout_id)

@@ -1,0 +1,122 @@
+"""The FastAPI application: routes, error handling, auth, tracing, and the background
+tasks (bus consumers, reconciler) that live as long as it does."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from sqlalchemy.engine import make_url
+
+from . import __version__, consumers, problems
+from .api import health, hosts, rollouts, rules, tenants
+from .api.auth import BearerAuthMiddleware, bearer_scheme
+from .bus import Bus, make_redis, redact_url
+from .config import Settings
+from .db import make_engine, make_sessionmaker, migrate
+from .reconciler import Reconciler
+from .telemetry import setup_tracing
+
+log = logging.getLogger(__name__)
+
+# Longest a background task may take to notice the shutdown (a blocking XREADGROUP is 1 s).
+SHUTDOWN_GRACE_S = 5.0
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    sessions = make_sessionmaker(engine)
+    redis = make_redis(settings.redis_url)
+    bus = Bus(redis)
+    app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
+
+    handlers = consumers.Handlers(sessions, bus, settings.rollout_timeout_s)
+    stop = asyncio.Event()
+    reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
+    tasks = consumers.start(handlers, stop)
+    tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
+    log.info(
+        "controller %s ready: database %s, redis %s, auth %s",
+        __version__,
+        make_url(settings.database_url).render_as_string(hide_password=True),
+        redact_url(settings.redis_url),
+        "on" if settings.api_token else "off",
+    )
+    try:
+        yield
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        _, stuck = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+        for task in stuck:
+            log.warning("background task %s did not stop within %s s", task.get_name(), SHUTDOWN_GRACE_S)
+        await redis.aclose()
+        engine.dispose()
+        log.info("controller stopped")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    setup_tracing()
+    app = FastAPI(
+        title="Lachesis controller",
+        version=__version__,
+        summary="Control plane of the Lachesis software-defined storage system.",
+        description=(
+            "Tenants and rules go in; per-host desired state goes out over Redis as new "
+            "generations, tracked as rollouts. Errors are RFC 9457 problem details."
+        ),
+        lifespan=lifespan,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    problems.install(app)
+
+    app.include_router(health.router)
+    api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
+    for module in (hosts, tenants, rules, rollouts):
+        api.include_router(module.router)
+    app.include_router(api)
+
+    app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+    )
+    app.openapi = _openapi_with_problem_media_type(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi_with_problem_media_type(app: FastAPI) -> Any:
+    """FastAPI documents every response as application/json; error responses are
+    application/problem+json, so say so."""
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original()
+        for path_item in schema.get("paths", {}).values():
+            for operation in path_item.values():
+                for status, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if status[:1] in {"4", "5"} and "application/json" in content:
+                        content[problems.PROBLEM_JSON] = content.pop("application/json")
+                    if status[:1] in {"4", "5"}:
+                        # FastAPI's default 422 body is not what the API sends.
+                        content[problems.PROBLEM_JSON] = {"schema": {"$ref": "#/components/schemas/Problem"}}
+        component_schemas = schema.get("components", {}).get("schemas", {})
+        component_schemas.pop("HTTPValidationError", None)
+        component_schemas.pop("ValidationError", None)
+        app.openapi_schema = schema
+        return schema
+
+    return openapi

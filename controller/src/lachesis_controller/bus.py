@@ -1,0 +1,172 @@
+"""The Redis side of the bus (api-schemas/README.md): key names, the Redis client, and
+writing desired state to the agents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from . import metrics
+from .messages import Heartbeat, parse_timestamp
+from .rollouts import Publication
+
+log = logging.getLogger(__name__)
+
+REGISTRATIONS = "lachesis:registrations"
+ACKS = "lachesis:acks"
+GROUP = "controller"
+# One controller process: a fixed consumer name lets a restarted controller pick up the
+# entries its predecessor read but did not ack.
+CONSUMER = "controller-1"
+INBOX_MAXLEN = 1000
+
+# What a dead or unreachable Redis raises through redis-py.
+REDIS_DOWN = (RedisError, OSError, asyncio.TimeoutError)
+
+
+def desired_key(host_id: str) -> str:
+    return f"lachesis:agent:{host_id}:desired"
+
+
+def inbox_key(host_id: str) -> str:
+    return f"lachesis:agent:{host_id}:inbox"
+
+
+def heartbeat_key(host_id: str) -> str:
+    return f"lachesis:agent:{host_id}:heartbeat"
+
+
+def make_redis(url: str) -> Redis:
+    # One immediate retry only: it replaces a pooled connection that died with an earlier
+    # Redis process (the first command on it fails), while a Redis that is really down
+    # still fails fast (connection refused) so no REST call hangs. Longer waits are the
+    # callers' business: the consumers and the reconciler back off and try again.
+    return Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=1.0,
+        socket_timeout=5.0,
+        retry=Retry(NoBackoff(), 1),
+    )
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+class Bus:
+    """Writes desired state. All writers hold `lock`, so the request path and the
+    reconciler never interleave and a host's key never goes back a generation."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.lock = asyncio.Lock()
+
+    async def publish(self, publications: Sequence[Publication], *, source: str) -> bool:
+        if not publications:
+            return True
+        async with self.lock:
+            return await self.publish_locked(publications, source=source)
+
+    async def publish_locked(self, publications: Sequence[Publication], *, source: str) -> bool:
+        """Write each message to the host's desired key and inbox; False if Redis failed.
+
+        A failure is logged, not raised: the database already holds the change and the
+        reconciler will publish it once Redis answers again.
+        """
+        try:
+            # MULTI/EXEC: an agent never sees the key without the inbox entry, or the reverse.
+            async with self.redis.pipeline(transaction=True) as pipe:
+                for pub in publications:
+                    pipe.set(desired_key(pub.host_id), pub.message)
+                    pipe.xadd(
+                        inbox_key(pub.host_id), {"msg": pub.message},
+                        maxlen=INBOX_MAXLEN, approximate=True,
+                    )
+                await pipe.execute()
+        except REDIS_DOWN as exc:
+            metrics.PUBLISH_FAILURES.inc(len(publications))
+            log.warning(
+                "could not publish desired state to %s (%s: %s); the reconciler will retry",
+                ", ".join(f"{p.host_id}@{p.generation}" for p in publications),
+                type(exc).__name__, exc,
+            )
+            return False
+        metrics.DESIRED_STATE_PUBLISHED.labels(source).inc(len(publications))
+        for pub in publications:
+            log.info("published generation %d to %s (%s)", pub.generation, pub.host_id, source)
+        return True
+
+    async def desired_generations(self, host_ids: Sequence[str]) -> list[int | None]:
+        """Generation held in each host's desired key (None: missing or unreadable).
+
+        Raises on Redis errors: the caller cannot tell "missing" from "unknown" otherwise.
+        """
+        if not host_ids:
+            return []
+        values = await self.redis.mget([desired_key(h) for h in host_ids])
+        return [_generation_of(v) for v in values]
+
+    async def heartbeats(self, host_ids: Sequence[str]) -> dict[str, Heartbeat | None] | None:
+        """Latest heartbeat per host (None when the key is absent: the host is not alive);
+        None overall when Redis cannot be asked."""
+        if not host_ids:
+            return {}
+        try:
+            values = await self.redis.mget([heartbeat_key(h) for h in host_ids])
+        except REDIS_DOWN as exc:
+            log.warning("cannot read heartbeats (%s: %s)", type(exc).__name__, exc)
+            return None
+        beats: dict[str, Heartbeat | None] = {}
+        for host_id, raw in zip(host_ids, values, strict=True):
+            beats[host_id] = _heartbeat_of(host_id, raw)
+        return beats
+
+
+def _generation_of(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        generation = json.loads(raw).get("generation")
+    except (ValueError, AttributeError):
+        return None
+    return generation if isinstance(generation, int) else None
+
+
+def _heartbeat_of(host_id: str, raw: str | None) -> Heartbeat | None:
+    if raw is None:
+        return None
+    try:
+        beat = Heartbeat.model_validate_json(raw)
+    except ValidationError as exc:
+        # The key exists, so the agent is alive even if it wrote something odd.
+        log.warning("invalid heartbeat of %s: %s", host_id, exc.errors()[0].get("msg"))
+        return Heartbeat.model_construct(host_id=host_id, sent_at="", generation=0, uptime_s=0)
+    if beat.host_id != host_id:
+        log.warning("heartbeat key of %s holds host_id %s", host_id, beat.host_id)
+    return beat
+
+
+def heartbeat_time(beat: Heartbeat, now: datetime) -> datetime:
+    """When the heartbeat was sent, but never later than now (agent clocks drift)."""
+    try:
+        return min(parse_timestamp(beat.sent_at), now)
+    except ValueError:
+        return now

@@ -1,0 +1,99 @@
+"""Database engine, sessions and schema migrations.
+
+The controller uses a synchronous engine and calls it from the event loop. Every
+transaction is short (a few rows) and SQLite is local, so the loop blocks for well under a
+millisecond, and running all DB work on one thread means the API handlers, the bus
+consumers and the reconciler never interleave inside a transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import DateTime, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, whatever the backend keeps.
+
+    SQLite stores no offset, so without this a value would come back naive and compare
+    wrongly with utcnow().
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 5})
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Python's sqlite3 module commits on its own before DDL; taking transaction control
+    # away from it (and issuing BEGIN in _sqlite_begin) makes a migration all-or-nothing
+    # like every other transaction.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # SQLite ignores foreign keys unless asked, per connection.
+    cursor.execute("PRAGMA foreign_keys=ON")
+    # WAL: readers (e.g. a backup or a test looking at the file) never block the
+    # controller's writes, and a commit costs one fsync of the log only.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN")
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    # expire_on_commit=False: handlers build the response from objects after commit.
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (run at every start-up; a no-op when current)."""
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, "head")

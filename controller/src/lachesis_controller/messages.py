@@ -1,0 +1,196 @@
+"""Pydantic models of the Redis bus messages (api-schemas/bus/*.schema.json).
+
+The JSON Schemas are the contract; these models mirror them field for field so a message
+that one accepts the other accepts too (tests/test_bus_contract.py holds them together).
+Models are strict and forbid unknown fields because the schemas say
+`additionalProperties: false` and the agent (serde) is just as picky.
+
+Dump with `dump()` (by alias, unset fields left out) so an optional field that was absent
+stays absent: the fixtures must round-trip unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+HOST_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+
+# RFC 3339 date-time; fromisoformat alone would also take a date without time or a naive time.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def _check_timestamp(value: str) -> str:
+    if not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 date-time with a time zone, e.g. 2026-11-21T10:00:00Z")
+    try:
+        datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+    except ValueError as exc:
+        raise ValueError(f"not a valid date-time: {exc}") from None
+    return value
+
+
+HostId = Annotated[str, Field(pattern=HOST_ID_PATTERN, description="Stable host identifier.")]
+Name = Annotated[
+    str, Field(pattern=NAME_PATTERN, description="Lower-case DNS-label-like name of a tenant or rule.")
+]
+# Kept as the string that was sent: re-rendering a datetime would change "10:01:00.250Z"
+# into "10:01:00.250000Z" and break the byte-for-byte round trip agents rely on.
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+Traceparent = Annotated[str | None, Field(pattern=TRACEPARENT_PATTERN)]
+RolloutId = Annotated[str | None, Field(min_length=1, max_length=64)]
+Op = Literal["read", "write", "create", "delete"]
+
+
+class BusModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class Classifier(BusModel):
+    kind: Literal["cgroup", "uid", "process", "path_prefix", "key_prefix"]
+    value: str = Field(min_length=1, max_length=4096)
+
+
+class Tenant(BusModel):
+    name: Name
+    classifiers: list[Classifier]
+
+
+class ByteRange(BusModel):
+    """Byte range [start, end) of an IO; a rule matches IO overlapping it."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=1)
+
+    @field_validator("end")
+    @classmethod
+    def _end_after_start(cls, end: int, info: Any) -> int:
+        start = info.data.get("start")
+        if start is not None and end <= start:
+            raise ValueError(f"end ({end}) must be greater than start ({start})")
+        return end
+
+
+def _ops_schema(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+    schema["uniqueItems"] = True
+
+
+class Match(BusModel):
+    """IO header fields a rule matches; an absent or null field matches anything."""
+
+    tenant: Name | None = None
+    # Absent means any op. The schema allows no null here, so None is only the "unset"
+    # default and an explicit null is rejected by the list type.
+    ops: list[Op] = Field(default=None, json_schema_extra=_ops_schema)  # type: ignore[assignment]
+    path_prefix: str | None = Field(default=None, min_length=1)
+    key_prefix: str | None = Field(default=None, min_length=1)
+    range: ByteRange | None = None
+
+    @field_validator("ops")
+    @classmethod
+    def _unique_ops(cls, ops: list[str]) -> list[str]:
+        if len(set(ops)) != len(ops):
+            raise ValueError("ops must not repeat an op")
+        return ops
+
+
+class DetourTarget(BusModel):
+    kind: Literal["file", "stage", "controller"]
+    target: str = Field(min_length=1, max_length=4096)
+
+
+class Detour(BusModel):
+    what: Literal["io", "header"]
+    to: DetourTarget
+
+
+class Rule(BusModel):
+    """One sSwitch forwarding rule; ascending priority then name, first match wins."""
+
+    name: Name
+    priority: int = Field(ge=0, le=1_000_000)
+    match: Match
+    detours: list[Detour] = Field(min_length=1)
+
+
+class DesiredState(BusModel):
+    schema_: Literal["lachesis.desired-state/v1"] = Field(alias="schema")
+    host_id: HostId
+    generation: int = Field(ge=1)
+    rollout_id: RolloutId
+    issued_at: Timestamp
+    traceparent: Traceparent
+    tenants: list[Tenant]
+    rules: list[Rule]
+
+
+class Device(BusModel):
+    name: Name
+    path: str = Field(min_length=1)
+    kind: Literal["file", "block", "nvme"]
+    size_bytes: int = Field(ge=0)
+    fdp: bool
+    placement_handles: int = Field(ge=0)
+
+
+class Kernel(BusModel):
+    release: str
+    btf: bool
+    io_uring: bool
+    fuse: bool
+
+
+class Capabilities(BusModel):
+    cpus: int = Field(ge=1)
+    devices: list[Device]
+    kernel: Kernel
+
+
+class Registration(BusModel):
+    schema_: Literal["lachesis.registration/v1"] = Field(alias="schema")
+    host_id: HostId
+    agent_version: str = Field(min_length=1, max_length=64)
+    started_at: Timestamp
+    capabilities: Capabilities
+
+
+class Heartbeat(BusModel):
+    schema_: Literal["lachesis.heartbeat/v1"] = Field(alias="schema")
+    host_id: HostId
+    sent_at: Timestamp
+    generation: int = Field(ge=0)
+    # int | float so that 0 stays 0 (not 0.0) through a round trip.
+    uptime_s: int | float = Field(ge=0)
+
+
+class Ack(BusModel):
+    schema_: Literal["lachesis.ack/v1"] = Field(alias="schema")
+    host_id: HostId
+    generation: int = Field(ge=1)
+    rollout_id: RolloutId
+    status: Literal["applied", "rejected"]
+    reason: str | None
+    rules_installed: int = Field(ge=0)
+    acked_at: Timestamp
+    traceparent: Traceparent
+
+
+def parse_timestamp(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))

@@ -1,0 +1,29 @@
+"""Prometheus metrics served at /metrics (process-wide default registry)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+ROLLOUTS_STARTED = Counter(
+    "lachesis_rollouts_started_total", "Rollouts created, by the kind of change", ["trigger"]
+)
+ROLLOUTS_COMPLETED = Counter(
+    "lachesis_rollouts_completed_total", "Rollouts that reached a final state", ["state"]
+)
+ACKS_RECEIVED = Counter(
+    "lachesis_acks_received_total", "Agent acks read from lachesis:acks", ["status"]
+)
+REGISTRATIONS_RECEIVED = Counter(
+    "lachesis_registrations_received_total", "Agent registrations read from lachesis:registrations"
+)
+BUS_MESSAGES_DROPPED = Counter(
+    "lachesis_bus_messages_dropped_total", "Bus messages dropped as invalid", ["stream"]
+)
+DESIRED_STATE_PUBLISHED = Counter(
+    "lachesis_desired_state_published_total",
+    "Desired-state messages written to Redis, by who wrote them",
+    ["source"],
+)
+PUBLISH_FAILURES = Counter(
+    "lachesis_publish_failures_total", "Desired-state publishes that Redis refused or missed"
+)

@@ -1,0 +1,104 @@
+"""ORM models: the controller's state. The database is the source of truth; Redis only
+carries copies of it to the agents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from .db import UTCDateTime
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime()}
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+
+    id: Mapped[str] = mapped_column(String(63), primary_key=True)
+    agent_version: Mapped[str] = mapped_column(String(64))
+    # As the agent registered them (registration.capabilities), shown back unchanged.
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)
+    enrolled_at: Mapped[datetime]
+    registered_at: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    # Generation of the newest desired state the controller decided for this host; only grows.
+    desired_generation: Mapped[int] = mapped_column(Integer, default=0)
+    # Newest generation the agent acked as applied; 0 until the first ack.
+    acked_generation: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    classifiers: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class Rule(Base):
+    __tablename__ = "rules"
+    __table_args__ = (Index("ix_rules_priority_name", "priority", "name"),)
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer)
+    # Copy of match.tenant so the database itself refuses to drop a tenant a rule names.
+    tenant: Mapped[str | None] = mapped_column(
+        ForeignKey("tenants.name", ondelete="RESTRICT"), index=True
+    )
+    # None = every host, present and future.
+    hosts: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    match: Mapped[dict[str, Any]] = mapped_column(JSON)
+    detours: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    def applies_to(self, host_id: str) -> bool:
+        return self.hosts is None or host_id in self.hosts
+
+
+class Rollout(Base):
+    __tablename__ = "rollouts"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    cause: Mapped[str] = mapped_column(Text)
+    traceparent: Mapped[str | None] = mapped_column(String(55))
+    # pending | succeeded | failed | timed_out
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(index=True)
+    deadline: Mapped[datetime]
+    completed_at: Mapped[datetime | None]
+
+    targets: Mapped[list[RolloutTarget]] = relationship(
+        back_populates="rollout",
+        order_by="RolloutTarget.host_id",
+        cascade="all, delete-orphan",
+    )
+
+
+class RolloutTarget(Base):
+    __tablename__ = "rollout_targets"
+    # A generation of a host belongs to exactly one rollout: acks are matched by it.
+    __table_args__ = (UniqueConstraint("host_id", "generation", name="uq_rollout_targets_host_generation"),)
+
+    rollout_id: Mapped[str] = mapped_column(
+        ForeignKey("rollouts.id", ondelete="CASCADE"), primary_key=True
+    )
+    host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    # pending | applied | rejected
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    acked_at: Mapped[datetime | None]
+    # The desired-state message exactly as published, so the reconciler can send the same
+    # bytes again (same rollout_id, traceparent, issued_at) after Redis lost them.
+    message: Mapped[str] = mapped_column(Text)
+
+    rollout: Mapped[Rollout] = relationship(back_populates="targets")

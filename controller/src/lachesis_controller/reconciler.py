@@ -1,0 +1,104 @@
+"""Background loop that makes Redis match the database again after Redis missed a write
+(it was down during a change, or restarted empty), and times out overdue rollouts.
+
+It republishes the message recorded for the host's current generation, byte for byte:
+no new generation, same rollout_id and traceparent, so the eventual ack still lands on
+the rollout that caused it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from . import rollouts
+from .bus import REDIS_DOWN, Bus
+from .db import utcnow
+from .models import Host, RolloutTarget
+from .presence import record_heartbeats
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    def __init__(
+        self, sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event
+    ) -> None:
+        self.sessions = sessions
+        self.stop = stop
+        self.bus = bus
+        self.interval_s = interval_s
+        self._redis_down = False
+
+    async def run(self) -> None:
+        # See consumers.StreamConsumer.run for why a flag ends the loop.
+        while not self.stop.is_set():
+            try:
+                await self.once()
+                if self._redis_down:
+                    log.info("reconciler: Redis is back")
+                    self._redis_down = False
+            except asyncio.CancelledError:
+                raise
+            except REDIS_DOWN as exc:
+                if not self._redis_down:
+                    log.warning("reconciler: Redis unavailable (%s: %s)", type(exc).__name__, exc)
+                    self._redis_down = True
+            except Exception:
+                log.exception("reconciler pass failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def once(self) -> int:
+        """One pass; returns how many hosts it republished to."""
+        with self.sessions.begin() as session:
+            rollouts.expire(session, utcnow())
+        async with self.bus.lock:
+            with self.sessions() as session:
+                wanted = session.execute(
+                    select(Host.id, Host.desired_generation)
+                    .where(Host.desired_generation > 0)
+                    .order_by(Host.id)
+                ).all()
+            if not wanted:
+                return 0
+            ids = [host_id for host_id, _ in wanted]
+            held = await self.bus.desired_generations(ids)
+            stale = [
+                (host_id, generation)
+                for (host_id, generation), have in zip(wanted, held, strict=True)
+                if have != generation
+            ]
+            publications = self._recorded(stale) if stale else []
+            if publications:
+                log.info(
+                    "reconciler: republishing %s",
+                    ", ".join(f"{p.host_id}@{p.generation}" for p in publications),
+                )
+                await self.bus.publish_locked(publications, source="reconciler")
+        beats = await self.bus.heartbeats(ids)
+        if beats:
+            with self.sessions.begin() as session:
+                record_heartbeats(session, beats, utcnow())
+        return len(publications)
+
+    def _recorded(self, stale: list[tuple[str, int]]) -> list[rollouts.Publication]:
+        publications = []
+        with self.sessions() as session:
+            for host_id, generation in stale:
+                message = session.scalars(
+                    select(RolloutTarget.message).where(
+                        RolloutTarget.host_id == host_id, RolloutTarget.generation == generation
+                    )
+                ).one_or_none()
+                if message is None:
+                    # Every generation is created with a rollout target, so this means the
+                    # rollout history was pruned: rebuild the state as it is now.
+                    message = rollouts.build_desired_state(
+                        session, host_id, generation,
+                        rollout_id=None, traceparent=None, issued_at=utcnow(),
+                    )
+                publications.append(rollouts.Publication(host_id, generation, message))
+        return publications

@@ -1,0 +1,114 @@
+"""Request and response bodies of the REST API.
+
+Match, detour and classifier are the bus models themselves (messages.py), so what the API
+accepts is exactly what can be shipped to an agent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import Capabilities, Classifier, Detour, HostId, Match, Name
+
+
+class RequestModel(BaseModel):
+    # Strict: "priority": "10" is a mistake to report, not to guess at.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TenantSpec(RequestModel):
+    name: Name
+    classifiers: list[Classifier] = Field(
+        description="How the agents recognise this tenant's IO; any classifier matching is enough."
+    )
+    description: str | None = Field(default=None, max_length=1024)
+
+
+class RuleSpec(RequestModel):
+    name: Name
+    priority: int = Field(
+        ge=0, le=1_000_000, description="Rules are evaluated in ascending priority, then name."
+    )
+    hosts: list[HostId] | None = Field(
+        default=None,
+        min_length=1,
+        description="Hosts the rule is installed on; null (the default) means every host.",
+    )
+    match: Match
+    detours: list[Detour] = Field(min_length=1)
+
+
+class TenantOut(BaseModel):
+    name: str
+    classifiers: list[Classifier]
+    description: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class TenantChange(TenantOut):
+    rollout_id: str = Field(description="Rollout that ships this change to the hosts.")
+
+
+class RuleOut(BaseModel):
+    name: str
+    priority: int
+    hosts: list[str] | None
+    match: Match
+    detours: list[Detour]
+    created_at: datetime
+    updated_at: datetime
+
+
+class RuleChange(RuleOut):
+    rollout_id: str = Field(description="Rollout that ships this change to the hosts.")
+
+
+class HostOut(BaseModel):
+    id: str
+    agent_version: str
+    capabilities: Capabilities
+    enrolled_at: datetime = Field(description="First registration.")
+    registered_at: datetime = Field(description="Latest registration (agent start or reconnect).")
+    last_seen: datetime
+    alive: bool | None = Field(
+        description="Whether the agent's heartbeat key exists; null when Redis cannot be asked."
+    )
+    desired_generation: int
+    acked_generation: int
+
+
+RolloutState = Literal["pending", "succeeded", "failed", "timed_out"]
+TargetStatus = Literal["pending", "applied", "rejected"]
+
+
+class RolloutTargetOut(BaseModel):
+    host_id: str
+    generation: int
+    status: TargetStatus
+    acked_at: datetime | None
+    reason: str | None
+
+
+class RolloutOut(BaseModel):
+    id: str
+    state: RolloutState
+    reason: str | None
+    cause: str
+    traceparent: str | None
+    created_at: datetime
+    deadline: datetime
+    completed_at: datetime | None
+    targets: list[RolloutTargetOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ok"]
+    checks: dict[str, str]

@@ -1,0 +1,304 @@
+"""Shared fixtures: a real redis-server, a controller app on a fresh SQLite database, and a
+fake agent that speaks the bus protocol (api-schemas/README.md) through Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, inspect, select
+from sqlalchemy.engine import Engine
+
+from lachesis_controller.app import create_app
+from lachesis_controller.config import Settings
+from lachesis_controller.db import make_engine, migrate
+from lachesis_controller.models import Base
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO_ROOT / "api-schemas"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll until predicate() is truthy; the timeout only bounds a hung test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class RedisServer:
+    """A redis-server process of its own, on a free port, without persistence."""
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.directory = directory
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        try:
+            wait_until(lambda: _pings(client), timeout=10, what="redis-server to answer")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.exceptions.ConnectionError:
+        return False
+
+
+def _need_redis_server() -> None:
+    if shutil.which("redis-server") or Path("/usr/bin/redis-server").exists():
+        return
+    message = "redis-server is not installed (apt-get install redis-server)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    _need_redis_server()
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+def make_settings(tmp_path: Path, redis_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": f"sqlite:///{tmp_path / 'state' / 'lachesis.db'}",
+        "redis_url": redis_url,
+        "bind_host": "127.0.0.1",
+        "bind_port": 0,
+        "api_token": None,
+        "rollout_timeout_s": 30.0,
+        "reconcile_interval_s": 0.1,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="session")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database migrated once; tests start from a copy (test_migrations.py covers the
+    migration itself)."""
+    path = tmp_path_factory.mktemp("template") / "lachesis.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate(engine)
+    engine.dispose()
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path, redis_url: str, migrated_database: Path) -> Settings:
+    settings = make_settings(tmp_path, redis_url)
+    target = tmp_path / "state" / "lachesis.db"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(migrated_database, target)
+    return settings
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def db(settings: Settings) -> Iterator[Engine]:
+    """A second connection to the controller's database, for looking behind the API."""
+    engine = create_engine(settings.database_url)
+    yield engine
+    engine.dispose()
+
+
+def snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table: equal before and after means nothing changed."""
+    tables = {}
+    with engine.connect() as connection:
+        for table in Base.metadata.sorted_tables:
+            rows = connection.execute(select(table)).all()
+            tables[table.name] = sorted((tuple(r) for r in rows), key=repr)
+    return tables
+
+
+def table_names(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names())
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class FakeAgent:
+    """Plays an agent on the bus: registers, heartbeats, reads desired state, acks."""
+
+    def __init__(self, url: str, host_id: str) -> None:
+        self.redis = redis.Redis.from_url(url, decode_responses=True)
+        self.host_id = host_id
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def register(self, agent_version: str = "0.1.0") -> None:
+        message = {
+            "schema": "lachesis.registration/v1",
+            "host_id": self.host_id,
+            "agent_version": agent_version,
+            "started_at": now_rfc3339(),
+            "capabilities": {
+                "cpus": 2,
+                "devices": [],
+                "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True},
+            },
+        }
+        self.redis.xadd("lachesis:registrations", {"msg": json.dumps(message)})
+
+    def heartbeat(self, generation: int = 0, ttl_s: int = 15) -> None:
+        message = {
+            "schema": "lachesis.heartbeat/v1",
+            "host_id": self.host_id,
+            "sent_at": now_rfc3339(),
+            "generation": generation,
+            "uptime_s": 1.5,
+        }
+        self.redis.set(f"lachesis:agent:{self.host_id}:heartbeat", json.dumps(message), ex=ttl_s)
+
+    def desired(self) -> dict[str, Any] | None:
+        raw = self.redis.get(f"lachesis:agent:{self.host_id}:desired")
+        return None if raw is None else json.loads(raw)
+
+    def wait_desired(self, generation: int, timeout: float = 10.0) -> dict[str, Any]:
+        return wait_until(
+            lambda: (d := self.desired()) is not None and d["generation"] == generation and d,
+            timeout=timeout, what=f"{self.host_id} desired generation {generation}",
+        )
+
+    def inbox(self) -> list[dict[str, Any]]:
+        entries = self.redis.xrange(f"lachesis:agent:{self.host_id}:inbox")
+        return [json.loads(fields["msg"]) for _, fields in entries]
+
+    def ack(
+        self, state: dict[str, Any], status: str = "applied", reason: str | None = None
+    ) -> None:
+        message = {
+            "schema": "lachesis.ack/v1",
+            "host_id": self.host_id,
+            "generation": state["generation"],
+            "rollout_id": state["rollout_id"],
+            "status": status,
+            "reason": reason,
+            "rules_installed": len(state["rules"]) if status == "applied" else 0,
+            "acked_at": now_rfc3339(),
+            "traceparent": state["traceparent"],
+        }
+        self.redis.xadd("lachesis:acks", {"msg": json.dumps(message)})
+
+
+@pytest.fixture
+def agents(redis_url: str) -> Iterator[Callable[[str], FakeAgent]]:
+    made: list[FakeAgent] = []
+
+    def make(host_id: str) -> FakeAgent:
+        agent = FakeAgent(redis_url, host_id)
+        made.append(agent)
+        return agent
+
+    yield make
+    for agent in made:
+        agent.close()
+
+
+def enroll(client: TestClient, agent: FakeAgent) -> dict[str, Any]:
+    """Register the agent, wait for the controller to enroll it, ack generation 1."""
+    agent.register()
+    state = agent.wait_desired(1)
+    agent.ack(state)
+    wait_until(
+        lambda: client.get(f"/api/v1/hosts/{agent.host_id}").json().get("acked_generation") == 1,
+        what=f"{agent.host_id} enrolled",
+    )
+    return state
+
+
+def wait_rollout(client: TestClient, rollout_id: str, timeout: float = 10.0) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        body = client.get(f"/api/v1/rollouts/{rollout_id}").json()
+        return body if body["state"] != "pending" else None
+
+    return wait_until(done, timeout=timeout, what=f"rollout {rollout_id} to finish")
+
+
+def assert_problem(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == status
+    assert isinstance(body["type"], str) and body["type"]
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body
+
+
+TENANT = {"name": "web", "classifiers": [{"kind": "path_prefix", "value": "/srv/web/"}]}
+
+
+def rule_body(name: str = "r1", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "priority": 10,
+        "match": {"tenant": "web", "ops": ["read"]},
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/web"}}],
+    }
+    body.update(overrides)
+    return body
+

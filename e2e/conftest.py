@@ -1,0 +1,206 @@
+"""The e2e harness: real redis-server, controller and agents as separate processes.
+
+Every process gets a free loopback port and a log file in the test's temporary directory; the
+logs of a failed test are attached to its report so a failure explains itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT_BIN = ROOT / "agents" / "target" / "release" / "lachesis-agent"
+CONTROLLER_BIN = Path(sys.executable).parent / "lachesis-controller"
+TOKEN = "e2e-token"
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip when a prerequisite is missing, except under CI, where that is a failure."""
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"missing prerequisite under CI: {what}")
+    pytest.skip(f"missing prerequisite: {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll until predicate returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the thing we wait for may not be up yet
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else ""))
+
+
+@dataclass
+class Process:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        assert self.popen is None or self.popen.poll() is not None, f"{self.name} already running"
+        with self.log.open("ab") as out:
+            out.write(f"--- start {' '.join(self.argv)}\n".encode())
+            out.flush()
+            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(sig)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+    def kill9(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    redis_port: int = field(default_factory=free_port)
+    api_port: int = field(default_factory=free_port)
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
+
+    def api(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+
+    def _add(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
+        proc = Process(name, argv, {**os.environ, **(env or {})}, self.tmp / f"{name}.log")
+        self.processes[name] = proc
+        return proc
+
+    def start_redis(self) -> Process:
+        data = self.tmp / "redis"
+        data.mkdir(exist_ok=True)
+        proc = self.processes.get("redis") or self._add(
+            "redis",
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--dir", str(data),
+             "--appendonly", "yes", "--save", "", "--daemonize", "no"],
+        )
+        proc.start()
+        wait_for("redis-server to answer PING", lambda: self.redis().ping())
+        return proc
+
+    def start_controller(self) -> Process:
+        proc = self.processes.get("controller") or self._add(
+            "controller",
+            [str(CONTROLLER_BIN)],
+            {
+                "LACHESIS_DATABASE_URL": f"sqlite:///{self.tmp / 'lachesis.db'}",
+                "LACHESIS_REDIS_URL": self.redis_url,
+                "LACHESIS_BIND": f"127.0.0.1:{self.api_port}",
+                "LACHESIS_API_TOKEN": TOKEN,
+            },
+        )
+        proc.start()
+        wait_for("the controller's /readyz", lambda: httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200, timeout=60)
+        return proc
+
+    def start_agent(self, host_id: str) -> Process:
+        name = f"agent-{host_id}"
+        proc = self.processes.get(name) or self._add(
+            name,
+            [str(AGENT_BIN), "run", "--host-id", host_id, "--redis-url", self.redis_url,
+             "--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB",
+             "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
+            {"RUST_LOG": "info"},
+        )
+        proc.start()
+        return proc
+
+    def host(self, host_id: str) -> dict | None:
+        with self.api() as api:
+            r = api.get(f"/api/v1/hosts/{host_id}")
+            return r.json() if r.status_code == 200 else None
+
+    def rollout(self, rollout_id: str) -> dict:
+        with self.api() as api:
+            r = api.get(f"/api/v1/rollouts/{rollout_id}")
+            assert r.status_code == 200, r.text
+            return r.json()
+
+    def wait_rollout_done(self, rollout_id: str, timeout: float) -> dict:
+        return wait_for(
+            f"rollout {rollout_id} to finish",
+            lambda: (r := self.rollout(rollout_id))["state"] != "pending" and r,
+            timeout=timeout,
+        )
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.processes.values())):
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {p.name} ({p.log}) =====\n{p.text()[-6000:]}" for p in self.processes.values())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    cluster = item.funcargs.get("cluster") if hasattr(item, "funcargs") else None
+    if report.failed and cluster is not None:
+        report.sections.append(("process logs", cluster.logs()))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    require(shutil.which("redis-server") is not None, "redis-server (apt install redis-server)")
+    require(AGENT_BIN.exists(), f"{AGENT_BIN} (cd agents && cargo build --release)")
+    require(CONTROLLER_BIN.exists(), f"{CONTROLLER_BIN} (./lachesis install)")
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop_all()
