@@ -62,3 +62,9 @@ def test_unexpected_error_is_a_500_problem_without_internals(
         body = assert_problem(response, 500)
         assert "secret" not in response.text and "RuntimeError" not in response.text
         assert body["instance"] == "/api/v1/tenants"
+
+
+def test_root_leads_a_browser_to_the_api_docs(client: TestClient) -> None:
+    response = client.get("/", follow_redirects=False)
+    assert response.status_code == 307
+    assert response.headers["location"] == "/docs"

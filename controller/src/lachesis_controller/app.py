@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi.responses import RedirectResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy.engine import make_url
 
@@ -86,6 +87,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (hosts, tenants, rules, rollouts):
         api.include_router(module.router)
     app.include_router(api)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> RedirectResponse:
+        # The dashboard will live at /ui/; until it exists the interactive API docs are the
+        # browser's way in, so the URL `./lachesis up` prints leads somewhere useful.
+        return RedirectResponse("/docs")
 
     app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     FastAPIInstrumentor.instrument_app(
