@@ -1,0 +1,71 @@
+// TanStack Query hooks over the REST API. Every read polls (live updates without reloading);
+// every write invalidates what it changes.
+
+import { useMutation, useQuery, useQueryClient, type UseQueryOptions } from "@tanstack/react-query";
+import { useSession } from "./session";
+import type { Change, HostOut, Readiness, RolloutOut, RuleOut, RuleSpec, TenantOut } from "./types";
+
+export const POLL_MS = 2000;
+
+export const keys = {
+  hosts: ["hosts"] as const,
+  host: (id: string) => ["hosts", id] as const,
+  tenants: ["tenants"] as const,
+  tenant: (name: string) => ["tenants", name] as const,
+  rules: ["rules"] as const,
+  rollouts: (limit: number) => ["rollouts", "list", limit] as const,
+  rollout: (id: string) => ["rollouts", "one", id] as const,
+  readiness: ["readyz"] as const,
+};
+
+function usePolled<T>(key: readonly unknown[], path: string, opts: Partial<UseQueryOptions<T>> = {}) {
+  const { client, token, noteError } = useSession();
+  return useQuery<T>({
+    queryKey: [...key, token],
+    queryFn: () => client.get<T>(path).catch((e) => Promise.reject(noteError(e))),
+    refetchInterval: POLL_MS,
+    ...opts,
+  });
+}
+
+export const useHosts = () => usePolled<HostOut[]>(keys.hosts, "/api/v1/hosts");
+export const useTenants = () => usePolled<TenantOut[]>(keys.tenants, "/api/v1/tenants");
+export const useTenant = (name: string) => usePolled<TenantOut>(keys.tenant(name), `/api/v1/tenants/${encodeURIComponent(name)}`);
+export const useRules = () => usePolled<RuleOut[]>(keys.rules, "/api/v1/rules");
+export const useRollouts = (limit = 10) => usePolled<RolloutOut[]>(keys.rollouts(limit), `/api/v1/rollouts?limit=${limit}`);
+export const useRollout = (id: string | null) =>
+  usePolled<RolloutOut>(keys.rollout(id ?? ""), `/api/v1/rollouts/${encodeURIComponent(id ?? "")}`, {
+    enabled: !!id,
+  });
+export const useReadiness = () =>
+  useQuery<Readiness>({
+    queryKey: keys.readiness,
+    // /readyz answers 503 with the same body when a check fails; show it rather than throw.
+    queryFn: async () => {
+      const r = await fetch("/readyz").catch(() => null);
+      if (!r) return { status: "unreachable", checks: { controller: "unreachable" } };
+      try {
+        return (await r.json()) as Readiness;
+      } catch {
+        return { status: String(r.status), checks: {} };
+      }
+    },
+    refetchInterval: POLL_MS,
+  });
+
+export function useWrite() {
+  const { client, noteError } = useSession();
+  const qc = useQueryClient();
+  const invalidate = () => qc.invalidateQueries();
+  return {
+    createRule: useMutation({
+      mutationFn: (spec: RuleSpec) => client.post<Change>("/api/v1/rules", spec).catch((e) => Promise.reject(noteError(e))),
+      onSuccess: invalidate,
+    }),
+    deleteRule: useMutation({
+      mutationFn: (name: string) =>
+        client.delete<Change>(`/api/v1/rules/${encodeURIComponent(name)}`).catch((e) => Promise.reject(noteError(e))),
+      onSuccess: invalidate,
+    }),
+  };
+}

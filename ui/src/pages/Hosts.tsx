@@ -1,0 +1,90 @@
+import { useHosts, useRules } from "../api/queries";
+import { Badge, ErrorBox, Loading, NotReported, bytes } from "../components/common";
+import { HostTable } from "./Overview";
+import { describeDetours, describeMatch, rulesForHost } from "../model";
+
+export function Hosts({ id }: { id?: string }) {
+  const hosts = useHosts();
+  const rules = useRules();
+  const shown = (hosts.data ?? []).filter((h) => !id || h.id === id);
+  return (
+    <div>
+      <h1>Hosts and devices</h1>
+      <HostTable />
+      {hosts.error ? <ErrorBox error={hosts.error} /> : null}
+      {!hosts.data ? <Loading what="hosts" /> : null}
+      {id && hosts.data && !shown.length ? <p className="error">No host named {id}.</p> : null}
+      {shown.map((h) => (
+        <section key={h.id} data-testid={`host-${h.id}`}>
+          <h2>
+            {h.id} <small className="muted">{h.capabilities.cpus} CPUs</small>
+          </h2>
+          <h3>Devices</h3>
+          <table>
+            <thead>
+              <tr>
+                <th>device</th>
+                <th>path</th>
+                <th>kind</th>
+                <th>size</th>
+                <th>FDP</th>
+                <th>placement handles</th>
+              </tr>
+            </thead>
+            <tbody>
+              {h.capabilities.devices.map((d) => (
+                <tr key={d.name}>
+                  <td>{d.name}</td>
+                  <td>
+                    <code>{d.path}</code>
+                  </td>
+                  <td>{d.kind}</td>
+                  <td>{bytes(d.size_bytes)}</td>
+                  <td>{d.fdp ? <Badge tone="ok">FDP</Badge> : <Badge tone="idle">no FDP</Badge>}</td>
+                  <td>{d.placement_handles}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <NotReported what="Streams per placement handle, DLWA measured and predicted, device write rate" />
+          <h3>
+            Rule table <small className="muted">generation {h.acked_generation} acked, {h.desired_generation} desired</small>
+          </h3>
+          <RuleTable rules={rulesForHost(rules.data ?? [], h.id)} />
+        </section>
+      ))}
+    </div>
+  );
+}
+
+export function RuleTable({ rules, actions }: { rules: import("../api/types").RuleOut[]; actions?: (name: string) => React.ReactNode }) {
+  if (!rules.length) return <p className="muted">No rules.</p>;
+  return (
+    <table data-testid="rules-table">
+      <thead>
+        <tr>
+          <th>#</th>
+          <th>rule</th>
+          <th>priority</th>
+          <th>match</th>
+          <th>detours</th>
+          <th>hosts</th>
+          {actions ? <th /> : null}
+        </tr>
+      </thead>
+      <tbody>
+        {rules.map((r, i) => (
+          <tr key={r.name} data-testid={`rule-row-${r.name}`}>
+            <td>{i + 1}</td>
+            <td>{r.name}</td>
+            <td>{r.priority}</td>
+            <td>{describeMatch(r)}</td>
+            <td>{describeDetours(r)}</td>
+            <td>{r.hosts ? r.hosts.join(", ") : "all"}</td>
+            {actions ? <td>{actions(r.name)}</td> : null}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

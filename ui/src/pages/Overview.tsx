@@ -1,0 +1,169 @@
+import { useHosts, useReadiness, useRollouts, useTenants } from "../api/queries";
+import { Badge, ErrorBox, Flag, Loading, NotReported, ago, stateTone } from "../components/common";
+import { failingChecks } from "../model";
+import { href } from "../router";
+
+export function HostTable() {
+  const hosts = useHosts();
+  if (hosts.error) return <ErrorBox error={hosts.error} />;
+  if (!hosts.data) return <Loading what="hosts" />;
+  if (!hosts.data.length) return <p className="muted">No agent has registered yet.</p>;
+  return (
+    <table data-testid="hosts-table">
+      <thead>
+        <tr>
+          <th>host</th>
+          <th>alive</th>
+          <th>agent</th>
+          <th>kernel</th>
+          <th>generation (acked / desired)</th>
+          <th>last seen</th>
+        </tr>
+      </thead>
+      <tbody>
+        {hosts.data.map((h) => (
+          <tr key={h.id} data-testid={`host-row-${h.id}`}>
+            <td>
+              <a href={href({ page: "hosts", id: h.id })}>{h.id}</a>
+            </td>
+            <td>
+              {h.alive === true ? (
+                <Badge tone="ok" testId="host-alive">alive</Badge>
+              ) : h.alive === false ? (
+                <Badge tone="bad" testId="host-alive">down</Badge>
+              ) : (
+                <Badge tone="idle" testId="host-alive">unknown</Badge>
+              )}
+            </td>
+            <td>{h.agent_version}</td>
+            <td>
+              {h.capabilities.kernel.release}{" "}
+              <Flag on={h.capabilities.kernel.btf} label="BTF" /> <Flag on={h.capabilities.kernel.io_uring} label="io_uring" />{" "}
+              <Flag on={h.capabilities.kernel.fuse} label="FUSE" />
+            </td>
+            <td>
+              <span data-testid="host-generation">
+                {h.acked_generation} / {h.desired_generation}
+              </span>{" "}
+              {h.acked_generation < h.desired_generation ? <Badge tone="warn">behind</Badge> : null}
+            </td>
+            <td>{ago(h.last_seen)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function RolloutList({ limit = 10 }: { limit?: number }) {
+  const rollouts = useRollouts(limit);
+  if (rollouts.error) return <ErrorBox error={rollouts.error} />;
+  if (!rollouts.data) return <Loading what="rollouts" />;
+  if (!rollouts.data.length) return <p className="muted">No rollouts yet.</p>;
+  return (
+    <table data-testid="rollouts-table">
+      <thead>
+        <tr>
+          <th>rollout</th>
+          <th>state</th>
+          <th>cause</th>
+          <th>hosts applied</th>
+          <th>started</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rollouts.data.map((r) => (
+          <tr key={r.id}>
+            <td>
+              <a href={href({ page: "rules", rollout: r.id })}>
+                <code>{r.id.slice(0, 8)}</code>
+              </a>
+            </td>
+            <td>
+              <Badge tone={stateTone(r.state)}>{r.state}</Badge>
+            </td>
+            <td>{r.cause}</td>
+            <td>
+              {r.targets.filter((t) => t.status === "applied").length} / {r.targets.length}
+            </td>
+            <td>{ago(r.created_at)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function Overview() {
+  const hosts = useHosts();
+  const tenants = useTenants();
+  const rollouts = useRollouts(10);
+  const ready = useReadiness();
+  const checks = failingChecks(hosts.data ?? [], rollouts.data ?? [], ready.data?.checks);
+  const alive = (hosts.data ?? []).filter((h) => h.alive).length;
+  return (
+    <div>
+      <h1>Overview</h1>
+      <div className="cards">
+        <div className="card">
+          <div className="big" data-testid="hosts-alive">
+            {alive} / {hosts.data?.length ?? "…"}
+          </div>
+          hosts alive
+        </div>
+        <div className="card">
+          <div className="big">{tenants.data?.length ?? "…"}</div>
+          tenants
+        </div>
+        <div className="card">
+          <div className="big">—</div>
+          total IOPS (not reported yet)
+        </div>
+        <div className="card">
+          <div className="big">—</div>
+          hit rate (not reported yet)
+        </div>
+      </div>
+      <section>
+        <h2>Failing checks</h2>
+        {checks.length ? (
+          <ul className="checks" data-testid="failing-checks">
+            {checks.map((c, i) => (
+              <li key={i}>
+                <Badge tone="bad">{c.what}</Badge> {c.detail}
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p data-testid="no-failing-checks">
+            <Badge tone="ok">all clear</Badge> every host alive and current, no failed rollouts
+          </p>
+        )}
+      </section>
+      <section>
+        <h2>Hosts</h2>
+        <HostTable />
+      </section>
+      <section>
+        <h2>Tenants</h2>
+        {tenants.error ? <ErrorBox error={tenants.error} /> : null}
+        {tenants.data?.length ? (
+          <ul className="inline">
+            {tenants.data.map((t) => (
+              <li key={t.name}>
+                <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p className="muted">No tenants yet.</p>
+        )}
+        <NotReported what="Per-tenant IOPS and hit rate" />
+      </section>
+      <section>
+        <h2>Latest rollouts</h2>
+        <RolloutList />
+      </section>
+    </div>
+  );
+}

@@ -1,0 +1,217 @@
+// Policies (where the controller has /api/v1/policies): list, edit, dry-run with the per-host
+// diff, apply only what was dry-run, audit trail.
+import { useMemo, useState } from "react";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { ApiError } from "../api/client";
+import { POLL_MS } from "../api/queries";
+import { useSession } from "../api/session";
+import { Badge, ErrorBox, Loading, WriteButton, ago } from "../components/common";
+import { YamlEditor } from "../components/YamlEditor";
+import { hostChanges, policyDiagnostics, policySyntax, summary } from "../yaml/policy";
+import type { Diagnostic } from "../yaml/documents";
+import { RolloutDetail } from "./Rules";
+import { AuditTrail } from "./Editor";
+
+type PolicyOut = { name: string; version: number; created_at: string; created_by: string; rollout_id: string | null; tenants: string[]; document: string };
+type PolicyResult = { name: string; version: number; dry_run: boolean; rollout_id: string | null; diff: Record<string, unknown>; warnings: Record<string, unknown>[] };
+
+export const EXAMPLE_POLICY = `apiVersion: lachesis.dev/v1
+kind: Policy
+metadata:
+  name: analytics-cache
+spec:
+  tenants:
+    - name: analytics
+      classifiers: [{kind: cgroup, value: /sys/fs/cgroup/analytics}]
+  stages:
+    - {name: cache/analytics, kind: cache, owner: analytics, size_bytes: 1073741824}
+  rules:
+    - name: analytics-cached
+      priority: 10
+      match: {tenant: analytics}
+      detours: [{what: io, to: {kind: stage, target: cache/analytics}}]
+`;
+
+function Names({ label, n }: { label: string; n: { added: string[]; removed: string[]; changed: string[] } }) {
+  if (!n.added.length && !n.removed.length && !n.changed.length) return label ? null : <span className="muted">no change</span>;
+  return (
+    <div>
+      {label ? `${label}: ` : null}
+      {n.added.map((x) => <Badge key={`a${x}`} tone="ok">+ {x}</Badge>)} {n.changed.map((x) => <Badge key={`c${x}`} tone="warn">~ {x}</Badge>)}{" "}
+      {n.removed.map((x) => <Badge key={`r${x}`} tone="bad">− {x}</Badge>)}
+    </div>
+  );
+}
+
+function DiffView({ result }: { result: PolicyResult }) {
+  const s = summary(result.diff);
+  const hosts = hostChanges(result.diff);
+  return (
+    <section data-testid="dry-run">
+      <h2>
+        Dry run: {result.name} v{result.version}
+      </h2>
+      <Names label="tenants" n={s.tenants} />
+      <Names label="rules" n={s.rules} />
+      <Names label="stages" n={s.stages} />
+      <table data-testid="host-diff">
+        <thead>
+          <tr>
+            <th>host</th>
+            <th>rules</th>
+            <th>stages</th>
+          </tr>
+        </thead>
+        <tbody>
+          {hosts.map((h) => (
+            <tr key={h.host} data-testid={`host-diff-${h.host}`}>
+              <td>{h.host}</td>
+              <td>
+                <Names label="" n={h.rules} />
+              </td>
+              <td>
+                <Names label="" n={h.stages} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {!hosts.length ? <p className="muted">No host has registered: nothing would ship.</p> : null}
+      {result.warnings.length ? (
+        <ul className="checks">
+          {result.warnings.map((w, i) => (
+            <li key={i}>
+              <Badge tone="warn">warning</Badge> {String(w.message ?? JSON.stringify(w))}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </section>
+  );
+}
+
+export function Policies() {
+  const { client, token, noteError, features } = useSession();
+  const qc = useQueryClient();
+  const policies = useQuery<PolicyOut[]>({
+    queryKey: ["policies", token],
+    queryFn: () => client.get<PolicyOut[]>("/api/v1/policies"),
+    refetchInterval: POLL_MS,
+  });
+  const [text, setText] = useState(EXAMPLE_POLICY);
+  const [dry, setDry] = useState<{ text: string; result: PolicyResult } | null>(null);
+  const [applied, setApplied] = useState<PolicyResult | null>(null);
+  const [refusal, setRefusal] = useState<{ text: string; diagnostics: Diagnostic[]; error: unknown } | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  const syntax = useMemo(() => policySyntax(text), [text]);
+  const diagnostics = syntax.length ? syntax : refusal?.text === text ? refusal.diagnostics : [];
+  const dryRunIsCurrent = dry?.text === text;
+
+  const send = async (dryRun: boolean) => {
+    setBusy(true);
+    setRefusal(null);
+    try {
+      const result = await client.postText<PolicyResult>(`/api/v1/policies${dryRun ? "?dry_run=true" : ""}`, text);
+      if (dryRun) setDry({ text, result });
+      else {
+        setApplied(result);
+        setDry(null);
+        void qc.invalidateQueries();
+      }
+    } catch (err) {
+      noteError(err);
+      setRefusal({ text, diagnostics: err instanceof ApiError ? policyDiagnostics(text, err.problem) : [], error: err });
+      if (dryRun) setDry(null);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <div>
+      <h1>Policies</h1>
+      <section>
+        <h2>In force</h2>
+        {policies.error ? <ErrorBox error={policies.error} /> : null}
+        {!policies.data ? (
+          <Loading what="policies" />
+        ) : policies.data.length ? (
+          <table data-testid="policies-table">
+            <thead>
+              <tr>
+                <th>policy</th>
+                <th>version</th>
+                <th>tenants</th>
+                <th>by</th>
+                <th>applied</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {policies.data.map((p) => (
+                <tr key={p.name} data-testid={`policy-row-${p.name}`}>
+                  <td>{p.name}</td>
+                  <td>{p.version}</td>
+                  <td>{p.tenants.join(", ")}</td>
+                  <td>{p.created_by}</td>
+                  <td>{ago(p.created_at)}</td>
+                  <td>
+                    <button type="button" className="btn plain" onClick={() => setText(p.document)}>
+                      Edit
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : (
+          <p className="muted">No policy applied yet.</p>
+        )}
+      </section>
+      <section>
+        <h2>Edit</h2>
+        <div className="toolbar">
+          <button type="button" className="btn plain" onClick={() => setText(EXAMPLE_POLICY)}>
+            Load example
+          </button>
+          <WriteButton
+            kind="plain"
+            testId="dry-run-button"
+            busy={busy}
+            onClick={() => void send(true)}
+            extraDisabledReason={syntax.length ? "fix the marked YAML errors first" : null}
+          >
+            Dry run
+          </WriteButton>
+          <WriteButton
+            testId="apply-policy"
+            busy={busy}
+            onClick={() => void send(false)}
+            extraDisabledReason={syntax.length ? "fix the marked YAML errors first" : !dryRunIsCurrent ? "dry-run this text first" : null}
+          >
+            Apply
+          </WriteButton>
+          {!dryRunIsCurrent && !syntax.length ? <span className="muted">Apply needs a dry run of the text as it is.</span> : null}
+        </div>
+        <YamlEditor value={text} onChange={setText} diagnostics={diagnostics} />
+        {refusal && refusal.text === text ? <ErrorBox error={refusal.error} /> : null}
+        {dry && dryRunIsCurrent ? <DiffView result={dry.result} /> : null}
+        {applied ? (
+          <section data-testid="policy-applied">
+            <h2>
+              Applied {applied.name} v{applied.version}
+            </h2>
+            {applied.rollout_id ? <RolloutDetail id={applied.rollout_id} /> : null}
+          </section>
+        ) : null}
+      </section>
+      {features.audit ? (
+        <section>
+          <h2>Audit trail</h2>
+          <AuditTrail />
+        </section>
+      ) : null}
+    </div>
+  );
+}
