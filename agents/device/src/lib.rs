@@ -1,0 +1,23 @@
+//! Lachesis device layer: one [`BlockDevice`] trait with FDP placement handles, and three
+//! backends behind it.
+//!
+//! - [`uring::UringDevice`]: io_uring on a file or block device with O_DIRECT, registered
+//!   buffers, batched submission and one ring per worker thread.
+//! - [`nvme::NvmePassthru`]: NVMe passthrough on `/dev/ngXnY` (`IORING_OP_URING_CMD`), writes
+//!   with the FDP data placement directive, deallocate, RUH status and the FDP log pages.
+//! - [`sim::SimSsd`]: a simulated FDP SSD with greedy garbage collection that measures
+//!   device-level write amplification (DLWA) instead of assuming it.
+//!
+//! [`model`] is the FDP paper's analytic DLWA model the simulator is checked against.
+
+pub mod buf;
+pub mod device;
+pub mod model;
+pub mod nvme;
+pub mod sim;
+pub mod uring;
+
+pub use buf::AlignedBuf;
+pub use device::{
+    BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
+};
