@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -138,13 +139,129 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# Modules whose tests also run against PostgreSQL (the production database): the ones about
+# what the API stores. The rest exercise the bus and the CLI, which do not depend on it, and
+# running them twice would double the suite's time for nothing.
+BOTH_DATABASES = {
+    "test_tenants", "test_rules", "test_policies", "test_concurrency", "test_rollouts",
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_backend" in metafunc.fixturenames:
+        both = metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_DATABASES
+        metafunc.parametrize("db_backend", ["sqlite", "postgresql"] if both else ["sqlite"], indirect=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path, redis_url: str, migrated_database: Path) -> Settings:
+def db_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def settings(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_url: str, migrated_database: Path, db_backend: str
+) -> Settings:
+    if db_backend == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        return make_settings(tmp_path, redis_url, database_url=server.emptied_database())
     settings = make_settings(tmp_path, redis_url)
     target = tmp_path / "state" / "lachesis.db"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(migrated_database, target)
     return settings
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer(_need_postgres())
+    server.start()
+    yield server
+    server.stop()
+
+
+def _need_postgres() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    if found:
+        return found[-1].parent
+    message = "PostgreSQL is not installed (apt-get install postgresql)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL cluster on a free port. initdb refuses to run as root, so
+    as root the cluster belongs to the `postgres` user of Debian's package; its directory
+    is made with mkdtemp directly under /tmp because pytest's own temp root is root-only."""
+
+    TEMPLATE = "lachesis_template"
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.port = free_port()
+        self.directory = Path(tempfile.mkdtemp(prefix="lachesis-pg-"))
+        self.data = self.directory / "data"
+        self.as_postgres = os.geteuid() == 0
+        self.count = 0
+        self.shared: str | None = None
+
+    def _run(self, *args: str) -> None:
+        command = list(args)
+        if self.as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> None:
+        if self.as_postgres:
+            shutil.chown(self.directory, "postgres", "postgres")
+        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "--no-sync", "-E", "UTF8", "--locale=C")
+        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
+                  "-l", str(self.directory / "log"), "-w", "start")
+        self._execute(f"CREATE DATABASE {self.TEMPLATE}")
+        engine = make_engine(self.url(self.TEMPLATE))
+        migrate(engine)
+        engine.dispose()
+
+    def _execute(self, statement: str) -> None:
+        engine = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.exec_driver_sql(statement)
+        engine.dispose()
+
+    def fresh_database(self) -> str:
+        """A new database at the current migration head, copied from the template."""
+        self.count += 1
+        name = f"lachesis_{self.count}"
+        self._execute(f"CREATE DATABASE {name} TEMPLATE {self.TEMPLATE}")
+        return self.url(name)
+
+    def emptied_database(self) -> str:
+        """The shared test database with every row gone (migrations kept): much cheaper
+        than a new database per test. A lock timeout turns a connection a previous test
+        leaked into a failure instead of a hang."""
+        if self.shared is None:
+            self.shared = self.fresh_database()
+            return self.shared
+        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        engine = create_engine(self.shared)
+        with engine.begin() as connection:
+            connection.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
+            connection.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        engine.dispose()
+        return self.shared
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @pytest.fixture

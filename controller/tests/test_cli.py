@@ -259,3 +259,36 @@ def test_url_and_token_resolution(tmp_path: Path) -> None:
     env = {"LACHESIS_URL": "http://env:1", "LACHESIS_TOKEN": "from-env"}
     assert resolve(env=env, cwd=tmp_path) == type(target)(url="http://env:1", token="from-env")
     assert resolve(url="http://flag:2", env=env, cwd=tmp_path).url == "http://flag:2"
+
+
+POLICY_EXAMPLES = Path(__file__).resolve().parents[2] / "policies" / "examples"
+
+
+def test_apply_a_policy_document(live_url: str) -> None:
+    result = cli(live_url, "apply", "-f", str(POLICY_EXAMPLES / "tenant-cache-isolation.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "policy/isolated-caches applied as version 1, rollout " in result.stdout
+    rules = json.loads(cli(live_url, "get", "rules", "-o", "json").stdout)
+    assert [r["name"] for r in rules] == ["alpha-cached", "beta-cached"]
+    again = cli(live_url, "apply", "-f", str(POLICY_EXAMPLES / "tenant-cache-isolation.yaml"))
+    assert "applied as version 2" in again.stdout
+
+
+def test_policy_errors_point_into_the_file(live_url: str, tmp_path: Path) -> None:
+    text = (POLICY_EXAMPLES / "tenant-cache-isolation.yaml").read_text()
+    # Locally invalid: caught before sending, with the file's line.
+    bad = write(tmp_path, "bad.yaml", text.replace("size_bytes: 4294967296}", "size_bytes: 4294967296, colour: red}", 1))
+    result = cli(live_url, "apply", "-f", str(bad))
+    assert result.exit_code == 2
+    line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "colour" in l)
+    assert f"bad.yaml:{line}: Policy spec.stages[0].colour: unknown field" in result.output
+    # Valid but unsafe: the controller refuses, naming the rule, and nothing is applied.
+    unsafe = write(
+        tmp_path, "unsafe.yaml",
+        "kind: Tenant\nspec: {name: other, classifiers: []}\n---\n"
+        + text.replace("match: {tenant: beta}", "match: {tenant: other}"),
+    )
+    result = cli(live_url, "apply", "-f", str(unsafe))
+    assert result.exit_code == 2, result.output
+    assert "beta-cached" in result.output and "unsafe" in result.output
+    assert json.loads(cli(live_url, "get", "rules", "-o", "json").stdout) == []

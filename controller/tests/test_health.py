@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -55,16 +57,31 @@ def test_unexpected_error_is_a_500_problem_without_internals(
     def broken(_tenant: object) -> None:
         raise RuntimeError("secret internal state")
 
-    monkeypatch.setattr(tenants, "tenant_out", broken)
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        client.post("/api/v1/tenants", json={"name": "x", "classifiers": []})
+        assert client.post("/api/v1/tenants", json={"name": "x", "classifiers": []}).status_code == 201
+        monkeypatch.setattr(tenants, "tenant_out", broken)
         response = client.get("/api/v1/tenants")
         body = assert_problem(response, 500)
         assert "secret" not in response.text and "RuntimeError" not in response.text
         assert body["instance"] == "/api/v1/tenants"
 
 
-def test_root_leads_a_browser_to_the_api_docs(client: TestClient) -> None:
-    response = client.get("/", follow_redirects=False)
-    assert response.status_code == 307
-    assert response.headers["location"] == "/docs"
+def test_root_leads_a_browser_to_the_api_docs_without_a_ui_build(tmp_path: Path) -> None:
+    settings = dataclasses.replace(make_settings(tmp_path, f"redis://127.0.0.1:{free_port()}/0"), ui_dir=tmp_path / "no-ui")
+    with TestClient(create_app(settings)) as client:
+        response = client.get("/", follow_redirects=False)
+        assert response.status_code == 307
+        assert response.headers["location"] == "/docs"
+        assert client.get("/ui/").status_code == 404
+
+
+def test_the_dashboard_is_served_at_ui(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.html").write_text("<title>Lachesis</title>")
+    settings = dataclasses.replace(make_settings(tmp_path, f"redis://127.0.0.1:{free_port()}/0"), ui_dir=dist)
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/", follow_redirects=False).headers["location"] == "/ui/"
+        page = client.get("/ui/")
+        assert page.status_code == 200
+        assert "<title>Lachesis</title>" in page.text

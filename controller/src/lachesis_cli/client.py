@@ -28,10 +28,13 @@ class Client:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def request(self, method: str, path: str, *, json: Any = None, ok: tuple[int, ...] = ()) -> httpx.Response:
+    def request(
+        self, method: str, path: str, *, json: Any = None, ok: tuple[int, ...] = (),
+        content: bytes | None = None, headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         """Send a request; a status in `ok` is returned even if it is an error status."""
         try:
-            response = self._http.request(method, path, json=json)
+            response = self._http.request(method, path, json=json, content=content, headers=headers)
         except httpx.TransportError as exc:
             raise CliError(
                 f"cannot reach the controller at {self.url}: {exc or type(exc).__name__}", EXIT_FAILED

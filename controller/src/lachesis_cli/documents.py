@@ -1,5 +1,6 @@
 """Reading `apply -f` files: YAML (one or more documents) or JSON, each document
-`{kind: Tenant|Rule, spec: {...}}` (a list of such documents works too).
+`{kind: Tenant|Rule, spec: {...}}` or a policy (`apiVersion: lachesis.dev/v1`, `kind:
+Policy`, `metadata`, `spec`); a list of such documents works too.
 
 Every document is checked against the API's own request models before anything is sent,
 so a mistake anywhere in the file changes nothing on the controller. Errors name the file
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from lachesis_controller.policy_model import PolicyDocument
 from lachesis_controller.problems import format_loc
 from lachesis_controller.schemas import RuleSpec, TenantSpec
 
@@ -27,19 +29,27 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
 }
 
 
+POLICY = "Policy"
+
+
 @dataclass(frozen=True)
 class Document:
     kind: str
     spec: dict[str, Any]
     where: str  # "file:line", for messages
+    # Policies only: the document as YAML text, padded so that its line numbers are the
+    # file's and the controller's line/column errors point into the file.
+    text: str | None = None
 
     @property
     def name(self) -> str:
+        if self.kind == POLICY:
+            return str(self.spec["metadata"]["name"])
         return str(self.spec["name"])
 
     @property
     def collection(self) -> str:
-        return KINDS[self.kind][0]
+        return "policies" if self.kind == POLICY else KINDS[self.kind][0]
 
     @property
     def label(self) -> str:
@@ -81,7 +91,7 @@ def load(path: Path) -> list[Document]:
     problems: list[str] = []
     for value, node in entries:
         try:
-            documents.append(_document(path, value, node))
+            documents.append(_document(path, value, node, text))
         except CliError as exc:
             problems.append(exc.message)
     if problems:
@@ -95,16 +105,18 @@ def load(path: Path) -> list[Document]:
     return documents
 
 
-def _document(path: Path, value: Any, node: yaml.Node | None) -> Document:
+def _document(path: Path, value: Any, node: yaml.Node | None, text: str) -> Document:
     where = f"{path}:{_line(node)}" if node is not None else str(path)
     if not isinstance(value, dict):
         raise CliError(f"{where}: a document must be a mapping with kind and spec")
+    if "apiVersion" in value:
+        return _policy(path, value, node, text, where)
     unknown = sorted(set(map(str, value)) - {"kind", "spec"})
     if unknown:
         raise CliError(f"{where}: unknown key(s) {', '.join(unknown)} (a document has kind and spec)")
     kind = value.get("kind")
     if kind not in KINDS:
-        raise CliError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        raise CliError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r} (a Policy also has apiVersion)")
     spec = value.get("spec")
     if not isinstance(spec, dict):
         raise CliError(f"{where}: {kind} needs a spec mapping")
@@ -121,6 +133,24 @@ def _document(path: Path, value: Any, node: yaml.Node | None) -> Document:
             lines.append(f"{prefix}: {kind} spec.{format_loc(('body', *loc))}: {message.removeprefix('Value error, ')}")
         raise CliError("\n".join(lines)) from None
     return Document(kind=kind, spec=spec, where=where)
+
+
+def _policy(path: Path, value: dict[str, Any], node: yaml.Node | None, text: str, where: str) -> Document:
+    try:
+        PolicyDocument.model_validate(value)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            loc = tuple(p for p in error["loc"] if p not in {"cache", "qos", "replica_set", "tail_latency", "fdp_placement"})
+            at = _line(_find(node, loc)) if node is not None else None
+            message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+            lines.append(f"{path}:{at or '?'}: Policy {format_loc(('body', *loc))}: {message.removeprefix('Value error, ')}")
+        raise CliError("\n".join(lines)) from None
+    if node is not None and path.suffix.lower() != ".json":
+        body = "\n" * node.start_mark.line + " " * node.start_mark.column + text[node.start_mark.index:node.end_mark.index]
+    else:
+        body = yaml.safe_dump(value, sort_keys=False)
+    return Document(kind=POLICY, spec=value, where=where, text=body)
 
 
 def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:

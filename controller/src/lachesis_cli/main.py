@@ -74,15 +74,15 @@ def _kind(value: str) -> str:
 
 @app.command()
 def apply(
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML or JSON file of Tenant and Rule documents")],
+    file: Annotated[Path, typer.Option("--file", "-f", help="YAML or JSON file of Tenant, Rule and Policy documents")],
     wait: WaitOption = 10.0,
     url: UrlOption = None,
 ) -> None:
     """Create or update the tenants and rules in FILE, then wait for their rollouts."""
     try:
         docs = documents.load(file)
-        # Tenants first: a rule in the same file may name one of them.
-        docs.sort(key=lambda d: 0 if d.kind == "Tenant" else 1)
+        # Tenants first: a policy or rule in the same file may name one of them.
+        docs.sort(key=lambda d: {"Tenant": 0, documents.POLICY: 1}.get(d.kind, 2))
         with _client(url) as client:
             rollout_ids = [rid for doc in docs if (rid := _apply_one(client, doc))]
             ok = _wait_all(client, rollout_ids, wait)
@@ -92,7 +92,24 @@ def apply(
         raise typer.Exit(EXIT_FAILED)
 
 
+def _apply_policy(client: Client, doc: documents.Document) -> str | None:
+    assert doc.text is not None
+    try:
+        result = client.request(
+            "POST", "/api/v1/policies", content=doc.text.encode(),
+            headers={"content-type": "application/yaml"},
+        ).json()
+    except CliError as exc:
+        raise CliError(f"{doc.where}: {doc.label}: {exc.message}", exc.exit_code) from None
+    for warning in result.get("warnings", []):
+        typer.echo(f"{doc.label}: warning: {warning.get('message')}", err=True)
+    typer.echo(f"{doc.label} applied as version {result['version']}, rollout {result['rollout_id']}")
+    return str(result["rollout_id"])
+
+
 def _apply_one(client: Client, doc: documents.Document) -> str | None:
+    if doc.kind == documents.POLICY:
+        return _apply_policy(client, doc)
     path = f"/api/v1/{doc.collection}/{doc.name}"
     try:
         current = client.get_optional(path)

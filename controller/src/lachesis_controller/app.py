@@ -11,11 +11,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy.engine import make_url
 
 from . import __version__, consumers, problems
-from .api import health, hosts, rollouts, rules, tenants
+from .api import audit, health, hosts, policies, rollouts, rules, tenants, tokens
 from .api.auth import BearerAuthMiddleware, bearer_scheme
 from .bus import Bus, make_redis, redact_url
 from .config import Settings
@@ -84,15 +85,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, rollouts):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit):
         api.include_router(module.router)
     app.include_router(api)
 
+    # Same origin as the API, so the dashboard's bearer token needs no CORS. A checkout
+    # without a UI build still serves the API, and / then leads to the API docs instead.
+    ui_dist = settings.ui_dir
+    has_ui = (ui_dist / "index.html").is_file()
+    if has_ui:
+        app.mount("/ui", StaticFiles(directory=ui_dist, html=True), name="ui")
+
     @app.get("/", include_in_schema=False)
     def index() -> RedirectResponse:
-        # The dashboard will live at /ui/; until it exists the interactive API docs are the
-        # browser's way in, so the URL `./lachesis up` prints leads somewhere useful.
-        return RedirectResponse("/docs")
+        return RedirectResponse("/ui/" if has_ui else "/docs")
 
     app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     FastAPIInstrumentor.instrument_app(

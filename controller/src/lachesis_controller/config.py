@@ -21,6 +21,8 @@ class Settings:
     api_token: str | None
     rollout_timeout_s: float
     reconcile_interval_s: float
+    # The dashboard's build output; in a checkout that is ui/dist beside controller/.
+    ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -36,6 +38,7 @@ class Settings:
             api_token=env.get("LACHESIS_API_TOKEN") or None,
             rollout_timeout_s=_positive_float(env, "LACHESIS_ROLLOUT_TIMEOUT_S", 30.0),
             reconcile_interval_s=_positive_float(env, "LACHESIS_RECONCILE_INTERVAL_S", 1.0),
+            **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
         )
 
 

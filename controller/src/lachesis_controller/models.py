@@ -102,3 +102,66 @@ class RolloutTarget(Base):
     message: Mapped[str] = mapped_column(Text)
 
     rollout: Mapped[Rollout] = relationship(back_populates="targets")
+
+
+class ApiToken(Base):
+    """A bearer token the API accepts besides the bootstrap LACHESIS_API_TOKEN.
+
+    Only the SHA-256 of the secret is kept: the secret is shown once, at creation, and a
+    copy of the database gives nobody a working token. SHA-256 without salt or stretching
+    is enough because the secret is 256 random bits, not a password a user chose.
+    """
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    # admin | operator | viewer
+    role: Mapped[str] = mapped_column(String(16))
+    # Set: the token sees and changes only this tenant. No foreign key on purpose: a token
+    # may be made for a tenant before its policy creates it, and deleting a tenant must not
+    # silently widen or delete its tokens.
+    tenant: Mapped[str | None] = mapped_column(String(63))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(128))
+    revoked_at: Mapped[datetime | None]
+
+
+class AuditEvent(Base):
+    """One change of state through the API: who did what, and the resource before and after."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(index=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    # e.g. rule.create, tenant.delete, token.revoke
+    action: Mapped[str] = mapped_column(String(32))
+    resource_kind: Mapped[str] = mapped_column(String(16))
+    resource_name: Mapped[str] = mapped_column(String(63))
+    # The tenant the change concerns, so a tenant-scoped token can read its own trail.
+    tenant: Mapped[str | None] = mapped_column(String(63), index=True)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    rollout_id: Mapped[str | None] = mapped_column(String(36), index=True)
+
+
+class PolicyVersion(Base):
+    """Each applied version of a policy document; the newest one of a name is in force.
+
+    `compiled` is what it compiled to (tenants, stages, rules), which is also what it owns:
+    the next version of the same policy replaces exactly these.
+    """
+
+    __tablename__ = "policy_versions"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document: Mapped[str] = mapped_column(Text)
+    compiled: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Tenants the policy concerns, for tenant-scoped reads.
+    tenants: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(128))
+    rollout_id: Mapped[str | None] = mapped_column(String(36))

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 class FieldError(BaseModel):
     field: str
     message: str
+    # Where the field is in a YAML or JSON policy document, 1-based; absent otherwise.
+    line: int | None = None
+    column: int | None = None
 
 
 class Problem(BaseModel):
@@ -98,7 +101,7 @@ def problem_response(
     if request is not None:
         body["instance"] = request.url.path
     if errors:
-        body["errors"] = [e.model_dump() for e in errors]
+        body["errors"] = [e.model_dump(exclude_none=True) for e in errors]
     if extra:
         body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
@@ -224,3 +227,18 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         }
         for status in statuses
     }
+
+
+def unsafe(findings: Sequence[Any], warnings: Sequence[Any]) -> ProblemError:
+    """422 for a rule set the verifier refused; `violations` names the check and the rules."""
+    field_errors = [
+        FieldError(field="rules." + ",".join(f.rules), message=f"{f.check}: {f.message}") for f in findings
+    ]
+    return ProblemError(
+        422, "the rule set is unsafe: " + _summary(field_errors), kind="unsafe-rules",
+        title="Rule set refused by the verifier", errors=field_errors,
+        extra={
+            "violations": [f.as_dict() for f in findings],
+            "warnings": [w.as_dict() for w in warnings],
+        },
+    )

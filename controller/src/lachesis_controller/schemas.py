@@ -7,7 +7,7 @@ accepts is exactly what can be shipped to an agent.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,3 +112,64 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ok"]
     checks: dict[str, str]
+
+
+Role = Literal["admin", "operator", "viewer"]
+
+
+class TokenSpec(RequestModel):
+    name: Name = Field(description="Unique label of the token, shown in the audit trail as token:<name>.")
+    role: Role
+    tenant: Name | None = Field(
+        default=None,
+        description="Set: the token sees and changes only this tenant (roles operator and viewer only).",
+    )
+
+
+class TokenOut(BaseModel):
+    id: str
+    name: str
+    role: Role
+    tenant: str | None
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The bearer secret. Shown only in this response; the controller keeps a hash.")
+
+
+class AuditEventOut(BaseModel):
+    id: int
+    at: datetime
+    actor: str = Field(description="bootstrap, anonymous (auth off) or token:<name>.")
+    action: str = Field(description="<kind>.<verb>, e.g. rule.update.")
+    resource_kind: str
+    resource_name: str
+    tenant: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    rollout_id: str | None
+
+
+class PolicyResult(BaseModel):
+    name: str
+    version: int = Field(description="Version this document has (dry run: would have) once applied.")
+    dry_run: bool
+    rollout_id: str | None = Field(description="Rollout shipping the change; null on a dry run.")
+    diff: dict[str, Any] = Field(
+        description="tenants, rules and stages added/removed/changed overall, and per host under hosts."
+    )
+    warnings: list[dict[str, Any]] = Field(description="Verifier warnings (check, rules, message).")
+
+
+class PolicyOut(BaseModel):
+    name: str
+    version: int
+    created_at: datetime
+    created_by: str
+    rollout_id: str | None
+    tenants: list[str]
+    document: str = Field(description="The document as it was sent.")
+    compiled: dict[str, Any] = Field(description="The tenants, stages and rules it compiled to.")

@@ -1,4 +1,4 @@
-"""Dependencies the route handlers share: the session, the bus, the settings."""
+"""Dependencies the route handlers share: the session, the bus, the settings, the caller."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from ..authz import Principal
 from ..bus import Bus
 from ..config import Settings
 
@@ -30,3 +31,11 @@ async def _settings(request: Request) -> Settings:
 SessionDep = Annotated[Session, Depends(_session)]
 BusDep = Annotated[Bus, Depends(_bus)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+async def _principal(request: Request) -> Principal:
+    # Set by BearerAuthMiddleware for every /api/v1 request.
+    return request.state.principal
+
+
+PrincipalDep = Annotated[Principal, Depends(_principal)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 
 from ..db import utcnow
@@ -12,6 +12,7 @@ from ..presence import record_heartbeats
 from ..problems import not_found, problem_responses
 from ..schemas import HostOut
 from .deps import BusDep, SessionDep
+from .pagination import PageDep
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
 
@@ -31,7 +32,9 @@ def host_out(host: Host, beats: dict[str, Heartbeat | None] | None) -> HostOut:
 
 
 @router.get("", response_model=list[HostOut], summary="Hosts whose agents registered")
-async def list_hosts(session: SessionDep, bus: BusDep) -> list[HostOut]:
+async def list_hosts(
+    request: Request, response: Response, session: SessionDep, bus: BusDep, page: PageDep
+) -> list[HostOut]:
     with session.begin():
         ids = list(session.scalars(select(Host.id).order_by(Host.id)))
     beats = await bus.heartbeats(ids)
@@ -39,7 +42,7 @@ async def list_hosts(session: SessionDep, bus: BusDep) -> list[HostOut]:
         if beats:
             record_heartbeats(session, beats, utcnow())
         hosts = session.scalars(select(Host).order_by(Host.id)).all()
-        return [host_out(h, beats) for h in hosts]
+        return page.cut([host_out(h, beats) for h in hosts], request, response)
 
 
 @router.get("/{host_id}", response_model=HostOut, responses=problem_responses(404))

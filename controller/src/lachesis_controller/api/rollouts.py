@@ -10,10 +10,11 @@ from sqlalchemy import select
 
 from .. import rollouts as engine
 from ..db import utcnow
-from ..models import Rollout
+from ..authz import Principal
+from ..models import AuditEvent, Rollout
 from ..problems import not_found, problem_responses
 from ..schemas import RolloutOut, RolloutTargetOut
-from .deps import SessionDep
+from .deps import PrincipalDep, SessionDep
 
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])
 
@@ -42,22 +43,35 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
     )
 
 
+def _of_tenant(principal: Principal):  # type: ignore[no-untyped-def]
+    # A rollout is a tenant's when one of its audited causes is: enrollment and changes to
+    # rules of all tenants ship other tenants' state too and stay out of its view.
+    return Rollout.id.in_(
+        select(AuditEvent.rollout_id).where(AuditEvent.tenant == principal.tenant)
+    )
+
+
 @router.get("", response_model=list[RolloutOut], summary="Recent rollouts, newest first")
 async def list_rollouts(
-    session: SessionDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    session: SessionDep, principal: PrincipalDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
 ) -> list[RolloutOut]:
     now = utcnow()
+    query = select(Rollout).order_by(Rollout.created_at.desc(), Rollout.id).limit(limit)
+    if principal.tenant is not None:
+        query = query.where(_of_tenant(principal))
     with session.begin():
-        rows = session.scalars(
-            select(Rollout).order_by(Rollout.created_at.desc(), Rollout.id).limit(limit)
-        ).all()
+        rows = session.scalars(query).all()
         return [rollout_out(r, now) for r in rows]
 
 
 @router.get("/{rollout_id}", response_model=RolloutOut, responses=problem_responses(404))
-async def get_rollout(rollout_id: str, session: SessionDep) -> RolloutOut:
+async def get_rollout(rollout_id: str, session: SessionDep, principal: PrincipalDep) -> RolloutOut:
+    query = select(Rollout).where(Rollout.id == rollout_id)
+    if principal.tenant is not None:
+        # Not-found rather than forbidden: a tenant learns nothing about others' rollout ids.
+        query = query.where(_of_tenant(principal))
     with session.begin():
-        rollout = session.get(Rollout, rollout_id)
+        rollout = session.scalars(query).first()
         if rollout is None:
             raise not_found("rollout", rollout_id)
         return rollout_out(rollout, utcnow())

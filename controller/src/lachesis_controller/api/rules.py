@@ -3,20 +3,24 @@ is (or was) installed on."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import rollouts
+from .. import audit, etags, rollouts
+from ..authz import Principal, require_tenant
 from ..config import Settings
 from ..db import utcnow
 from ..messages import Detour, Match
 from ..models import Host, Rule, Tenant
-from ..problems import conflict, invalid, not_found, problem_responses
+from ..problems import conflict, invalid, not_found, problem_responses, unsafe
+from ..ruleset import current_rules, declared_stages, rule_dict
+from ..verifier import verify
 from ..schemas import RuleChange, RuleOut, RuleSpec
 from ..telemetry import current_traceparent
 from .changes import ship
-from .deps import BusDep, SessionDep, SettingsDep
+from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from .pagination import PageDep
 
 router = APIRouter(prefix="/rules", tags=["rules"])
 
@@ -56,6 +60,26 @@ def _check_references(session: Session, spec: RuleSpec) -> None:
         raise invalid(errors)
 
 
+def _audit(
+    session: Session, principal: Principal, action: str, name: str, tenant: str | None,
+    before: RuleOut | None, after: RuleOut | None, rollout_id: str,
+) -> None:
+    audit.record(
+        session, principal, action, kind="rule", name=name, tenant=tenant,
+        before=audit.snapshot(before), after=audit.snapshot(after), rollout_id=rollout_id,
+    )
+
+
+def _verify(session: Session, rule: Rule) -> None:
+    """Refuse the change if the rule set with it would be unsafe (verifier.py). Runs
+    after the change is in the session, before the commit: a refusal rolls it back."""
+    rules = [r for r in current_rules(session) if r["name"] != rule.name] + [rule_dict(rule)]
+    report = verify(rules, declared_stages(session))
+    mine = [f for f in report.errors if rule.name in f.rules]
+    if mine:
+        raise unsafe(mine, report.warnings)
+
+
 def _targets(session: Session, *host_lists: list[str] | None) -> list[str]:
     """Hosts that must get a new generation: the union of the rule's host lists (old and
     new), or every host when any of them is null."""
@@ -85,11 +109,13 @@ def _rollout(
 # exclude_unset keeps `match` as it was given: a field left out stays out, not null.
 @router.post(
     "", status_code=201, response_model=RuleChange, response_model_exclude_unset=True,
-    responses=problem_responses(400, 401, 409, 415, 422),
+    responses=problem_responses(400, 401, 403, 409, 415, 422),
 )
 async def create_rule(
-    spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+    spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    principal: PrincipalDep,
 ) -> RuleChange:
+    require_tenant(principal, spec.match.tenant, f"create rule {spec.name!r}")
     with session.begin():
         if session.get(Rule, spec.name) is not None:
             raise conflict("name", f"rule {spec.name!r} already exists")
@@ -97,12 +123,15 @@ async def create_rule(
         now = utcnow()
         rule = Rule(name=spec.name, created_at=now, updated_at=now)
         _apply_spec(rule, spec)
+        _verify(session, rule)
         session.add(rule)
         rollout_id, publications = _rollout(
             session, settings, f"rule {spec.name} created", _targets(session, rule.hosts)
         )
+        _audit(session, principal, "rule.create", spec.name, rule.tenant, None, rule_out(rule), rollout_id)
     await ship(bus, publications, response, rollout_id)
     response.headers["Location"] = f"/api/v1/rules/{spec.name}"
+    response.headers["ETag"] = etags.etag_of(rule_out(rule))
     return _change(rule, rollout_id)
 
 
@@ -110,31 +139,39 @@ async def create_rule(
     "", response_model=list[RuleOut], response_model_exclude_unset=True,
     summary="All rules in evaluation order (priority, then name)",
 )
-async def list_rules(session: SessionDep) -> list[RuleOut]:
+async def list_rules(
+    request: Request, response: Response, session: SessionDep, principal: PrincipalDep, page: PageDep
+) -> list[RuleOut]:
+    query = select(Rule).order_by(Rule.priority, Rule.name)
+    if principal.tenant is not None:
+        query = query.where(Rule.tenant == principal.tenant)
     with session.begin():
-        rows = session.scalars(select(Rule).order_by(Rule.priority, Rule.name))
-        return [rule_out(r) for r in rows]
+        rows = session.scalars(query)
+        return page.cut([rule_out(r) for r in rows], request, response)
 
 
 @router.get(
     "/{name}", response_model=RuleOut, response_model_exclude_unset=True,
-    responses=problem_responses(404),
+    responses=problem_responses(403, 404),
 )
-async def get_rule(name: str, session: SessionDep) -> RuleOut:
+async def get_rule(name: str, response: Response, session: SessionDep, principal: PrincipalDep) -> RuleOut:
     with session.begin():
         rule = session.get(Rule, name)
         if rule is None:
             raise not_found("rule", name)
-        return rule_out(rule)
+        require_tenant(principal, rule.tenant, f"read rule {name!r}")
+        out = rule_out(rule)
+    response.headers["ETag"] = etags.etag_of(out)
+    return out
 
 
 @router.put(
     "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
-    responses=problem_responses(400, 401, 404, 415, 422), summary="Replace a rule",
+    responses=problem_responses(400, 401, 403, 404, 412, 415, 422), summary="Replace a rule",
 )
 async def replace_rule(
     name: str, spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep,
-    settings: SettingsDep,
+    settings: SettingsDep, principal: PrincipalDep, if_match: etags.IfMatch = None,
 ) -> RuleChange:
     if spec.name != name:
         raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
@@ -142,30 +179,41 @@ async def replace_rule(
         rule = session.get(Rule, name)
         if rule is None:
             raise not_found("rule", name)
+        require_tenant(principal, rule.tenant, f"change rule {name!r}")
+        require_tenant(principal, spec.match.tenant, f"move rule {name!r} to another tenant")
+        before = rule_out(rule)
+        etags.check(if_match, etags.etag_of(before), f"rule {name!r}")
         _check_references(session, spec)
         old_hosts = rule.hosts
         _apply_spec(rule, spec)
         rule.updated_at = utcnow()
+        _verify(session, rule)
         rollout_id, publications = _rollout(
             session, settings, f"rule {name} updated", _targets(session, old_hosts, rule.hosts)
         )
+        _audit(session, principal, "rule.update", name, rule.tenant, before, rule_out(rule), rollout_id)
     await ship(bus, publications, response, rollout_id)
+    response.headers["ETag"] = etags.etag_of(rule_out(rule))
     return _change(rule, rollout_id)
 
 
 @router.delete(
     "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
-    responses=problem_responses(401, 404),
+    responses=problem_responses(401, 403, 404, 412),
 )
 async def delete_rule(
-    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    principal: PrincipalDep, if_match: etags.IfMatch = None,
 ) -> RuleChange:
     with session.begin():
         rule = session.get(Rule, name)
         if rule is None:
             raise not_found("rule", name)
+        require_tenant(principal, rule.tenant, f"delete rule {name!r}")
+        etags.check(if_match, etags.etag_of(rule_out(rule)), f"rule {name!r}")
         host_ids = _targets(session, rule.hosts)
         session.delete(rule)
         rollout_id, publications = _rollout(session, settings, f"rule {name} deleted", host_ids)
+        _audit(session, principal, "rule.delete", name, rule.tenant, rule_out(rule), None, rollout_id)
     await ship(bus, publications, response, rollout_id)
     return _change(rule, rollout_id)

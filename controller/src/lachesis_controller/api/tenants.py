@@ -3,11 +3,12 @@ new generation for all hosts."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import rollouts
+from .. import audit, etags, rollouts
+from ..authz import require_tenant
 from ..config import Settings
 from ..db import utcnow
 from ..messages import Classifier
@@ -16,11 +17,12 @@ from ..problems import conflict, invalid, not_found, problem_responses
 from ..schemas import TenantChange, TenantOut, TenantSpec
 from ..telemetry import current_traceparent
 from .changes import ship
-from .deps import BusDep, SessionDep, SettingsDep
+from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from .pagination import PageDep
 
 router = APIRouter(prefix="/tenants", tags=["tenants"])
 
-WRITE_ERRORS = problem_responses(400, 401, 409, 415, 422)
+WRITE_ERRORS = problem_responses(400, 401, 403, 409, 415, 422)
 
 
 def tenant_out(tenant: Tenant) -> TenantOut:
@@ -48,7 +50,8 @@ def _rollout(session: Session, settings: Settings, cause: str) -> tuple[str, lis
 
 @router.post("", status_code=201, response_model=TenantChange, responses=WRITE_ERRORS)
 async def create_tenant(
-    spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+    spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    principal: PrincipalDep,
 ) -> TenantChange:
     with session.begin():
         if session.get(Tenant, spec.name) is not None:
@@ -60,33 +63,46 @@ async def create_tenant(
         )
         session.add(tenant)
         rollout_id, publications = _rollout(session, settings, f"tenant {spec.name} created")
+        audit.record(
+            session, principal, "tenant.create", kind="tenant", name=spec.name, tenant=spec.name,
+            before=None, after=audit.snapshot(tenant_out(tenant)), rollout_id=rollout_id,
+        )
     await ship(bus, publications, response, rollout_id)
     response.headers["Location"] = f"/api/v1/tenants/{spec.name}"
+    response.headers["ETag"] = etags.etag_of(tenant_out(tenant))
     return _change(tenant, rollout_id)
 
 
 @router.get("", response_model=list[TenantOut])
-async def list_tenants(session: SessionDep) -> list[TenantOut]:
+async def list_tenants(
+    request: Request, response: Response, session: SessionDep, principal: PrincipalDep, page: PageDep
+) -> list[TenantOut]:
+    query = select(Tenant).order_by(Tenant.name)
+    if principal.tenant is not None:
+        query = query.where(Tenant.name == principal.tenant)
     with session.begin():
-        return [tenant_out(t) for t in session.scalars(select(Tenant).order_by(Tenant.name))]
+        return page.cut([tenant_out(t) for t in session.scalars(query)], request, response)
 
 
-@router.get("/{name}", response_model=TenantOut, responses=problem_responses(404))
-async def get_tenant(name: str, session: SessionDep) -> TenantOut:
+@router.get("/{name}", response_model=TenantOut, responses=problem_responses(403, 404))
+async def get_tenant(name: str, response: Response, session: SessionDep, principal: PrincipalDep) -> TenantOut:
+    require_tenant(principal, name, f"read tenant {name!r}")
     with session.begin():
         tenant = session.get(Tenant, name)
         if tenant is None:
             raise not_found("tenant", name)
-        return tenant_out(tenant)
+        out = tenant_out(tenant)
+    response.headers["ETag"] = etags.etag_of(out)
+    return out
 
 
 @router.put(
-    "/{name}", response_model=TenantChange, responses=problem_responses(400, 401, 404, 415, 422),
+    "/{name}", response_model=TenantChange, responses=problem_responses(400, 401, 403, 404, 412, 415, 422),
     summary="Replace a tenant's classifiers and description",
 )
 async def replace_tenant(
     name: str, spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep,
-    settings: SettingsDep,
+    settings: SettingsDep, principal: PrincipalDep, if_match: etags.IfMatch = None,
 ) -> TenantChange:
     if spec.name != name:
         raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
@@ -94,25 +110,34 @@ async def replace_tenant(
         tenant = session.get(Tenant, name)
         if tenant is None:
             raise not_found("tenant", name)
+        before = audit.snapshot(tenant_out(tenant))
+        etags.check(if_match, etags.etag_of(tenant_out(tenant)), f"tenant {name!r}")
         tenant.classifiers = [c.dump() for c in spec.classifiers]
         tenant.description = spec.description
         tenant.updated_at = utcnow()
         rollout_id, publications = _rollout(session, settings, f"tenant {name} updated")
+        audit.record(
+            session, principal, "tenant.update", kind="tenant", name=name, tenant=name,
+            before=before, after=audit.snapshot(tenant_out(tenant)), rollout_id=rollout_id,
+        )
     await ship(bus, publications, response, rollout_id)
+    response.headers["ETag"] = etags.etag_of(tenant_out(tenant))
     return _change(tenant, rollout_id)
 
 
 @router.delete(
-    "/{name}", response_model=TenantChange, responses=problem_responses(401, 404, 409),
+    "/{name}", response_model=TenantChange, responses=problem_responses(401, 403, 404, 409, 412),
     summary="Delete a tenant no rule names",
 )
 async def delete_tenant(
-    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep
+    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    principal: PrincipalDep, if_match: etags.IfMatch = None,
 ) -> TenantChange:
     with session.begin():
         tenant = session.get(Tenant, name)
         if tenant is None:
             raise not_found("tenant", name)
+        etags.check(if_match, etags.etag_of(tenant_out(tenant)), f"tenant {name!r}")
         users = list(session.scalars(select(Rule.name).where(Rule.tenant == name).order_by(Rule.name)))
         if users:
             raise conflict(
@@ -120,5 +145,9 @@ async def delete_tenant(
             )
         session.delete(tenant)
         rollout_id, publications = _rollout(session, settings, f"tenant {name} deleted")
+        audit.record(
+            session, principal, "tenant.delete", kind="tenant", name=name, tenant=name,
+            before=audit.snapshot(tenant_out(tenant)), after=None, rollout_id=rollout_id,
+        )
     await ship(bus, publications, response, rollout_id)
     return _change(tenant, rollout_id)

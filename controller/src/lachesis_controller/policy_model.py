@@ -1,0 +1,94 @@
+"""The policy document (apiVersion lachesis.dev/v1, kind Policy) as pydantic models.
+
+These models are the source of policies/schema/policy.schema.json (policy_schema.py writes
+it; a test keeps the two equal), so the API and the published schema accept the same
+documents. A policy states tenants, the stages their IO may be sent through (caches, QoS
+queues, replica sets, tail-latency routers, FDP placements) and the sRoute rules that send
+it there. Rules and tenants ship to the agents today; stages are stored desired state that
+the agents will enforce as their runtimes land (docs/policies.md says which).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .messages import HostId, Name
+from .schemas import RequestModel, RuleSpec, TenantSpec
+
+API_VERSION = "lachesis.dev/v1"
+
+FilePath = Annotated[str, Field(pattern=r"^/", min_length=2, max_length=4096, description="Absolute path.")]
+
+
+class Metadata(RequestModel):
+    name: Name
+    description: str | None = Field(default=None, max_length=1024)
+
+
+class StageBase(RequestModel):
+    name: str = Field(
+        pattern=r"^[a-z0-9]([a-z0-9/-]{0,126}[a-z0-9])?$",
+        description="What rules name as a stage target, e.g. cache/web.",
+    )
+    owner: Name | None = Field(
+        default=None, description="Tenant the stage belongs to; null: shared infrastructure."
+    )
+    shared_with: list[Name] = Field(
+        default_factory=list,
+        description="Other tenants whose IO may go through this stage. Without it, only the owner's.",
+    )
+    hosts: list[HostId] | None = Field(default=None, min_length=1, description="null: every host.")
+
+
+class CacheStage(StageBase):
+    kind: Literal["cache"]
+    size_bytes: int = Field(ge=1 << 20, le=1 << 50)
+    level: Literal[1, 2] = 1
+    parent: str | None = Field(default=None, description="Level-2 cache stage misses go to.")
+    eviction: Literal["lru", "lfu", "mrc"] = "lru"
+
+
+class QosStage(StageBase):
+    kind: Literal["qos"]
+    priority: Literal["high", "normal", "low"] = "normal"
+    min_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1)
+    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1)
+
+
+class ReplicaSetStage(StageBase):
+    kind: Literal["replica_set"]
+    write_set: list[FilePath] = Field(min_length=1, description="Every write goes to all of these.")
+    read_set: list[FilePath] = Field(min_length=1, description="Reads go to one of these.")
+
+
+class TailLatencyStage(StageBase):
+    kind: Literal["tail_latency"]
+    candidates: list[FilePath] = Field(min_length=2, description="Replicas a read may be sent to.")
+    hedge_after_ms: float = Field(gt=0, le=60_000)
+
+
+class FdpPlacementStage(StageBase):
+    kind: Literal["fdp_placement"]
+    device: Name
+    placement_handle: int = Field(ge=0, le=65535)
+
+
+Stage = Annotated[
+    CacheStage | QosStage | ReplicaSetStage | TailLatencyStage | FdpPlacementStage,
+    Field(discriminator="kind"),
+]
+
+
+class PolicySpec(RequestModel):
+    tenants: list[TenantSpec] = Field(default_factory=list)
+    stages: list[Stage] = Field(default_factory=list)
+    rules: list[RuleSpec] = Field(default_factory=list)
+
+
+class PolicyDocument(RequestModel):
+    apiVersion: Literal["lachesis.dev/v1"]  # noqa: N815 - the document's field name
+    kind: Literal["Policy"]
+    metadata: Metadata
+    spec: PolicySpec
