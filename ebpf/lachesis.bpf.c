@@ -1,0 +1,869 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Lachesis per-tenant IO accounting and SHARDS sampling.
+ *
+ * Every program is a BTF tracepoint (tp_btf): kprobes and fentry need
+ * kernel features (kprobe events, BPF trampolines) that some of our hosts
+ * lack, and plain tracepoints (tp/) need a mounted tracefs. BTF tracepoints
+ * need neither, get typed arguments (no bpf_probe_read for the first
+ * dereference), and skip the perf-event buffer copy of tp/ programs.
+ *
+ * Layers, each with ops, bytes and a log2 latency histogram per tenant:
+ *   syscall  raw_syscalls sys_enter/sys_exit, filtered by a syscall-number
+ *            table (read, write, pread64, pwrite64, readv, writev, preadv,
+ *            pwritev, preadv2, pwritev2) and by file type (regular files
+ *            and block devices: a pipe or socket is not storage IO).
+ *   uring    io_uring_submit_req to io_uring_complete for read/write ops.
+ *   block    block_bio_queue to the bio's completion, per bio: the
+ *            tenant's IO below the page cache, with scheduler queueing.
+ *   device   block_rq_issue to block_rq_complete, per request: device
+ *            service time, charged to the tenant of the request's first bio.
+ *
+ * SHARDS sampling runs at bio queue, so the sample is the stream of 4 KiB
+ * blocks a cache below the page cache would see.
+ *
+ * Cost matters on every IO of the host, so: pointers that come typed from
+ * a BTF tracepoint or bpf_get_current_task_btf() are dereferenced directly
+ * (a plain load; BPF_CORE_READ would be a helper call per level), and
+ * BPF_CORE_READ is kept for pointers the verifier only sees as numbers.
+ * Counters are per-CPU and updated without atomics: a BPF program never
+ * runs nested in itself on one CPU (the kernel skips the nested run), and
+ * each counter has one writing program, so no update can be lost.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "lachesis.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Not in vmlinux.h: they are macros, not types. */
+#define REQ_OP_MASK	0xff
+#define S_IFMT		00170000
+#define S_IFREG		0100000
+#define S_IFBLK		0060000
+#define MINORBITS	20
+/* The root cgroup of the default (v2) hierarchy has hierarchy_id 0, which
+ * is why /proc/<pid>/cgroup lists v2 as "0::/path". */
+#define CGROUP_DFL_HIERARCHY_ID	0
+#define MAX_CGROUP_DEPTH	16
+/* bpf_loop's own limit is 1 << 23; a 32 GiB bio does not exist. */
+#define MAX_BLOCKS_PER_BIO	(1 << 23)
+
+/* ---- configuration, fixed at load time by user space ---- */
+
+/* Syscall number -> LX_SYS_*; user space fills it from libc's SYS_*
+ * constants so the object does not hard-code one architecture's numbers. */
+const volatile __u8 sys_op_of_nr[LX_SYSCALL_TABLE] = {};
+/* Tenant slots: bounds every index into the per-tenant maps. */
+const volatile __u32 max_tenants = LX_MAX_TENANTS_DEFAULT;
+/* The io controller is on the cgroup v2 hierarchy, so a bio's blkcg is a
+ * v2 cgroup and names its owner (see blkcg_tenant). User space reads this
+ * from /proc/cgroups; when false the blkcg walk is skipped altogether. */
+const volatile bool io_on_dfl = false;
+
+/* ---- maps written by user space ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);			/* cgroup v2 id (kernfs node id) */
+	__type(value, struct lx_cgroup_tenant);
+} cgroup_tenants SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LX_MAX_TENANTS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct lx_tenant_cfg);
+} tenant_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lx_state);
+} state SEC(".maps");
+
+/* ---- maps written by the programs ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LX_MAX_TENANTS_DEFAULT);
+	__type(key, __u32);
+	__type(value, struct lx_tenant_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} samples SEC(".maps");
+
+/*
+ * cgroup id -> tenant, including "no tenant" and descendants of a mapped
+ * cgroup, stamped with the generation it was computed under. Keeps the
+ * cost of classifying an IO at one hash lookup whatever the cgroup depth;
+ * a generation bump makes every entry stale at once, which plain deletion
+ * from user space could not do without racing a program that is filling
+ * in an entry computed from the old mapping.
+ */
+struct resolved {
+	__u32 tenant;
+	__u32 generation;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct resolved);
+} resolve_cache SEC(".maps");
+
+/* Syscall entry time per thread. Task storage instead of a hash keyed by
+ * tid: no hashing, no bucket lock, freed with the task. */
+struct sys_start {
+	__u64 ts;
+	__u32 tenant;
+	__u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sys_start);
+} sys_start SEC(".maps");
+
+/* io_uring request -> submission. LRU: a request whose CQE is skipped
+ * (IOSQE_CQE_SKIP_SUCCESS) never completes here and must not leak. */
+struct uring_start {
+	__u64 ts;
+	__u32 tenant;
+	__u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct uring_start);
+} uring_inflight SEC(".maps");
+
+/* A tenant's bio in flight, and the request it heads, if any. */
+struct bio_start {
+	__u64 queue_ts;
+	/* Set at block_rq_issue when this bio is first in its request: the
+	 * device layer's state lives here instead of a request-keyed map. */
+	__u64 issue_ts;
+	__u32 rq_bytes;
+	__u32 tenant;
+	__u8 op;
+	/* A piece split off a tenant's bio: it carries the tenant to the
+	 * device layer, but its completion is not a block-layer op. */
+	__u8 piece;
+	__u8 _pad[6];
+};
+
+/*
+ * bio -> bio_start. Deleted at completion: for request-based (blk-mq)
+ * devices by walking the request's bios at block_rq_complete, because the
+ * block layer clears BIO_TRACE_COMPLETION once the request completion is
+ * traced and block_bio_complete never fires; for bio-based devices (dm,
+ * md) at block_bio_complete. LRU: a bio merged into a request beyond the
+ * walk's bound must not fill the map.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct bio_start);
+} bio_inflight SEC(".maps");
+
+/*
+ * address_space -> the cgroup that last dirtied a page of it. Writeback
+ * runs in a flusher kworker (or in whoever calls sync/fsync), so the
+ * submitter of a writeback bio says nothing about the owner. With cgroup
+ * v2 writeback (io and memory controllers on v2) the bio's blkcg already
+ * names the owner; on hosts where they are on v1 it does not, and this map
+ * is what attributes writeback. Keyed by pointer: cheaper than (dev, ino),
+ * and a recycled address_space is overwritten on its first dirtying.
+ */
+struct owner {
+	__u64 cgroup_id;
+	__u32 tenant;
+	__u32 generation;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct owner);
+} inode_owner SEC(".maps");
+
+/* ---- tenant resolution ---- */
+
+static __always_inline __u32 generation(void)
+{
+	__u32 zero = 0;
+	struct lx_state *s = bpf_map_lookup_elem(&state, &zero);
+
+	return s ? s->generation : 0;
+}
+
+static __always_inline __u32 lookup_exact(__u64 cgid)
+{
+	struct lx_cgroup_tenant *t = bpf_map_lookup_elem(&cgroup_tenants, &cgid);
+
+	return t ? t->tenant : LX_NO_TENANT;
+}
+
+/* Slow path, once per cgroup and generation: the nearest mapped ancestor
+ * (or the cgroup itself), so a tenant classified by a pod or slice cgroup
+ * also owns its sub-cgroups. */
+static __noinline __u32 resolve_walk(struct cgroup *cgrp)
+{
+	struct cgroup **ancestors;
+	struct cgroup *anc;
+	__u64 id;
+	__u32 t;
+	int level, i;
+
+	if (!cgrp)
+		return LX_NO_TENANT;
+	level = BPF_CORE_READ(cgrp, level);
+	ancestors = (void *)cgrp + bpf_core_field_offset(struct cgroup, ancestors);
+	for (i = 0; i < MAX_CGROUP_DEPTH; i++) {
+		if (level - i < 0)
+			break;
+		anc = NULL;
+		bpf_probe_read_kernel(&anc, sizeof(anc), &ancestors[level - i]);
+		if (!anc)
+			break;
+		id = BPF_CORE_READ(anc, kn, id);
+		t = lookup_exact(id);
+		if (t != LX_NO_TENANT)
+			return t;
+	}
+	return LX_NO_TENANT;
+}
+
+static __always_inline __u32 resolve_cgroup(__u64 cgid, struct cgroup *cgrp)
+{
+	struct resolved *r, fresh;
+	__u32 gen = generation();
+
+	r = bpf_map_lookup_elem(&resolve_cache, &cgid);
+	if (r && r->generation == gen)
+		return r->tenant;
+	fresh.tenant = resolve_walk(cgrp);
+	fresh.generation = gen;
+	bpf_map_update_elem(&resolve_cache, &cgid, &fresh, BPF_ANY);
+	return fresh.tenant;
+}
+
+static __always_inline __u32 current_tenant(__u64 *cgid_out)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct task_struct *task;
+	struct resolved *r;
+
+	if (cgid_out)
+		*cgid_out = cgid;
+	/* Fast path inlined: the common case must not read the task. */
+	r = bpf_map_lookup_elem(&resolve_cache, &cgid);
+	if (r && r->generation == generation())
+		return r->tenant;
+	task = bpf_get_current_task_btf();
+	return resolve_cgroup(cgid, BPF_CORE_READ(task, cgroups, dfl_cgrp));
+}
+
+/* ---- accounting ---- */
+
+static __always_inline struct lx_tenant_stats *tenant_stats(__u32 tenant)
+{
+	if (tenant >= max_tenants)
+		return NULL;
+	return bpf_map_lookup_elem(&stats, &tenant);
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	/* Branch-free log2 of a 64-bit value (libbpf-tools' log2l). */
+	shift = (v > 0xffffffffULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xffff) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xff) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xf) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r < LX_HIST_BUCKETS ? r : LX_HIST_BUCKETS - 1;
+}
+
+static __always_inline struct lx_op_stats *op_stats(__u32 tenant, __u32 layer, __u32 op)
+{
+	struct lx_tenant_stats *s = tenant_stats(tenant);
+
+	/* Every caller passes constants or values it stored itself, but the
+	 * verifier needs the bound on the path it checks. */
+	if (!s || layer >= LX_NR_LAYERS || op >= LX_NR_OPS)
+		return NULL;
+	return &s->io[layer][op];
+}
+
+static __always_inline void account(__u32 tenant, __u32 layer, __u32 op, __u64 bytes, __u64 lat_ns)
+{
+	struct lx_op_stats *o = op_stats(tenant, layer, op);
+
+	if (!o)
+		return;
+	o->ops++;
+	o->bytes += bytes;
+	o->lat_hist[log2_bucket(lat_ns)]++;
+}
+
+/* ---- what counts as storage ---- */
+
+/* Magic numbers of pseudo filesystems whose "regular files" are kernel
+ * interfaces, not storage (include/uapi/linux/magic.h). */
+#define PROC_SUPER_MAGIC	0x9fa0
+#define SYSFS_MAGIC		0x62656572
+#define CGROUP_SUPER_MAGIC	0x27e0eb
+#define CGROUP2_SUPER_MAGIC	0x63677270
+#define DEBUGFS_MAGIC		0x64626720
+#define TRACEFS_MAGIC		0x74726163
+#define SECURITYFS_MAGIC	0x73636673
+#define BPF_FS_MAGIC		0xcafe4a11
+#define CONFIGFS_MAGIC		0x62656570
+#define EFIVARFS_MAGIC		0xde5e81e4
+
+/*
+ * Storage IO only: counting pipes and sockets would make a tenant's
+ * "bytes written" include its log lines and RPCs, and counting /proc or
+ * /sys reads would add every monitoring poll. A deny list rather than
+ * "has a block device", so FUSE (our own front end) and network
+ * filesystems still count. `file` is an untyped pointer here (it came out
+ * of the fd array through bpf_probe_read), hence BPF_CORE_READ.
+ */
+static __always_inline bool is_storage_file(struct file *file)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	umode_t mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+
+	if (mode == S_IFBLK)
+		return true;
+	if (mode != S_IFREG)
+		return false;
+	switch (BPF_CORE_READ(inode, i_sb, s_magic)) {
+	case PROC_SUPER_MAGIC:
+	case SYSFS_MAGIC:
+	case CGROUP_SUPER_MAGIC:
+	case CGROUP2_SUPER_MAGIC:
+	case DEBUGFS_MAGIC:
+	case TRACEFS_MAGIC:
+	case SECURITYFS_MAGIC:
+	case BPF_FS_MAGIC:
+	case CONFIGFS_MAGIC:
+	case EFIVARFS_MAGIC:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static __always_inline struct file *current_fd_file(struct task_struct *task, int fd)
+{
+	struct fdtable *fdt = task->files->fdt;
+	struct file *file = NULL;
+
+	if (!fdt || fd < 0 || (unsigned int)fd >= fdt->max_fds)
+		return NULL;
+	/* A variable index into a typed pointer is not a plain load. */
+	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
+	return file;
+}
+
+/* ---- syscall layer ---- */
+
+/*
+ * raw_syscalls rather than 10 pairs of syscalls:sys_enter_* tracepoints:
+ * those are perf-event tracepoints that need tracefs (not mounted on our
+ * hosts) and copy their arguments into a perf buffer before calling the
+ * program. Either choice puts every task's syscalls on the tracing slow
+ * path; the extra cost of this one is a table load for each syscall that is
+ * not IO (measured in docs/benchmarks/ebpf.md).
+ */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lx_sys_enter, struct pt_regs *regs, long id)
+{
+	struct task_struct *task;
+	struct sys_start *st;
+	struct file *file;
+	__u32 tenant, op;
+
+	if (id < 0 || id >= LX_SYSCALL_TABLE)
+		return 0;
+	op = sys_op_of_nr[id];
+	if (op == LX_SYS_NONE)
+		return 0;
+	tenant = current_tenant(NULL);
+	if (tenant == LX_NO_TENANT)
+		return 0;
+	task = bpf_get_current_task_btf();
+	file = current_fd_file(task, (int)PT_REGS_PARM1_SYSCALL(regs));
+	if (!file || !is_storage_file(file))
+		return 0;
+	st = bpf_task_storage_get(&sys_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	st->tenant = tenant;
+	st->op = op == LX_SYS_READ ? LX_OP_READ : LX_OP_WRITE;
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lx_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct sys_start *st;
+	long id;
+
+#if defined(__TARGET_ARCH_x86)
+	id = regs->orig_ax;
+#elif defined(__TARGET_ARCH_arm64)
+	id = regs->syscallno;
+#else
+#error "lachesis: the syscall number at sys_exit is only known for x86 and arm64"
+#endif
+	if (id < 0 || id >= LX_SYSCALL_TABLE || sys_op_of_nr[id] == LX_SYS_NONE)
+		return 0;
+	/* No create: a thread that never entered a counted syscall has no
+	 * storage, and the lookup is one pointer test. */
+	st = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL, 0);
+	if (!st || !st->ts)
+		return 0;
+	if (ret >= 0)
+		account(st->tenant, LX_LAYER_SYSCALL, st->op, ret, bpf_ktime_get_ns() - st->ts);
+	st->ts = 0;
+	return 0;
+}
+
+/* ---- io_uring layer ---- */
+
+static __always_inline int uring_op(__u8 opcode)
+{
+	switch (opcode) {
+	case IORING_OP_READV:
+	case IORING_OP_READ_FIXED:
+	case IORING_OP_READ:
+		return LX_OP_READ;
+	case IORING_OP_WRITEV:
+	case IORING_OP_WRITE_FIXED:
+	case IORING_OP_WRITE:
+		return LX_OP_WRITE;
+	default:
+		return -1;
+	}
+}
+
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(lx_uring_submit, struct io_kiocb *req)
+{
+	struct uring_start in;
+	__u64 key = (__u64)req;
+	__u32 tenant;
+	int op;
+
+	op = uring_op(req->opcode);
+	if (op < 0)
+		return 0;
+	/* The submitter is the owner: the task calling io_uring_enter, or the
+	 * SQPOLL thread, which lives in its creator's cgroup. */
+	tenant = current_tenant(NULL);
+	if (tenant == LX_NO_TENANT)
+		return 0;
+	in.ts = bpf_ktime_get_ns();
+	in.tenant = tenant;
+	in.op = op;
+	bpf_map_update_elem(&uring_inflight, &key, &in, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(lx_uring_complete, struct io_ring_ctx *ring, void *req, struct io_uring_cqe *cqe)
+{
+	__u64 key = (__u64)req;
+	struct uring_start *in;
+	struct file *file;
+	__s32 res;
+
+	in = bpf_map_lookup_elem(&uring_inflight, &key);
+	if (!in)
+		return 0;
+	res = cqe->res;
+	/* The file is only assigned at issue, after the submit tracepoint;
+	 * req is a void * in this tracepoint, hence BPF_CORE_READ. */
+	file = BPF_CORE_READ((struct io_kiocb *)req, file);
+	if (res >= 0 && file && is_storage_file(file))
+		account(in->tenant, LX_LAYER_URING, in->op, res, bpf_ktime_get_ns() - in->ts);
+	bpf_map_delete_elem(&uring_inflight, &key);
+	return 0;
+}
+
+/* ---- block layer: attribution ---- */
+
+/* cgroup v2 writeback: the kernel charged the bio to the inode's owner
+ * (or, for direct IO, the submitter). Only meaningful when the io
+ * controller is on the default hierarchy; on a v1 blkio host the blkcg is a
+ * v1 cgroup whose id lives in another namespace of ids. */
+static __always_inline __u32 blkcg_tenant(struct bio *bio)
+{
+	struct cgroup *cg;
+
+	if (!io_on_dfl || !bio->bi_blkg)
+		return LX_NO_TENANT;
+	cg = bio->bi_blkg->blkcg->css.cgroup;
+	if (!cg || cg->level == 0 || cg->root->hierarchy_id != CGROUP_DFL_HIERARCHY_ID)
+		return LX_NO_TENANT;
+	return resolve_cgroup(cg->kn->id, cg);
+}
+
+static __always_inline __u32 owner_tenant(struct owner *o)
+{
+	struct resolved *r;
+
+	if (o->generation == generation())
+		return o->tenant;
+	r = bpf_map_lookup_elem(&resolve_cache, &o->cgroup_id);
+	if (r && r->generation == generation())
+		return r->tenant;
+	return lookup_exact(o->cgroup_id);
+}
+
+/* Page-cache writeback: the first page's file, and who dirtied it last. */
+static __always_inline __u32 page_owner_tenant(struct bio *bio)
+{
+	struct page *page = bio->bi_io_vec->bv_page;
+	struct address_space *mapping;
+	unsigned long head;
+	struct owner *o;
+	__u64 key;
+
+	if (!page)
+		return LX_NO_TENANT;
+	/* A tail page of a large folio points at its head with bit 0 set;
+	 * only the head carries the mapping. The word shares a union with a
+	 * list_head, which the verifier would type it as, so read it as a
+	 * number. */
+	head = BPF_CORE_READ(page, compound_head);
+	if (head & 1)
+		page = (struct page *)(head - 1);
+	mapping = BPF_CORE_READ(page, mapping);
+	/* Low bits set: anonymous or movable page (e.g. a direct-IO buffer). */
+	if (!mapping || ((unsigned long)mapping & 3))
+		return LX_NO_TENANT;
+	key = (__u64)mapping;
+	o = bpf_map_lookup_elem(&inode_owner, &key);
+	return o ? owner_tenant(o) : LX_NO_TENANT;
+}
+
+/*
+ * Who owns a bio: the blkcg when v2 writeback already decided; for writes,
+ * whoever dirtied the pages (a flusher or another tenant's fsync may be
+ * submitting them); otherwise the submitter (direct IO, reads and
+ * readahead run in the reader's context).
+ */
+static __always_inline __u32 bio_tenant(struct bio *bio, int op)
+{
+	__u32 t = blkcg_tenant(bio);
+
+	if (t != LX_NO_TENANT)
+		return t;
+	if (op == LX_OP_WRITE) {
+		t = page_owner_tenant(bio);
+		if (t != LX_NO_TENANT)
+			return t;
+	}
+	return current_tenant(NULL);
+}
+
+/* ---- block layer: SHARDS sampling ---- */
+
+/* splitmix64's finalizer, the same function as lachesis_mrc::hash::mix64,
+ * so user space can recompute (and test) every sampling decision. */
+static __always_inline __u64 mix64(__u64 z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* One 64-bit key per (device, block); the rotation keeps every bit of dev. */
+static __always_inline __u64 shards_key(__u32 dev, __u64 block)
+{
+	__u64 d = dev;
+
+	return block ^ ((d << 40) | (d >> 24));
+}
+
+struct sample_ctx {
+	__u64 first_block;
+	__u64 time_ns;
+	__u32 dev;
+	__u32 io_bytes;
+	__u32 tenant;
+	__u32 threshold;
+	__u32 op;
+};
+
+/*
+ * The context is read-only here: the verifier checks a bpf_loop callback
+ * until its input state converges, and a counter carried in the context
+ * never would. Sampled blocks are rare, so they count themselves.
+ */
+static __always_inline void sample_block(const struct sample_ctx *c, __u64 block)
+{
+	__u32 h = mix64(shards_key(c->dev, block)) & (LX_SHARDS_P - 1);
+	struct lx_tenant_stats *st;
+	struct lx_sample *s;
+
+	/* The one compare an unsampled block costs. */
+	if (h >= c->threshold)
+		return;
+	st = tenant_stats(c->tenant);
+	s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	if (!s) {
+		if (st)
+			st->sample_drops++;
+		return;
+	}
+	s->time_ns = c->time_ns;
+	s->block = block;
+	s->dev = c->dev;
+	s->io_bytes = c->io_bytes;
+	s->tenant = c->tenant;
+	s->hash = h;
+	s->op = c->op;
+	__builtin_memset(s->_pad, 0, sizeof(s->_pad));
+	bpf_ringbuf_submit(s, 0);
+	if (st)
+		st->sampled++;
+}
+
+static long sample_block_cb(__u64 i, void *ctx)
+{
+	const struct sample_ctx *c = ctx;
+
+	sample_block(c, c->first_block + 1 + i);
+	return 0;
+}
+
+/*
+ * Every 4 KiB block of the bio is its own SHARDS reference and gets its own
+ * decision. Sampling only the first block would not be spatially
+ * consistent: a block that starts one IO and sits inside the next would be
+ * in the sample for one reference and out of it for the other, and SHARDS
+ * is only unbiased if every reference to a sampled block is seen. A 4 KiB
+ * IO still costs one hash and one compare.
+ */
+static __always_inline void shards_sample(struct bio *bio, __u32 tenant, int op, __u32 bytes, __u64 now,
+					  struct lx_tenant_stats *st)
+{
+	struct lx_tenant_cfg *cfg = bpf_map_lookup_elem(&tenant_cfg, &tenant);
+	struct gendisk *disk = bio->bi_bdev->bd_disk;
+	__u64 sector = bio->bi_iter.bi_sector;
+	__u64 last = (sector + (bytes >> 9) - 1) >> LX_BLOCK_SECTORS_SHIFT;
+	struct sample_ctx c;
+	__u64 nblocks;
+
+	c.first_block = sector >> LX_BLOCK_SECTORS_SHIFT;
+	nblocks = last - c.first_block + 1;
+	st->blocks += nblocks;
+	if (!cfg || !cfg->threshold || !disk)
+		return;
+	/* Sectors at bio queue are already relative to the whole disk (the
+	 * partition remap ran), so key them by the whole disk too. */
+	c.dev = ((__u32)disk->major << MINORBITS) | (__u32)disk->first_minor;
+	c.time_ns = now;
+	c.io_bytes = bytes;
+	c.tenant = tenant;
+	c.threshold = cfg->threshold;
+	c.op = op;
+	sample_block(&c, c.first_block);
+	if (nblocks > 1)
+		bpf_loop(nblocks - 1 < MAX_BLOCKS_PER_BIO ? nblocks - 1 : MAX_BLOCKS_PER_BIO,
+			 sample_block_cb, &c, 0);
+}
+
+/* ---- block layer: programs ---- */
+
+static __always_inline int bio_op(struct bio *bio)
+{
+	switch (bio->bi_opf & REQ_OP_MASK) {
+	case REQ_OP_READ:
+		return LX_OP_READ;
+	case REQ_OP_WRITE:
+		return LX_OP_WRITE;
+	default:
+		/* flush, discard, zone management: not data IO */
+		return -1;
+	}
+}
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(lx_bio_queue, struct bio *bio)
+{
+	struct lx_tenant_stats *st;
+	struct bio_start in = {};
+	__u64 key = (__u64)bio;
+	__u32 tenant, bytes;
+	int op;
+
+	op = bio_op(bio);
+	bytes = bio->bi_iter.bi_size;
+	/* A zero-length write is a bare cache flush (REQ_PREFLUSH). */
+	if (op < 0 || !bytes)
+		return 0;
+	tenant = bio_tenant(bio, op);
+	st = tenant_stats(tenant);
+	if (!st)
+		return 0;
+	st->io[LX_LAYER_BLOCK][op].ops++;
+	st->io[LX_LAYER_BLOCK][op].bytes += bytes;
+	in.queue_ts = bpf_ktime_get_ns();
+	in.tenant = tenant;
+	in.op = op;
+	bpf_map_update_elem(&bio_inflight, &key, &in, BPF_ANY);
+	shards_sample(bio, tenant, op, bytes, in.queue_ts, st);
+	return 0;
+}
+
+/*
+ * A bio larger than the device's limits is split after block_bio_queue:
+ * the front piece is a new bio (chained to the original through
+ * bi_private) that goes into a request, and the original, advanced, is
+ * resubmitted. Record the piece so the device layer can charge its
+ * request; the original keeps its block-layer entry.
+ */
+SEC("tp_btf/block_split")
+int BPF_PROG(lx_bio_split, struct bio *split, unsigned int new_sector)
+{
+	__u64 parent = (__u64)split->bi_private;
+	__u64 key = (__u64)split;
+	struct bio_start *p, piece;
+
+	p = bpf_map_lookup_elem(&bio_inflight, &parent);
+	if (!p)
+		return 0;
+	piece = *p;
+	piece.piece = 1;
+	bpf_map_update_elem(&bio_inflight, &key, &piece, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(lx_rq_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq->bio;
+	struct bio_start *b;
+
+	if (!key)
+		return 0;
+	/* Bios of several tenants can merge into one request (the v1 blkio
+	 * controller does not stop it); the first bio's tenant pays. */
+	b = bpf_map_lookup_elem(&bio_inflight, &key);
+	if (!b)
+		return 0;
+	b->issue_ts = bpf_ktime_get_ns();
+	b->rq_bytes = rq->__data_len;
+	return 0;
+}
+
+/* Ends a bio's flight: its block-layer latency, and the device layer's
+ * op if it headed the request. */
+static __always_inline void bio_done(struct bio *bio, __u64 now, bool head, bool ok)
+{
+	__u64 key = (__u64)bio;
+	struct bio_start *in;
+
+	in = bpf_map_lookup_elem(&bio_inflight, &key);
+	if (!in)
+		return;
+	if (!in->piece) {
+		struct lx_op_stats *o = op_stats(in->tenant, LX_LAYER_BLOCK, in->op);
+
+		if (o)
+			o->lat_hist[log2_bucket(now - in->queue_ts)]++;
+	}
+	if (head && ok && in->issue_ts)
+		account(in->tenant, LX_LAYER_DEVICE, in->op, in->rq_bytes, now - in->issue_ts);
+	bpf_map_delete_elem(&bio_inflight, &key);
+}
+
+/* Bio-based devices only; see bio_inflight. */
+SEC("tp_btf/block_bio_complete")
+int BPF_PROG(lx_bio_complete, struct request_queue *q, struct bio *bio)
+{
+	bio_done(bio, bpf_ktime_get_ns(), false, false);
+	return 0;
+}
+
+/* Merged requests rarely carry more bios; the rest age out of the LRU
+ * without a block-layer latency sample. */
+#define MAX_BIOS_PER_RQ	32
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(lx_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	struct bio *bio = rq->bio;
+	__u64 now;
+	int i;
+
+	if (!bio)
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* Still linked to the request here: blk_update_request unlinks and
+	 * ends them after this tracepoint. */
+	for (i = 0; i < MAX_BIOS_PER_RQ && bio; i++) {
+		bio_done(bio, now, i == 0, !error);
+		bio = bio->bi_next;
+	}
+	return 0;
+}
+
+/* ---- writeback ownership ---- */
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(lx_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	struct owner *o, fresh = {};
+	__u64 key = (__u64)mapping;
+	__u64 cgid;
+	__u32 tenant;
+
+	if (!mapping || !mapping->host)
+		return 0;
+	/* Only file data: a block device's mapping holds filesystem metadata
+	 * (and the journal), which belongs to no single tenant. */
+	if ((mapping->host->i_mode & S_IFMT) != S_IFREG)
+		return 0;
+	tenant = current_tenant(&cgid);
+	if (tenant == LX_NO_TENANT)
+		return 0;
+	fresh.generation = generation();
+	o = bpf_map_lookup_elem(&inode_owner, &key);
+	/* Dirtying is per page: skip the update when nothing changed. */
+	if (o && o->cgroup_id == cgid && o->tenant == tenant && o->generation == fresh.generation)
+		return 0;
+	fresh.cgroup_id = cgid;
+	fresh.tenant = tenant;
+	bpf_map_update_elem(&inode_owner, &key, &fresh, BPF_ANY);
+	return 0;
+}
