@@ -2,7 +2,7 @@
 //! reqno` of 512-byte blocks; each line stands for `nblocks` references,
 //! `start..start + nblocks`.
 
-use super::{field, line_error, read_line, Request};
+use super::{field, Lines, Request};
 use crate::error::TraceError;
 use crate::estimator::Op;
 use std::io::BufRead;
@@ -14,32 +14,24 @@ const BLOCK: u32 = 512;
 const MAX_BLOCKS: u64 = 1 << 24;
 
 pub(super) struct ArcReader {
-    path: PathBuf,
-    input: Box<dyn BufRead>,
-    buf: Vec<u8>,
-    line: u64,
+    lines: Lines,
     next_block: u64,
     left: u64,
     time: u64,
-    done: bool,
 }
 
 impl ArcReader {
     pub fn new(path: PathBuf, input: Box<dyn BufRead>) -> Self {
         ArcReader {
-            path,
-            input,
-            buf: Vec::new(),
-            line: 0,
+            lines: Lines::new(path, input),
             next_block: 0,
             left: 0,
             time: 0,
-            done: false,
         }
     }
 
     fn parse(&self) -> Result<Option<(u64, u64, u64)>, String> {
-        let text = std::str::from_utf8(&self.buf).map_err(|_| "not text".to_string())?;
+        let text = std::str::from_utf8(&self.lines.buf).map_err(|_| "not text".to_string())?;
         let mut f = text.split_ascii_whitespace();
         let Some(first) = f.next() else {
             return Ok(None);
@@ -66,20 +58,10 @@ impl Iterator for ArcReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         while self.left == 0 {
-            if self.done {
-                return None;
-            }
-            self.line += 1;
-            match read_line(&mut *self.input, &mut self.buf, &self.path, self.line) {
+            match self.lines.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.done = true;
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
             match self.parse() {
                 // Blank lines carry no references.
@@ -89,10 +71,7 @@ impl Iterator for ArcReader {
                     self.left = n;
                     self.time = req;
                 }
-                Err(reason) => {
-                    self.done = true;
-                    return Some(Err(line_error(&self.path, self.line, reason)));
-                }
+                Err(reason) => return Some(Err(self.lines.fail(reason))),
             }
         }
         let key = self.next_block;

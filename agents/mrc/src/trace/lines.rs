@@ -3,7 +3,7 @@
 //! used as is; any other text is hashed (xxh3) to a key. Blank lines are
 //! skipped.
 
-use super::{field, line_error, read_line, Request};
+use super::{field, Lines, Request};
 use crate::error::TraceError;
 use crate::estimator::Op;
 use crate::hash::key_of_bytes;
@@ -11,26 +11,18 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 pub(super) struct LinesReader {
-    path: PathBuf,
-    input: Box<dyn BufRead>,
-    buf: Vec<u8>,
-    line: u64,
-    done: bool,
+    lines: Lines,
 }
 
 impl LinesReader {
     pub fn new(path: PathBuf, input: Box<dyn BufRead>) -> Self {
         LinesReader {
-            path,
-            input,
-            buf: Vec::new(),
-            line: 0,
-            done: false,
+            lines: Lines::new(path, input),
         }
     }
 
     fn parse(&self) -> Result<Option<Request>, String> {
-        let text = self.buf.trim_ascii();
+        let text = self.lines.buf.trim_ascii();
         if text.is_empty() {
             return Ok(None);
         }
@@ -48,7 +40,7 @@ impl LinesReader {
             key,
             size,
             op: Op::Read,
-            time: self.line,
+            time: self.lines.line,
         }))
     }
 }
@@ -57,28 +49,17 @@ impl Iterator for LinesReader {
     type Item = Result<Request, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            self.line += 1;
-            match read_line(&mut *self.input, &mut self.buf, &self.path, self.line) {
+        loop {
+            match self.lines.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.done = true;
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
             match self.parse() {
                 Ok(Some(r)) => return Some(Ok(r)),
                 Ok(None) => {}
-                Err(reason) => {
-                    self.done = true;
-                    return Some(Err(line_error(&self.path, self.line, reason)));
-                }
+                Err(reason) => return Some(Err(self.lines.fail(reason))),
             }
         }
-        None
     }
 }

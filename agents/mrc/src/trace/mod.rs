@@ -18,7 +18,7 @@ use crate::estimator::Op;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +194,48 @@ impl<R: Read> Read for Finishing<R> {
 impl<R> Drop for Finishing<R> {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// The line-oriented readers' cursor: it numbers lines for error messages and
+/// stops for good at the end of input or after the first error, so a reader
+/// never carries on past a bad record into a silently short trace.
+pub(crate) struct Lines {
+    input: Box<dyn BufRead>,
+    pub(crate) path: PathBuf,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) line: u64,
+    done: bool,
+}
+
+impl Lines {
+    pub(crate) fn new(path: PathBuf, input: Box<dyn BufRead>) -> Self {
+        Lines {
+            input,
+            path,
+            buf: Vec::new(),
+            line: 0,
+            done: false,
+        }
+    }
+
+    /// Reads the next line into `buf`: Ok(false) once the input is over.
+    pub(crate) fn advance(&mut self) -> Result<bool, TraceError> {
+        if self.done {
+            return Ok(false);
+        }
+        self.line += 1;
+        let more = read_line(&mut *self.input, &mut self.buf, &self.path, self.line);
+        if !matches!(more, Ok(true)) {
+            self.done = true;
+        }
+        more
+    }
+
+    /// The error for the current line; nothing more is read after it.
+    pub(crate) fn fail(&mut self, reason: impl Into<String>) -> TraceError {
+        self.done = true;
+        line_error(&self.path, self.line, reason)
     }
 }
 

@@ -4,7 +4,7 @@
 //! every block it touches. Each file is one volume, so host and disk are not
 //! part of the key.
 
-use super::{field, line_error, read_line, Request};
+use super::{field, Lines, Request};
 use crate::error::TraceError;
 use crate::estimator::Op;
 use std::io::BufRead;
@@ -14,36 +14,28 @@ const BLOCK: u64 = 4096;
 const MAX_BLOCKS: u64 = 1 << 24;
 
 pub(super) struct MsrReader {
-    path: PathBuf,
-    input: Box<dyn BufRead>,
-    buf: Vec<u8>,
-    line: u64,
+    lines: Lines,
     next_block: u64,
     left: u64,
     op: Op,
     time: u64,
-    done: bool,
 }
 
 impl MsrReader {
     pub fn new(path: PathBuf, input: Box<dyn BufRead>) -> Self {
         MsrReader {
-            path,
-            input,
-            buf: Vec::new(),
-            line: 0,
+            lines: Lines::new(path, input),
             next_block: 0,
             left: 0,
             op: Op::Read,
             time: 0,
-            done: false,
         }
     }
 
     /// `Ok(None)` for a blank or header line.
     fn parse(&self) -> Result<Option<(u64, u64, Op, u64)>, String> {
-        let text = std::str::from_utf8(&self.buf).map_err(|_| "not text".to_string())?;
-        if text.trim().is_empty() || (self.line == 1 && text.starts_with("Timestamp")) {
+        let text = std::str::from_utf8(&self.lines.buf).map_err(|_| "not text".to_string())?;
+        if text.trim().is_empty() || (self.lines.line == 1 && text.starts_with("Timestamp")) {
             return Ok(None);
         }
         let f: Vec<&str> = text.split(',').collect();
@@ -75,20 +67,10 @@ impl Iterator for MsrReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         while self.left == 0 {
-            if self.done {
-                return None;
-            }
-            self.line += 1;
-            match read_line(&mut *self.input, &mut self.buf, &self.path, self.line) {
+            match self.lines.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.done = true;
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
             match self.parse() {
                 Ok(None) => {}
@@ -98,10 +80,7 @@ impl Iterator for MsrReader {
                     self.op = op;
                     self.time = time;
                 }
-                Err(reason) => {
-                    self.done = true;
-                    return Some(Err(line_error(&self.path, self.line, reason)));
-                }
+                Err(reason) => return Some(Err(self.lines.fail(reason))),
             }
         }
         let key = self.next_block;
