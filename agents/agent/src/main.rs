@@ -39,7 +39,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "LACHESIS_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
+        default_value = "redis://127.0.0.1:6380/0",
         value_parser = parse_redis_url
     )]
     redis_url: String,
