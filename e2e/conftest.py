@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENT_BIN = ROOT / "agents" / "target" / "release" / "lachesis-agent"
 CONTROLLER_BIN = Path(sys.executable).parent / "lachesis-controller"
 TOKEN = "e2e-token"
+# The one agent of the `running` fixture.
+HOST = "host-a"
 
 
 def require(condition: bool, what: str) -> None:
@@ -204,3 +206,15 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop_all()
+
+
+@pytest.fixture
+def running(cluster: Cluster) -> Cluster:
+    """redis-server, the controller and one agent (HOST), enrolled and in step."""
+    cluster.start_redis()
+    cluster.start_controller()
+    cluster.start_agent(HOST)
+    # Enrolment ships generation 1 (the state as it is) and the agent acks it.
+    wait_for("the agent to register and ack its first generation",
+             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
+    return cluster

@@ -6,22 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
-from conftest import Cluster, wait_for
+from conftest import HOST, Cluster, wait_for
 
-HOST = "host-a"
 EXAMPLE = Path(__file__).resolve().parents[1] / "policies" / "examples" / "tenant-cache-isolation.yaml"
-
-
-@pytest.fixture
-def running(cluster: Cluster) -> Cluster:
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
-    return cluster
 
 
 def test_a_policy_reaches_the_agent_and_a_tenant_token_stays_in_its_tenant(running: Cluster) -> None:

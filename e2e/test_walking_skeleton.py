@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
-from conftest import Cluster, wait_for
+from conftest import HOST, Cluster, wait_for
 
-HOST = "host-a"
 INBOX = f"lachesis:agent:{HOST}:inbox"
 
 TENANT = {"name": "analytics", "classifiers": [{"kind": "cgroup", "value": "/sys/fs/cgroup/analytics"}]}
@@ -22,17 +20,6 @@ def rule(name: str, priority: int = 10, tenant: str = "analytics") -> dict:
         "match": {"tenant": tenant, "ops": ["read"], "path_prefix": "/data/"},
         "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/analytics"}}],
     }
-
-
-@pytest.fixture
-def running(cluster: Cluster) -> Cluster:
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    # Enrolment ships generation 1 (the state as it is) and the agent acks it.
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
-    return cluster
 
 
 def create(cluster: Cluster, path: str, body: dict) -> dict:
