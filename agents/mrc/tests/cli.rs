@@ -8,27 +8,33 @@ fn cli() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lachesis-mrc"))
 }
 
-#[test]
-fn json_output_has_curves_and_errors_against_exact() {
-    let out = cli()
-        .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
-        .args([
-            "-a",
-            "exact,shards-fixed-rate,shards-fixed-size",
-            "--rate",
-            "0.1",
-            "--sizes",
-            "20",
-            "-q",
-        ])
-        .output()
-        .unwrap();
+/// Runs the command, fails the test with its stderr unless it succeeded, and returns stdout.
+fn succeed(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    out.stdout
+}
+
+#[test]
+fn json_output_has_curves_and_errors_against_exact() {
+    let stdout = succeed(
+        cli()
+            .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
+            .args([
+                "-a",
+                "exact,shards-fixed-rate,shards-fixed-size",
+                "--rate",
+                "0.1",
+                "--sizes",
+                "20",
+                "-q",
+            ]),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(v["references"], 113_872);
     assert_eq!(v["unique_keys"], 48_974);
     let curves = v["curves"].as_array().unwrap();
@@ -39,33 +45,28 @@ fn json_output_has_curves_and_errors_against_exact() {
 
 #[test]
 fn csv_output_with_explicit_sizes_and_policies() {
-    let out = cli()
-        .arg(common::traces_dir().join("cloudPhysicsIO.csv"))
-        .args([
-            "-a",
-            "minisim,full-sim",
-            "--policy",
-            "fifo,s3fifo",
-            "--rate",
-            "0.1",
-        ])
-        .args([
-            "--cache-sizes",
-            "1K,4096,16K",
-            "-o",
-            "csv",
-            "-q",
-            "--unit",
-            "objects",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = succeed(
+        cli()
+            .arg(common::traces_dir().join("cloudPhysicsIO.csv"))
+            .args([
+                "-a",
+                "minisim,full-sim",
+                "--policy",
+                "fifo,s3fifo",
+                "--rate",
+                "0.1",
+            ])
+            .args([
+                "--cache-sizes",
+                "1K,4096,16K",
+                "-o",
+                "csv",
+                "-q",
+                "--unit",
+                "objects",
+            ]),
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = String::from_utf8(stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert!(
@@ -80,25 +81,20 @@ fn csv_output_with_explicit_sizes_and_policies() {
 fn plot_writes_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let png = dir.path().join("mrc.png");
-    let out = cli()
-        .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
-        .args([
-            "-a",
-            "exact,shards-fixed-rate",
-            "--rate",
-            "0.1",
-            "--sizes",
-            "12",
-            "-q",
-            "--plot",
-        ])
-        .arg(&png)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        cli()
+            .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
+            .args([
+                "-a",
+                "exact,shards-fixed-rate",
+                "--rate",
+                "0.1",
+                "--sizes",
+                "12",
+                "-q",
+                "--plot",
+            ])
+            .arg(&png),
     );
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG"));
@@ -106,27 +102,22 @@ fn plot_writes_a_png() {
 
 #[test]
 fn windows_with_decay_are_reported() {
-    let out = cli()
-        .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
-        .args([
-            "-a",
-            "shards-fixed-rate",
-            "--rate",
-            "0.1",
-            "--cache-sizes",
-            "1000,10000",
-            "--window",
-            "40000",
-            "-q",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = succeed(
+        cli()
+            .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
+            .args([
+                "-a",
+                "shards-fixed-rate",
+                "--rate",
+                "0.1",
+                "--cache-sizes",
+                "1000,10000",
+                "--window",
+                "40000",
+                "-q",
+            ]),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     let w = v["windows"].as_array().unwrap();
     assert_eq!(w.len(), 3);
     assert_eq!(w[2]["end_reference"], 113_872);
