@@ -96,4 +96,4 @@ def migrate(engine: Engine) -> None:
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, "heads")

@@ -1,0 +1,1 @@
+//! Lachesis flash cache engines (issue 6).

@@ -1,0 +1,1 @@
+//! Lachesis FUSE sSwitch data path (issue 9).
