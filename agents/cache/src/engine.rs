@@ -1,0 +1,38 @@
+//! The interface every flash cache engine implements, so the hybrid cache, the cachebench and
+//! the data path can drive a log, a set-associative cache or Kangaroo interchangeably.
+
+/// Counters an engine keeps about itself; cachebench derives miss ratio and ALWA from them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub gets: u64,
+    pub hits: u64,
+    pub sets: u64,
+    /// Sets the engine declined to store (admission policy, object too large).
+    pub rejected_sets: u64,
+    pub deletes: u64,
+    pub evictions: u64,
+    /// Bytes of keys and values the application asked to store.
+    pub app_bytes_written: u64,
+    /// Bytes the engine wrote to the device (ALWA = flash_bytes_written / app_bytes_written).
+    pub flash_bytes_written: u64,
+    /// Reads that found data failing its checksum and were answered as misses.
+    pub corrupt_reads: u64,
+    /// Objects currently indexed.
+    pub objects: u64,
+}
+
+/// A key-value cache on a block device. An engine is driven by one thread at a time
+/// (`&mut self`); the hybrid cache shards and locks around it.
+pub trait Engine: Send {
+    /// The value stored under `key`, or `None` on a miss (also when the data fails its checksum).
+    fn get(&mut self, key: &[u8]) -> crate::Result<Option<Vec<u8>>>;
+    /// Stores `value` under `key`, replacing any older value. Returns `false` when the engine
+    /// declined to store it (admission, size); the old value is then gone too, so no reader
+    /// sees it after this call.
+    fn set(&mut self, key: &[u8], value: &[u8]) -> crate::Result<bool>;
+    /// Removes `key`; returns whether it was present.
+    fn delete(&mut self, key: &[u8]) -> crate::Result<bool>;
+    fn stats(&self) -> EngineStats;
+    /// Bytes of DRAM the engine's index and buffers use, counted from the real structures.
+    fn dram_bytes(&self) -> usize;
+}
