@@ -10,7 +10,7 @@
 #
 # Extra arguments go to the bench binary: --reps N, --sim-reps N (full
 # simulations are slow, default 1), --salts N (hashes for the MAE spread),
-# --traces cloudphysics,oltp,p3, --no-sim.
+# --traces cloudphysics,oltp,p3, --no-sim. Honours CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,11 +28,11 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 
 if [ "${PLOTS:-1}" = 1 ]; then
-    cli="$root/agents/target/release/lachesis-mrc"
+    cli="${CARGO_TARGET_DIR:-$root/agents/target}/release/lachesis-mrc"
     out="$root/docs/benchmarks"
     mkdir -p "$out"
     plot() { # name file rate title
-        "$cli" "$traces/$2" -q -a exact,shards-fixed-rate,shards-fixed-size --adj both --rate "$3" \
+        "$cli" "$traces/$2" -q -a exact,shards-fixed-rate,shards-fixed-size --adj all --rate "$3" \
             --sizes 32 -o csv --out "$out/mrc-$1.csv" --plot "$out/mrc-$1.png" \
             --title "$4: exact LRU vs SHARDS (R=$3, Smax=8192), log-spaced sizes"
         "$cli" "$traces/$2" -q -a full-sim,minisim --policy fifo,rrip,s3fifo --rate "$3" \

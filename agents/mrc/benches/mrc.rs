@@ -11,7 +11,8 @@
 use lachesis_mrc::curve::{sizes_over, Spacing};
 use lachesis_mrc::trace::{self, Format, Progress, Request};
 use lachesis_mrc::{
-    Curve, ExactLru, MiniSim, MrcEstimator, PolicyKind, ShardsFixedRate, ShardsFixedSize, Unit,
+    Adjustment, Curve, ExactLru, MiniSim, MrcEstimator, PolicyKind, ShardsFixedRate,
+    ShardsFixedSize, Unit,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
@@ -66,7 +67,7 @@ fn opts() -> Opts {
     let mut o = Opts {
         reps: 5,
         sim_reps: 1,
-        salts: 8,
+        salts: 16,
         traces: vec!["cloudphysics".into(), "oltp".into(), "p3".into()],
         no_sim: false,
     };
@@ -226,34 +227,36 @@ fn main() {
         rows.push(row("exact LRU (bytes)".into(), &t, None, None, ""));
         drop(t);
 
-        for adj in [true, false] {
-            let tag = if adj { "adj" } else { "no adj" };
+        for adj in ADJUSTMENTS {
             let t = run(&reqs, o.reps, || {
-                ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, adj).unwrap()
+                ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, true)
+                    .unwrap()
+                    .with_adjustment(adj)
             });
             let (m, ml) = (
                 t.estimator.curve().mae(&e_lin).ok(),
                 t.estimator.curve_at(&log).mae(&e_log).ok(),
             );
             rows.push(row(
-                format!("SHARDS fixed-rate R={rate} {tag}"),
+                format!("SHARDS fixed-rate R={rate} {}", tag(adj)),
                 &t,
                 m,
                 ml,
                 "exact",
             ));
         }
-        for adj in [true, false] {
-            let tag = if adj { "adj" } else { "no adj" };
+        for adj in ADJUSTMENTS {
             let t = run(&reqs, o.reps, || {
-                ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, adj).unwrap()
+                ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, true)
+                    .unwrap()
+                    .with_adjustment(adj)
             });
             let (m, ml) = (
                 t.estimator.curve().mae(&e_lin).ok(),
                 t.estimator.curve_at(&log).mae(&e_log).ok(),
             );
             rows.push(row(
-                format!("SHARDS fixed-size Smax=8192 {tag}"),
+                format!("SHARDS fixed-size Smax=8192 {}", tag(adj)),
                 &t,
                 m,
                 ml,
@@ -261,24 +264,31 @@ fn main() {
             ));
         }
 
-        // The spread over independent hashes: one salt is one draw.
-        let spread = |adj: bool| -> (f64, f64) {
-            let maes: Vec<f64> = (0..o.salts.max(1))
-                .map(|salt| {
-                    let mut e = ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, adj)
-                        .unwrap()
-                        .with_salt(salt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                    for r in &reqs {
-                        e.record(r.key, r.size, r.op);
-                    }
-                    e.curve().mae(&e_lin).unwrap_or(f64::NAN)
-                })
-                .collect();
-            (
-                maes.iter().sum::<f64>() / maes.len() as f64,
-                maes.iter().cloned().fold(0.0, f64::max),
-            )
-        };
+        // The spread over independent hashes: one salt is one draw of the
+        // sample, salt 0 (the default) is just one of them.
+        let mut spreads = Vec::new();
+        for adj in ADJUSTMENTS {
+            let fr = spread(o.salts, &e_lin, |salt| {
+                let mut e = ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, true)
+                    .unwrap()
+                    .with_adjustment(adj)
+                    .with_salt(salt);
+                reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
+                e.curve()
+            });
+            spreads.push((format!("SHARDS fixed-rate R={rate} {}", tag(adj)), fr));
+        }
+        for adj in ADJUSTMENTS {
+            let fs = spread(o.salts, &e_lin, |salt| {
+                let mut e = ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, true)
+                    .unwrap()
+                    .with_adjustment(adj)
+                    .with_salt(salt);
+                reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
+                e.curve()
+            });
+            spreads.push((format!("SHARDS fixed-size Smax=8192 {}", tag(adj)), fs));
+        }
 
         let mut sim_rows = Vec::new();
         if !o.no_sim {
@@ -309,18 +319,37 @@ fn main() {
                 let mini = run(&reqs, o.reps, || {
                     MiniSim::new(p, Unit::Objects, lin.clone(), rate, true).unwrap()
                 });
-                let raw = run(&reqs, 1, || {
-                    MiniSim::new(p, Unit::Objects, lin.clone(), rate, false).unwrap()
-                });
-                let raw_mae = raw.estimator.curve().mae(&full_curve).unwrap_or(f64::NAN);
+                let other = |adj: Adjustment| {
+                    let t = run(&reqs, 1, || {
+                        MiniSim::new(p, Unit::Objects, lin.clone(), rate, true)
+                            .unwrap()
+                            .with_adjustment(adj)
+                    });
+                    t.estimator.curve().mae(&full_curve).unwrap_or(f64::NAN)
+                };
+                let (shards_mae, raw_mae) = (other(Adjustment::Shards), other(Adjustment::None));
                 let m = mini.estimator.curve().mae(&full_curve).ok();
                 sim_rows.push(row(
-                    format!("minisim {} R={rate} adj (no adj: {raw_mae:.4})", p.name()),
+                    format!(
+                        "minisim {} R={rate} adj (SHARDS_adj: {shards_mae:.4}, no adj: {raw_mae:.4})",
+                        p.name()
+                    ),
                     &mini,
                     m,
                     None,
                     "full sim",
                 ));
+                for adj in ADJUSTMENTS {
+                    let sp = spread(o.salts, &full_curve, |salt| {
+                        let mut e = MiniSim::new(p, Unit::Objects, lin.clone(), rate, true)
+                            .unwrap()
+                            .with_adjustment(adj)
+                            .with_salt(salt);
+                        reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
+                        e.curve()
+                    });
+                    spreads.push((format!("minisim {} R={rate} {}", p.name(), tag(adj)), sp));
+                }
             }
         }
 
@@ -342,14 +371,44 @@ fn main() {
                 r.reference
             );
         }
-        let (mean_adj, max_adj) = spread(true);
-        let (mean_raw, max_raw) = spread(false);
         println!();
         println!(
-            "fixed-rate R={rate} over {} hash salts, linear grid: adj mean MAE {mean_adj:.4} (max {max_adj:.4}); no adj mean {mean_raw:.4} (max {max_raw:.4})",
+            "MAE over {} hash salts (linear grid; salt 0 is the default hash):",
             o.salts
         );
+        println!();
+        println!("| estimator | salt 0 | median | worst | mean |");
+        println!("|---|---:|---:|---:|---:|");
+        for (name, (first, med, worst, mean)) in &spreads {
+            println!("| {name} | {first:.4} | {med:.4} | {worst:.4} | {mean:.4} |");
+        }
     }
+}
+
+/// The corrections side by side: the default (regression) first.
+const ADJUSTMENTS: [Adjustment; 3] = [Adjustment::Regression, Adjustment::Shards, Adjustment::None];
+
+fn tag(adj: Adjustment) -> &'static str {
+    match adj {
+        Adjustment::Regression => "adj",
+        Adjustment::Shards => "SHARDS_adj",
+        Adjustment::None => "no adj",
+    }
+}
+
+/// MAE against `base` of the curves `curve(salt)` over `salts` hash salts:
+/// (salt 0, median, worst, mean).
+fn spread(salts: u64, base: &Curve, curve: impl Fn(u64) -> Curve) -> (f64, f64, f64, f64) {
+    let maes: Vec<f64> = (0..salts.max(1))
+        .map(|i| {
+            curve(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .mae(base)
+                .unwrap_or(f64::NAN)
+        })
+        .collect();
+    let mean = maes.iter().sum::<f64>() / maes.len() as f64;
+    let worst = maes.iter().cloned().fold(0.0, f64::max);
+    (maes[0], median(maes), worst, mean)
 }
 
 fn row<E>(

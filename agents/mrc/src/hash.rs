@@ -1,4 +1,5 @@
-//! The sampling hash shared by every sampled estimator.
+//! The hashes of trace keys: the sampling hash every sampled estimator
+//! shares, and the hasher of the maps keyed by trace keys.
 //!
 //! SHARDS samples a key when `hash(key) mod P < T`. The hash runs on every
 //! reference while only ~1% of them do any further work, so it must be a few
@@ -7,6 +8,12 @@
 //! enough that a sample of consecutive blocks is not correlated. The same
 //! function is trivial to write in eBPF C, so in-kernel sampling can agree
 //! with user space.
+//!
+//! The maps keyed by trace keys (the LRU stack's, the simulated caches')
+//! hash with [`NeighbourHasher`], built on the same mixer.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// SHARDS modulus: sampling thresholds live in `0..=P`.
 pub const P: u64 = 1 << 24;
@@ -40,6 +47,48 @@ pub fn key_of_bytes(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
+/// Keys that differ only in their low `NEIGHBOUR_BITS` bits hash to
+/// neighbouring buckets.
+const NEIGHBOUR_BITS: u32 = 2;
+
+/// The hasher of every map keyed by trace keys (the LRU stack's, the
+/// simulated caches'). Block traces reference runs of consecutive block
+/// numbers, and on a large working set each map access is a cache miss:
+/// hashing `key >> 2` and keeping the low two bits in the bucket index puts
+/// four consecutive blocks in one cache line of the table, so a run of
+/// blocks costs one miss per four. The low bits also go to the top seven
+/// bits, which the table keeps as each entry's tag, so neighbours do not
+/// share a tag. Other keys hash like any splitmix-mixed key. The seed keeps
+/// the bucket index independent of the SHARDS sampling hash, which sampled
+/// keys all have small.
+#[derive(Default, Clone, Copy)]
+pub struct NeighbourHasher(u64);
+
+impl Hasher for NeighbourHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix64(self.0 ^ b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, key: u64) {
+        let low = key & ((1 << NEIGHBOUR_BITS) - 1);
+        let mixed = mix64((key >> NEIGHBOUR_BITS) ^ 0x5851_f42d_4c95_7f2d);
+        self.0 = mixed ^ low ^ (low << (64 - NEIGHBOUR_BITS));
+    }
+}
+
+/// A map from trace keys, hashed with [`NeighbourHasher`].
+pub type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<NeighbourHasher>>;
+/// A set of trace keys, hashed with [`NeighbourHasher`].
+pub type KeySet = HashSet<u64, BuildHasherDefault<NeighbourHasher>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +100,31 @@ mod tests {
         let hits = (0..n).filter(|&k| sample_value(k, 0) < t).count() as f64;
         let rate = hits / n as f64;
         assert!((rate - 0.01).abs() < 0.001, "rate {rate}");
+    }
+
+    #[test]
+    fn neighbouring_keys_share_a_cache_line_of_buckets_but_not_a_tag() {
+        let hash = |k: u64| {
+            let mut h = NeighbourHasher::default();
+            h.write_u64(k);
+            h.finish()
+        };
+        let base = 0x1234_5678u64 << NEIGHBOUR_BITS;
+        let tags: Vec<u64> = (0..4).map(|i| hash(base + i) >> 57).collect();
+        for i in 1..4u64 {
+            // Same bucket block of four, different slot in it.
+            assert_eq!(
+                hash(base + i) & !3 & 0xffff_ffff,
+                hash(base) & !3 & 0xffff_ffff
+            );
+            assert_ne!(hash(base + i) & 3, hash(base) & 3);
+            assert!(!tags[..i as usize].contains(&tags[i as usize]), "{tags:?}");
+        }
+        // The next group of four lands elsewhere.
+        assert_ne!(
+            hash(base + 4) & !3 & 0xffff_ffff,
+            hash(base) & !3 & 0xffff_ffff
+        );
     }
 
     #[test]

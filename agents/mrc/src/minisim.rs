@@ -10,6 +10,8 @@ use crate::error::MrcError;
 use crate::estimator::{MrcEstimator, Op};
 use crate::hash::{sample_value, threshold_for_rate, P};
 use crate::policies::{Policy, PolicyKind};
+use crate::regression::KeyRegression;
+use crate::shards::Adjustment;
 
 pub struct MiniSim {
     unit: Unit,
@@ -18,7 +20,10 @@ pub struct MiniSim {
     threshold: u64,
     rate: f64,
     caches: Vec<Box<dyn Policy + Send>>,
-    adjust: bool,
+    adjust: Adjustment,
+    reg: Option<KeyRegression>,
+    /// Which caches missed the current reference (for `reg`).
+    missed: Vec<bool>,
     hits: Vec<f64>,
     accesses: f64,
     /// References seen, sampled or not.
@@ -31,8 +36,9 @@ impl MiniSim {
     /// Caches of `max(1, round(C * rate))` units for each size `C`, fed the
     /// references sampled at `rate`. With `adjust`, misses are divided by
     /// the references a rate-`R` sample should have seen rather than those
-    /// it saw: the SHARDS_adj correction, which assumes the surplus or
-    /// shortfall is hits on a few hot keys sampled in or out.
+    /// it saw, less the share of the surplus or shortfall that the sampled
+    /// keys say is misses ([`Adjustment::Regression`]; see
+    /// [`Self::with_adjustment`] for SHARDS_adj's "all hits").
     pub fn new(
         policy: PolicyKind,
         unit: Unit,
@@ -53,10 +59,13 @@ impl MiniSim {
             .iter()
             .map(|&c| policy.build(((c as f64 * rate).round() as u64).max(1)))
             .collect();
-        Ok(MiniSim {
+        let n = sizes.len();
+        let mut m = MiniSim {
             unit,
             policy,
-            adjust,
+            adjust: Adjustment::None,
+            reg: None,
+            missed: vec![false; n],
             refs: 0.0,
             nominal,
             salt: 0,
@@ -66,7 +75,23 @@ impl MiniSim {
             rate,
             caches,
             accesses: 0.0,
-        })
+        };
+        m.set_adjustment(Adjustment::from_flag(adjust));
+        Ok(m)
+    }
+
+    fn set_adjustment(&mut self, adjust: Adjustment) {
+        let sampled = self.threshold < P;
+        self.adjust = if sampled { adjust } else { Adjustment::None };
+        self.reg =
+            (self.adjust == Adjustment::Regression).then(|| KeyRegression::new(self.sizes.len()));
+    }
+
+    /// Use another correction than the one `new`'s flag chose (none for a
+    /// full simulation). Call before the first reference.
+    pub fn with_adjustment(mut self, adjust: Adjustment) -> Self {
+        self.set_adjustment(adjust);
+        self
     }
 
     /// One full-size cache per size, every reference.
@@ -94,26 +119,41 @@ impl MrcEstimator for MiniSim {
         }
         let w = self.unit.weight(size);
         self.accesses += 1.0;
-        for (cache, hits) in self.caches.iter_mut().zip(self.hits.iter_mut()) {
-            if cache.access(key, w) {
+        let caches = self.caches.iter_mut().zip(self.hits.iter_mut());
+        for ((cache, hits), missed) in caches.zip(self.missed.iter_mut()) {
+            let hit = cache.access(key, w);
+            if hit {
                 *hits += 1.0;
             }
+            *missed = !hit;
+        }
+        if let Some(reg) = &mut self.reg {
+            let missed = &self.missed;
+            reg.record(key, |i| missed[i]);
         }
     }
 
     fn curve(&self) -> Curve {
-        if self.adjust && self.threshold < P {
+        let expected = self.refs * self.rate;
+        let surplus_hits = |b: f64| (expected - self.accesses) * (1.0 - b);
+        let hits: Vec<f64> = match self.adjust {
+            Adjustment::None => {
+                return crate::curve::from_hits(self.unit, &self.sizes, &self.hits, self.accesses)
+            }
             // miss = misses / (N R): the same as adding N R - sampled to the
             // hits and dividing by N R.
-            let expected = self.refs * self.rate;
-            let hits: Vec<f64> = self
-                .hits
-                .iter()
-                .map(|h| h + expected - self.accesses)
-                .collect();
-            return crate::curve::from_hits(self.unit, &self.sizes, &hits, expected);
-        }
-        crate::curve::from_hits(self.unit, &self.sizes, &self.hits, self.accesses)
+            Adjustment::Shards => self.hits.iter().map(|h| h + surplus_hits(0.0)).collect(),
+            Adjustment::Regression => {
+                let slopes = self.reg.as_ref().and_then(|r| r.slopes());
+                let slope = |i: usize| slopes.as_ref().map_or(0.0, |b| b[i]);
+                self.hits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| h + surplus_hits(slope(i)))
+                    .collect()
+            }
+        };
+        crate::curve::from_hits(self.unit, &self.sizes, &hits, expected)
     }
 
     /// Decays the counters; the simulated caches keep their contents, as a
@@ -122,6 +162,9 @@ impl MrcEstimator for MiniSim {
         self.hits.iter_mut().for_each(|h| *h *= factor);
         self.accesses *= factor;
         self.refs *= factor;
+        if let Some(reg) = &mut self.reg {
+            reg.decay(factor);
+        }
     }
 
     fn footprint_bytes(&self) -> usize {
@@ -131,6 +174,7 @@ impl MrcEstimator for MiniSim {
             .sum::<usize>()
             + self.hits.capacity() * 8
             + self.sizes.capacity() * 8
+            + self.reg.as_ref().map_or(0, |r| r.footprint_bytes())
     }
 
     fn label(&self) -> String {
@@ -141,7 +185,7 @@ impl MrcEstimator for MiniSim {
                 "minisim({},R={},{})",
                 self.policy.name(),
                 self.nominal,
-                if self.adjust { "adj" } else { "no adj" }
+                self.adjust.name()
             )
         }
     }

@@ -7,13 +7,16 @@
 //! the largest evicted hash, rescaling what was counted to the new rate.
 //! SHARDS_adj adds the difference between the references a rate-`R` sample
 //! should have seen and those it did see to the smallest distance: a few hot
-//! keys sampled in or out otherwise shift the whole curve up or down.
+//! keys sampled in or out otherwise shift the whole curve up or down. The
+//! default correction ([`Adjustment::Regression`], see [`crate::regression`])
+//! first asks the sample how much of that difference is hits.
 
 use crate::curve::{check_sizes, from_hits, Curve, Unit};
 use crate::error::MrcError;
 use crate::estimator::{MrcEstimator, Op};
 use crate::hash::{sample_value, threshold_for_rate, P};
 use crate::histogram::Histogram;
+use crate::regression::{slope_at, KeyRegression};
 use crate::stack::LruStack;
 use std::collections::BinaryHeap;
 
@@ -22,12 +25,48 @@ use std::collections::BinaryHeap;
 /// byte distances of a terabyte.
 pub const SHARDS_PRECISION: u32 = 10;
 
+/// How a sampled curve corrects for the sample seeing more or fewer
+/// references than `R` times the stream's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Adjustment {
+    /// Misses over the references the sample saw.
+    None,
+    /// SHARDS_adj (Waldspurger et al., FAST'15): the difference is all hits,
+    /// i.e. misses over the references a rate-`R` sample should have seen.
+    Shards,
+    /// The share of the difference that is hits is the regression slope of
+    /// misses on references across the sampled keys
+    /// ([`crate::regression`]); costs `4 (1 + sizes)` bytes per sampled key.
+    #[default]
+    Regression,
+}
+
+impl Adjustment {
+    /// `true` is the default correction, `false` none.
+    pub fn from_flag(adjust: bool) -> Self {
+        if adjust {
+            Adjustment::default()
+        } else {
+            Adjustment::None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Adjustment::None => "no adj",
+            Adjustment::Shards => "shards adj",
+            Adjustment::Regression => "adj",
+        }
+    }
+}
+
 /// What both variants count, and how they turn it into a curve.
 #[derive(Debug, Clone)]
 struct Sampled {
     unit: Unit,
     sizes: Vec<u64>,
-    adjust: bool,
+    adjust: Adjustment,
+    reg: Option<KeyRegression>,
     stack: LruStack,
     hist: Histogram,
     cold: f64,
@@ -42,10 +81,11 @@ struct Sampled {
 impl Sampled {
     fn new(unit: Unit, sizes: Vec<u64>, adjust: bool) -> Result<Self, MrcError> {
         check_sizes(&sizes)?;
-        Ok(Sampled {
+        let mut s = Sampled {
             unit,
             sizes,
-            adjust,
+            adjust: Adjustment::None,
+            reg: None,
             stack: match unit {
                 Unit::Objects => LruStack::counting(),
                 Unit::Bytes => LruStack::new(),
@@ -55,7 +95,16 @@ impl Sampled {
             refs: 0.0,
             pending: 0,
             salt: 0,
-        })
+        };
+        s.set_adjustment(Adjustment::from_flag(adjust), 0);
+        Ok(s)
+    }
+
+    /// `keys`: the most keys the sample will hold, if known.
+    fn set_adjustment(&mut self, adjust: Adjustment, keys: usize) {
+        self.adjust = adjust;
+        self.reg = (adjust == Adjustment::Regression)
+            .then(|| KeyRegression::with_capacity(self.sizes.len(), keys));
     }
 
     /// Run a sampled reference through the stack at rate `rate`. Returns
@@ -63,15 +112,30 @@ impl Sampled {
     #[inline]
     fn sampled(&mut self, key: u64, size: u32, rate: f64) -> bool {
         let w = self.unit.weight(size) as u32;
-        match self.stack.access(key, w) {
+        let scaled = self
+            .stack
+            .access(key, w)
+            .map(|d| (d as f64 / rate).round() as u64);
+        if let Some(reg) = &mut self.reg {
+            let sizes = &self.sizes;
+            reg.record(key, |i| scaled.is_none_or(|d| d > sizes[i]));
+        }
+        match scaled {
             Some(d) => {
-                self.hist.add((d as f64 / rate).round() as u64, 1.0);
+                self.hist.add(d, 1.0);
                 false
             }
             None => {
                 self.cold += 1.0;
                 true
             }
+        }
+    }
+
+    fn remove(&mut self, key: u64) {
+        self.stack.remove(key);
+        if let Some(reg) = &mut self.reg {
+            reg.remove(key);
         }
     }
 
@@ -82,12 +146,27 @@ impl Sampled {
     fn curve_at(&self, sizes: &[u64], rate: f64) -> Curve {
         let mut hits = self.hist.hits_at(sizes);
         let actual = self.hist.total() + self.cold;
-        let total = if self.adjust {
-            let expected = self.refs() * rate;
-            hits.iter_mut().for_each(|h| *h += expected - actual);
-            expected
-        } else {
-            actual
+        let expected = self.refs() * rate;
+        let total = match self.adjust {
+            Adjustment::None => actual,
+            Adjustment::Shards => {
+                hits.iter_mut().for_each(|h| *h += expected - actual);
+                expected
+            }
+            Adjustment::Regression => {
+                // Of the surplus (or shortfall), the share `b` is misses.
+                let slopes = self.reg.as_ref().and_then(|r| r.slopes());
+                let own_grid = sizes == self.sizes.as_slice();
+                for (i, (h, &c)) in hits.iter_mut().zip(sizes).enumerate() {
+                    let b = match &slopes {
+                        Some(b) if own_grid => b[i],
+                        Some(b) => slope_at(&self.sizes, b, c),
+                        None => 0.0,
+                    };
+                    *h += (expected - actual) * (1.0 - b);
+                }
+                expected
+            }
         };
         from_hits(self.unit, sizes, &hits, total)
     }
@@ -101,10 +180,20 @@ impl Sampled {
         self.rescale(factor);
         self.refs = self.refs() * factor;
         self.pending = 0;
+        if let Some(reg) = &mut self.reg {
+            reg.decay(factor);
+        }
     }
 
     fn footprint_bytes(&self) -> usize {
-        self.stack.footprint_bytes() + self.hist.footprint_bytes() + self.sizes.capacity() * 8
+        self.stack.footprint_bytes()
+            + self.hist.footprint_bytes()
+            + self.sizes.capacity() * 8
+            + self.reg.as_ref().map_or(0, |r| r.footprint_bytes())
+    }
+
+    fn label(&self) -> &'static str {
+        self.adjust.name()
     }
 }
 
@@ -137,6 +226,13 @@ impl ShardsFixedRate {
     /// Sample with another hash of the family (see [`crate::hash::sample_value`]).
     pub fn with_salt(mut self, salt: u64) -> Self {
         self.s.salt = salt;
+        self
+    }
+
+    /// Use another correction than the one `new`'s flag chose. Call before
+    /// the first reference.
+    pub fn with_adjustment(mut self, adjust: Adjustment) -> Self {
+        self.s.set_adjustment(adjust, 0);
         self
     }
 
@@ -196,11 +292,7 @@ impl MrcEstimator for ShardsFixedRate {
     }
 
     fn label(&self) -> String {
-        format!(
-            "shards-fixed-rate(R={},{})",
-            self.nominal,
-            if self.s.adjust { "adj" } else { "no adj" }
-        )
+        format!("shards-fixed-rate(R={},{})", self.nominal, self.s.label())
     }
 }
 
@@ -222,17 +314,26 @@ impl ShardsFixedSize {
                 "S_max must be at least 1".into(),
             ));
         }
+        let mut s = Sampled::new(unit, sizes, false)?;
+        s.set_adjustment(Adjustment::from_flag(adjust), smax + 1);
         Ok(ShardsFixedSize {
             smax,
             threshold: P,
             heap: BinaryHeap::with_capacity(smax + 1),
-            s: Sampled::new(unit, sizes, adjust)?,
+            s,
         })
     }
 
     /// Sample with another hash of the family (see [`crate::hash::sample_value`]).
     pub fn with_salt(mut self, salt: u64) -> Self {
         self.s.salt = salt;
+        self
+    }
+
+    /// Use another correction than the one `new`'s flag chose. Call before
+    /// the first reference.
+    pub fn with_adjustment(mut self, adjust: Adjustment) -> Self {
+        self.s.set_adjustment(adjust, self.smax + 1);
         self
     }
 
@@ -262,7 +363,7 @@ impl ShardsFixedSize {
                 break;
             }
             self.heap.pop();
-            self.s.stack.remove(key);
+            self.s.remove(key);
         }
         self.s.rescale(self.threshold as f64 / old as f64);
     }
@@ -298,10 +399,6 @@ impl MrcEstimator for ShardsFixedSize {
     }
 
     fn label(&self) -> String {
-        format!(
-            "shards-fixed-size(Smax={},{})",
-            self.smax,
-            if self.s.adjust { "adj" } else { "no adj" }
-        )
+        format!("shards-fixed-size(Smax={},{})", self.smax, self.s.label())
     }
 }

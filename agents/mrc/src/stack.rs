@@ -18,7 +18,7 @@
 //! O(1) per reference: the array is kept at least twice the live keys), so
 //! timestamps never overflow.
 
-use ahash::AHashMap;
+use crate::hash::KeyMap;
 
 /// log2 of the slots per tree block: a whole bitset word when counting, a
 /// cache line of `u32` weights otherwise.
@@ -29,7 +29,7 @@ const MIN_SLOTS: usize = 256;
 #[derive(Debug, Clone)]
 pub struct LruStack {
     /// key -> slot of its last reference.
-    map: AHashMap<u64, u32>,
+    map: KeyMap<u32>,
     slot_key: Vec<u64>,
     /// Weight at each slot, 0 once the key moved on; empty when every key
     /// weighs 1 (the live bits are the weights then).
@@ -77,7 +77,7 @@ impl LruStack {
             WEIGHTED_BLOCK_BITS
         };
         LruStack {
-            map: AHashMap::new(),
+            map: KeyMap::default(),
             slot_key: vec![0; slots],
             weight: if counting { Vec::new() } else { vec![0; slots] },
             counting,
@@ -228,18 +228,29 @@ impl LruStack {
         let slots = self.slot_key.len();
         let live = self.map.len();
         let new_slots = if live * 2 > slots { slots * 2 } else { slots };
+        // A live slot's new number is its rank among live slots. Renumber
+        // the map by walking it in memory order with per-word ranks, rather
+        // than looking every key up (a cache miss each on a large map).
+        let mut rank = Vec::with_capacity(self.live.len());
+        let mut acc = 0u32;
+        for &word in &self.live {
+            rank.push(acc);
+            acc += word.count_ones();
+        }
+        let live_bits = &self.live;
+        for v in self.map.values_mut() {
+            let s = *v as usize;
+            let below = live_bits[s >> 6] & ((1u64 << (s & 63)) - 1);
+            *v = rank[s >> 6] + below.count_ones();
+        }
         let mut j = 0usize;
         for s in 0..slots {
             if self.live[s >> 6] & (1u64 << (s & 63)) == 0 {
                 continue;
             }
-            let key = self.slot_key[s];
-            self.slot_key[j] = key;
+            self.slot_key[j] = self.slot_key[s];
             if !self.counting {
                 self.weight[j] = self.weight[s];
-            }
-            if let Some(v) = self.map.get_mut(&key) {
-                *v = j as u32;
             }
             j += 1;
         }

@@ -44,6 +44,41 @@ fn json_output_has_curves_and_errors_against_exact() {
 }
 
 #[test]
+fn adj_all_runs_every_correction_side_by_side() {
+    let stdout = succeed(
+        cli()
+            .arg(common::traces_dir().join("cloudPhysicsIO.oracleGeneral.bin"))
+            .args([
+                "-a",
+                "exact,shards-fixed-rate",
+                "--rate",
+                "0.1",
+                "--adj",
+                "all",
+            ])
+            .args(["--sizes", "20", "--spacing", "linear", "-q"]),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    let curves = v["curves"].as_array().unwrap();
+    let labels: Vec<&str> = curves
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "exact",
+            "shards-fixed-rate(R=0.1,adj)",
+            "shards-fixed-rate(R=0.1,shards adj)",
+            "shards-fixed-rate(R=0.1,no adj)"
+        ]
+    );
+    let mae = |i: usize| curves[i]["mae_vs_exact"].as_f64().unwrap();
+    // Three different estimates, the uncorrected one far off on this trace.
+    assert!(mae(1) != mae(2) && mae(3) > 2.0 * mae(1), "{labels:?}");
+}
+
+#[test]
 fn csv_output_with_explicit_sizes_and_policies() {
     let stdout = succeed(
         cli()

@@ -35,8 +35,9 @@ pub struct Args {
     #[arg(long, default_value_t = 8192)]
     pub smax: usize,
 
-    /// SHARDS_adj correction for the SHARDS algorithms and minisim (`both`
-    /// runs each with and without, side by side).
+    /// Correction for the SHARDS algorithms and minisim: `on` the default
+    /// (regression) correction, `shards` the paper's SHARDS_adj, `off` none;
+    /// `both` runs on and off side by side, `all` the three.
     #[arg(long, value_enum, default_value = "on")]
     pub adj: OnOff,
 
@@ -110,7 +111,9 @@ pub enum Algorithm {
 pub enum OnOff {
     On,
     Off,
+    Shards,
     Both,
+    All,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -13,7 +13,7 @@ use lachesis_mrc::curve::sizes_over;
 use lachesis_mrc::plot::{plot_curves, PlotError, Series};
 use lachesis_mrc::trace::{self, Format, Progress, Request};
 use lachesis_mrc::{
-    Curve, ExactLru, MiniSim, MrcError, MrcEstimator, Op, PolicyKind, ShardsFixedRate,
+    Adjustment, Curve, ExactLru, MiniSim, MrcError, MrcEstimator, Op, PolicyKind, ShardsFixedRate,
     ShardsFixedSize, Spacing, TraceError, Unit,
 };
 use output::{CurveReport, Report, WindowReport};
@@ -158,10 +158,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 }
 
 fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliError> {
-    let adjs: &[bool] = match args.adj {
-        OnOff::On => &[true],
-        OnOff::Off => &[false],
-        OnOff::Both => &[true, false],
+    let adjs: &[Adjustment] = match args.adj {
+        OnOff::On => &[Adjustment::Regression],
+        OnOff::Off => &[Adjustment::None],
+        OnOff::Shards => &[Adjustment::Shards],
+        OnOff::Both => &[Adjustment::Regression, Adjustment::None],
+        OnOff::All => &[Adjustment::Regression, Adjustment::Shards, Adjustment::None],
     };
     let policies = args
         .policy
@@ -184,8 +186,10 @@ fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliErr
             }),
             Algorithm::ShardsFixedRate => {
                 for &adj in adjs {
-                    let estimator =
-                        Box::new(ShardsFixedRate::new(unit, s.clone(), args.rate, adj)?);
+                    let estimator = Box::new(
+                        ShardsFixedRate::new(unit, s.clone(), args.rate, true)?
+                            .with_adjustment(adj),
+                    );
                     runs.push(Run {
                         algorithm,
                         policy: None,
@@ -195,8 +199,10 @@ fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliErr
             }
             Algorithm::ShardsFixedSize => {
                 for &adj in adjs {
-                    let estimator =
-                        Box::new(ShardsFixedSize::new(unit, s.clone(), args.smax, adj)?);
+                    let estimator = Box::new(
+                        ShardsFixedSize::new(unit, s.clone(), args.smax, true)?
+                            .with_adjustment(adj),
+                    );
                     runs.push(Run {
                         algorithm,
                         policy: None,
@@ -207,7 +213,9 @@ fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliErr
             Algorithm::Minisim => {
                 for &p in &policies {
                     for &adj in adjs {
-                        let estimator = Box::new(MiniSim::new(p, unit, s.clone(), args.rate, adj)?);
+                        let estimator = Box::new(
+                            MiniSim::new(p, unit, s.clone(), args.rate, true)?.with_adjustment(adj),
+                        );
                         runs.push(Run {
                             algorithm,
                             policy: Some(p),
@@ -272,16 +280,18 @@ fn reports(runs: &[Run]) -> Vec<CurveReport> {
 
 /// Colors by what a curve estimates: exact black, each SHARDS variant and
 /// each policy its own color; the unadjusted SHARDS and the miniature
-/// simulation dashed beside their solid counterpart.
+/// simulation dashed beside their solid counterpart; SHARDS with the
+/// paper's SHARDS_adj in a color of its own.
 fn plot_series<'a>(runs: &[Run], curves: &'a [CurveReport]) -> Vec<Series<'a>> {
     runs.iter()
         .zip(curves)
         .map(|(run, c)| {
             let adjusted = !c.label.contains("no adj");
+            let paper = if c.label.contains("shards adj") { 4 } else { 0 };
             let (color, dashed) = match (run.algorithm, run.policy) {
                 (Algorithm::Exact, _) => (0, false),
-                (Algorithm::ShardsFixedRate, _) => (1, !adjusted),
-                (Algorithm::ShardsFixedSize, _) => (2, !adjusted),
+                (Algorithm::ShardsFixedRate, _) => (1 + paper, !adjusted),
+                (Algorithm::ShardsFixedSize, _) => (2 + paper, !adjusted),
                 (Algorithm::FullSim, Some(p)) => (3 + p as usize, false),
                 (Algorithm::Minisim, Some(p)) => (3 + p as usize, true),
                 (_, None) => (7, false),

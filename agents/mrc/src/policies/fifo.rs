@@ -5,14 +5,14 @@
 
 use super::list::set_bytes;
 use super::Policy;
-use ahash::AHashSet;
+use crate::hash::KeySet;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
 pub struct Fifo {
     capacity: u64,
     used: u64,
-    cached: AHashSet<u64>,
+    cached: KeySet,
     queue: VecDeque<(u64, u64)>,
 }
 
@@ -21,7 +21,7 @@ impl Fifo {
         Fifo {
             capacity,
             used: 0,
-            cached: AHashSet::new(),
+            cached: KeySet::default(),
             queue: VecDeque::new(),
         }
     }

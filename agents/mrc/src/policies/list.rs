@@ -135,7 +135,7 @@ impl Lists {
 
 /// Bytes of a hashbrown map from its capacity (power-of-two buckets at most
 /// 7/8 full, one control byte each).
-pub(crate) fn map_bytes<K, V>(map: &ahash::AHashMap<K, V>) -> usize {
+pub(crate) fn map_bytes<K, V, S>(map: &std::collections::HashMap<K, V, S>) -> usize {
     if map.capacity() == 0 {
         return 0;
     }
@@ -143,7 +143,7 @@ pub(crate) fn map_bytes<K, V>(map: &ahash::AHashMap<K, V>) -> usize {
 }
 
 /// Bytes of a hashbrown set, as [`map_bytes`].
-pub(crate) fn set_bytes<K>(set: &ahash::AHashSet<K>) -> usize {
+pub(crate) fn set_bytes<K, S>(set: &std::collections::HashSet<K, S>) -> usize {
     if set.capacity() == 0 {
         return 0;
     }

@@ -2,13 +2,13 @@
 
 use super::list::{map_bytes, Lists};
 use super::Policy;
-use ahash::AHashMap;
+use crate::hash::KeyMap;
 
 #[derive(Debug, Clone)]
 pub struct Lru {
     capacity: u64,
     used: u64,
-    map: AHashMap<u64, u32>,
+    map: KeyMap<u32>,
     list: Lists,
 }
 
@@ -17,7 +17,7 @@ impl Lru {
         Lru {
             capacity,
             used: 0,
-            map: AHashMap::new(),
+            map: KeyMap::default(),
             list: Lists::new(1),
         }
     }

@@ -12,7 +12,7 @@
 
 use super::list::{map_bytes, Lists};
 use super::Policy;
-use ahash::AHashMap;
+use crate::hash::KeyMap;
 
 const LEVELS: u8 = 8;
 const MAX: u8 = LEVELS - 1;
@@ -22,7 +22,7 @@ const INSERT: u8 = LEVELS - 2;
 pub struct Rrip {
     capacity: u64,
     used: u64,
-    map: AHashMap<u64, u32>,
+    map: KeyMap<u32>,
     lists: Lists,
     /// Physical list holding RRPV `v` is `(v + base) % 8`.
     base: u8,
@@ -33,7 +33,7 @@ impl Rrip {
         Rrip {
             capacity,
             used: 0,
-            map: AHashMap::new(),
+            map: KeyMap::default(),
             lists: Lists::new(LEVELS as usize),
             base: 0,
         }

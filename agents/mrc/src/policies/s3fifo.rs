@@ -10,7 +10,7 @@
 
 use super::list::map_bytes;
 use super::Policy;
-use ahash::AHashMap;
+use crate::hash::KeyMap;
 use std::collections::VecDeque;
 
 const MAX_FREQ: u8 = 3;
@@ -22,7 +22,7 @@ pub struct S3Fifo {
     small_used: u64,
     main_used: u64,
     /// key -> frequency.
-    freq: AHashMap<u64, u8>,
+    freq: KeyMap<u8>,
     small: VecDeque<(u64, u64)>,
     main: VecDeque<(u64, u64)>,
     ghost: Ghost,
@@ -36,7 +36,7 @@ impl S3Fifo {
             small_target,
             small_used: 0,
             main_used: 0,
-            freq: AHashMap::new(),
+            freq: KeyMap::default(),
             small: VecDeque::new(),
             main: VecDeque::new(),
             ghost: Ghost::new(capacity - small_target.min(capacity)),
@@ -132,7 +132,7 @@ struct Ghost {
     seq: u64,
     queue: VecDeque<(u64, u64)>,
     /// key -> (sequence number of its live queue entry, weight).
-    live: AHashMap<u64, (u64, u64)>,
+    live: KeyMap<(u64, u64)>,
 }
 
 impl Ghost {
@@ -142,7 +142,7 @@ impl Ghost {
             used: 0,
             seq: 0,
             queue: VecDeque::new(),
-            live: AHashMap::new(),
+            live: KeyMap::default(),
         }
     }
 
