@@ -7,6 +7,7 @@ logs of a failed test are attached to its report so a failure explains itself.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -102,10 +103,25 @@ class Cluster:
     redis_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     processes: dict[str, Process] = field(default_factory=dict)
+    # Secure: Redis requires a password of its default user (the controller's), and each
+    # agent is enrolled first and runs as its own Redis ACL user, as `./lachesis up` does.
+    secure: bool = False
+    redis_password: str = field(default_factory=lambda: secrets.token_hex(16))
+    agent_urls: dict[str, str] = field(default_factory=dict)
 
     @property
     def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+        """The controller's (and the test's) Redis URL: full access."""
+        auth = f":{self.redis_password}@" if self.secure else ""
+        return f"redis://{auth}127.0.0.1:{self.redis_port}/0"
+
+    def enroll(self, host_id: str) -> str:
+        """The agent's own Redis URL, from the controller's enrolment API."""
+        with self.api() as api:
+            r = api.post(f"/api/v1/hosts/{host_id}/enrollment")
+            assert r.status_code == 201, r.text
+            self.agent_urls[host_id] = r.json()["redis_url"]
+        return self.agent_urls[host_id]
 
     @property
     def url(self) -> str:
@@ -128,7 +144,8 @@ class Cluster:
         proc = self.processes.get("redis") or self._add(
             "redis",
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--dir", str(data),
-             "--appendonly", "yes", "--save", "", "--daemonize", "no"],
+             "--appendonly", "yes", "--save", "", "--daemonize", "no",
+             *(["--requirepass", self.redis_password] if self.secure else [])],
         )
         proc.start()
         wait_for("redis-server to answer PING", lambda: self.redis().ping())
@@ -151,9 +168,12 @@ class Cluster:
 
     def start_agent(self, host_id: str) -> Process:
         name = f"agent-{host_id}"
+        if self.secure and host_id not in self.agent_urls:
+            self.enroll(host_id)
         proc = self.processes.get(name) or self._add(
             name,
-            [str(AGENT_BIN), "run", "--host-id", host_id, "--redis-url", self.redis_url,
+            [str(AGENT_BIN), "run", "--host-id", host_id,
+             "--redis-url", self.agent_urls.get(host_id, self.redis_url),
              "--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB",
              "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
             {"RUST_LOG": "info"},

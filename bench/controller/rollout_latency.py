@@ -1,10 +1,15 @@
 """Rollout latency (REST call -> last ack) and bytes on the bus per flow.
 
 Real agents: the release lachesis-agent binary, started like the e2e suite does. Simulated
-agents: asyncio tasks, one Redis connection each, that register, heartbeat, read their
-inbox and ack every desired state as applied, the way an agent does (api-schemas/README).
+agents: asyncio tasks, one Redis connection each, that register, read their inbox and ack
+every desired state the way an agent does (api-schemas/README): a quiesce phase with a
+quiesce ack (nothing in flight to drain), an install with an install ack.
 
-Prints a markdown table; medians over --runs rule updates per scenario.
+Two kinds of change per scenario, alternating: the baseline is a one-phase rollout (a
+tenant's classifiers change: no flow of an existing rule moves), the measured one a
+two-phase rollout (a rule's priority changes: its flow is quiesced and drained at every
+host, then installed and resumed). Prints a markdown table of medians over --runs changes
+of each kind and the ratio two-phase / one-phase, then the bytes on the bus.
 """
 
 from __future__ import annotations
@@ -56,12 +61,17 @@ async def simulated_agent(url: str, host_id: str, stop: asyncio.Event) -> None:
             for entry_id, fields in messages:
                 last = entry_id
                 state = json.loads(fields["msg"])
-                await r.xadd("lachesis:acks", {"msg": json.dumps({
+                ack = {
                     "schema": "lachesis.ack/v1", "host_id": host_id, "generation": state["generation"],
                     "rollout_id": state["rollout_id"], "status": "applied", "reason": None,
                     "rules_installed": len(state["rules"]), "acked_at": now(),
                     "traceparent": state["traceparent"],
-                })})
+                }
+                if "phase" in state:
+                    ack["phase"] = state["phase"]
+                if state.get("phase") == "quiesce":
+                    ack["drained"] = 0
+                await r.xadd("lachesis:acks", {"msg": json.dumps(ack)})
     await r.aclose()
 
 
@@ -78,33 +88,70 @@ def start_simulated(url: str, count: int) -> tuple[threading.Thread, asyncio.Abs
     return thread, loop, stop
 
 
+def tenant(run: int) -> dict:
+    return {**TENANT, "classifiers": [{"kind": "cgroup", "value": f"/sys/fs/cgroup/bench-{run}"}]}
+
+
+def timed(api, method: str, path: str, body: dict) -> tuple[float, dict]:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    change = api.request(method, path, json=body)
+    assert change.status_code == 200, change.text
+    while (rollout := api.get(f"/api/v1/rollouts/{change.json()['rollout_id']}").json())["state"] == "pending":
+        time.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    assert rollout["state"] == "succeeded", rollout
+    return elapsed, rollout
+
+
+def server_clock(rollout: dict) -> float:
+    created = datetime.fromisoformat(rollout["created_at"])
+    return (max(datetime.fromisoformat(t["acked_at"]) for t in rollout["targets"]) - created).total_seconds()
+
+
 def measure(cluster: Cluster, hosts: int, runs: int) -> dict:
     wait_for(f"{hosts} hosts enrolled", lambda: _enrolled(cluster) >= hosts, timeout=120)
-    latencies, server_side = [], []
+    one, two, two_server = [], [], []
     with cluster.api() as api:
         api.post("/api/v1/tenants", json=TENANT)
         api.post("/api/v1/rules", json=rule(1))
         time.sleep(0.5)
         for run in range(runs):
-            started = time.perf_counter()
-            change = api.put("/api/v1/rules/bench-rule", json=rule(run + 2)).json()
-            while (rollout := api.get(f"/api/v1/rollouts/{change['rollout_id']}").json())["state"] == "pending":
-                time.sleep(0.002)
-            latencies.append(time.perf_counter() - started)
-            assert rollout["state"] == "succeeded", rollout
-            created = datetime.fromisoformat(rollout["created_at"])
-            acked = max(datetime.fromisoformat(t["acked_at"]) for t in rollout["targets"])
-            server_side.append((acked - created).total_seconds())
+            elapsed, rollout = timed(api, "PUT", "/api/v1/tenants/bench", tenant(run))
+            assert rollout["phase"] is None, rollout
+            one.append(elapsed)
+            elapsed, rollout = timed(api, "PUT", "/api/v1/rules/bench-rule", rule(run + 2))
+            assert rollout["phase"] == "install", rollout
+            two.append(elapsed)
+            two_server.append(server_clock(rollout))
     r = cluster.redis()
-    host = r.keys("lachesis:agent:*:desired")[0]
-    desired = len(r.get(host).encode())
-    ack = len(r.xrevrange("lachesis:acks", count=1)[0][1]["msg"].encode())
+    host = sorted(r.keys("lachesis:agent:*:inbox"))[0]
+    messages = [json.loads(f["msg"]) for _, f in r.xrevrange(host, count=2)]
+    install, quiesce = (m for m in messages)
+    acks = [f["msg"] for _, f in r.xrevrange("lachesis:acks", count=4 * hosts)]
+    quiesce_ack = next(len(a.encode()) for a in acks if '"phase":"quiesce"' in a.replace(" ", ""))
+    install_ack = next(len(a.encode()) for a in acks if '"phase":"quiesce"' not in a.replace(" ", ""))
+    assert quiesce.get("phase") == "quiesce" and install.get("phase") is None, messages
     return {
-        "hosts": hosts, "median_ms": statistics.median(latencies) * 1000,
-        "p90_ms": sorted(latencies)[int(0.9 * (len(latencies) - 1))] * 1000,
-        "server_median_ms": statistics.median(server_side) * 1000,
-        "desired_bytes": desired, "ack_bytes": ack,
+        "hosts": hosts,
+        "one_ms": statistics.median(one) * 1000,
+        "two_ms": statistics.median(two) * 1000,
+        "two_p90_ms": sorted(two)[int(0.9 * (len(two) - 1))] * 1000,
+        "two_server_ms": statistics.median(two_server) * 1000,
+        "install_bytes": len(json.dumps(install, separators=(",", ":")).encode()),
+        "quiesce_bytes": len(json.dumps(quiesce, separators=(",", ":")).encode()),
+        "install_ack_bytes": install_ack, "quiesce_ack_bytes": quiesce_ack,
     }
+
+
+def telemetry_bytes() -> list[tuple[str, int, int]]:
+    """(fixture, bytes as one compact message, bytes of its largest tenant entry)."""
+    rows = []
+    for path in sorted((ROOT / "api-schemas/fixtures/telemetry").glob("valid-*.json")):
+        message = json.loads(path.read_text())
+        whole = len(json.dumps(message, separators=(",", ":")).encode())
+        per_tenant = max((len(json.dumps(t, separators=(",", ":")).encode()) for t in message.get("tenants", [])), default=0)
+        rows.append((path.name, whole, per_tenant))
+    return rows
 
 
 def _enrolled(cluster: Cluster) -> int:
@@ -135,14 +182,31 @@ def scenario(kind: str, hosts: int, runs: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    results = [scenario("real", 1, args.runs), scenario("real", 10, args.runs), scenario("simulated", 100, args.runs)]
-    print("| agents | rollouts | median REST->last ack (ms) | p90 (ms) | median created->last ack, server clock (ms) | desired-state bytes/host | ack bytes/host |")
+    scenarios = [("real", 1), ("real", 10), ("simulated", 100)]
+    results = []
+    for kind, hosts in scenarios:
+        print(f"scenario: {hosts} {kind} agent(s), {args.runs} changes of each kind", file=sys.stderr, flush=True)
+        results.append(scenario(kind, hosts, args.runs))
+    print("| agents | changes | one-phase median (ms) | two-phase median (ms) | two-phase p90 (ms) | "
+          "two-phase server clock (ms) | two-phase / one-phase |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['hosts']} {r['kind']} | {args.runs} | {r['median_ms']:.1f} | {r['p90_ms']:.1f} | "
-              f"{r['server_median_ms']:.1f} | {r['desired_bytes']} | {r['ack_bytes']} |")
+        print(f"| {r['hosts']} {r['kind']} | {args.runs}+{args.runs} | {r['one_ms']:.1f} | {r['two_ms']:.1f} | "
+              f"{r['two_p90_ms']:.1f} | {r['two_server_ms']:.1f} | {r['two_ms'] / r['one_ms']:.2f} |")
+    r = results[0]
+    print()
+    print("| bus message (one host, one tenant, one rule) | bytes |")
+    print("|---|---|")
+    print(f"| desired-state, phase quiesce (written to the key and the inbox) | {r['quiesce_bytes']} |")
+    print(f"| desired-state, install (written to the key and the inbox) | {r['install_bytes']} |")
+    print(f"| ack, phase quiesce | {r['quiesce_ack_bytes']} |")
+    print(f"| ack, install | {r['install_ack_bytes']} |")
+    total = 2 * (r["quiesce_bytes"] + r["install_bytes"]) + r["quiesce_ack_bytes"] + r["install_ack_bytes"]
+    print(f"| two-phase rule update, all of it | {total} |")
+    for name, whole, per_tenant in telemetry_bytes():
+        print(f"| telemetry {name} (whole message; largest tenant entry {per_tenant}) | {whole} |")
 
 
 if __name__ == "__main__":

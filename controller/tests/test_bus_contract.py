@@ -14,13 +14,14 @@ from pydantic import BaseModel, ValidationError
 from referencing import Registry, Resource
 
 from conftest import SCHEMAS
-from lachesis_controller.messages import Ack, DesiredState, Heartbeat, Registration
+from lachesis_controller.messages import Ack, DesiredState, Heartbeat, Registration, Telemetry
 
 MODELS: dict[str, type[BaseModel]] = {
     "ack": Ack,
     "desired-state": DesiredState,
     "heartbeat": Heartbeat,
     "registration": Registration,
+    "telemetry": Telemetry,
 }
 FIXTURES = sorted((SCHEMAS / "fixtures").glob("*/*.json"))
 
@@ -93,3 +94,11 @@ def test_common_definitions_resolve_through_the_registry() -> None:
     assert errors and any("Not A Name" in e.message for e in errors)
     with pytest.raises(ValidationError):
         DesiredState.model_validate(data)
+
+
+def test_telemetry_curve_needs_one_miss_ratio_per_size() -> None:
+    # The schema cannot say "same length"; the model (and the agent's serde type) must.
+    data = _load(SCHEMAS / "fixtures" / "telemetry" / "valid-two-tenants.json")
+    data["tenants"][0]["curve"]["miss_ratios"] = [0.5]
+    with pytest.raises(ValidationError, match="1 miss ratios for 3 sizes"):
+        Telemetry.model_validate(data)

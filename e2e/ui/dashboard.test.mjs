@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // The dashboard in a real browser (Debian's chromium driven by playwright-core) against a real
-// redis-server, controller and agent: log in, see the host alive, create a tenant and a rule
-// through the YAML editor and see the rollout reach the agent, have bad YAML and a schema error
-// marked at their line with nothing changed, open the tenant, and be refused as a viewer.
+// redis-server, controller and two agents: log in; have bad YAML, a schema error and a
+// verifier failure marked at their line with nothing changed (tenant & rule editor and policy
+// editor); apply through the editor (a policy after its dry run) and see the rollout reach
+// every agent; see a tenant's miss-ratio curve, made by an agent from real IO in the tenant's
+// cgroup, with the allocated size marked; be refused as a viewer, with the reason on the
+// buttons; and see, with a tenant token, only that tenant.
 //
-//   node e2e/ui/dashboard.test.mjs        (after `cd ui && npm ci && npm run build`)
+//   node e2e/ui/dashboard.test.mjs        (after `cd ui && npm install && npm run build`)
 //
 // The UI is taken from the controller at /ui/ when it serves it; otherwise ui/dist is served
 // by `vite preview`, which proxies /api to the controller. Screenshots go to
@@ -12,7 +15,7 @@
 // Under CI=true a missing prerequisite (chromium, redis-server, the agent, the controller,
 // ui/dist) fails the run; otherwise it skips.
 
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -24,10 +27,11 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const UI = path.join(ROOT, "ui");
 const require = createRequire(path.join(UI, "package.json"));
 const CHROMIUM = process.env.LACHESIS_CHROMIUM ?? "/usr/bin/chromium";
-const AGENT_BIN = path.join(ROOT, "agents/target/release/lachesis-agent");
+const AGENT_BIN = process.env.LACHESIS_AGENT_BIN ?? path.join(ROOT, "agents/target/release/lachesis-agent");
 const CONTROLLER_BIN = process.env.LACHESIS_CONTROLLER_BIN ?? path.join(ROOT, ".lachesis/venv/bin/lachesis-controller");
 const TOKEN = "ui-e2e-token";
 const HOST = "host-a";
+const HOSTS = [HOST, "host-b"];
 const CI = process.env.CI === "true";
 
 let tmp;
@@ -45,7 +49,7 @@ function which(bin) {
 function prerequisites() {
   const missing = [];
   if (!fs.existsSync(CHROMIUM)) missing.push(`${CHROMIUM} (apt-get install -y chromium)`);
-  if (!which("redis-server")) missing.push("redis-server (apt-get install -y redis-server)");
+  if (!which("redis-server") || !which("redis-cli")) missing.push("redis-server and redis-cli (apt-get install -y redis-server)");
   if (!fs.existsSync(AGENT_BIN)) missing.push(`${AGENT_BIN} (cd agents && cargo build --release)`);
   if (!fs.existsSync(CONTROLLER_BIN)) missing.push(`${CONTROLLER_BIN} (./lachesis install)`);
   if (!fs.existsSync(path.join(UI, "dist/index.html"))) missing.push("ui/dist (cd ui && npm ci && npm run build)");
@@ -136,6 +140,42 @@ async function api(method, p, body, token = TOKEN) {
   return { status: r.status, body: text ? JSON.parse(text) : null };
 }
 
+// ------------------------------------------------------------------- the tenant's real IO
+
+/** The cgroup v2 mount (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host), or null. */
+function cgroup2Mount() {
+  const mounts = fs.readFileSync("/proc/mounts", "utf8").split("\n").map((l) => l.split(" "));
+  return mounts.find((m) => m[2] === "cgroup2")?.[1] ?? null;
+}
+
+/** A cgroup of its own for the tenant whose curve the agent measures (needs root and cgroup v2). */
+function makeTenantCgroup() {
+  const mount = cgroup2Mount();
+  if (!mount || process.getuid?.() !== 0) return null;
+  const dir = path.join(mount, `lachesis-ui-e2e-${process.pid}`);
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    return dir;
+  } catch (e) {
+    log(`cannot create a cgroup at ${dir}: ${e}`);
+    return null;
+  }
+}
+
+/**
+ * Block IO in the tenant's cgroup whose LRU curve is known: a 32 MiB file read three times
+ * with O_DIRECT (so every read reaches the block layer), so the miss ratio is 1 below 32 MiB
+ * and about 1/3 above it.
+ */
+function tenantIo(cgroup, file) {
+  const dd = (args) => spawnSync("dd", [...args, "status=none"], { stdio: "inherit" });
+  if (!fs.existsSync(file)) dd(["if=/dev/zero", `of=${file}`, "bs=1M", "count=32", "oflag=direct"]);
+  const r = spawnSync("sh", ["-c", `echo $$ > ${cgroup}/cgroup.procs && for i in 1 2 3; do dd if=${file} of=/dev/null bs=64k iflag=direct status=none; done`], {
+    stdio: "inherit",
+  });
+  if (r.status !== 0) throw new Error(`the tenant's IO in ${cgroup} failed: ${r.status}`);
+}
+
 // ------------------------------------------------------------------------------------ the test
 
 const BAD_YAML = `kind: Rule
@@ -162,6 +202,22 @@ spec:
         target: cache/analytics
 `; // line 7: "reed" is no op
 
+// The verifier refuses it (write-loss: writes detoured by their header only); line 4 names it.
+const UNSAFE = `# writes with nowhere to go
+kind: Rule
+spec:
+  name: writes-lost
+  priority: 30
+  match:
+    tenant: analytics
+    ops: [write]
+  detours:
+    - what: header
+      to:
+        kind: controller
+        target: audit
+`;
+
 const GOOD = `kind: Tenant
 spec:
   name: analytics
@@ -185,16 +241,16 @@ spec:
         target: cache/analytics
 `;
 
-const POLICY = `apiVersion: lachesis.dev/v1
+const policy = (cgroup) => `apiVersion: lachesis.dev/v1
 kind: Policy
 metadata:
   name: reports-cache
 spec:
   tenants:
     - name: reports
-      classifiers: [{kind: cgroup, value: /sys/fs/cgroup/reports}]
+      classifiers: [{kind: cgroup, value: ${cgroup}}]
   stages:
-    - {name: cache/reports, kind: cache, owner: reports, size_bytes: 1073741824}
+    - {name: cache/reports, kind: cache, owner: reports, size_bytes: 67108864}
   rules:
     - name: reports-cached
       priority: 20
@@ -202,7 +258,10 @@ spec:
       detours: [{what: io, to: {kind: stage, target: cache/reports}}]
 `;
 // line 14: a field the schema does not have
-const BAD_POLICY = POLICY.replace("      priority: 20\n", "      priority: 20\n      colour: blue\n");
+const badPolicy = (p) => p.replace("      priority: 20\n", "      priority: 20\n      colour: blue\n");
+// a second rule the verifier refuses, named at line 16
+const unsafePolicy = (p) =>
+  p + "    - name: reports-writes-lost\n      priority: 21\n      match: {tenant: reports, ops: [write]}\n      detours: [{what: header, to: {kind: controller, target: audit}}]\n";
 
 async function setEditorText(page, text) {
   await page.click(".cm-content");
@@ -215,6 +274,31 @@ async function shot(page, name) {
   const file = path.join(artifacts, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   log("screenshot", file);
+}
+
+/** The editor's first mark, asserted at `line`. */
+async function markedAt(page, line, what) {
+  const err = await page.waitForSelector('[data-testid="editor-error"]');
+  const at = await err.getAttribute("data-line");
+  assert(at === String(line), `${what} is marked at line ${line}, got ${at}: ${await err.textContent()}`);
+  return err.textContent();
+}
+
+/** Every agent's row of the rollout shown in `scope` reads applied. */
+async function reachedEveryAgent(page, scope = "") {
+  for (const h of HOSTS) {
+    await page.waitForSelector(`${scope} [data-testid="target-${h}"] [data-testid="target-status"]:text("applied")`, { timeout: 20000 });
+  }
+}
+
+async function signIn(browser, uiUrl, token) {
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
+  page.setDefaultTimeout(15000);
+  await page.goto(uiUrl);
+  await page.fill('[data-testid="token"]', token);
+  await page.click('[data-testid="login"]');
+  await page.waitForSelector(`[data-testid="host-row-${HOST}"]`);
+  return page;
 }
 
 async function run() {
@@ -232,12 +316,20 @@ async function run() {
     LACHESIS_API_TOKEN: TOKEN,
   });
   await waitFor("the controller's /readyz", async () => (await fetch(`${apiUrl}/readyz`)).status === 200, 60000, 200);
-  start("agent", [AGENT_BIN, "run", "--host-id", HOST, "--redis-url", redisUrl,
-    "--device", `flash0=${path.join(tmp, "flash0.img")}:64MiB`, "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"], { RUST_LOG: "info" });
-  await waitFor("the agent to register and ack generation 1", async () => {
-    const r = await api("GET", `/api/v1/hosts/${HOST}`);
-    return r.status === 200 && r.body.acked_generation >= 1;
-  }, 30000, 200);
+  const agentHelp = spawnSync(AGENT_BIN, ["run", "--help"], { encoding: "utf8" }).stdout ?? "";
+  const telemetryArgs = agentHelp.includes("--telemetry-interval-ms") ? ["--telemetry-interval-ms", "500"] : [];
+  for (const h of HOSTS) {
+    start(`agent-${h}`, [AGENT_BIN, "run", "--host-id", h, "--redis-url", redisUrl, "--device", `flash0=${path.join(tmp, `${h}-flash0.img`)}:64MiB`,
+      "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3", ...telemetryArgs], { RUST_LOG: "info" });
+  }
+  for (const h of HOSTS) {
+    await waitFor(`agent ${h} to register and ack generation 1`, async () => {
+      const r = await api("GET", `/api/v1/hosts/${h}`);
+      return r.status === 200 && r.body.acked_generation >= 1;
+    }, 30000, 200);
+  }
+  const openapi = await (await fetch(`${apiUrl}/openapi.json`)).json();
+  const has = (p) => p in openapi.paths;
 
   // The UI: from the controller if it serves /ui/, else ui/dist through vite preview.
   let uiUrl = `${apiUrl}/ui/`;
@@ -262,14 +354,15 @@ async function run() {
       "--disable-component-update", "--disable-sync"],
     // playwright gives every launch a fresh temporary --user-data-dir of its own
   });
+  const consoleErrors = [];
+  const watch = (p) => p.on("pageerror", (e) => consoleErrors.push(String(e)));
   try {
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
     const page = await context.newPage();
     page.setDefaultTimeout(15000);
-    const consoleErrors = [];
-    page.on("pageerror", (e) => consoleErrors.push(String(e)));
+    watch(page);
 
-    // 1. Log in: a wrong token is refused, the right one shows the host alive.
+    // 1. Log in: a wrong token is refused, the right one shows every host alive.
     await page.goto(uiUrl);
     await page.fill('[data-testid="token"]', "wrong-token");
     await page.click('[data-testid="login"]');
@@ -277,19 +370,17 @@ async function run() {
     await shot(page, "01-login-refused");
     await page.fill('[data-testid="token"]', TOKEN);
     await page.click('[data-testid="login"]');
-    await page.waitForSelector(`[data-testid="host-row-${HOST}"] [data-testid="host-alive"]:text("alive")`);
+    for (const h of HOSTS) await page.waitForSelector(`[data-testid="host-row-${h}"] [data-testid="host-alive"]:text("alive")`);
     await page.waitForSelector('[data-testid="no-failing-checks"]');
     await shot(page, "02-overview");
-    log("step 1 ok: logged in, host alive");
+    log("step 1 ok: logged in, both hosts alive");
 
     // 2. Bad YAML: marked at line 7, Apply disabled, nothing sent.
     await page.click('[data-testid="nav-editor"]');
     await page.waitForSelector(".cm-content");
     const rulesBefore = (await api("GET", "/api/v1/rules")).body;
     await setEditorText(page, BAD_YAML);
-    const parseErr = await page.waitForSelector('[data-testid="editor-error"]');
-    const parseLine = await parseErr.getAttribute("data-line");
-    assert(parseLine === "7", `the YAML error is marked at line 7, got ${parseLine}: ${await parseErr.textContent()}`);
+    await markedAt(page, 7, "the YAML error");
     assert(await page.isDisabled('[data-testid="apply"]'), "Apply is disabled while the YAML does not parse");
     await page.waitForSelector(".cm-lint-marker-error");
     await shot(page, "03-editor-yaml-error");
@@ -298,68 +389,149 @@ async function run() {
     await setEditorText(page, SCHEMA_ERROR);
     await page.waitForSelector('[data-testid="editor-error"]', { state: "detached" });
     await page.click('[data-testid="apply"]');
-    const schemaErr = await page.waitForSelector('[data-testid="editor-error"]');
-    const schemaLine = await schemaErr.getAttribute("data-line");
-    assert(schemaLine === "7", `the schema error is marked at line 7, got ${schemaLine}: ${await schemaErr.textContent()}`);
+    await markedAt(page, 7, "the schema error");
     await shot(page, "04-editor-schema-error");
-    const rulesAfter = (await api("GET", "/api/v1/rules")).body;
-    assert(JSON.stringify(rulesAfter) === JSON.stringify(rulesBefore), "refused input changed no rule");
+    assert(JSON.stringify((await api("GET", "/api/v1/rules")).body) === JSON.stringify(rulesBefore), "refused input changed no rule");
+
     log("steps 2-3 ok: YAML and schema errors at line 7, nothing changed");
 
-    // 4. Apply a tenant and a rule; the rollout reaches the agent.
+    // 4. Apply a tenant and a rule; the rollout reaches every agent.
     await setEditorText(page, GOOD);
     await page.waitForSelector('[data-testid="editor-error"]', { state: "detached" });
     await page.click('[data-testid="apply"]');
     await page.waitForSelector('[data-testid="applied"]');
-    await page.waitForSelector(`[data-testid="target-${HOST}"] [data-testid="target-status"]:text("applied")`, { timeout: 20000 });
+    await reachedEveryAgent(page, '[data-testid="applied"]');
     await page.waitForSelector('[data-testid="rollout-state"]:text("succeeded")', { timeout: 20000 });
     await shot(page, "05-editor-applied-rollout");
-    const rule = await api("GET", "/api/v1/rules/analytics-reads-to-cache");
-    assert(rule.status === 200, "the rule exists after apply");
-    log("step 4 ok: applied, rollout reached the agent");
+    assert((await api("GET", "/api/v1/rules/analytics-reads-to-cache")).status === 200, "the rule exists after apply");
+    log("step 4 ok: applied, the rollout reached every agent");
 
-    // 4b. Policies (where the controller has them): a schema error at its line changes nothing;
-    // Apply waits for a dry run, which shows the per-host diff; the rollout reaches the agent.
-    const openapi = await (await fetch(`${apiUrl}/openapi.json`)).json();
-    if (openapi.paths["/api/v1/policies"]) {
+    // 4a. A rule the verifier refuses (its tenant exists now): marked at the rule's name,
+    // nothing applied.
+    const rulesApplied = (await api("GET", "/api/v1/rules")).body;
+    await setEditorText(page, UNSAFE);
+    await page.waitForSelector('[data-testid="editor-error"]', { state: "detached" });
+    await page.click('[data-testid="apply"]');
+    const unsafeText = await markedAt(page, 4, "the verifier's finding");
+    assert(/write-loss/.test(unsafeText), `the mark names the verifier's check: ${unsafeText}`);
+    await shot(page, "04b-editor-verifier-error");
+    assert(JSON.stringify((await api("GET", "/api/v1/rules")).body) === JSON.stringify(rulesApplied), "a refused rule changed no rule");
+    log("step 4a ok: the verifier's finding at line 4, nothing changed");
+
+    // 4b. Policies: a schema error and a verifier failure at their line change nothing; Apply
+    // waits for a dry run, which shows the per-host diff; the rollout reaches every agent.
+    // The tenant of the policy gets a cgroup of its own, where step 5 makes real IO.
+    const cgroup = makeTenantCgroup();
+    const POLICY = policy(cgroup ?? "/sys/fs/cgroup/reports");
+    if (has("/api/v1/policies")) {
       await page.click('[data-testid="nav-policies"]');
       await page.waitForSelector(".cm-content");
-      await setEditorText(page, BAD_POLICY);
+      await setEditorText(page, badPolicy(POLICY));
       await page.click('[data-testid="dry-run-button"]');
-      const policyErr = await page.waitForSelector('[data-testid="editor-error"]');
-      const policyLine = await policyErr.getAttribute("data-line");
-      assert(policyLine === "14", `the policy schema error is marked at line 14, got ${policyLine}: ${await policyErr.textContent()}`);
+      await markedAt(page, 14, "the policy schema error");
       await shot(page, "05b-policy-schema-error");
+      await setEditorText(page, unsafePolicy(POLICY));
+      await page.waitForSelector('[data-testid="editor-error"]', { state: "detached" });
+      await page.click('[data-testid="dry-run-button"]');
+      const finding = await markedAt(page, 16, "the policy's verifier finding");
+      assert(/write-loss/.test(finding), `the mark names the verifier's check: ${finding}`);
+      await shot(page, "05b2-policy-verifier-error");
       assert((await api("GET", "/api/v1/policies")).body.length === 0, "a refused policy applied nothing");
       await setEditorText(page, POLICY);
       assert(await page.isDisabled('[data-testid="apply-policy"]'), "Apply waits for a dry run");
       await page.click('[data-testid="dry-run-button"]');
-      await page.waitForSelector(`[data-testid="host-diff-${HOST}"]:has-text("reports-cached")`);
+      for (const h of HOSTS) await page.waitForSelector(`[data-testid="host-diff-${h}"]:has-text("reports-cached")`);
       assert((await api("GET", "/api/v1/policies")).body.length === 0, "a dry run applied nothing");
       await shot(page, "05c-policy-dry-run");
       await page.click('[data-testid="apply-policy"]');
-      await page.waitForSelector(`[data-testid="policy-applied"] [data-testid="target-${HOST}"] [data-testid="target-status"]:text("applied")`, { timeout: 20000 });
+      await reachedEveryAgent(page, '[data-testid="policy-applied"]');
       await page.waitForSelector('[data-testid="policy-row-reports-cache"]');
       await shot(page, "05d-policy-applied");
-      await page.goto(`${uiUrl}#/tenants/reports`);
-      await page.waitForSelector('[data-testid="tenant-stages"]:has-text("cache/reports")');
-      await page.waitForSelector('[data-testid="rule-row-reports-cached"]');
-      await shot(page, "05e-tenant-with-policy-cache");
-      log("step 4b ok: policy refused at line 14, dry run diff, applied, rollout reached the agent");
+      log("step 4b ok: policy refused at lines 14 and 16, dry run diff, applied, the rollout reached every agent");
     } else {
       log("step 4b skipped: this controller has no /api/v1/policies");
     }
 
-    // 5. The tenant page: classifiers, its rule, and the curve placeholder (no curve reported).
+    // 5. The tenant page: the curve the agents measured from the tenant's real IO, with the
+    // allocated size (the policy's 64 MiB cache) marked. The IO runs where the agents' eBPF
+    // metrics engine can see it: in the tenant's own cgroup, O_DIRECT to the block layer.
+    const noCgroup = "no cgroup v2 directory for the tenant's IO (needs root and a cgroup2 mount)";
+    if (!cgroup && CI) throw new Error(`step 5: ${noCgroup}`);
+    if (!cgroup) {
+      log(`SKIP step 5: ${noCgroup}`);
+    } else if (has("/api/v1/policies") && telemetryArgs.length) {
+      tenantIo(cgroup, path.join(tmp, "reports.dat"));
+      const ioDone = Date.now();
+      const curve = await waitFor("an agent's telemetry with a curve for tenant reports", async () => {
+        // --raw: one line per element, so each message's JSON is a line of its own
+        const out = spawnSync("redis-cli", ["-u", redisUrl, "--raw", "XREVRANGE", "lachesis:telemetry", "+", "-", "COUNT", "4"], { encoding: "utf8" }).stdout;
+        for (const line of out.split("\n").filter((l) => l.startsWith("{"))) {
+          const msg = JSON.parse(line);
+          if (Date.parse(msg.sent_at) <= ioDone) continue; // reported while the IO still ran
+          const t = msg.tenants.find((x) => x.name === "reports" && x.curve);
+          if (t) return t.curve;
+        }
+        return null;
+      }, 20000, 250);
+      const above = curve.miss_ratios[curve.sizes.findIndex((s) => s > 40 << 20)];
+      assert(curve.miss_ratios[0] === 1 && above < 0.5, `the measured curve has its knee at the 32 MiB file: ${JSON.stringify(curve)}`);
+      log(`step 5: the agents measured the tenant's IO: ${curve.references} references, miss ratio ${above} above 32 MiB`);
+      if (has("/api/v1/tenants/{name}/telemetry")) {
+        await page.goto(`${uiUrl}#/tenants/reports`);
+        await page.waitForSelector('[data-testid="tenant-detail"]');
+        await page.waitForSelector('[data-testid="curve"] svg', { timeout: 30000 });
+        // 64 MiB holds the whole 32 MiB file: two reads of three hit, as the agents measured.
+        const caption = await waitFor("the caption of the measured curve", async () => {
+          const text = await page.textContent('[data-testid="curve-caption"]');
+          const m = /^Allocated 64 MiB: expected hit rate ([\d.]+)%/.exec(text ?? "");
+          return m && Math.abs(Number(m[1]) - (1 - above) * 100) < 0.1 ? text : null;
+        }, 15000, 250);
+        await page.waitForSelector('[data-testid="tenant-stages"]:has-text("cache/reports")');
+        await page.waitForSelector('[data-testid="rule-row-reports-cached"]');
+        // The tenant keeps reading while the other pages are looked at: live IOPS, not a quiet system.
+        start("tenant-io", ["sh", "-c", `echo $$ > ${cgroup}/cgroup.procs && while :; do dd if=${path.join(tmp, "reports.dat")} of=/dev/null bs=64k iflag=direct status=none; done`]);
+        await page.waitForSelector('[data-testid="tenant-now"]');
+        await shot(page, "06-tenant-curve");
+        log("step 5 ok: the curve is drawn,", caption);
+      } else {
+        log("step 5: this controller has no tenant telemetry endpoint yet: the curve is not drawn");
+      }
+    } else {
+      log("step 5 skipped: no policies or an agent without telemetry");
+    }
     await page.goto(`${uiUrl}#/tenants/analytics`);
     await page.waitForSelector('[data-testid="tenant-detail"]');
     await page.waitForSelector('[data-testid="rule-row-analytics-reads-to-cache"]');
     await page.waitForSelector('[data-testid="curve"], [data-testid="curve-empty"]');
-    await shot(page, "06-tenant");
+    await shot(page, "06b-tenant");
 
     // 6. Hosts and rules pages, updated live (the host's generation moved without a reload).
+    // A placement of host-a's device (the controller's model) shows its streams and DLWA there.
+    let placed = null;
+    if (has("/api/v1/placements/{host_id}/{device}")) {
+      placed = await api("POST", `/api/v1/placements/${HOST}/flash0`, {
+        simulate: false,
+        streams: [
+          { tenant: "analytics", part: "loc", space: 0.5, writes: 0.3 },
+          { tenant: "reports", part: "kset", space: 0.3, writes: 0.7 },
+        ],
+      });
+      assert(placed.status === 200, `placement computed: ${JSON.stringify(placed.body)}`);
+    }
     await page.click('[data-testid="nav-hosts"]');
     await page.waitForSelector(`[data-testid="host-${HOST}"] [data-testid="rule-row-analytics-reads-to-cache"]`);
+    await page.waitForSelector(`[data-testid="devices-${HOST}"] [data-testid="device-row-flash0"]`);
+    for (const h of HOSTS) {
+      // the page shows the cached hosts at once and catches up without a reload
+      const now = (await api("GET", `/api/v1/hosts/${h}`)).body;
+      await page.waitForSelector(`[data-testid="host-row-${h}"] [data-testid="host-generation"]:text("${now.acked_generation} / ${now.desired_generation}")`);
+    }
+    if (placed) {
+      const row = `[data-testid="devices-${HOST}"] [data-testid="device-row-flash0"]`;
+      await page.waitForSelector(`${row}:has-text("analytics/loc"):has-text("reports/kset")`);
+      const predicted = await page.textContent(`${row} [data-testid="device-dlwa-predicted"]`);
+      assert(predicted.startsWith(placed.body.predicted_dlwa.toFixed(2)), `the predicted DLWA is shown: ${predicted}`);
+    }
     await shot(page, "07-hosts");
     await page.click('[data-testid="nav-rules"]');
     await page.waitForSelector('[data-testid="rollouts-table"]');
@@ -369,31 +541,57 @@ async function run() {
     const hostNow = (await api("GET", `/api/v1/hosts/${HOST}`)).body;
     await page.waitForSelector(`[data-testid="host-row-${HOST}"] [data-testid="host-generation"]:text("${hostNow.acked_generation} / ${hostNow.desired_generation}")`);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="rollouts-table"] tbody tr').length >= 3);
+    if (procs.some((p) => p.name === "tenant-io")) {
+      // the reader's IO, as the agents count it, in the overview's totals and the tenant's row
+      await page.waitForFunction(() => !["0", "—"].includes(document.querySelector('[data-testid="total-iops"]')?.textContent ?? "0"), null, { timeout: 15000 });
+      await page.waitForFunction(() => !["0", "—"].includes(document.querySelector('[data-testid="tenant-row-reports"] td:nth-child(2)')?.textContent ?? "0"));
+    }
     await shot(page, "09-overview-after-apply");
-    log("steps 5-6 ok: tenant, hosts, rules pages");
+    log("step 6 ok: tenant, hosts, rules pages");
 
-    // 7. A viewer is refused and the buttons say why (where the controller has tokens).
-    if (openapi.paths["/api/v1/tokens"]) {
+    // 7. A viewer: every button that changes something is off before it tries, and says why.
+    if (has("/api/v1/tokens")) {
       const made = await api("POST", "/api/v1/tokens", { name: "ui-viewer", role: "viewer" });
       assert(made.status === 201, `viewer token created: ${JSON.stringify(made.body)}`);
-      const viewerPage = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
-      viewerPage.setDefaultTimeout(15000);
-      await viewerPage.goto(uiUrl);
-      await viewerPage.fill('[data-testid="token"]', made.body.token);
-      await viewerPage.click('[data-testid="login"]');
-      await viewerPage.waitForSelector(`[data-testid="host-row-${HOST}"]`);
+      const viewerPage = await signIn(browser, uiUrl, made.body.token);
+      watch(viewerPage);
       await viewerPage.click('[data-testid="nav-editor"]');
       await viewerPage.waitForSelector(".cm-content");
       await setEditorText(viewerPage, GOOD.replace("Batch analytics jobs", "changed by a viewer"));
       if (await viewerPage.isEnabled('[data-testid="apply"]')) await viewerPage.click('[data-testid="apply"]');
-      await viewerPage.waitForSelector('[data-testid="write-disabled-reason"]');
+      const why = await viewerPage.textContent('[data-testid="write-disabled-reason"]');
+      assert(/ui-viewer.*viewer/.test(why), `the button says why: ${why}`);
       assert(await viewerPage.isDisabled('[data-testid="apply"]'), "Apply is disabled for a viewer");
       await shot(viewerPage, "10-viewer-refused");
+      if (has("/api/v1/policies")) {
+        await viewerPage.click('[data-testid="nav-policies"]');
+        await viewerPage.waitForSelector('[data-testid="dry-run-button"]');
+        assert(await viewerPage.isDisabled('[data-testid="dry-run-button"]'), "Dry run is disabled for a viewer");
+      }
       const tenant = (await api("GET", "/api/v1/tenants/analytics")).body;
       assert(tenant.description === "Batch analytics jobs", "the viewer changed nothing");
-      log("step 7 ok: viewer refused, the button says why");
+      log("step 7 ok: viewer refused, the buttons say why:", why);
+
+      // 8. A tenant token sees its tenant only.
+      if (has("/api/v1/policies")) {
+        const scoped = await api("POST", "/api/v1/tokens", { name: "ui-reports", role: "viewer", tenant: "reports" });
+        assert(scoped.status === 201, `tenant token created: ${JSON.stringify(scoped.body)}`);
+        const tenantPage = await signIn(browser, uiUrl, scoped.body.token);
+        watch(tenantPage);
+        await tenantPage.waitForSelector('[data-testid="who"]:has-text("viewer of reports")');
+        await tenantPage.waitForSelector('[data-testid="tenant-row-reports"]');
+        assert((await tenantPage.$('[data-testid="tenant-row-analytics"]')) === null, "the overview lists no other tenant");
+        await tenantPage.click('[data-testid="nav-tenants"]');
+        await tenantPage.waitForSelector('[data-testid="tenant-detail"] h1:text("reports")');
+        const listed = await tenantPage.$$eval(".sidelist li", (els) => els.map((e) => e.textContent));
+        assert(JSON.stringify(listed) === JSON.stringify(["reports"]), `the tenant list is its tenant only: ${listed}`);
+        await shot(tenantPage, "11-tenant-token");
+        await tenantPage.goto(`${uiUrl}#/tenants/analytics`);
+        await tenantPage.waitForSelector('[role="alert"]:has-text("may not read tenant")');
+        log("step 8 ok: the tenant token sees reports only");
+      }
     } else {
-      log("step 7 skipped: this controller has no /api/v1/tokens (roles not merged yet)");
+      log("steps 7-8 skipped: this controller has no /api/v1/tokens (roles not merged yet)");
     }
     assert(!consoleErrors.length, `no uncaught errors in the page: ${consoleErrors.join("; ")}`);
   } finally {
@@ -417,10 +615,10 @@ artifacts = process.env.LACHESIS_UI_ARTIFACTS ?? path.join(tmp, "screenshots");
 fs.mkdirSync(artifacts, { recursive: true });
 
 const timer = setTimeout(() => {
-  console.error("FAIL: the UI e2e run took longer than 180 s");
+  console.error("FAIL: the UI e2e run took longer than 300 s");
   console.error(logs());
   stopAll().finally(() => process.exit(1));
-}, 180000);
+}, 300000);
 
 let code = 0;
 try {
@@ -435,6 +633,12 @@ try {
   clearTimeout(timer);
   await stopAll();
   // Keep the logs and screenshots; drop the bulky state (device image, database, redis data).
-  for (const f of ["flash0.img", "lachesis.db", "redis"]) fs.rmSync(path.join(tmp, f), { recursive: true, force: true });
+  for (const f of [...HOSTS.map((h) => `${h}-flash0.img`), "reports.dat", "lachesis.db", "redis"]) fs.rmSync(path.join(tmp, f), { recursive: true, force: true });
+  const cg = cgroup2Mount() && path.join(cgroup2Mount(), `lachesis-ui-e2e-${process.pid}`);
+  try {
+    if (cg) fs.rmdirSync(cg); // a cgroup is removed with rmdir, once its processes are gone
+  } catch {
+    /* never made, or already gone */
+  }
 }
 process.exit(code);

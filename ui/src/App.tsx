@@ -98,8 +98,8 @@ export function App() {
             </a>
           ))}
         </nav>
-        <span className="who">
-          {access.role ? `${access.role}${access.tenant ? ` of ${access.tenant}` : ""}` : ""}
+        <span className="who" data-testid="who">
+          {access.role ? `${access.actor ? `${access.actor}: ` : ""}${access.role}${access.tenant ? ` of ${access.tenant}` : ""}` : ""}
           {!access.canWrite ? <span className="badge warn">read-only</span> : null}
           <button type="button" className="btn plain" onClick={logout}>
             Sign out

@@ -8,7 +8,7 @@
 use std::fmt;
 
 use lachesis_switch::names::{check_len, de_name};
-use lachesis_switch::{Rule, Tenant};
+use lachesis_switch::{Match, Rule, Tenant};
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
@@ -332,8 +332,42 @@ pub struct DesiredState {
     pub issued_at: Timestamp,
     #[serde(deserialize_with = "de_traceparent")]
     pub traceparent: Option<String>,
+    /// Absent: a one-phase install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Phase quiesce: the flows to quiesce and drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiesce: Option<Vec<Match>>,
+    /// A rollback: the generation whose rules and tenants this one carries again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restores: Option<u64>,
     pub tenants: Vec<Tenant>,
     pub rules: Vec<Rule>,
+}
+
+impl DesiredState {
+    /// The phase this message asks for (absent means install).
+    pub fn phase(&self) -> Phase {
+        self.phase.unwrap_or(Phase::Install)
+    }
+}
+
+/// Phase of a two-phase rollout: first quiesce (and drain) the moving flows everywhere,
+/// then install the new rules and resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Quiesce,
+    Install,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Quiesce => "quiesce",
+            Phase::Install => "install",
+        })
+    }
 }
 
 /// Outcome of a generation at an agent.
@@ -365,12 +399,18 @@ pub struct Ack {
     pub generation: u64,
     #[serde(deserialize_with = "de_rollout_id")]
     pub rollout_id: Option<String>,
+    /// The phase acknowledged; absent: install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
     pub status: AckStatus,
     /// Why a generation was refused (`null` when applied).
     #[serde(deserialize_with = "de_nullable_string")]
     pub reason: Option<String>,
     /// Rules installed at the agent after handling this message.
     pub rules_installed: u64,
+    /// Phase quiesce: in-flight IO operations of the quiesced flows waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<u64>,
     pub acked_at: Timestamp,
     #[serde(deserialize_with = "de_traceparent")]
     pub traceparent: Option<String>,

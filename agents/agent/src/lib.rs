@@ -6,8 +6,11 @@
 
 pub mod bus;
 pub mod caps;
+pub mod flow_gate;
+pub mod metrics_engine;
 pub mod runner;
 pub mod state;
+pub mod telemetry;
 
 use crate::bus::{Device, Registration, RegistrationSchema, Timestamp};
 

@@ -1,19 +1,25 @@
 //! `lachesis-agent`: the per-host agent of Lachesis.
 //!
 //! Exit codes: 0 after SIGINT/SIGTERM, 2 for bad arguments or devices (with a message on
-//! stderr), 1 if the runtime cannot start.
+//! stderr), 1 if the runtime cannot start (or, for `top`, no agent's maps are pinned).
 
 use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, prepare_device, DeviceSpec};
+use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::runner::{Agent, Config};
+use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
 use tokio::signal::unix::{signal, SignalKind};
-use tracing::info;
+use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
@@ -27,6 +33,25 @@ struct Cli {
 enum Command {
     /// Register with the controller over Redis, apply desired state, heartbeat.
     Run(RunArgs),
+    /// Live per-tenant IO view (IOPS, bandwidth, p50/p99 latency, sampling rate) from the
+    /// eBPF maps a running agent pinned.
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+struct TopArgs {
+    /// Where the running agent pinned its maps (its --bpf-pin-dir).
+    #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
+    pin_dir: PathBuf,
+
+    /// Refresh interval.
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+
+    /// Print this many tables, then exit (default: until interrupted).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +83,19 @@ struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_ttl_s: u64,
+
+    /// How often to publish per-tenant telemetry on lachesis:telemetry.
+    #[arg(long, env = "LACHESIS_TELEMETRY_INTERVAL_MS", value_name = "MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    telemetry_interval_ms: u64,
+
+    /// Do not load the eBPF metrics engine (telemetry then carries device counters only).
+    #[arg(long, env = "LACHESIS_NO_EBPF")]
+    no_ebpf: bool,
+
+    /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
+    #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
+    bpf_pin_dir: PathBuf,
 }
 
 fn parse_host_id(s: &str) -> Result<String, String> {
@@ -74,7 +112,20 @@ fn parse_host_id(s: &str) -> Result<String, String> {
 fn parse_redis_url(s: &str) -> Result<String, String> {
     redis::Client::open(s)
         .map(|_| s.to_string())
-        .map_err(|e| format!("{s:?} is not a Redis URL: {e}"))
+        .map_err(|e| format!("{:?} is not a Redis URL: {e}", redacted(s)))
+}
+
+/// The URL with its password replaced, for messages: an enrolled agent's URL carries its
+/// Redis secret, which must not end up in logs or terminals.
+fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparsable URL>".to_string(),
+    }
 }
 
 fn usage_error(kind: ErrorKind, msg: String) -> ! {
@@ -85,6 +136,55 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Top(args) => top(args),
+    }
+}
+
+fn top(args: TopArgs) -> ExitCode {
+    let maps = match MetricsMaps::open_pinned(&args.pin_dir) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let stdout = std::io::stdout();
+    let clear = stdout.is_terminal();
+    let interval = Duration::from_millis(args.interval_ms);
+    match lachesis_ebpf_metrics::top::run(&maps, interval, args.count, clear, &mut stdout.lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Load the eBPF metrics engine unless turned off; a host that cannot run it gets a warning
+/// naming what is missing and an agent without eBPF metrics.
+fn load_metrics_engine(args: &RunArgs) -> Option<MetricsEngine> {
+    if args.no_ebpf {
+        info!("eBPF metrics off (--no-ebpf)");
+        return None;
+    }
+    let opts = EngineOptions {
+        pin_dir: Some(args.bpf_pin_dir.clone()),
+        ..Default::default()
+    };
+    match MetricsEngine::load(&opts) {
+        Ok(e) => {
+            let pinned = e.pinned().then(|| args.bpf_pin_dir.display().to_string());
+            info!(pins = pinned.as_deref().unwrap_or("-"), "eBPF metrics engine attached");
+            Some(e)
+        }
+        Err(e) if e.is_unsupported() => {
+            warn!("eBPF metrics off, running without them: {e}");
+            None
+        }
+        Err(e) => {
+            error!("eBPF metrics off, running without them: {e}");
+            None
+        }
     }
 }
 
@@ -137,7 +237,7 @@ fn run(args: RunArgs) -> ExitCode {
     let client = match redis::Client::open(args.redis_url.as_str()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: --redis-url {:?}: {e}", args.redis_url);
+            eprintln!("error: --redis-url {:?}: {e}", redacted(&args.redis_url));
             return ExitCode::from(2);
         }
     };
@@ -181,7 +281,26 @@ fn run(args: RunArgs) -> ExitCode {
         let mut cfg = Config::new(args.host_id.clone());
         cfg.heartbeat_interval = Duration::from_millis(args.heartbeat_interval_ms);
         cfg.heartbeat_ttl = Duration::from_secs(args.heartbeat_ttl_s);
-        let agent = Agent::new(cfg, client, registration);
+        let telemetry_cfg = TelemetryConfig {
+            host_id: args.host_id.clone(),
+            interval: Duration::from_millis(args.telemetry_interval_ms),
+            devices: registration.capabilities.devices.clone(),
+        };
+        let agent = Agent::new(cfg, client.clone(), registration);
+        let stop = Arc::new(AtomicBool::new(false));
+        let telemetry = match metrics_engine::spawn(
+            load_metrics_engine(&args),
+            telemetry_cfg,
+            client,
+            agent.subscribe(),
+            Arc::clone(&stop),
+        ) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                error!("telemetry off: cannot start its thread: {e}");
+                None
+            }
+        };
         agent
             .run(async move {
                 let which = tokio::select! {
@@ -191,7 +310,25 @@ fn run(args: RunArgs) -> ExitCode {
                 info!(signal = %which, "shutting down");
             })
             .await;
+        stop.store(true, Ordering::Relaxed);
+        if let Some(t) = telemetry {
+            // Joining detaches the BPF programs and removes the pins (the engine drops).
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
         info!("stopped");
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn redacts_the_password_of_a_redis_url() {
+        let shown = redacted("redis://agent-h1:s3cret@127.0.0.1:6380/0");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("agent-h1"), "{shown}");
+        assert_eq!(redacted("redis://127.0.0.1:6380/0"), "redis://127.0.0.1:6380/0");
+    }
 }

@@ -7,11 +7,14 @@
 //!   from that id; every desired state is handled by [`AgentState`] and acked on
 //!   `lachesis:acks`. Any Redis error ends the session; the loop backs off (doubling, capped at
 //!   [`Config::max_backoff`]) and starts a new one, which registers and resyncs again.
+//!   A two-phase rollout's quiesce phase is handed to the data path through
+//!   [`FlowControl`] (quiesce, drain, then ack); its install phase resumes the flows.
 //! - the heartbeat: `SET lachesis:agent:{host}:heartbeat <json> EX ttl` every interval and as
 //!   soon as a new generation is applied; after a failure it retries on the same backoff.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -21,7 +24,10 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 use tracing::{debug, error, info, warn};
 
-use crate::bus::{keys, DesiredState, Heartbeat, HeartbeatSchema, Registration, Timestamp};
+use crate::bus::{
+    keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Registration, Timestamp,
+};
+use crate::flow_gate::{drain, Drained, FlowControl, InFlightGate};
 use crate::state::{AgentState, Applied, Outcome};
 
 /// Settings of the control path.
@@ -35,6 +41,8 @@ pub struct Config {
     /// First delay before reconnecting; doubles up to `max_backoff`.
     pub min_backoff: Duration,
     pub max_backoff: Duration,
+    /// Longest wait for the in-flight IO of quiesced flows; past it the quiesce is refused.
+    pub drain_timeout: Duration,
 }
 
 impl Config {
@@ -46,6 +54,7 @@ impl Config {
             block: Duration::from_secs(2),
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -86,6 +95,7 @@ pub struct Agent {
     registration: Registration,
     state: AgentState,
     applied_tx: watch::Sender<Applied>,
+    flows: Arc<dyn FlowControl>,
 }
 
 impl Agent {
@@ -99,7 +109,15 @@ impl Agent {
             registration,
             state,
             applied_tx,
+            flows: InFlightGate::new(),
         }
+    }
+
+    /// Let `flows` (the data path) carry out quiesce, drain and resume; by default an
+    /// in-process [`InFlightGate`] that no IO passes through.
+    pub fn with_flow_control(mut self, flows: Arc<dyn FlowControl>) -> Self {
+        self.flows = flows;
+        self
     }
 
     /// Follow the applied state (generation, rule table) as it changes.
@@ -255,10 +273,53 @@ async fn handle_message(
         }
     };
     let held = agent.state.generation();
-    let (outcome, ack) = agent.state.handle(&msg);
+    let quiescing = agent.state.quiescing();
+    let (outcome, mut ack) = agent.state.handle(&msg);
     let rules = agent.state.applied().table.len();
+    let rollout = or_dash(&msg.rollout_id);
     match &outcome {
+        Outcome::Quiesce { flows } => {
+            info!(
+                generation = msg.generation,
+                rollout_id = %rollout,
+                flows = flows.len(),
+                held,
+                "quiesce"
+            );
+            agent.flows.quiesce(flows);
+            match drain(agent.flows.as_ref(), agent.cfg.drain_timeout).await {
+                Drained::Done { waited_for } => {
+                    info!(generation = msg.generation, rollout_id = %rollout, waited_for, "drain");
+                    ack.drained = Some(waited_for);
+                }
+                Drained::TimedOut { left } => {
+                    // Stay quiesced: the controller rolls back, and that install resumes.
+                    warn!(generation = msg.generation, rollout_id = %rollout, left, "drain timed out");
+                    ack.status = AckStatus::Rejected;
+                    ack.reason = Some(format!(
+                        "drain timed out after {} ms with {left} operation(s) in flight",
+                        agent.cfg.drain_timeout.as_millis()
+                    ));
+                }
+            }
+        }
+        Outcome::AlreadyInstalled => info!(
+            generation = msg.generation,
+            rollout_id = %rollout,
+            "quiesce of the generation already installed, acked again"
+        ),
         Outcome::Applied => {
+            info!(
+                generation = msg.generation,
+                rollout_id = %rollout,
+                restores = msg.restores,
+                rules,
+                "install"
+            );
+            if quiescing.is_some() && agent.state.quiescing().is_none() {
+                agent.flows.resume();
+                info!(generation = msg.generation, rollout_id = %rollout, "resume");
+            }
             info!(
                 generation = msg.generation,
                 previous = held,
@@ -309,7 +370,7 @@ async fn handle_message(
         .arg(&ack_json)
         .query_async(con)
         .await?;
-    debug!(generation = ack.generation, status = %ack.status, entry = %ack_id, "acked");
+    debug!(generation = ack.generation, phase = ?ack.phase, status = %ack.status, entry = %ack_id, "acked");
     Ok(())
 }
 

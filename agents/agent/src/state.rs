@@ -3,12 +3,17 @@
 //! Every desired state carries a generation that only grows. The agent applies one newer than
 //! the generation it holds (if its rule table builds; otherwise it refuses and keeps the old
 //! one), re-acks one equal to it (idempotent), and refuses an older one.
+//!
+//! A two-phase rollout sends the same generation twice: phase quiesce (the flows that move
+//! are quiesced and drained, the rules held stay installed: [`Outcome::Quiesce`]), then
+//! phase install. Both phases are idempotent: a re-sent quiesce is acked again, an install
+//! of the generation held is re-acked.
 
 use std::sync::Arc;
 
-use lachesis_switch::{RuleTable, Tenant};
+use lachesis_switch::{Match, RuleTable, Tenant};
 
-use crate::bus::{Ack, AckSchema, AckStatus, DesiredState, Timestamp};
+use crate::bus::{Ack, AckSchema, AckStatus, DesiredState, Phase, Timestamp};
 
 /// What the agent did with a desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +27,10 @@ pub enum Outcome {
     /// A newer generation that cannot be installed (bad rule table, wrong host); refused, the
     /// state held is unchanged.
     Invalid { reason: String },
+    /// Phase quiesce of a newer generation (or again): quiesce and drain `flows`, then ack.
+    Quiesce { flows: Vec<Match> },
+    /// Phase quiesce of the generation already installed: nothing to do, acked again.
+    AlreadyInstalled,
 }
 
 /// The applied state: generation, rule table and tenants.
@@ -38,6 +47,8 @@ pub struct Applied {
 pub struct AgentState {
     host_id: String,
     applied: Applied,
+    /// The newest generation whose quiesce phase was handled and not yet installed.
+    quiescing: Option<u64>,
 }
 
 impl AgentState {
@@ -51,7 +62,13 @@ impl AgentState {
                 table: Arc::new(RuleTable::new()),
                 tenants: Arc::new(Vec::new()),
             },
+            quiescing: None,
         }
+    }
+
+    /// The generation whose flows are quiesced, waiting for its install.
+    pub fn quiescing(&self) -> Option<u64> {
+        self.quiescing
     }
 
     pub fn host_id(&self) -> &str {
@@ -84,6 +101,18 @@ impl AgentState {
             }
         } else if msg.generation < held {
             Outcome::Stale { held }
+        } else if msg.phase() == Phase::Quiesce {
+            if msg.generation == held {
+                Outcome::AlreadyInstalled
+            } else {
+                self.quiescing = Some(
+                    self.quiescing
+                        .map_or(msg.generation, |q| q.max(msg.generation)),
+                );
+                Outcome::Quiesce {
+                    flows: msg.quiesce.clone().unwrap_or_default(),
+                }
+            }
         } else if msg.generation == held {
             Outcome::AlreadyApplied
         } else {
@@ -95,6 +124,10 @@ impl AgentState {
                         table: Arc::new(table),
                         tenants: Arc::new(msg.tenants.clone()),
                     };
+                    // Whatever was quiesced for this or an older generation moves now.
+                    if self.quiescing.is_some_and(|q| q <= msg.generation) {
+                        self.quiescing = None;
+                    }
                     Outcome::Applied
                 }
                 Err(e) => Outcome::Invalid {
@@ -103,7 +136,10 @@ impl AgentState {
             }
         };
         let (status, reason) = match &outcome {
-            Outcome::Applied | Outcome::AlreadyApplied => (AckStatus::Applied, None),
+            Outcome::Applied
+            | Outcome::AlreadyApplied
+            | Outcome::Quiesce { .. }
+            | Outcome::AlreadyInstalled => (AckStatus::Applied, None),
             Outcome::Stale { held } => (
                 AckStatus::Rejected,
                 Some(format!(
@@ -118,9 +154,11 @@ impl AgentState {
             host_id: self.host_id.clone(),
             generation: msg.generation,
             rollout_id: msg.rollout_id.clone(),
+            phase: msg.phase,
             status,
             reason,
             rules_installed: self.applied.table.len() as u64,
+            drained: None,
             acked_at: now,
             traceparent: msg.traceparent.clone(),
         };
@@ -153,9 +191,76 @@ mod tests {
             rollout_id: Some(format!("rollout-{generation}")),
             issued_at: Timestamp::now(),
             traceparent: Some(TP.into()),
+            phase: None,
+            quiesce: None,
+            restores: None,
             tenants: vec![],
             rules,
         }
+    }
+
+    fn phased(generation: u64, phase: Phase, rules: Vec<Rule>) -> DesiredState {
+        DesiredState {
+            phase: Some(phase),
+            quiesce: (phase == Phase::Quiesce).then(|| vec![Match::any().tenant("t")]),
+            ..desired(generation, rules)
+        }
+    }
+
+    #[test]
+    fn quiesce_keeps_the_rules_until_install_and_both_phases_repeat() {
+        let mut s = AgentState::new("host-a");
+        s.handle(&desired(1, vec![rule("old", Match::any())]));
+        let q = phased(2, Phase::Quiesce, vec![rule("new", Match::any())]);
+        let (o, ack) = s.handle(&q);
+        assert_eq!(
+            o,
+            Outcome::Quiesce {
+                flows: vec![Match::any().tenant("t")]
+            }
+        );
+        assert_eq!(ack.phase, Some(Phase::Quiesce));
+        assert_eq!(ack.status, AckStatus::Applied);
+        assert_eq!(ack.generation, 2);
+        // Still running generation 1's table, but quiesced for 2.
+        assert_eq!(s.generation(), 1);
+        assert!(s.applied().table.get("old").is_some());
+        assert_eq!(s.quiescing(), Some(2));
+        // Re-sent: quiesced (and drained) again, acked again.
+        assert!(matches!(s.handle(&q).0, Outcome::Quiesce { .. }));
+
+        let (o, ack) = s.handle(&phased(2, Phase::Install, vec![rule("new", Match::any())]));
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!(ack.phase, Some(Phase::Install));
+        assert_eq!(s.generation(), 2);
+        assert_eq!(s.quiescing(), None);
+        assert!(s.applied().table.get("new").is_some());
+        // A late copy of the quiesce of the installed generation changes nothing.
+        let (o, ack) = s.handle(&q);
+        assert_eq!(o, Outcome::AlreadyInstalled);
+        assert_eq!(ack.status, AckStatus::Applied);
+        assert_eq!(s.quiescing(), None);
+        // And one of an older generation is refused like any stale one.
+        let (o, ack) = s.handle(&phased(1, Phase::Quiesce, vec![]));
+        assert_eq!(o, Outcome::Stale { held: 2 });
+        assert_eq!(ack.status, AckStatus::Rejected);
+    }
+
+    #[test]
+    fn a_rollback_generation_installs_the_old_rules_and_ends_the_quiesce() {
+        let mut s = AgentState::new("host-a");
+        s.handle(&desired(1, vec![rule("old", Match::any())]));
+        s.handle(&phased(2, Phase::Quiesce, vec![rule("new", Match::any())]));
+        // The rollout failed elsewhere: generation 3 carries generation 1's rules again.
+        let mut back = phased(3, Phase::Install, vec![rule("old", Match::any())]);
+        back.restores = Some(1);
+        let (o, _) = s.handle(&back);
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!(s.quiescing(), None);
+        assert!(s.applied().table.get("old").is_some());
+        // The install of the abandoned generation 2 arriving late is stale.
+        let (o, _) = s.handle(&phased(2, Phase::Install, vec![rule("new", Match::any())]));
+        assert_eq!(o, Outcome::Stale { held: 3 });
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use jsonschema::{Registry, Validator};
 use lachesis_agent::bus::{Ack, DesiredState, Heartbeat, Registration};
+use lachesis_agent::telemetry::Telemetry;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -14,11 +15,12 @@ use serde_json::Value;
 const COMMON_ID: &str = "https://lachesis.dev/schemas/bus/common.schema.json";
 
 /// The messages: fixture folder, schema file.
-const MESSAGES: [(&str, &str); 4] = [
+const MESSAGES: [(&str, &str); 5] = [
     ("registration", "registration.schema.json"),
     ("heartbeat", "heartbeat.schema.json"),
     ("desired-state", "desired-state.schema.json"),
     ("ack", "ack.schema.json"),
+    ("telemetry", "telemetry.schema.json"),
 ];
 
 fn api_schemas() -> PathBuf {
@@ -77,6 +79,7 @@ fn serde_round_trip(message: &str, v: &Value) -> Result<Value, String> {
         "heartbeat" => round_trip::<Heartbeat>(v),
         "desired-state" => round_trip::<DesiredState>(v),
         "ack" => round_trip::<Ack>(v),
+        "telemetry" => round_trip::<Telemetry>(v),
         other => panic!("no Rust type for message {other:?}: add it here"),
     }
 }
@@ -178,4 +181,54 @@ fn agent_made_messages_validate() {
         let errors: Vec<String> = ack_v.iter_errors(&ack).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{ack}: {errors:?}");
     }
+}
+
+/// The telemetry the agent builds from eBPF counters and curves validates, and the schema and
+/// serde agree that a curve needs one miss ratio per size only in serde (the schema cannot say it).
+#[test]
+fn agent_made_telemetry_validates() {
+    use lachesis_agent::bus::Timestamp;
+    use lachesis_agent::metrics_engine::{curve_sizes, tenant_curve, tenant_report};
+    use lachesis_agent::telemetry::{DeviceTelemetry, TelemetrySchema};
+    use lachesis_ebpf_metrics::TenantStats;
+
+    let registry = registry();
+    let v = validator(&registry, "telemetry.schema.json");
+    let sizes = curve_sizes();
+    let ratios: Vec<f64> = (0..sizes.len()).map(|i| 1.0 / (1.0 + i as f64)).collect();
+    let curve = tenant_curve(&sizes, &ratios, 1234);
+    assert!(curve.is_some());
+    let msg = Telemetry {
+        schema: TelemetrySchema,
+        host_id: "host-a".into(),
+        sent_at: Timestamp::now(),
+        interval_s: 5.0,
+        tenants: vec![
+            tenant_report("web", &TenantStats::default(), &TenantStats::default(), curve),
+            tenant_report("idle", &TenantStats::default(), &TenantStats::default(), None),
+        ],
+        devices: vec![DeviceTelemetry {
+            name: "flash0".into(),
+            host_bytes_written: 4096,
+            media_bytes_written: None,
+        }],
+    };
+    let json = serde_json::to_value(&msg).unwrap();
+    // The size of a report is a benchmark figure (docs/benchmarks/ebpf.md).
+    let full = serde_json::to_string(&msg.tenants[0]).unwrap().len();
+    let idle = serde_json::to_string(&msg.tenants[1]).unwrap().len();
+    eprintln!(
+        "telemetry: {} bytes in all; per tenant {full} bytes with a {}-point curve, {idle} without",
+        serde_json::to_string(&msg).unwrap().len(),
+        sizes.len()
+    );
+    let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{json}: {errors:?}");
+    let back: Telemetry = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, msg);
+
+    let mut bad = json;
+    bad["tenants"][0]["curve"]["miss_ratios"] = serde_json::json!([0.5]);
+    assert!(v.is_valid(&bad), "the schema cannot check lengths");
+    assert!(serde_json::from_value::<Telemetry>(bad).is_err());
 }

@@ -23,6 +23,12 @@ pub struct EngineStats {
 
 /// A key-value cache on a block device. An engine is driven by one thread at a time
 /// (`&mut self`); the hybrid cache shards and locks around it.
+///
+/// Engines share one device: each is built on a [`crate::dev::Span`] (a byte range of a
+/// [`crate::dev::SharedDevice`], `Arc<Mutex<dyn BlockDevice + Send>>`) and writes with its own
+/// placement handle(s), so a hybrid cache can put a small-object engine and the log side by
+/// side (`hybrid::SmallFactory` builds the small engine from a `Span`). Tests and cachebench use
+/// [`crate::dev::DataSim`], the simulated FDP SSD with its data in memory.
 pub trait Engine: Send {
     /// The value stored under `key`, or `None` on a miss (also when the data fails its checksum).
     fn get(&mut self, key: &[u8]) -> crate::Result<Option<Vec<u8>>>;

@@ -1,8 +1,24 @@
-//! Lachesis flash cache engines (issue 6).
+//! Lachesis flash cache engines (issue 6): a large-object log ([`loc`]), a set-associative
+//! small-object cache ([`set_assoc`]), Kangaroo, and the per-tenant [`hybrid`] cache that puts
+//! DRAM in front of a small-object engine and the log. Every engine writes through
+//! [`dev::Span`]s of a shared `lachesis_device::BlockDevice` with its own placement handle.
 
+pub mod bloom;
+pub mod dev;
+pub mod dram;
 pub mod engine;
+pub mod hybrid;
+pub mod kangaroo;
+pub mod loc;
+pub mod object;
+pub mod set_assoc;
+pub mod workload;
 
+pub use dev::{share, DataSim, SharedDevice, Span};
 pub use engine::{Engine, EngineStats};
+pub use hybrid::{Hybrid, HybridConfig};
+pub use loc::{Loc, LocConfig, RegionEviction};
+pub use set_assoc::{SetAssoc, SetAssocConfig};
 
 /// Errors of the cache engines.
 #[derive(Debug, thiserror::Error)]

@@ -1,1 +1,19 @@
 //! Lachesis FUSE sSwitch data path (issue 9).
+//!
+//! Start with [`switch::Switch`]: it classifies nothing itself but takes a tenant and an IO, matches
+//! the rule table, runs the IO through the route's waypoint stages to its endpoint(s) and records
+//! delegates. [`fuse::SwitchFs`] is the FUSE front end that feeds it; [`classify`] maps a
+//! requesting process to a tenant.
+
+pub mod classify;
+pub mod config;
+pub mod delegate;
+pub mod fuse;
+pub mod gate;
+pub mod rangemap;
+pub mod route;
+pub mod stage;
+pub mod switch;
+pub mod uring;
+
+pub use switch::{Switch, SwitchOptions};

@@ -286,6 +286,38 @@ def status(output_format: OutputOption = Format.table, url: UrlOption = None) ->
         raise typer.Exit(EXIT_FAILED)
 
 
+hosts_app = typer.Typer(help="Enrol hosts: give an agent its own Redis user.", no_args_is_help=True)
+app.add_typer(hosts_app, name="hosts")
+
+
+@hosts_app.command("enroll")
+def hosts_enroll(
+    host_id: Annotated[str, typer.Argument(help="Host id the agent runs as (--host-id)")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the agent's Redis URL to this file (mode 0600) instead of stdout"),
+    ] = None,
+    url: UrlOption = None,
+) -> None:
+    """Create (or replace) the host's Redis user; print the agent's bus URL (secret included)."""
+    try:
+        with _client(url) as client:
+            result = client.request("POST", f"/api/v1/hosts/{host_id}/enrollment").json()
+    except CliError as exc:
+        raise _fail(exc) from None
+    if out is None:
+        typer.echo(result["redis_url"])
+        return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.touch(mode=0o600, exist_ok=True)
+        out.chmod(0o600)
+        out.write_text(result["redis_url"] + "\n")
+    except OSError as exc:
+        raise _fail(CliError(f"cannot write {out}: {exc.strerror}")) from None
+    typer.echo(f"host {host_id} enrolled as Redis user {result['redis_user']}; its URL is in {out}")
+
+
 def main() -> None:
     app()
 

@@ -16,12 +16,14 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy.engine import make_url
 
 from . import __version__, consumers, problems
-from .api import audit, health, hosts, policies, rollouts, rules, tenants, tokens
+from .api import allocations, audit, health, hosts, placements, policies, rollouts, rules, switch, telemetry, tenants, tokens, whoami
 from .api.auth import BearerAuthMiddleware, bearer_scheme
 from .bus import Bus, make_redis, redact_url
 from .config import Settings
 from .db import make_engine, make_sessionmaker, migrate
 from .reconciler import Reconciler
+from .allocation import service as allocation_service
+from .telemetry_store import TelemetryConsumer, TelemetryStore
 from .telemetry import setup_tracing
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
     tasks = consumers.start(handlers, stop)
     tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
+    app.state.telemetry = TelemetryStore()
+    tasks.append(TelemetryConsumer(bus, app.state.telemetry, stop).start())
+    tasks.append(allocation_service.start(sessions, app.state.telemetry, stop))
     log.info(
         "controller %s ready: database %s, redis %s, auth %s",
         __version__,
@@ -85,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, switch, telemetry):
         api.include_router(module.router)
     app.include_router(api)
 

@@ -1,5 +1,5 @@
-"""The Redis side of the bus (api-schemas/README.md): key names, the Redis client, and
-writing desired state to the agents."""
+"""The Redis side of the bus (api-schemas/README.md): key names, the Redis client, writing
+desired state to the agents, and the agents' Redis ACL users."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 
 REGISTRATIONS = "lachesis:registrations"
 ACKS = "lachesis:acks"
+TELEMETRY = "lachesis:telemetry"
+# The streams every agent may append to (and not read).
+AGENT_STREAMS = (REGISTRATIONS, ACKS, TELEMETRY)
+# What the agent's control path runs (runner.rs); anything else is refused.
+AGENT_COMMANDS = ("get", "set", "xadd", "xread", "xrange", "xrevrange", "ping", "hello", "auth", "select")
 GROUP = "controller"
 # One controller process: a fixed consumer name lets a restarted controller pick up the
 # entries its predecessor read but did not ack.
@@ -44,6 +49,34 @@ def inbox_key(host_id: str) -> str:
 
 def heartbeat_key(host_id: str) -> str:
     return f"lachesis:agent:{host_id}:heartbeat"
+
+
+def agent_user(host_id: str) -> str:
+    return f"agent-{host_id}"
+
+
+def agent_acl_rules(host_id: str, secret_sha256: str) -> list[str]:
+    """ACL SETUSER rules of one agent's user: read its own keys, write only its heartbeat,
+    append to the agent streams; no other key, command or channel. Redis keeps only the
+    SHA-256 of the secret (`#`), like the controller's database."""
+    return [
+        "reset", "on", f"#{secret_sha256}", "resetchannels", "-@all",
+        *(f"+{command}" for command in AGENT_COMMANDS),
+        f"%R~lachesis:agent:{host_id}:*",
+        f"%W~{heartbeat_key(host_id)}",
+        *(f"%W~{stream}" for stream in AGENT_STREAMS),
+    ]
+
+
+def agent_url(controller_url: str, host_id: str, secret: str) -> str:
+    """The controller's Redis URL with the agent's user and secret instead of its own."""
+    parts = urlsplit(controller_url)
+    host = parts.hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, f"{agent_user(host_id)}:{secret}@{host}", parts.path, "", ""))
 
 
 def make_redis(url: str) -> Redis:
@@ -114,6 +147,23 @@ class Bus:
             log.info("published generation %d to %s (%s)", pub.generation, pub.host_id, source)
         return True
 
+    async def set_agent_user(self, host_id: str, secret_sha256: str) -> None:
+        """Create or replace the agent's ACL user (raises on Redis errors)."""
+        await self.redis.execute_command("ACL", "SETUSER", agent_user(host_id), *agent_acl_rules(host_id, secret_sha256))
+
+    async def restore_agent_users(self, credentials: Sequence[tuple[str, str]]) -> int:
+        """Recreate the ACL users Redis lost (a restart without an ACL file); returns how
+        many. `credentials` are (host_id, secret_sha256) as the database keeps them."""
+        if not credentials:
+            return 0
+        present = set(await self.redis.execute_command("ACL", "USERS"))
+        missing = [(h, digest) for h, digest in credentials if agent_user(h) not in present]
+        for host_id, digest in missing:
+            await self.set_agent_user(host_id, digest)
+        if missing:
+            log.warning("recreated the Redis ACL users of %s", ", ".join(h for h, _ in missing))
+        return len(missing)
+
     async def desired_generations(self, host_ids: Sequence[str]) -> list[int | None]:
         """Generation held in each host's desired key (None: missing or unreadable).
 
@@ -123,6 +173,14 @@ class Bus:
             return []
         values = await self.redis.mget([desired_key(h) for h in host_ids])
         return [_generation_of(v) for v in values]
+
+    async def desired_versions(self, host_ids: Sequence[str]) -> list[tuple[int, str] | None]:
+        """(generation, phase) held in each host's desired key; None: missing or unreadable.
+        Both phases of a two-phase rollout share the generation, so both are compared."""
+        if not host_ids:
+            return []
+        values = await self.redis.mget([desired_key(h) for h in host_ids])
+        return [_version_of(v) for v in values]
 
     async def heartbeats(self, host_ids: Sequence[str]) -> dict[str, Heartbeat | None] | None:
         """Latest heartbeat per host (None when the key is absent: the host is not alive);
@@ -148,6 +206,14 @@ def _generation_of(raw: str | None) -> int | None:
     except (ValueError, AttributeError):
         return None
     return generation if isinstance(generation, int) else None
+
+
+def _version_of(raw: str | None) -> tuple[int, str] | None:
+    generation = _generation_of(raw)
+    if generation is None or raw is None:
+        return None
+    phase = json.loads(raw).get("phase", "install")
+    return generation, phase if isinstance(phase, str) else "install"
 
 
 def _heartbeat_of(host_id: str, raw: str | None) -> Heartbeat | None:

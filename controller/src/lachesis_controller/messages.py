@@ -47,6 +47,8 @@ Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
 Traceparent = Annotated[str | None, Field(pattern=TRACEPARENT_PATTERN)]
 RolloutId = Annotated[str | None, Field(min_length=1, max_length=64)]
 Op = Literal["read", "write", "create", "delete"]
+# Absent (None) only as the unset default: the schemas allow no null here.
+Phase = Literal["quiesce", "install"]
 
 
 class BusModel(BaseModel):
@@ -137,6 +139,10 @@ class DesiredState(BusModel):
     rollout_id: RolloutId
     issued_at: Timestamp
     traceparent: Traceparent
+    # Two-phase rollouts (api-schemas/README.md): absent means a one-phase install.
+    phase: Phase = None  # type: ignore[assignment]
+    quiesce: list[Match] = Field(default=None)  # type: ignore[assignment]
+    restores: int = Field(default=None, ge=0)  # type: ignore[assignment]
     tenants: list[Tenant]
     rules: list[Rule]
 
@@ -185,12 +191,70 @@ class Ack(BusModel):
     host_id: HostId
     generation: int = Field(ge=1)
     rollout_id: RolloutId
+    phase: Phase = None  # type: ignore[assignment]
     status: Literal["applied", "rejected"]
     reason: str | None
     rules_installed: int = Field(ge=0)
+    drained: int = Field(default=None, ge=0)  # type: ignore[assignment]
     acked_at: Timestamp
     traceparent: Traceparent
 
 
 def parse_timestamp(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+
+
+# --- telemetry (api-schemas/bus/telemetry.schema.json) ---------------------------------------
+
+Counter = Annotated[int, Field(ge=0)]
+# int | float so that a whole number keeps its JSON spelling through a round trip.
+LatencyUs = Annotated[int | float | None, Field(ge=0)]
+
+
+class LatencyP99(BusModel):
+    read: LatencyUs
+    write: LatencyUs
+
+
+class TelemetryCurve(BusModel):
+    """LRU miss-ratio curve of a tenant's 4 KiB block references; sizes in bytes, ascending."""
+
+    policy: Literal["lru"]
+    algorithm: Literal["shards-fixed-size", "shards-fixed-rate"]
+    unit: Literal["bytes"]
+    sizes: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=256)
+    miss_ratios: list[Annotated[int | float, Field(ge=0, le=1)]] = Field(min_length=1, max_length=256)
+    references: Counter
+
+    @field_validator("miss_ratios")
+    @classmethod
+    def _same_length_as_sizes(cls, ratios: list[float], info: Any) -> list[float]:
+        sizes = info.data.get("sizes")
+        if sizes is not None and len(sizes) != len(ratios):
+            raise ValueError(f"{len(ratios)} miss ratios for {len(sizes)} sizes")
+        return ratios
+
+
+class TelemetryTenant(BusModel):
+    name: Name
+    ops_read: Counter
+    ops_written: Counter
+    bytes_read: Counter
+    bytes_written: Counter
+    latency_us_p99: LatencyP99 | None
+    curve: TelemetryCurve | None
+
+
+class TelemetryDevice(BusModel):
+    name: Name
+    host_bytes_written: Counter
+    media_bytes_written: Counter | None
+
+
+class Telemetry(BusModel):
+    schema_: Literal["lachesis.telemetry/v1"] = Field(alias="schema")
+    host_id: HostId
+    sent_at: Timestamp
+    interval_s: int | float = Field(gt=0)
+    tenants: list[TelemetryTenant]
+    devices: list[TelemetryDevice]

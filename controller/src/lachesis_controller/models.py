@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from .db import UTCDateTime
@@ -75,6 +75,10 @@ class Rollout(Base):
     created_at: Mapped[datetime] = mapped_column(index=True)
     deadline: Mapped[datetime]
     completed_at: Mapped[datetime | None]
+    # Two-phase rollouts (a change that moves flows): quiesce | install; null: one phase.
+    phase: Mapped[str | None] = mapped_column(String(16))
+    # The rollout that rolled this one's hosts back after it failed or timed out.
+    rolled_back_by: Mapped[str | None] = mapped_column(String(36))
 
     targets: Mapped[list[RolloutTarget]] = relationship(
         back_populates="rollout",
@@ -100,6 +104,11 @@ class RolloutTarget(Base):
     # The desired-state message exactly as published, so the reconciler can send the same
     # bytes again (same rollout_id, traceparent, issued_at) after Redis lost them.
     message: Mapped[str] = mapped_column(Text)
+    # quiesce (phase 1 sent) | drained (phase 1 acked) | install (one-phase, or phase 2 sent)
+    phase: Mapped[str] = mapped_column(String(16), server_default="install")
+    # Phase 1 of a two-phase rollout as published (republished while phase is quiesce).
+    quiesce_message: Mapped[str | None] = mapped_column(Text)
+    drained_at: Mapped[datetime | None]
 
     rollout: Mapped[Rollout] = relationship(back_populates="targets")
 
@@ -165,3 +174,83 @@ class PolicyVersion(Base):
     created_at: Mapped[datetime]
     created_by: Mapped[str] = mapped_column(String(128))
     rollout_id: Mapped[str | None] = mapped_column(String(36))
+
+
+class AgentCredential(Base):
+    """The Redis ACL user of one agent (bus.py: agent_acl_rules). Only the SHA-256 of the
+    secret is kept, the same hash Redis holds, so the controller can recreate the user after
+    Redis lost it without ever storing the secret."""
+
+    __tablename__ = "agent_credentials"
+
+    host_id: Mapped[str] = mapped_column(String(63), primary_key=True)
+    redis_user: Mapped[str] = mapped_column(String(80), unique=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+# --- Cache allocation and FDP placement (allocation/, placement/, api/allocations.py,
+# api/placements.py; migration 0004) ---------------------------------------------------------
+
+
+class AllocationCurve(Base):
+    """A tenant's latest hit-ratio curve as supplied to the allocator. No foreign key: curves
+    come from telemetry, which may know a tenant before or after its policy does."""
+
+    __tablename__ = "allocation_curves"
+
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    sizes: Mapped[list[float]] = mapped_column(JSON)  # bytes
+    miss_ratios: Mapped[list[float]] = mapped_column(JSON)
+    # Requests per second: the tenant's weight in the weighted hit rate.
+    weight: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime]
+
+
+class AllocationGuarantee(Base):
+    __tablename__ = "allocation_guarantees"
+
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.name", ondelete="CASCADE"), primary_key=True)
+    # min_hit_ratio | bandwidth | fixed_size; spec holds the kind's parameters as sent.
+    kind: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime]
+
+
+class CacheAllocation(Base):
+    """One allocation: the one in force ("current") or the latest computed ("proposed")."""
+
+    __tablename__ = "cache_allocations"
+
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    capacity_bytes: Mapped[float] = mapped_column(Float)
+    epsilon_bytes: Mapped[float] = mapped_column(Float)
+    method: Mapped[str] = mapped_column(String(16))
+    utility: Mapped[float] = mapped_column(Float)
+    upper_bound: Mapped[float] = mapped_column(Float)
+    optimal: Mapped[bool]
+    # Per tenant: size_bytes, reserved_bytes, hit_ratio, weight, curve point, idle.
+    tenants: Mapped[dict[str, Any]] = mapped_column(JSON)
+    computed_at: Mapped[datetime]
+    computed_by: Mapped[str] = mapped_column(String(128))
+
+
+class DevicePlacement(Base):
+    """The placement broker's last answer for one device: handle per stream, predicted DLWA."""
+
+    __tablename__ = "device_placements"
+
+    host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True)
+    device: Mapped[str] = mapped_column(String(63), primary_key=True)
+    handles: Mapped[int] = mapped_column(Integer)
+    overprovisioning: Mapped[float] = mapped_column(Float)
+    reclaim_units: Mapped[int] = mapped_column(Integer)
+    # [{tenant, part, space, writes, trimmed, handle}]
+    streams: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    shared: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    predicted_dlwa: Mapped[float] = mapped_column(Float)
+    predicted_by: Mapped[str] = mapped_column(String(16))
+    model_dlwa: Mapped[float] = mapped_column(Float)
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    computed_at: Mapped[datetime]

@@ -1,5 +1,6 @@
 """Background loop that makes Redis match the database again after Redis missed a write
-(it was down during a change, or restarted empty), and times out overdue rollouts.
+(it was down during a change, or restarted empty), times out overdue rollouts, and fails
+the two-phase rollouts waiting on an agent that died (its heartbeat key expired).
 
 It republishes the message recorded for the host's current generation, byte for byte:
 no new generation, same rollout_id and traceparent, so the eventual ack still lands on
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from . import rollouts
 from .bus import REDIS_DOWN, Bus
 from .db import utcnow
-from .models import Host, RolloutTarget
+from .models import AgentCredential, Host, RolloutTarget
 from .presence import record_heartbeats
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ class Reconciler:
         self.bus = bus
         self.interval_s = interval_s
         self._redis_down = False
+        # Hosts whose heartbeat this process has seen: one of them without a heartbeat key
+        # has died. Kept in memory: after a restart a dead host is caught by the deadline.
+        self._seen_alive: set[str] = set()
 
     async def run(self) -> None:
         # See consumers.StreamConsumer.run for why a flag ends the loop.
@@ -53,23 +57,32 @@ class Reconciler:
 
     async def once(self) -> int:
         """One pass; returns how many hosts it republished to."""
+        with self.sessions() as session:
+            credentials = session.execute(select(AgentCredential.host_id, AgentCredential.secret_sha256)).all()
+        await self.bus.restore_agent_users([(h, digest) for h, digest in credentials])
         with self.sessions.begin() as session:
-            rollouts.expire(session, utcnow())
+            rollbacks = rollouts.expire(session, utcnow())
+        await self.bus.publish(rollbacks, source="rollback")
         async with self.bus.lock:
             with self.sessions() as session:
                 wanted = session.execute(
-                    select(Host.id, Host.desired_generation)
+                    select(Host.id, Host.desired_generation, RolloutTarget.phase)
+                    .outerjoin(
+                        RolloutTarget,
+                        (RolloutTarget.host_id == Host.id)
+                        & (RolloutTarget.generation == Host.desired_generation),
+                    )
                     .where(Host.desired_generation > 0)
                     .order_by(Host.id)
                 ).all()
             if not wanted:
                 return 0
-            ids = [host_id for host_id, _ in wanted]
-            held = await self.bus.desired_generations(ids)
+            ids = [host_id for host_id, _, _ in wanted]
+            held = await self.bus.desired_versions(ids)
             stale = [
                 (host_id, generation)
-                for (host_id, generation), have in zip(wanted, held, strict=True)
-                if have != generation
+                for (host_id, generation, phase), have in zip(wanted, held, strict=True)
+                if have != (generation, rollouts.INSTALL if phase in (None, rollouts.INSTALL) else rollouts.QUIESCE)
             ]
             publications = self._recorded(stale) if stale else []
             if publications:
@@ -80,19 +93,25 @@ class Reconciler:
                 await self.bus.publish_locked(publications, source="reconciler")
         beats = await self.bus.heartbeats(ids)
         if beats:
+            alive = {h for h, beat in beats.items() if beat is not None}
+            self._seen_alive = (self._seen_alive | alive) & set(beats)
+            dead = self._seen_alive - alive
             with self.sessions.begin() as session:
                 record_heartbeats(session, beats, utcnow())
+                rollbacks = rollouts.fail_dead(session, dead, utcnow())
+            await self.bus.publish(rollbacks, source="rollback")
         return len(publications)
 
     def _recorded(self, stale: list[tuple[str, int]]) -> list[rollouts.Publication]:
         publications = []
         with self.sessions() as session:
             for host_id, generation in stale:
-                message = session.scalars(
-                    select(RolloutTarget.message).where(
+                target = session.scalars(
+                    select(RolloutTarget).where(
                         RolloutTarget.host_id == host_id, RolloutTarget.generation == generation
                     )
                 ).one_or_none()
+                message = None if target is None else rollouts.current_message(target)
                 if message is None:
                     # Every generation is created with a rollout target, so this means the
                     # rollout history was pruned: rebuild the state as it is now.

@@ -5,6 +5,15 @@ Every function here runs inside the caller's transaction, so a change to a rule 
 the generation bumps it causes and the rollout recording them commit together or not at
 all. Publishing to Redis happens after the commit (bus.py), and the reconciler repeats it
 if Redis missed it.
+
+A change that moves flows (an existing rule whose match, priority or detours change, or
+that goes away) is rolled out in two phases so no IO of a moving flow is in flight while
+the hosts disagree: every target gets the new generation with phase quiesce (stop
+admitting the flows' IO, drain what is in flight, ack), and only when every target has
+acked that does each get phase install (install, resume, ack). A rejection, a timeout or
+a target whose agent dies fails such a rollout and rolls every target back: a new
+generation carrying the rules of the generation each host ran before (`restores`).
+Adding rules or changing tenants moves no flow of an existing match and stays one-phase.
 """
 
 from __future__ import annotations
@@ -12,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -27,6 +37,11 @@ log = logging.getLogger(__name__)
 
 PENDING, SUCCEEDED, FAILED, TIMED_OUT = "pending", "succeeded", "failed", "timed_out"
 APPLIED, REJECTED = "applied", "rejected"
+# Phases of a target (RolloutTarget.phase) and of a two-phase rollout (Rollout.phase).
+QUIESCE, DRAINED, INSTALL = "quiesce", "drained", "install"
+# A rollout made by a switch operation (api/switch.py): quiesced flows stay quiesced, after
+# the drain, until an explicit resume.
+HOLD = "hold"
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,7 @@ def build_desired_state(
     """The whole state of one host as JSON: agents replace what they hold with it."""
     tenants = session.scalars(select(Tenant).order_by(Tenant.name)).all()
     rules = session.scalars(select(Rule).order_by(Rule.priority, Rule.name)).all()
-    message = DesiredState.model_validate(
+    return encode(
         {
             "schema": "lachesis.desired-state/v1",
             "host_id": host_id,
@@ -70,7 +85,56 @@ def build_desired_state(
             ],
         }
     )
-    return json.dumps(message.dump(), separators=(",", ":"))
+
+
+def encode(fields: dict[str, Any]) -> str:
+    """A desired-state message as compact JSON, checked against its model."""
+    return json.dumps(DesiredState.model_validate(fields).dump(), separators=(",", ":"))
+
+
+def quiesce_message(install: str, flows: list[dict[str, Any]]) -> str:
+    """Phase 1 of `install` (same generation, rollout and state): quiesce `flows`."""
+    fields = json.loads(install)
+    fields.update(phase=QUIESCE, quiesce=flows)
+    return encode(fields)
+
+
+def moved_flows(before: list[dict[str, Any]] | None, after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Matches whose IO goes elsewhere once `after` replaces `before` (rule lists of one
+    host): rules that changed (both matches when the match changed) or went away.
+
+    New rules are not counted: the brief of consistency is about IO already flowing
+    under a rule. `before` None (the host's first generation) moves nothing.
+    """
+    if before is None:
+        return []
+    new = {r["name"]: r for r in after}
+    flows: list[dict[str, Any]] = []
+
+    def add(match: dict[str, Any]) -> None:
+        if match not in flows:
+            flows.append(match)
+
+    for old in before:
+        now = new.get(old["name"])
+        if now is None:
+            add(old["match"])
+        elif (now["match"], now["priority"], now["detours"]) != (old["match"], old["priority"], old["detours"]):
+            add(old["match"])
+            add(now["match"])
+    return flows
+
+
+def _rules_of(message: str | None) -> list[dict[str, Any]] | None:
+    return None if message is None else json.loads(message)["rules"]
+
+
+def _message_of(session: Session, host_id: str, generation: int) -> str | None:
+    return session.scalars(
+        select(RolloutTarget.message).where(
+            RolloutTarget.host_id == host_id, RolloutTarget.generation == generation
+        )
+    ).one_or_none()
 
 
 def start_rollout(
@@ -82,11 +146,14 @@ def start_rollout(
     now: datetime,
     timeout_s: float,
     traceparent: str | None,
+    hold_flows: list[dict[str, Any]] | None = None,
 ) -> tuple[Rollout, list[Publication]]:
     """Bump the generation of each named host and record a rollout targeting them.
 
     Call it after the change itself is in the session: the messages are built from what
-    the session sees.
+    the session sees. Two-phase when the change moves a flow at any target; with
+    `hold_flows` (a switch operation) always, quiescing those flows and holding them
+    quiesced until `resume`.
     """
     rollout = Rollout(
         id=str(uuid.uuid4()),
@@ -101,27 +168,41 @@ def start_rollout(
     session.add(rollout)
     wanted = sorted(set(host_ids))
     hosts = session.scalars(select(Host).where(Host.id.in_(wanted)).order_by(Host.id)).all()
-    publications = []
+    staged: list[tuple[Host, str, list[dict[str, Any]]]] = []
     for host in hosts:
+        before = _rules_of(_message_of(session, host.id, host.desired_generation))
         host.desired_generation += 1
         message = build_desired_state(
             session, host.id, host.desired_generation,
             rollout_id=rollout.id, traceparent=traceparent, issued_at=now,
         )
+        flows = moved_flows(before, json.loads(message)["rules"]) if hold_flows is None else hold_flows
+        staged.append((host, message, flows))
+    # Consistency is across hosts: if a flow moves anywhere, every target takes part.
+    two_phase = hold_flows is not None or any(flows for _, _, flows in staged)
+    if two_phase:
+        rollout.phase = HOLD if hold_flows is not None else QUIESCE
+    publications = []
+    for host, message, flows in staged:
+        phase1 = quiesce_message(message, flows) if two_phase else None
         rollout.targets.append(
             RolloutTarget(
                 host_id=host.id, generation=host.desired_generation, status=PENDING,
                 reason=None, acked_at=None, message=message,
+                phase=QUIESCE if two_phase else INSTALL, quiesce_message=phase1,
             )
         )
-        publications.append(Publication(host.id, host.desired_generation, message))
+        publications.append(Publication(host.id, host.desired_generation, phase1 or message))
     if not publications:
         # Nothing to wait for: the change is in force as soon as it is committed.
         rollout.state = SUCCEEDED
         rollout.completed_at = now
         metrics.ROLLOUTS_COMPLETED.labels(SUCCEEDED).inc()
     metrics.ROLLOUTS_STARTED.labels(trigger).inc()
-    log.info("rollout %s (%s): %d host(s)", rollout.id, cause, len(publications))
+    log.info(
+        "rollout %s (%s): %d host(s)%s", rollout.id, cause, len(publications),
+        f", two-phase ({rollout.phase})" if two_phase else "",
+    )
     return rollout, publications
 
 
@@ -129,26 +210,66 @@ def all_host_ids(session: Session) -> list[str]:
     return list(session.scalars(select(Host.id).order_by(Host.id)))
 
 
-def record_ack(session: Session, ack: Ack, now: datetime) -> None:
-    host = session.get(Host, ack.host_id)
-    if host is None:
-        log.warning("ack from unknown host %s (generation %d) ignored", ack.host_id, ack.generation)
-        return
+def record_ack(session: Session, ack: Ack, now: datetime) -> list[Publication]:
+    """Apply one ack; returns what must be published because of it (phase 2, rollbacks)."""
+    return record_acks(session, [ack], now)
+
+
+def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Publication]:
+    """Apply a batch of acks in the caller's transaction; returns what must be published
+    because of them (phase 2 installs, rollbacks).
+
+    The hosts and targets the batch concerns are read in two queries and nothing is
+    flushed until the end: per ack, queries and autoflushes cost ~40 ms on SQLite, which
+    made 100 hosts take seconds (docs/benchmarks/controller.md).
+    """
+    host_ids = sorted({a.host_id for a in acks})
+    if not host_ids:
+        return []
+    touched: dict[str, Rollout] = {}
+    with session.no_autoflush:
+        hosts = {h.id: h for h in session.scalars(select(Host).where(Host.id.in_(host_ids)))}
+        generations = {a.generation for a in acks}
+        targets = session.scalars(
+            select(RolloutTarget).where(
+                RolloutTarget.host_id.in_(host_ids),
+                (RolloutTarget.status == PENDING) | RolloutTarget.generation.in_(generations),
+            )
+        ).all()
+        by_key = {(t.host_id, t.generation): t for t in targets}
+        for ack in acks:
+            host = hosts.get(ack.host_id)
+            if host is None:
+                log.warning("ack from unknown host %s (generation %d) ignored", ack.host_id, ack.generation)
+                continue
+            _apply(host, by_key, ack, now, touched)
+    session.flush()
+    publications: list[Publication] = []
+    for rollout in touched.values():
+        settle(rollout, now)
+        publications += _roll_back_if_failed(session, rollout, now)
+        if rollout.phase == QUIESCE:
+            publications += advance(rollout)
+    return publications
+
+
+def _apply(
+    host: Host, by_key: dict[tuple[str, int], RolloutTarget], ack: Ack, now: datetime,
+    touched: dict[str, Rollout],
+) -> None:
     host.last_seen = max(host.last_seen, now)
-    target = session.scalars(
-        select(RolloutTarget).where(
-            RolloutTarget.host_id == ack.host_id, RolloutTarget.generation == ack.generation
-        )
-    ).one_or_none()
+    target = by_key.get((ack.host_id, ack.generation))
     if target is None:
         # Not a generation this controller issued (e.g. from before its database was
         # reset): it says nothing about what the host runs of our state.
         log.warning("ack from %s for generation %d matches no rollout; ignored", ack.host_id, ack.generation)
         return
+    if ack.phase == QUIESCE:
+        _record_drained(target, ack, now, touched)
+        return
     if ack.status == APPLIED:
         host.acked_generation = max(host.acked_generation, ack.generation)
 
-    touched: dict[str, Rollout] = {}
     if target.status != PENDING:
         log.info("repeated ack from %s for generation %d ignored", ack.host_id, ack.generation)
     else:
@@ -173,21 +294,120 @@ def record_ack(session: Session, ack: Ack, now: datetime) -> None:
     if ack.status == APPLIED:
         # An agent may skip generations (it reads the latest desired key after a restart);
         # the one it applied carries every older change with it.
-        older = session.scalars(
-            select(RolloutTarget).where(
-                RolloutTarget.host_id == ack.host_id,
-                RolloutTarget.generation < ack.generation,
-                RolloutTarget.status == PENDING,
-            )
-        ).all()
-        for stale in older:
-            stale.status = APPLIED
-            stale.acked_at = now
-            stale.reason = f"superseded: host applied generation {ack.generation}"
-            touched[stale.rollout_id] = stale.rollout
+        for (host_id, generation), stale in by_key.items():
+            if host_id == ack.host_id and generation < ack.generation and stale.status == PENDING:
+                stale.status = APPLIED
+                stale.acked_at = now
+                stale.reason = f"superseded: host applied generation {ack.generation}"
+                touched[stale.rollout_id] = stale.rollout
 
-    for rollout in touched.values():
-        settle(rollout, now)
+
+def _record_drained(target: RolloutTarget, ack: Ack, now: datetime, touched: dict[str, Rollout]) -> None:
+    """Phase 1 ack: the host quiesced and drained the flows (or could not)."""
+    if target.status != PENDING or target.phase != QUIESCE:
+        log.info("repeated quiesce ack from %s for generation %d ignored", ack.host_id, ack.generation)
+        return
+    if ack.status == REJECTED:
+        target.status, target.acked_at = REJECTED, now
+        target.reason = f"quiesce refused: {ack.reason or 'no reason given'}"
+    else:
+        target.phase, target.drained_at = DRAINED, now
+    touched[target.rollout_id] = target.rollout
+
+
+def advance(rollout: Rollout) -> list[Publication]:
+    """Phase 2 once every target still pending has drained: install and resume."""
+    waiting = [t for t in rollout.targets if t.status == PENDING]
+    if rollout.state != PENDING or any(t.phase != DRAINED for t in waiting):
+        return []
+    rollout.phase = INSTALL
+    for t in waiting:
+        t.phase = INSTALL
+    log.info("rollout %s: every target drained, installing", rollout.id)
+    return [Publication(t.host_id, t.generation, t.message) for t in waiting]
+
+
+def resume(rollout: Rollout) -> list[Publication]:
+    """End a held (switch) quiesce: install (the state is unchanged) and resume."""
+    if rollout.phase != HOLD or rollout.state != PENDING:
+        return []
+    waiting = [t for t in rollout.targets if t.status == PENDING]
+    rollout.phase = INSTALL
+    for t in waiting:
+        t.phase = INSTALL
+    return [Publication(t.host_id, t.generation, t.message) for t in waiting]
+
+
+def current_message(target: RolloutTarget) -> str:
+    """What the host's desired key should hold for this target now."""
+    if target.phase == INSTALL or target.quiesce_message is None:
+        return target.message
+    return target.quiesce_message
+
+
+def _roll_back_if_failed(session: Session | None, rollout: Rollout, now: datetime) -> list[Publication]:
+    if session is None or rollout.phase is None or rollout.state not in (FAILED, TIMED_OUT):
+        return []
+    if rollout.rolled_back_by is not None:
+        return []
+    return roll_back(session, rollout, now)
+
+
+def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publication]:
+    """Send every target of a failed two-phase rollout back to the rules it ran before.
+
+    Each host gets a new generation (generations only grow, so a late copy of the failed
+    one is refused as stale) carrying the state of the newest generation it applied
+    before the failed one. Hosts already given a newer generation by a later change are
+    left to that change.
+    """
+    back = Rollout(
+        id=str(uuid.uuid4()), cause=f"rollback of rollout {rollout.id}",
+        traceparent=rollout.traceparent, state=PENDING, reason=None, created_at=now,
+        deadline=now + (rollout.deadline - rollout.created_at), completed_at=None,
+    )
+    session.add(back)
+    publications = []
+    for target in rollout.targets:
+        host = session.get(Host, target.host_id)
+        if host is None or host.desired_generation != target.generation:
+            continue
+        previous = session.scalars(
+            select(RolloutTarget)
+            .where(
+                RolloutTarget.host_id == target.host_id,
+                RolloutTarget.generation < target.generation,
+                RolloutTarget.status == APPLIED,
+            )
+            .order_by(RolloutTarget.generation.desc())
+            .limit(1)
+        ).one_or_none()
+        state = json.loads(previous.message) if previous is not None else {"tenants": [], "rules": []}
+        host.desired_generation += 1
+        message = encode(
+            {
+                "schema": "lachesis.desired-state/v1", "host_id": host.id,
+                "generation": host.desired_generation, "rollout_id": back.id,
+                "issued_at": rfc3339(now), "traceparent": rollout.traceparent,
+                "phase": INSTALL, "restores": previous.generation if previous is not None else 0,
+                "tenants": state["tenants"], "rules": state["rules"],
+            }
+        )
+        back.targets.append(
+            RolloutTarget(
+                host_id=host.id, generation=host.desired_generation, status=PENDING, reason=None,
+                acked_at=None, message=message, phase=INSTALL, quiesce_message=None,
+            )
+        )
+        publications.append(Publication(host.id, host.desired_generation, message))
+    if not publications:
+        back.state, back.completed_at = SUCCEEDED, now
+        metrics.ROLLOUTS_COMPLETED.labels(SUCCEEDED).inc()
+    rollout.rolled_back_by = back.id
+    rollout.reason = f"{rollout.reason}; rolled back by rollout {back.id}"
+    metrics.ROLLOUTS_STARTED.labels("rollback").inc()
+    log.warning("rollout %s rolled back by rollout %s (%d host(s))", rollout.id, back.id, len(publications))
+    return publications
 
 
 def settle(rollout: Rollout, now: datetime) -> None:
@@ -210,19 +430,58 @@ def settle(rollout: Rollout, now: datetime) -> None:
 
 
 def timeout_reason(rollout: Rollout) -> str:
-    waiting = ", ".join(t.host_id for t in rollout.targets if t.status == PENDING)
+    # Drained targets acked their phase: they wait on the others, not the reverse.
+    waiting = ", ".join(
+        f"{t.host_id}{f' ({t.phase})' if t.phase == QUIESCE else ''}"
+        for t in rollout.targets if t.status == PENDING and t.phase != DRAINED
+    )
     return f"no ack before the deadline from: {waiting}"
 
 
-def expire(session: Session, now: datetime) -> int:
-    """Mark pending rollouts past their deadline as timed out; returns how many."""
+def held_and_drained(rollout: Rollout) -> bool:
+    return rollout.phase == HOLD and all(
+        t.phase == DRAINED for t in rollout.targets if t.status == PENDING
+    )
+
+
+def expire(session: Session, now: datetime) -> list[Publication]:
+    """Mark pending rollouts past their deadline as timed out (rolling back the two-phase
+    ones); returns the rollback messages to publish. A held switch quiesce whose targets
+    all drained waits for its resume instead."""
     overdue = session.scalars(
         select(Rollout).where(Rollout.state == PENDING, Rollout.deadline <= now)
     ).all()
+    publications: list[Publication] = []
     for rollout in overdue:
+        if held_and_drained(rollout):
+            continue
         rollout.state = TIMED_OUT
         rollout.reason = timeout_reason(rollout)
         rollout.completed_at = now
         metrics.ROLLOUTS_COMPLETED.labels(TIMED_OUT).inc()
         log.warning("rollout %s timed out: %s", rollout.id, rollout.reason)
-    return len(overdue)
+        publications += _roll_back_if_failed(session, rollout, now)
+    return publications
+
+
+def fail_dead(session: Session, dead: set[str], now: datetime) -> list[Publication]:
+    """Fail (and roll back) pending two-phase rollouts waiting on a host whose agent died:
+    waiting for the deadline would keep the other hosts' flows quiesced for nothing."""
+    if not dead:
+        return []
+    candidates = session.scalars(
+        select(Rollout).where(Rollout.state == PENDING, Rollout.phase.is_not(None))
+    ).all()
+    publications: list[Publication] = []
+    for rollout in candidates:
+        if held_and_drained(rollout):
+            continue
+        gone = sorted(t.host_id for t in rollout.targets if t.status == PENDING and t.host_id in dead)
+        if not gone:
+            continue
+        rollout.state, rollout.completed_at = FAILED, now
+        rollout.reason = f"agent of {', '.join(gone)} stopped heartbeating in phase {rollout.phase}"
+        metrics.ROLLOUTS_COMPLETED.labels(FAILED).inc()
+        log.warning("rollout %s failed: %s", rollout.id, rollout.reason)
+        publications += roll_back(session, rollout, now)
+    return publications

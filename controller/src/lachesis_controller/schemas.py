@@ -83,12 +83,18 @@ class HostOut(BaseModel):
 
 RolloutState = Literal["pending", "succeeded", "failed", "timed_out"]
 TargetStatus = Literal["pending", "applied", "rejected"]
+TargetPhase = Literal["quiesce", "drained", "install"]
 
 
 class RolloutTargetOut(BaseModel):
     host_id: str
     generation: int
     status: TargetStatus
+    phase: TargetPhase = Field(
+        description="quiesce: phase 1 sent; drained: the host quiesced and drained the moving "
+        "flows; install: the new rules are sent (also every one-phase target)."
+    )
+    drained_at: datetime | None
     acked_at: datetime | None
     reason: str | None
 
@@ -98,6 +104,11 @@ class RolloutOut(BaseModel):
     state: RolloutState
     reason: str | None
     cause: str
+    phase: Literal["quiesce", "hold", "install"] | None = Field(
+        description="Two-phase rollouts (changes that move flows, switch operations): the phase "
+        "reached; hold: a switch quiesce waiting for its resume. Null: one phase."
+    )
+    rolled_back_by: str | None = Field(description="Rollout that rolled this one's hosts back after it failed.")
     traceparent: str | None
     created_at: datetime
     deadline: datetime

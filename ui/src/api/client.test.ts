@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { ApiClient, ApiError, detectFeatures, parseProblem } from "./client";
+import { ApiClient, ApiError, detectFeatures, orNoData, parseProblem } from "./client";
 
 /** The ApiError a call fails with (and a test failure if it succeeds). */
 function failure(p: Promise<unknown>): Promise<ApiError> {
@@ -101,11 +101,24 @@ describe("parseProblem", () => {
 describe("detectFeatures", () => {
   it("finds the endpoints a newer controller has", () => {
     const f = detectFeatures({ paths: { "/api/v1/hosts": {}, "/api/v1/policies": {}, "/api/v1/audit": {}, "/api/v1/whoami": {} } });
-    expect(f).toEqual({ policies: true, audit: true, whoami: "/api/v1/whoami", curves: false });
+    expect(f).toEqual({ policies: true, audit: true, whoami: "/api/v1/whoami" });
   });
 
   it("finds nothing in an older or missing document", () => {
-    expect(detectFeatures({ paths: { "/api/v1/hosts": {} } })).toEqual({ policies: false, audit: false, whoami: null, curves: false });
-    expect(detectFeatures(null)).toEqual({ policies: false, audit: false, whoami: null, curves: false });
+    expect(detectFeatures({ paths: { "/api/v1/hosts": {} } })).toEqual({ policies: false, audit: false, whoami: null });
+    expect(detectFeatures(null)).toEqual({ policies: false, audit: false, whoami: null });
+  });
+});
+
+describe("orNoData", () => {
+  it("reads a 404 (endpoint or data not there yet) as null and passes data through", async () => {
+    expect(await orNoData(new ApiClient("t", fakeFetch(404, { title: "Not Found", status: 404, detail: "Not Found" })).get("/api/v1/placements"))).toBeNull();
+    expect(await orNoData(new ApiClient("t", fakeFetch(200, [{ host_id: "h" }])).get("/api/v1/placements"))).toEqual([{ host_id: "h" }]);
+  });
+
+  it("keeps every other refusal an error", async () => {
+    const e = await failure(orNoData(new ApiClient("t", fakeFetch(403, { title: "Forbidden", status: 403, detail: "not yours" })).get("/x")));
+    expect(e.status).toBe(403);
+    expect((await failure(orNoData(new ApiClient("t", fakeFetch(500, "oops", "text/plain")).get("/x")))).status).toBe(500);
   });
 });

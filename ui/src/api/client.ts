@@ -115,8 +115,21 @@ export class ApiClient {
   }
 }
 
+/**
+ * A read of data the controller may not have yet: 404 (the endpoint is not deployed, or nothing
+ * was reported for this object) is "no data yet", null; any other refusal stays an error.
+ */
+export async function orNoData<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return null;
+    throw err;
+  }
+}
+
 /** Paths of the controller's OpenAPI document, to switch on features that exist. */
-export type Features = { policies: boolean; audit: boolean; whoami: string | null; curves: boolean };
+export type Features = { policies: boolean; audit: boolean; whoami: string | null };
 
 export function detectFeatures(openapi: unknown): Features {
   const paths = Object.keys(
@@ -127,6 +140,5 @@ export function detectFeatures(openapi: unknown): Features {
     policies: paths.includes("/api/v1/policies"),
     audit: paths.some((p) => p.startsWith("/api/v1/audit")),
     whoami,
-    curves: paths.some((p) => p.includes("curve")),
   };
 }

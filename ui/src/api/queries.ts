@@ -3,7 +3,22 @@
 
 import { useMutation, useQuery, useQueryClient, type UseQueryOptions } from "@tanstack/react-query";
 import { useSession } from "./session";
-import type { Change, HostOut, Readiness, RolloutOut, RuleOut, RuleSpec, TenantOut } from "./types";
+import { orNoData } from "./client";
+import type {
+  Allocation,
+  AuditEvent,
+  Change,
+  HostOut,
+  Placement,
+  PolicyOut,
+  Readiness,
+  RolloutOut,
+  RuleOut,
+  RuleSpec,
+  TelemetrySummary,
+  TenantOut,
+  TenantTelemetry,
+} from "./types";
 
 export const POLL_MS = 2000;
 
@@ -16,15 +31,31 @@ export const keys = {
   rollouts: (limit: number) => ["rollouts", "list", limit] as const,
   rollout: (id: string) => ["rollouts", "one", id] as const,
   readiness: ["readyz"] as const,
+  policies: ["policies"] as const,
+  audit: ["audit"] as const,
+  tenantTelemetry: (name: string) => ["telemetry", "tenant", name] as const,
+  telemetrySummary: ["telemetry", "summary"] as const,
+  allocations: ["allocations"] as const,
+  placements: ["placements"] as const,
 };
 
 function usePolled<T>(key: readonly unknown[], path: string, opts: Partial<UseQueryOptions<T>> = {}) {
   const { client, token, noteError } = useSession();
   return useQuery<T>({
     queryKey: [...key, token],
-    queryFn: () => client.get<T>(path).catch((e) => Promise.reject(noteError(e))),
+    queryFn: () => client.get<T>(path).catch((e) => Promise.reject(noteError(e, false))),
     refetchInterval: POLL_MS,
     ...opts,
+  });
+}
+
+/** Like usePolled, for data the controller may not have yet: a 404 is null ("no data yet"). */
+function usePolledOptional<T>(key: readonly unknown[], path: string) {
+  const { client, token, noteError } = useSession();
+  return useQuery<T | null>({
+    queryKey: [...key, token],
+    queryFn: () => orNoData(client.get<T>(path)).catch((e) => Promise.reject(noteError(e, false))),
+    refetchInterval: POLL_MS,
   });
 }
 
@@ -37,6 +68,13 @@ export const useRollout = (id: string | null) =>
   usePolled<RolloutOut>(keys.rollout(id ?? ""), `/api/v1/rollouts/${encodeURIComponent(id ?? "")}`, {
     enabled: !!id,
   });
+export const usePolicies = (enabled = true) => usePolled<PolicyOut[]>(keys.policies, "/api/v1/policies", { enabled });
+export const useAudit = (limit = 20, enabled = true) => usePolled<AuditEvent[]>(keys.audit, `/api/v1/audit?limit=${limit}`, { enabled });
+export const useTenantTelemetry = (name: string) =>
+  usePolledOptional<TenantTelemetry>(keys.tenantTelemetry(name), `/api/v1/tenants/${encodeURIComponent(name)}/telemetry`);
+export const useTelemetrySummary = () => usePolledOptional<TelemetrySummary>(keys.telemetrySummary, "/api/v1/telemetry/summary");
+export const useAllocations = () => usePolledOptional<Allocation[]>(keys.allocations, "/api/v1/allocations");
+export const usePlacements = () => usePolledOptional<Placement[]>(keys.placements, "/api/v1/placements");
 export const useReadiness = () =>
   useQuery<Readiness>({
     queryKey: keys.readiness,

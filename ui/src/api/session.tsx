@@ -7,7 +7,7 @@ import { ApiClient, ApiError, detectFeatures, type Features, type Fetch } from "
 
 const TOKEN_KEY = "lachesis.token";
 
-export type Access = { canWrite: boolean; reason: string | null; role: string | null; tenant: string | null };
+export type Access = { canWrite: boolean; reason: string | null; role: string | null; tenant: string | null; actor: string | null };
 
 type Session = {
   token: string | null;
@@ -16,12 +16,15 @@ type Session = {
   access: Access;
   login(token: string): Promise<void>;
   logout(): void;
-  /** Record what an error says about our rights; returns the error for chaining. */
-  noteError(err: unknown): unknown;
+  /**
+   * Record what an error says about our rights (a 401 ends the session; a 403 to a write turns
+   * writing off, with the controller's reason); returns the error for chaining.
+   */
+  noteError(err: unknown, write?: boolean): unknown;
 };
 
-const NO_FEATURES: Features = { policies: false, audit: false, whoami: null, curves: false };
-const FULL_ACCESS: Access = { canWrite: true, reason: null, role: null, tenant: null };
+const NO_FEATURES: Features = { policies: false, audit: false, whoami: null };
+const FULL_ACCESS: Access = { canWrite: true, reason: null, role: null, tenant: null, actor: null };
 
 const SessionContext = createContext<Session | null>(null);
 
@@ -33,14 +36,21 @@ export function readToken(): string | null {
   }
 }
 
-/** What a whoami answer says about writing; unknown shapes leave writing allowed (the API decides). */
+/**
+ * What a whoami answer says about writing: the controller's own reason when it refuses writes
+ * (write_refusal), else what the role implies. Unknown shapes leave writing allowed: the API decides.
+ */
 export function accessFrom(whoami: unknown): Access {
   if (!whoami || typeof whoami !== "object") return FULL_ACCESS;
   const w = whoami as Record<string, unknown>;
   const role = typeof w.role === "string" ? w.role : null;
   const tenant = typeof w.tenant === "string" ? w.tenant : null;
-  if (role === "viewer") return { canWrite: false, reason: "viewer tokens can look but not change anything", role, tenant };
-  return { canWrite: true, reason: null, role, tenant };
+  const actor = typeof w.actor === "string" ? w.actor : null;
+  if (typeof w.write_refusal === "string" && w.write_refusal) return { canWrite: false, reason: w.write_refusal, role, tenant, actor };
+  if (role === "viewer") {
+    return { canWrite: false, reason: `${actor ?? "this token"} is a viewer: it can look but not change anything`, role, tenant, actor };
+  }
+  return { canWrite: true, reason: null, role, tenant, actor };
 }
 
 export function SessionProvider({ children, fetchImpl }: { children: ReactNode; fetchImpl?: Fetch }) {
@@ -83,8 +93,8 @@ export function SessionProvider({ children, fetchImpl }: { children: ReactNode; 
     setAccess(FULL_ACCESS);
   }, []);
 
-  const noteError = useCallback((err: unknown) => {
-    if (err instanceof ApiError && err.forbidden) {
+  const noteError = useCallback((err: unknown, write = true) => {
+    if (write && err instanceof ApiError && err.forbidden) {
       setAccess((a) => ({ ...a, canWrite: false, reason: `the controller refused: ${err.problem.detail}` }));
     }
     if (err instanceof ApiError && err.unauthorized) {

@@ -62,6 +62,9 @@ export type RolloutTarget = {
   host_id: string;
   generation: number;
   status: "pending" | "applied" | "rejected";
+  /** Two-phase rollouts: quiesce sent, drained, install sent (one-phase targets: install). */
+  phase?: "quiesce" | "drained" | "install";
+  drained_at?: string | null;
   acked_at: string | null;
   reason: string | null;
 };
@@ -71,6 +74,9 @@ export type RolloutOut = {
   state: "pending" | "succeeded" | "failed" | "timed_out";
   reason: string | null;
   cause: string;
+  /** Two-phase rollouts: the phase reached (hold: a switch quiesce waiting for its resume); null: one phase. */
+  phase?: "quiesce" | "hold" | "install" | null;
+  rolled_back_by?: string | null;
   traceparent: string | null;
   created_at: string;
   deadline: string;
@@ -92,5 +98,96 @@ export type Problem = {
   [extra: string]: unknown;
 };
 
-/** A miss-ratio curve: miss ratio at each cache size. Not in the API yet; feature-detected. */
-export type Curve = { points: { size_bytes: number; miss_ratio: number }[]; allocated_bytes?: number | null };
+/** GET /api/v1/whoami: who this token is, and why it may not write (null: it may). */
+export type WhoAmI = { actor: string; role: "admin" | "operator" | "viewer"; tenant: string | null; write_refusal?: string | null };
+
+export type CurvePoint = { size_bytes: number; miss_ratio: number };
+
+/** A tenant's LRU miss-ratio curve as the controller reports it (from the agents' telemetry). */
+export type ReportedCurve = { policy: string; algorithm: string; unit: string; points: CurvePoint[]; references: number };
+
+/** One interval of a tenant's IO, as rates. */
+export type TelemetrySample = {
+  at: string;
+  read_iops: number;
+  write_iops: number;
+  read_bytes_per_s: number;
+  write_bytes_per_s: number;
+  hit_ratio: number | null;
+};
+
+/** GET /api/v1/tenants/{name}/telemetry */
+export type TenantTelemetry = { tenant: string; updated_at: string | null; curve: ReportedCurve | null; series: TelemetrySample[] };
+
+/** GET /api/v1/telemetry/summary */
+export type TelemetrySummary = {
+  total_iops: number;
+  hit_ratio: number | null;
+  tenants: { name: string; iops: number; hit_ratio: number | null }[];
+  devices: { host_id: string; name: string; write_bytes_per_s: number | null; dlwa: number | null }[];
+};
+
+/** A tenant's share of the cache in one allocation: its size and the curve point there. */
+export type TenantShare = {
+  size_bytes: number;
+  reserved_bytes: number;
+  hit_ratio: number;
+  weight: number;
+  idle: boolean;
+  curve_point: { size_bytes: number; miss_ratio: number; index: number };
+};
+
+/** GET /api/v1/allocations: a tenant's cache in the allocation in force and in the proposed one. */
+export type Allocation = { tenant: string; current: TenantShare | null; proposed: TenantShare | null; guarantee?: unknown };
+
+export type PlacedStream = { tenant: string; part: string; space: number; writes: number; trimmed: boolean; handle: number };
+
+/** GET /api/v1/placements: a device's placement handles, the streams on each, predicted DLWA. */
+export type Placement = {
+  host_id: string;
+  device: string;
+  handles: number;
+  overprovisioning: number;
+  streams: PlacedStream[];
+  shared: { handle: number; streams: string[]; reason: string }[];
+  predicted_dlwa: number;
+  predicted_by: "simulator" | "model";
+  model_dlwa: number;
+  warnings: string[];
+  computed_at: string;
+};
+
+/** What the curve chart draws: points, the allocated size and (if any) the allocator's proposal. */
+export type Curve = { points: CurvePoint[]; allocated_bytes?: number | null; proposed_bytes?: number | null };
+
+/** A policy in force (GET /api/v1/policies): its newest version. */
+export type PolicyOut = {
+  name: string;
+  version: number;
+  created_at: string;
+  created_by: string;
+  rollout_id: string | null;
+  tenants: string[];
+  document: string;
+  compiled?: { stages?: unknown[] };
+};
+
+/** What POST /api/v1/policies answers, dry run or not. */
+export type PolicyResult = {
+  name: string;
+  version: number;
+  dry_run: boolean;
+  rollout_id: string | null;
+  diff: Record<string, unknown>;
+  warnings: Record<string, unknown>[];
+};
+
+export type AuditEvent = {
+  id: number;
+  at: string;
+  actor: string;
+  action: string;
+  resource_kind: string;
+  resource_name: string;
+  rollout_id: string | null;
+};

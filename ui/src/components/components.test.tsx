@@ -1,56 +1,13 @@
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { fireEvent, render, screen, waitFor } from "@testing-library/react";
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import type { ReactNode } from "react";
-import { SessionProvider, accessFrom } from "../api/session";
+import { accessFrom } from "../api/session";
+import { fakeController, wrap } from "../test-controller";
 import { App } from "../App";
-import { CurveChart, curvePoints, missAt } from "./CurveChart";
+import { CurveChart, curvePoints, logTicks, missAt } from "./CurveChart";
 import { toCodeMirror } from "./YamlEditor";
 import { ago, bytes } from "./common";
 import { parseRoute, href } from "../router";
 import { ruleFromForm } from "../pages/Rules";
-
-const HOST = {
-  id: "host-a",
-  agent_version: "0.1.0",
-  capabilities: { cpus: 2, devices: [{ name: "flash0", path: "/tmp/f.img", kind: "file", size_bytes: 67108864, fdp: false, placement_handles: 0 }], kernel: { release: "6.1.0", btf: true, io_uring: true, fuse: false } },
-  enrolled_at: "2026-01-01T00:00:00Z",
-  registered_at: "2026-01-01T00:00:00Z",
-  last_seen: new Date().toISOString(),
-  alive: true,
-  desired_generation: 2,
-  acked_generation: 2,
-};
-
-/** A fake controller accepting token "good"; writes answer 403 for a viewer. */
-function fakeController({ viewer = false } = {}) {
-  return vi.fn(async (url: RequestInfo | URL, init?: RequestInit) => {
-    const u = String(url);
-    const auth = (init?.headers as Record<string, string> | undefined)?.Authorization;
-    const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
-    if (u.startsWith("/api/") && auth !== "Bearer good") return json(401, { title: "Unauthorized", status: 401, detail: "missing or wrong bearer token" });
-    const method = init?.method ?? "GET";
-    if (method !== "GET") {
-      if (viewer) return json(403, { title: "Forbidden", status: 403, detail: "token:v (viewer) may not change anything" });
-      return json(201, { name: "x", rollout_id: "r9" });
-    }
-    if (u === "/openapi.json") return json(200, { paths: {} });
-    if (u === "/api/v1/hosts") return json(200, [HOST]);
-    if (u === "/api/v1/tenants") return json(200, [{ name: "analytics", classifiers: [], description: null, created_at: "", updated_at: "" }]);
-    if (u === "/api/v1/rules") return json(200, []);
-    if (u.startsWith("/api/v1/rollouts")) return json(200, []);
-    return json(404, { title: "Not Found", status: 404, detail: u });
-  });
-}
-
-function wrap(children: ReactNode, fetchImpl: ReturnType<typeof fakeController>) {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  return (
-    <QueryClientProvider client={qc}>
-      <SessionProvider fetchImpl={fetchImpl as unknown as typeof fetch}>{children}</SessionProvider>
-    </QueryClientProvider>
-  );
-}
 
 describe("login", () => {
   it("refuses a wrong token and keeps nothing", async () => {
@@ -89,6 +46,12 @@ describe("write buttons", () => {
 
   it("are off for a viewer per whoami, on for operators and unknown answers", () => {
     expect(accessFrom({ role: "viewer", tenant: null }).canWrite).toBe(false);
+    expect(accessFrom({ actor: "token:v", role: "viewer", tenant: null, write_refusal: "token:v (viewer) may not change anything" })).toMatchObject({
+      canWrite: false,
+      reason: "token:v (viewer) may not change anything",
+      actor: "token:v",
+    });
+    expect(accessFrom({ actor: "token:o", role: "operator", tenant: "a", write_refusal: null })).toMatchObject({ canWrite: true, reason: null });
     expect(accessFrom({ role: "operator", tenant: "a" })).toMatchObject({ canWrite: true, tenant: "a" });
     expect(accessFrom(null).canWrite).toBe(true);
   });
@@ -105,6 +68,27 @@ describe("CurveChart", () => {
     render(<CurveChart curve={curve} />);
     expect(screen.getByTestId("curve").querySelector("svg")).toBeTruthy();
     expect(screen.getByText(/Allocated 512 MiB: expected hit rate 40.0%/)).toBeTruthy();
+  });
+
+  it("marks a proposed size apart from the allocated one", () => {
+    const curve = { points: [{ size_bytes: 0, miss_ratio: 1 }, { size_bytes: 1 << 30, miss_ratio: 0.2 }], allocated_bytes: 1 << 29, proposed_bytes: 1 << 30 };
+    render(<CurveChart curve={curve} />);
+    expect(screen.getByTestId("curve-caption").textContent).toBe("Allocated 512 MiB: expected hit rate 40.0%; proposed 1 GiB: 80.0%");
+  });
+
+  it("says when the tenant has no cache yet", () => {
+    render(<CurveChart curve={{ points: [{ size_bytes: 1, miss_ratio: 1 }, { size_bytes: 2, miss_ratio: 0.5 }] }} />);
+    expect(screen.getByTestId("curve-caption").textContent).toBe("No cache allocated to this tenant yet");
+  });
+
+  it("puts log-axis ticks on powers of two around the sizes, at most seven", () => {
+    expect(logTicks(1 << 20, 1 << 26)).toEqual([1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24, 1 << 25, 1 << 26]);
+    const wide = logTicks(1 << 20, 2 ** 40);
+    expect(wide.length).toBeLessThanOrEqual(7);
+    expect(wide[0]).toBe(1 << 20);
+    expect(wide[wide.length - 1]).toBeGreaterThanOrEqual(2 ** 40);
+    expect(logTicks(3e6, 5e6)).toEqual([2 ** 21, 2 ** 22, 2 ** 23]);
+    expect(logTicks(1 << 20, 1 << 27)).toEqual([1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]);
   });
 
   it("cleans and interpolates points", () => {

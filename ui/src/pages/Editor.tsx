@@ -1,13 +1,15 @@
 import { useMemo, useState } from "react";
-import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQueryClient } from "@tanstack/react-query";
 import { stringify } from "yaml";
-import { POLL_MS, useRules, useTenants } from "../api/queries";
+import { useRules, useTenants } from "../api/queries";
 import { useSession } from "../api/session";
 import type { RuleOut, TenantOut } from "../api/types";
-import { ErrorBox, WriteButton, ago } from "../components/common";
-import { YamlEditor } from "../components/YamlEditor";
+import { AuditTrail } from "../components/AuditTrail";
+import { DraftEditor } from "../components/DraftEditor";
+import { WriteButton } from "../components/common";
 import { applyText, type Applied } from "../yaml/apply";
-import { parseDocuments, type Diagnostic } from "../yaml/documents";
+import { parseDocuments } from "../yaml/documents";
+import { useDraft } from "../yaml/draft";
 import { RolloutDetail } from "./Rules";
 
 export const EXAMPLE = `# Tenants and rules as YAML documents, like lachesis-cli apply -f.
@@ -47,80 +49,24 @@ export function currentAsYaml(tenants: TenantOut[], rules: RuleOut[]): string {
   return docs.map((d) => stringify(d)).join("---\n");
 }
 
-type AuditEvent = { id: number; at: string; actor: string; action: string; resource_kind: string; resource_name: string; rollout_id: string | null };
-
-export function AuditTrail() {
-  const { client, token } = useSession();
-  const audit = useQuery<AuditEvent[]>({
-    queryKey: ["audit", token],
-    queryFn: () => client.get<AuditEvent[]>("/api/v1/audit?limit=20"),
-    refetchInterval: POLL_MS,
-  });
-  if (audit.error) return <ErrorBox error={audit.error} />;
-  if (!audit.data?.length) return <p className="muted">No changes recorded yet.</p>;
-  return (
-    <table data-testid="audit-table">
-      <thead>
-        <tr>
-          <th>when</th>
-          <th>who</th>
-          <th>action</th>
-          <th>object</th>
-        </tr>
-      </thead>
-      <tbody>
-        {audit.data.map((e) => (
-          <tr key={e.id}>
-            <td>{ago(e.at)}</td>
-            <td>{e.actor}</td>
-            <td>{e.action}</td>
-            <td>
-              {e.resource_kind}/{e.resource_name}
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  );
-}
+const syntaxOf = (text: string) => parseDocuments(text).diagnostics;
 
 export function Editor() {
   const { client, features, noteError } = useSession();
   const qc = useQueryClient();
   const tenants = useTenants();
   const rules = useRules();
-  const [text, setText] = useState(EXAMPLE);
-  const [serverDiagnostics, setServerDiagnostics] = useState<{ text: string; diagnostics: Diagnostic[] } | null>(null);
+  const draft = useDraft({ initial: EXAMPLE, syntax: syntaxOf, onRefusal: noteError });
   const [applied, setApplied] = useState<Applied[]>([]);
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const documents = useMemo(() => parseDocuments(draft.text).documents.length, [draft.text]);
 
-  const parsed = useMemo(() => parseDocuments(text), [text]);
-  // Server-reported errors hold until the text changes; parse errors are live.
-  const diagnostics = parsed.diagnostics.length
-    ? parsed.diagnostics
-    : serverDiagnostics && serverDiagnostics.text === text
-      ? serverDiagnostics.diagnostics
-      : [];
-
-  const apply = async () => {
-    setBusy(true);
-    setError(null);
-    try {
+  const apply = () =>
+    draft.submit(async (text) => {
       const result = await applyText(client, text);
       setApplied(result.applied);
-      setServerDiagnostics({ text, diagnostics: result.diagnostics });
-      if (result.error) {
-        noteError(result.error);
-        setError(result.error);
-      }
       void qc.invalidateQueries();
-    } catch (exc) {
-      setError(exc);
-    } finally {
-      setBusy(false);
-    }
-  };
+      return { diagnostics: result.diagnostics, error: result.error };
+    });
 
   return (
     <div>
@@ -135,29 +81,19 @@ export function Editor() {
           </>
         ) : null}
       </p>
-      <div className="toolbar">
-        <button type="button" className="btn plain" onClick={() => setText(EXAMPLE)}>
-          Load example
-        </button>
+      <DraftEditor draft={draft} example={EXAMPLE}>
         <button
           type="button"
           className="btn plain"
           data-testid="load-current"
-          onClick={() => setText(currentAsYaml(tenants.data ?? [], rules.data ?? []) || "# nothing applied yet\n")}
+          onClick={() => draft.setText(currentAsYaml(tenants.data ?? [], rules.data ?? []) || "# nothing applied yet\n")}
         >
           Load current state
         </button>
-        <WriteButton
-          testId="apply"
-          busy={busy}
-          onClick={apply}
-          extraDisabledReason={parsed.diagnostics.length ? "fix the marked YAML errors first" : null}
-        >
-          Apply {parsed.documents.length} document{parsed.documents.length === 1 ? "" : "s"}
+        <WriteButton testId="apply" busy={draft.busy} onClick={() => void apply()} extraDisabledReason={draft.blocked}>
+          Apply {documents} document{documents === 1 ? "" : "s"}
         </WriteButton>
-      </div>
-      <YamlEditor value={text} onChange={setText} diagnostics={diagnostics} />
-      {error ? <ErrorBox error={error} /> : null}
+      </DraftEditor>
       {applied.length ? (
         <section data-testid="applied">
           <h2>Applied</h2>
@@ -171,12 +107,7 @@ export function Editor() {
           <RolloutDetail id={applied[applied.length - 1].rollout_id} />
         </section>
       ) : null}
-      {features.audit ? (
-        <section>
-          <h2>Audit trail</h2>
-          <AuditTrail />
-        </section>
-      ) : null}
+      <AuditTrail />
     </div>
   );
 }

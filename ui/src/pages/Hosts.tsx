@@ -1,11 +1,16 @@
-import { useHosts, useRules } from "../api/queries";
+import { useHosts, usePlacements, useRules, useTelemetrySummary } from "../api/queries";
 import { Badge, ErrorBox, Loading, NotReported, bytes } from "../components/common";
 import { HostTable } from "./Overview";
 import { describeDetours, describeMatch, rulesForHost } from "../model";
+import { deviceRows } from "../telemetry";
+
+const ratio = (x: number | null) => (x == null ? "—" : x.toFixed(2));
 
 export function Hosts({ id }: { id?: string }) {
   const hosts = useHosts();
   const rules = useRules();
+  const summary = useTelemetrySummary();
+  const placements = usePlacements();
   const shown = (hosts.data ?? []).filter((h) => !id || h.id === id);
   return (
     <div>
@@ -20,7 +25,7 @@ export function Hosts({ id }: { id?: string }) {
             {h.id} <small className="muted">{h.capabilities.cpus} CPUs</small>
           </h2>
           <h3>Devices</h3>
-          <table>
+          <table data-testid={`devices-${h.id}`}>
             <thead>
               <tr>
                 <th>device</th>
@@ -28,12 +33,15 @@ export function Hosts({ id }: { id?: string }) {
                 <th>kind</th>
                 <th>size</th>
                 <th>FDP</th>
-                <th>placement handles</th>
+                <th>placement handles (streams)</th>
+                <th>write rate</th>
+                <th>DLWA measured</th>
+                <th>DLWA predicted</th>
               </tr>
             </thead>
             <tbody>
-              {h.capabilities.devices.map((d) => (
-                <tr key={d.name}>
+              {deviceRows(h, summary.data, placements.data).map((d) => (
+                <tr key={d.name} data-testid={`device-row-${d.name}`}>
                   <td>{d.name}</td>
                   <td>
                     <code>{d.path}</code>
@@ -41,12 +49,35 @@ export function Hosts({ id }: { id?: string }) {
                   <td>{d.kind}</td>
                   <td>{bytes(d.size_bytes)}</td>
                   <td>{d.fdp ? <Badge tone="ok">FDP</Badge> : <Badge tone="idle">no FDP</Badge>}</td>
-                  <td>{d.placement_handles}</td>
+                  <td>
+                    {d.placement_handles}
+                    {d.handles?.length ? (
+                      <ul className="handles">
+                        {d.handles.map((ph) => (
+                          <li key={ph.handle}>
+                            #{ph.handle}: {ph.streams.length ? ph.streams.join(", ") : <span className="muted">unused</span>}
+                          </li>
+                        ))}
+                      </ul>
+                    ) : null}
+                  </td>
+                  <td data-testid="device-write-rate">{d.write_bytes_per_s == null ? "—" : `${bytes(d.write_bytes_per_s)}/s`}</td>
+                  <td data-testid="device-dlwa">{ratio(d.dlwa)}</td>
+                  <td data-testid="device-dlwa-predicted">
+                    {ratio(d.predicted_dlwa)}
+                    {d.predicted_by ? <small className="muted"> ({d.predicted_by})</small> : null}
+                  </td>
                 </tr>
               ))}
             </tbody>
           </table>
-          <NotReported what="Streams per placement handle, DLWA measured and predicted, device write rate" />
+          {!summary.data || !placements.data ? (
+            <NotReported
+              what={[!summary.data ? "Device write rate and measured DLWA" : null, !placements.data ? "streams per placement handle and predicted DLWA" : null]
+                .filter(Boolean)
+                .join("; ")}
+            />
+          ) : null}
           <h3>
             Rule table <small className="muted">generation {h.acked_generation} acked, {h.desired_generation} desired</small>
           </h3>

@@ -1,6 +1,8 @@
-import { useHosts, useReadiness, useRollouts, useTenants } from "../api/queries";
+import { useHosts, useReadiness, useRollouts, useTelemetrySummary, useTenants } from "../api/queries";
+import { useSession } from "../api/session";
 import { Badge, ErrorBox, Flag, Loading, NotReported, ago, stateTone } from "../components/common";
 import { failingChecks } from "../model";
+import { iops, percent, visibleTenants } from "../telemetry";
 import { href } from "../router";
 
 export function HostTable() {
@@ -99,6 +101,13 @@ export function Overview() {
   const tenants = useTenants();
   const rollouts = useRollouts(10);
   const ready = useReadiness();
+  const summary = useTelemetrySummary();
+  const { access } = useSession();
+  const perTenant = new Map(visibleTenants(summary.data, access.tenant).map((t) => [t.name, t]));
+  // A tenant token's totals would be everyone's IO: show its own tenant's figures instead.
+  const own = access.tenant ? perTenant.get(access.tenant) : null;
+  const totalIops = access.tenant ? own?.iops : summary.data?.total_iops;
+  const hitRatio = access.tenant ? own?.hit_ratio : summary.data?.hit_ratio;
   const checks = failingChecks(hosts.data ?? [], rollouts.data ?? [], ready.data?.checks);
   const alive = (hosts.data ?? []).filter((h) => h.alive).length;
   return (
@@ -116,12 +125,13 @@ export function Overview() {
           tenants
         </div>
         <div className="card">
-          <div className="big">—</div>
-          total IOPS (not reported yet)
+          <div className="big" data-testid="total-iops">{summary.data ? iops(totalIops) : "—"}</div>
+          {access.tenant ? "IOPS" : "total IOPS"}
+          {summary.data ? "" : " (not reported yet)"}
         </div>
         <div className="card">
-          <div className="big">—</div>
-          hit rate (not reported yet)
+          <div className="big" data-testid="total-hit-rate">{summary.data ? percent(hitRatio) : "—"}</div>
+          hit rate{summary.data ? "" : " (not reported yet)"}
         </div>
       </div>
       <section>
@@ -148,17 +158,30 @@ export function Overview() {
         <h2>Tenants</h2>
         {tenants.error ? <ErrorBox error={tenants.error} /> : null}
         {tenants.data?.length ? (
-          <ul className="inline">
-            {tenants.data.map((t) => (
-              <li key={t.name}>
-                <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
-              </li>
-            ))}
-          </ul>
+          <table data-testid="tenants-table">
+            <thead>
+              <tr>
+                <th>tenant</th>
+                <th>IOPS</th>
+                <th>hit rate</th>
+              </tr>
+            </thead>
+            <tbody>
+              {tenants.data.map((t) => (
+                <tr key={t.name} data-testid={`tenant-row-${t.name}`}>
+                  <td>
+                    <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
+                  </td>
+                  <td>{iops(perTenant.get(t.name)?.iops)}</td>
+                  <td>{percent(perTenant.get(t.name)?.hit_ratio)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
         ) : (
           <p className="muted">No tenants yet.</p>
         )}
-        <NotReported what="Per-tenant IOPS and hit rate" />
+        {!summary.data ? <NotReported what="Per-tenant IOPS and hit rate" /> : null}
       </section>
       <section>
         <h2>Latest rollouts</h2>

@@ -1,19 +1,19 @@
 // Policies (where the controller has /api/v1/policies): list, edit, dry-run with the per-host
 // diff, apply only what was dry-run, audit trail.
-import { useMemo, useState } from "react";
-import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
+import { useQueryClient } from "@tanstack/react-query";
 import { ApiError } from "../api/client";
-import { POLL_MS } from "../api/queries";
+import { usePolicies } from "../api/queries";
 import { useSession } from "../api/session";
+import type { PolicyResult } from "../api/types";
+import { AuditTrail } from "../components/AuditTrail";
+import { DraftEditor } from "../components/DraftEditor";
 import { Badge, ErrorBox, Loading, WriteButton, ago } from "../components/common";
-import { YamlEditor } from "../components/YamlEditor";
+import { useDraft } from "../yaml/draft";
 import { hostChanges, policyDiagnostics, policySyntax, summary } from "../yaml/policy";
-import type { Diagnostic } from "../yaml/documents";
 import { RolloutDetail } from "./Rules";
-import { AuditTrail } from "./Editor";
 
-type PolicyOut = { name: string; version: number; created_at: string; created_by: string; rollout_id: string | null; tenants: string[]; document: string };
-type PolicyResult = { name: string; version: number; dry_run: boolean; rollout_id: string | null; diff: Record<string, unknown>; warnings: Record<string, unknown>[] };
+const locatePolicyError = (text: string, err: unknown) => (err instanceof ApiError ? policyDiagnostics(text, err.problem) : []);
 
 export const EXAMPLE_POLICY = `apiVersion: lachesis.dev/v1
 kind: Policy
@@ -91,27 +91,17 @@ function DiffView({ result }: { result: PolicyResult }) {
 }
 
 export function Policies() {
-  const { client, token, noteError, features } = useSession();
+  const { client, noteError } = useSession();
   const qc = useQueryClient();
-  const policies = useQuery<PolicyOut[]>({
-    queryKey: ["policies", token],
-    queryFn: () => client.get<PolicyOut[]>("/api/v1/policies"),
-    refetchInterval: POLL_MS,
-  });
-  const [text, setText] = useState(EXAMPLE_POLICY);
+  const policies = usePolicies();
+  const draft = useDraft({ initial: EXAMPLE_POLICY, syntax: policySyntax, locate: locatePolicyError, onRefusal: noteError });
   const [dry, setDry] = useState<{ text: string; result: PolicyResult } | null>(null);
   const [applied, setApplied] = useState<PolicyResult | null>(null);
-  const [refusal, setRefusal] = useState<{ text: string; diagnostics: Diagnostic[]; error: unknown } | null>(null);
-  const [busy, setBusy] = useState(false);
+  const dryRunIsCurrent = dry?.text === draft.text;
 
-  const syntax = useMemo(() => policySyntax(text), [text]);
-  const diagnostics = syntax.length ? syntax : refusal?.text === text ? refusal.diagnostics : [];
-  const dryRunIsCurrent = dry?.text === text;
-
-  const send = async (dryRun: boolean) => {
-    setBusy(true);
-    setRefusal(null);
-    try {
+  const send = (dryRun: boolean) =>
+    draft.submit(async (text) => {
+      if (dryRun) setDry(null);
       const result = await client.postText<PolicyResult>(`/api/v1/policies${dryRun ? "?dry_run=true" : ""}`, text);
       if (dryRun) setDry({ text, result });
       else {
@@ -119,14 +109,7 @@ export function Policies() {
         setDry(null);
         void qc.invalidateQueries();
       }
-    } catch (err) {
-      noteError(err);
-      setRefusal({ text, diagnostics: err instanceof ApiError ? policyDiagnostics(text, err.problem) : [], error: err });
-      if (dryRun) setDry(null);
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
 
   return (
     <div>
@@ -157,7 +140,7 @@ export function Policies() {
                   <td>{p.created_by}</td>
                   <td>{ago(p.created_at)}</td>
                   <td>
-                    <button type="button" className="btn plain" onClick={() => setText(p.document)}>
+                    <button type="button" className="btn plain" onClick={() => draft.setText(p.document)}>
                       Edit
                     </button>
                   </td>
@@ -171,31 +154,20 @@ export function Policies() {
       </section>
       <section>
         <h2>Edit</h2>
-        <div className="toolbar">
-          <button type="button" className="btn plain" onClick={() => setText(EXAMPLE_POLICY)}>
-            Load example
-          </button>
-          <WriteButton
-            kind="plain"
-            testId="dry-run-button"
-            busy={busy}
-            onClick={() => void send(true)}
-            extraDisabledReason={syntax.length ? "fix the marked YAML errors first" : null}
-          >
+        <DraftEditor draft={draft} example={EXAMPLE_POLICY}>
+          <WriteButton kind="plain" testId="dry-run-button" busy={draft.busy} onClick={() => void send(true)} extraDisabledReason={draft.blocked}>
             Dry run
           </WriteButton>
           <WriteButton
             testId="apply-policy"
-            busy={busy}
+            busy={draft.busy}
             onClick={() => void send(false)}
-            extraDisabledReason={syntax.length ? "fix the marked YAML errors first" : !dryRunIsCurrent ? "dry-run this text first" : null}
+            extraDisabledReason={draft.blocked ?? (!dryRunIsCurrent ? "dry-run this text first" : null)}
           >
             Apply
           </WriteButton>
-          {!dryRunIsCurrent && !syntax.length ? <span className="muted">Apply needs a dry run of the text as it is.</span> : null}
-        </div>
-        <YamlEditor value={text} onChange={setText} diagnostics={diagnostics} />
-        {refusal && refusal.text === text ? <ErrorBox error={refusal.error} /> : null}
+          {!dryRunIsCurrent && !draft.blocked ? <span className="muted">Apply needs a dry run of the text as it is.</span> : null}
+        </DraftEditor>
         {dry && dryRunIsCurrent ? <DiffView result={dry.result} /> : null}
         {applied ? (
           <section data-testid="policy-applied">
@@ -206,12 +178,7 @@ export function Policies() {
           </section>
         ) : null}
       </section>
-      {features.audit ? (
-        <section>
-          <h2>Audit trail</h2>
-          <AuditTrail />
-        </section>
-      ) : null}
+      <AuditTrail />
     </div>
   );
 }

@@ -16,7 +16,13 @@ export function RolloutDetail({ id }: { id: string }) {
     <section className="rollout" data-testid="rollout-detail">
       <h2>
         Rollout <code>{r.id}</code> <Badge tone={stateTone(r.state)} testId="rollout-state">{r.state}</Badge>
+        {r.phase ? <Badge tone="idle" testId="rollout-phase">{`two-phase: ${r.phase}`}</Badge> : null}
       </h2>
+      {r.rolled_back_by ? (
+        <p>
+          Rolled back by <a href={href({ page: "rules", rollout: r.rolled_back_by })}>{r.rolled_back_by.slice(0, 8)}</a>
+        </p>
+      ) : null}
       <p>
         {r.cause} — started {ago(r.created_at)}
         {r.completed_at ? `, finished ${ago(r.completed_at)}` : `, deadline ${new Date(r.deadline).toLocaleTimeString()}`}
@@ -27,7 +33,9 @@ export function RolloutDetail({ id }: { id: string }) {
           <tr>
             <th>host</th>
             <th>generation</th>
+            <th>phase</th>
             <th>status</th>
+            <th>drained</th>
             <th>acked</th>
             <th>reason</th>
           </tr>
@@ -37,9 +45,11 @@ export function RolloutDetail({ id }: { id: string }) {
             <tr key={t.host_id} data-testid={`target-${t.host_id}`}>
               <td>{t.host_id}</td>
               <td>{t.generation}</td>
+              <td data-testid="target-phase">{t.phase ?? "install"}</td>
               <td>
                 <Badge tone={stateTone(t.status)} testId="target-status">{t.status}</Badge>
               </td>
+              <td>{ago(t.drained_at)}</td>
               <td>{ago(t.acked_at)}</td>
               <td>{t.reason ?? ""}</td>
             </tr>

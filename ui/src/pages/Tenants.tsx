@@ -1,14 +1,19 @@
-import { useQuery } from "@tanstack/react-query";
-import { POLL_MS, useRules, useTenant, useTenants } from "../api/queries";
+import { useAllocations, usePolicies, useRules, useTenant, useTenantTelemetry, useTenants } from "../api/queries";
 import { useSession } from "../api/session";
-import { ErrorBox, Loading, NotReported, bytes } from "../components/common";
+import type { TenantShare } from "../api/types";
+import { ErrorBox, Loading, NotReported, ago, bytes } from "../components/common";
 import { CurveChart } from "../components/CurveChart";
+import { SeriesChart } from "../components/SeriesChart";
 import { rulesForTenant, tenantStages } from "../model";
+import { allocationFor, iops, latest, percent, seriesRows, tenantCurve } from "../telemetry";
 import { href } from "../router";
 import { RuleTable } from "./Hosts";
 
 export function Tenants({ name }: { name?: string }) {
   const tenants = useTenants();
+  const { access } = useSession();
+  // A tenant-scoped token has one tenant to look at: open it rather than ask.
+  const shown = name ?? access.tenant ?? undefined;
   return (
     <div className="split">
       <nav className="sidelist">
@@ -17,29 +22,24 @@ export function Tenants({ name }: { name?: string }) {
         {!tenants.data ? <Loading what="tenants" /> : null}
         <ul>
           {(tenants.data ?? []).map((t) => (
-            <li key={t.name} className={t.name === name ? "current" : ""}>
+            <li key={t.name} className={t.name === shown ? "current" : ""}>
               <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
             </li>
           ))}
         </ul>
         {tenants.data && !tenants.data.length ? <p className="muted">No tenants yet.</p> : null}
       </nav>
-      <div className="main">{name ? <TenantDetail name={name} /> : <p className="muted">Pick a tenant.</p>}</div>
+      <div className="main">{shown ? <TenantDetail name={shown} /> : <p className="muted">Pick a tenant.</p>}</div>
     </div>
   );
 }
 
 /** The caches policies give this tenant (where the controller has policies). */
 function TenantCache({ name }: { name: string }) {
-  const { client, token, features } = useSession();
-  const policies = useQuery<{ name: string; compiled?: { stages?: unknown[] } }[]>({
-    queryKey: ["policies", token],
-    queryFn: () => client.get("/api/v1/policies"),
-    refetchInterval: POLL_MS,
-    enabled: features.policies,
-  });
+  const { features } = useSession();
+  const policies = usePolicies(features.policies);
   const stages = tenantStages(policies.data ?? [], name);
-  if (!features.policies || !stages.length) return <NotReported what="Cache partition and allocated size" />;
+  if (!features.policies || !stages.length) return <p className="muted">No policy in force gives this tenant a cache stage.</p>;
   return (
     <table data-testid="tenant-stages">
       <thead>
@@ -66,6 +66,61 @@ function TenantCache({ name }: { name: string }) {
   );
 }
 
+/** The allocator's view of this tenant's cache: the share in force and the one it proposes. */
+function AllocationLine({ name }: { name: string }) {
+  const allocation = allocationFor(useAllocations().data, name);
+  if (!allocation || (!allocation.current && !allocation.proposed)) return <NotReported what="Cache allocation" />;
+  const share = (s: TenantShare | null) =>
+    s ? (
+      <>
+        <strong>{bytes(s.size_bytes)}</strong> (expected hit rate {percent(s.hit_ratio)}
+        {s.idle ? ", idle" : ""})
+      </>
+    ) : (
+      "none"
+    );
+  return (
+    <p data-testid="allocation">
+      Allocated {share(allocation.current)}; proposed {share(allocation.proposed)}
+    </p>
+  );
+}
+
+function TenantTelemetryView({ name }: { name: string }) {
+  const { features } = useSession();
+  const telemetry = useTenantTelemetry(name);
+  const allocation = allocationFor(useAllocations().data, name);
+  const stages = tenantStages(usePolicies(features.policies).data ?? [], name);
+  const rows = seriesRows(telemetry.data?.series);
+  const now = latest(rows);
+  const curve = telemetry.data?.curve;
+  return (
+    <>
+      <section>
+        <h2>Miss-ratio curve</h2>
+        {telemetry.error ? <ErrorBox error={telemetry.error} /> : null}
+        <CurveChart curve={tenantCurve(telemetry.data, allocation, stages)} />
+        {curve ? (
+          <p className="muted" data-testid="curve-source">
+            {curve.policy.toUpperCase()} curve ({curve.algorithm}) over {curve.references.toLocaleString()} 4 KiB references, updated{" "}
+            {ago(telemetry.data?.updated_at)}
+          </p>
+        ) : null}
+      </section>
+      <section>
+        <h2>Hit rate and IOPS</h2>
+        {now ? (
+          <p data-testid="tenant-now">
+            Now: <strong>{iops(now.iops)}</strong> IOPS ({iops(now.read_iops)} read, {iops(now.write_iops)} write), hit rate{" "}
+            <strong>{percent(now.hit)}</strong>
+          </p>
+        ) : null}
+        <SeriesChart rows={rows} />
+      </section>
+    </>
+  );
+}
+
 function TenantDetail({ name }: { name: string }) {
   const tenant = useTenant(name);
   const rules = useRules();
@@ -76,17 +131,10 @@ function TenantDetail({ name }: { name: string }) {
     <div data-testid="tenant-detail">
       <h1>{t.name}</h1>
       {t.description ? <p>{t.description}</p> : null}
-      <section>
-        <h2>Miss-ratio curve</h2>
-        {/* The API reports no curves yet: the chart says so instead of drawing made-up data. */}
-        <CurveChart curve={null} />
-      </section>
-      <section>
-        <h2>Hit rate and IOPS</h2>
-        <NotReported what="Hit rate and IOPS over time" />
-      </section>
+      <TenantTelemetryView name={t.name} />
       <section>
         <h2>Cache</h2>
+        <AllocationLine name={t.name} />
         <TenantCache name={t.name} />
       </section>
       <section>

@@ -89,4 +89,17 @@ describe("applyText", () => {
     expect(result.diagnostics).toEqual([]);
     expect(result.error?.forbidden).toBe(true);
   });
+
+  it("marks a verifier finding at the name of the rule it names", async () => {
+    const problem = {
+      type: "https://lachesis.dev/problems/unsafe-rules",
+      title: "Rule set refused by the verifier",
+      status: 422,
+      detail: "the rule set is unsafe",
+      errors: [{ field: "rules.reads", message: "write-loss: rule 'reads' matches writes but detours only their headers" }],
+    };
+    const { client } = controller({ "PUT /api/v1/rules/reads": [422, problem] });
+    const result = await applyText(client, "# a comment first\n" + RULE.replace("reed", "write"));
+    expect(result.diagnostics).toMatchObject([{ line: 4, message: "rule/reads: rules.reads: write-loss: rule 'reads' matches writes but detours only their headers" }]);
+  });
 });

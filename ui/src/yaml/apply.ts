@@ -15,8 +15,10 @@ export function problemDiagnostics(doc: ParsedDocument, err: ApiError): Diagnost
   const prefix = `${doc.kind.toLowerCase()}/${doc.name}`;
   if (!fields.length) return [{ line: doc.lineOf("name"), message: `${prefix}: ${err.problem.detail}` }];
   return fields.map((f) => {
-    const [from, to] = doc.rangeOf(f.field);
-    return { line: doc.lineOf(f.field), message: `${prefix}: ${f.field}: ${f.message}`, from, to };
+    // A verifier finding names rules ("rules.<a>,<b>"), not a field: mark the rule's name.
+    const field = /^rules\.[^.[\]]+$/.test(f.field) && err.problem.type.endsWith("/unsafe-rules") ? "name" : f.field;
+    const [from, to] = doc.rangeOf(field);
+    return { line: doc.lineOf(field), message: `${prefix}: ${f.field}: ${f.message}`, from, to };
   });
 }
 

@@ -1,17 +1,27 @@
-"""Hosts: created by agents registering on the bus, read-only here."""
+"""Hosts: created by agents registering on the bus, read-only here; and their enrolment,
+which gives an agent its own Redis user (bus.agent_acl_rules) before it first registers."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+import hashlib
+import secrets
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 
+from .. import audit
+from ..authz import ADMIN, forbidden
+from ..bus import REDIS_DOWN, agent_url, agent_user
 from ..db import utcnow
-from ..messages import Capabilities, Heartbeat
-from ..models import Host
+from ..messages import HOST_ID_PATTERN, Capabilities, Heartbeat
+from ..models import AgentCredential, Host
 from ..presence import record_heartbeats
-from ..problems import not_found, problem_responses
+from ..problems import ProblemError, not_found, problem_responses
 from ..schemas import HostOut
-from .deps import BusDep, SessionDep
+from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
 from .pagination import PageDep
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
@@ -58,3 +68,52 @@ async def get_host(host_id: str, session: SessionDep, bus: BusDep) -> HostOut:
         if host is None:
             raise not_found("host", host_id)
         return host_out(host, beats)
+
+
+class EnrollmentOut(BaseModel):
+    host_id: str
+    redis_user: str
+    redis_url: str = Field(
+        description="The bus URL for the agent (`lachesis-agent run --redis-url`), with its "
+        "user and secret. Shown once: the controller keeps only the secret's SHA-256."
+    )
+    created_at: datetime
+
+
+HostIdPath = Annotated[str, Path(pattern=HOST_ID_PATTERN, description="Host id the agent will run as.")]
+
+
+@router.post(
+    "/{host_id}/enrollment", status_code=201, response_model=EnrollmentOut,
+    responses=problem_responses(401, 403, 422, 503),
+    summary="Enrol an agent: create (or replace) its Redis user and return its bus URL",
+)
+async def enroll_host(
+    host_id: HostIdPath, session: SessionDep, bus: BusDep, settings: SettingsDep, principal: PrincipalDep
+) -> EnrollmentOut:
+    if principal.role != ADMIN:
+        raise forbidden(principal, f"enrol host {host_id!r} (admin only: it hands out bus credentials)")
+    secret = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    # Redis first: if it refuses, nothing is recorded and the old secret (if any) stays valid.
+    try:
+        await bus.set_agent_user(host_id, digest)
+    except REDIS_DOWN as exc:
+        raise ProblemError(503, f"Redis did not take the user of {host_id}: {exc}", kind="unavailable") from None
+    now = utcnow()
+    with session.begin():
+        credential = session.get(AgentCredential, host_id)
+        before = None if credential is None else {"redis_user": credential.redis_user, "created_at": credential.created_at.isoformat()}
+        if credential is None:
+            credential = AgentCredential(host_id=host_id, redis_user=agent_user(host_id))
+            session.add(credential)
+        credential.secret_sha256, credential.created_at, credential.created_by = digest, now, principal.actor
+        audit.record(
+            session, principal, "host.enroll", kind="host", name=host_id, tenant=None,
+            before=before, after={"redis_user": credential.redis_user, "created_at": now.isoformat()},
+            rollout_id=None,
+        )
+    return EnrollmentOut(
+        host_id=host_id, redis_user=agent_user(host_id),
+        redis_url=agent_url(settings.redis_url, host_id, secret), created_at=now,
+    )

@@ -21,7 +21,7 @@ router = APIRouter(prefix="/rollouts", tags=["rollouts"])
 
 def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
     state, reason, completed_at = rollout.state, rollout.reason, rollout.completed_at
-    if state == engine.PENDING and rollout.deadline <= now:
+    if state == engine.PENDING and rollout.deadline <= now and not engine.held_and_drained(rollout):
         # The reconciler marks it within a second or so; answer as it will.
         state, reason, completed_at = engine.TIMED_OUT, engine.timeout_reason(rollout), rollout.deadline
     return RolloutOut(
@@ -29,6 +29,8 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         state=state,  # type: ignore[arg-type]
         reason=reason,
         cause=rollout.cause,
+        phase=rollout.phase,  # type: ignore[arg-type]
+        rolled_back_by=rollout.rolled_back_by,
         traceparent=rollout.traceparent,
         created_at=rollout.created_at,
         deadline=rollout.deadline,
@@ -36,6 +38,7 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         targets=[
             RolloutTargetOut(
                 host_id=t.host_id, generation=t.generation, status=t.status,  # type: ignore[arg-type]
+                phase=t.phase, drained_at=t.drained_at,  # type: ignore[arg-type]
                 acked_at=t.acked_at, reason=t.reason,
             )
             for t in rollout.targets

@@ -1,0 +1,251 @@
+//! The telemetry message (`api-schemas/bus/telemetry.schema.json`): per-tenant IO counters and
+//! miss-ratio curves, per-device write counters, added to [`STREAM`] every interval.
+//!
+//! Deserialization enforces the schema (and what it cannot say: one miss ratio per size), like
+//! the other bus messages in [`crate::bus`]; `tests/bus_contract.rs` checks both against the
+//! fixtures.
+
+use lachesis_switch::names::de_name;
+use serde::de::{Deserializer, Error as _};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::bus::{is_valid_host_id, Timestamp};
+
+/// Stream: agent → controller, [`Telemetry`]. Entries carry the JSON in [`crate::bus::keys::FIELD`].
+pub const STREAM: &str = "lachesis:telemetry";
+/// `XADD MAXLEN ~` of [`STREAM`]: telemetry is soft state, old entries only serve a slow reader.
+pub const STREAM_MAXLEN: u64 = 10_000;
+/// Longest curve the schema allows.
+pub const MAX_CURVE_POINTS: usize = 256;
+
+/// `"lachesis.telemetry/v1"`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TelemetrySchema;
+
+impl TelemetrySchema {
+    pub const VALUE: &'static str = "lachesis.telemetry/v1";
+}
+
+impl Serialize for TelemetrySchema {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(Self::VALUE)
+    }
+}
+
+impl<'de> Deserialize<'de> for TelemetrySchema {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == Self::VALUE {
+            Ok(TelemetrySchema)
+        } else {
+            Err(D::Error::custom(format!(
+                "schema must be {:?}, got {s:?}",
+                Self::VALUE
+            )))
+        }
+    }
+}
+
+/// One report of one host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    pub schema: TelemetrySchema,
+    #[serde(deserialize_with = "de_host_id")]
+    pub host_id: String,
+    pub sent_at: Timestamp,
+    #[serde(deserialize_with = "de_interval")]
+    pub interval_s: f64,
+    pub tenants: Vec<TenantTelemetry>,
+    pub devices: Vec<DeviceTelemetry>,
+}
+
+/// IO the tenant's applications issued (syscall and io_uring layers), cumulative since the
+/// tenant's slot was created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantTelemetry {
+    #[serde(deserialize_with = "de_name")]
+    pub name: String,
+    pub ops_read: u64,
+    pub ops_written: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Over the last interval; None before any IO.
+    pub latency_us_p99: Option<LatencyP99>,
+    pub curve: Option<TelemetryCurve>,
+}
+
+/// p99 latency in microseconds per direction; None without IO of that direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyP99 {
+    #[serde(deserialize_with = "de_latency")]
+    pub read: Option<f64>,
+    #[serde(deserialize_with = "de_latency")]
+    pub write: Option<f64>,
+}
+
+/// `"lru"`, the only policy the eBPF curves model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CurvePolicy {
+    Lru,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CurveAlgorithm {
+    ShardsFixedSize,
+    ShardsFixedRate,
+}
+
+/// `"bytes"`: curve sizes are cache sizes in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CurveUnit {
+    Bytes,
+}
+
+/// A miss-ratio curve: `miss_ratios[i]` at cache size `sizes[i]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, try_from = "CurveFields")]
+pub struct TelemetryCurve {
+    pub policy: CurvePolicy,
+    pub algorithm: CurveAlgorithm,
+    pub unit: CurveUnit,
+    pub sizes: Vec<u64>,
+    pub miss_ratios: Vec<f64>,
+    /// 4 KiB block references the curve covers.
+    pub references: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CurveFields {
+    policy: CurvePolicy,
+    algorithm: CurveAlgorithm,
+    unit: CurveUnit,
+    sizes: Vec<u64>,
+    miss_ratios: Vec<f64>,
+    references: u64,
+}
+
+impl TryFrom<CurveFields> for TelemetryCurve {
+    type Error = String;
+
+    fn try_from(f: CurveFields) -> Result<Self, String> {
+        TelemetryCurve::new(f.algorithm, f.sizes, f.miss_ratios, f.references).map(|mut c| {
+            c.policy = f.policy;
+            c.unit = f.unit;
+            c
+        })
+    }
+}
+
+impl TelemetryCurve {
+    /// An LRU curve in bytes; checks what the schema requires.
+    pub fn new(
+        algorithm: CurveAlgorithm,
+        sizes: Vec<u64>,
+        miss_ratios: Vec<f64>,
+        references: u64,
+    ) -> Result<Self, String> {
+        if sizes.len() != miss_ratios.len() {
+            return Err(format!(
+                "{} miss ratios for {} sizes",
+                miss_ratios.len(),
+                sizes.len()
+            ));
+        }
+        if sizes.is_empty() || sizes.len() > MAX_CURVE_POINTS {
+            return Err(format!(
+                "a curve has 1 to {MAX_CURVE_POINTS} points, not {}",
+                sizes.len()
+            ));
+        }
+        if let Some(s) = sizes.iter().find(|&&s| s == 0) {
+            return Err(format!("cache size {s} is below 1 byte"));
+        }
+        if let Some(m) = miss_ratios.iter().find(|m| !(0.0..=1.0).contains(*m)) {
+            return Err(format!("miss ratio {m} is not in [0, 1]"));
+        }
+        Ok(TelemetryCurve {
+            policy: CurvePolicy::Lru,
+            algorithm,
+            unit: CurveUnit::Bytes,
+            sizes,
+            miss_ratios,
+            references,
+        })
+    }
+}
+
+/// Write counters of one of the host's flash devices, cumulative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceTelemetry {
+    #[serde(deserialize_with = "de_name")]
+    pub name: String,
+    pub host_bytes_written: u64,
+    /// None when the device does not report media writes.
+    pub media_bytes_written: Option<u64>,
+}
+
+fn de_host_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if is_valid_host_id(&s) {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!("invalid host_id {s:?}")))
+    }
+}
+
+fn de_interval<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(D::Error::custom(format!("interval_s {v} must be above 0")))
+    }
+}
+
+fn de_latency<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let v = Option::<f64>::deserialize(d)?;
+    match v {
+        Some(x) if !(x.is_finite() && x >= 0.0) => {
+            Err(D::Error::custom(format!("latency {x} must be 0 or more")))
+        }
+        _ => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn curve_checks_what_the_schema_cannot() {
+        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedSize, vec![4096, 8192], vec![0.5], 3);
+        assert_eq!(c.unwrap_err(), "1 miss ratios for 2 sizes");
+        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedSize, vec![4096], vec![1.5], 3);
+        assert!(c.unwrap_err().contains("1.5"));
+        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedSize, vec![], vec![], 0);
+        assert!(c.is_err());
+        let text = r#"{"policy":"lru","algorithm":"shards-fixed-size","unit":"bytes",
+                       "sizes":[4096,8192],"miss_ratios":[1.0],"references":1}"#;
+        let e = serde_json::from_str::<TelemetryCurve>(text).unwrap_err();
+        assert!(e.to_string().contains("1 miss ratios for 2 sizes"), "{e}");
+    }
+
+    #[test]
+    fn curve_serializes_with_its_constants() {
+        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedRate, vec![4096], vec![0.25], 9).unwrap();
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"policy":"lru","algorithm":"shards-fixed-rate","unit":"bytes",
+                               "sizes":[4096],"miss_ratios":[0.25],"references":9})
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! Two-phase rollouts at the agent, against a real redis-server, with IO in flight through
+//! the in-process [`InFlightGate`]: the quiesce ack waits until the flow's in-flight IO has
+//! finished, new IO of the flow is held back until the install resumes it, and a drain that
+//! does not finish in time is refused.
+//!
+//! Needs `redis-server` (`$REDIS_SERVER`, `/usr/bin/redis-server`, or on `PATH`). Without it
+//! the test is skipped with a message, except under `CI=true`, where it fails.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lachesis_agent::flow_gate::InFlightGate;
+use lachesis_agent::runner::{Agent, Config};
+use lachesis_switch::{IoHeader, Op};
+use serde_json::{json, Value};
+
+const HOST: &str = "phase-host";
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn find_redis_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .chain([PathBuf::from("/usr/bin")])
+            .map(|d| d.join("redis-server"))
+            .find(|p| p.exists())
+    })
+}
+
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis(bin: &Path) -> (Redis, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(bin)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let url = format!("redis://127.0.0.1:{port}");
+    let start = Instant::now();
+    while con(&url).is_none() {
+        assert!(start.elapsed() < DEADLINE, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Redis(child), url)
+}
+
+fn con(url: &str) -> Option<redis::Connection> {
+    let mut c = redis::Client::open(url)
+        .ok()?
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    redis::cmd("PING").query::<String>(&mut c).ok()?;
+    Some(c)
+}
+
+/// Publishes as the controller does: the latest state in the desired key and every
+/// generation on the inbox, in one transaction, so an agent that is still starting up picks
+/// the message up from the key instead of missing it on the stream.
+fn publish(url: &str, msg: &Value) {
+    let mut c = con(url).unwrap();
+    let text = msg.to_string();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg(format!("lachesis:agent:{HOST}:desired"))
+        .arg(&text)
+        .ignore()
+        .cmd("XADD")
+        .arg(format!("lachesis:agent:{HOST}:inbox"))
+        .arg("*")
+        .arg("msg")
+        .arg(&text)
+        .ignore()
+        .query(&mut c)
+        .unwrap();
+}
+
+fn acks(url: &str) -> Vec<Value> {
+    let mut c = con(url).unwrap();
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("lachesis:acks")
+        .arg("-")
+        .arg("+")
+        .query(&mut c)
+        .unwrap();
+    reply
+        .ids
+        .iter()
+        .filter_map(|e| e.get::<String>("msg"))
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .collect()
+}
+
+async fn wait_ack(url: &str, generation: u64, phase: Option<&str>) -> Value {
+    let start = Instant::now();
+    loop {
+        let found = acks(url).into_iter().find(|a| {
+            a["generation"] == generation && a.get("phase").and_then(Value::as_str) == phase
+        });
+        if let Some(a) = found {
+            return a;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no ack for generation {generation} phase {phase:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn desired(generation: u64, phase: Option<&str>, detour: &str) -> Value {
+    let mut m = json!({
+        "schema": "lachesis.desired-state/v1", "host_id": HOST, "generation": generation,
+        "rollout_id": format!("rollout-{generation}"), "issued_at": "2026-11-22T01:00:00Z",
+        "traceparent": null,
+        "tenants": [{"name": "web", "classifiers": [{"kind": "uid", "value": "1001"}]}],
+        "rules": [{"name": "web-reads", "priority": 10, "match": {"tenant": "web", "ops": ["read"]},
+                   "detours": [{"what": "io", "to": {"kind": "stage", "target": detour}}]}],
+    });
+    if let Some(p) = phase {
+        m["phase"] = json!(p);
+        if p == "quiesce" {
+            m["quiesce"] = json!([{"tenant": "web", "ops": ["read"]}]);
+        }
+    }
+    m
+}
+
+fn web_read() -> IoHeader<'static> {
+    IoHeader::new(Op::Read)
+        .tenant("web")
+        .path("/srv/web/a")
+        .at(0, 4096)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
+    let Some(bin) = find_redis_server() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "redis-server missing under CI"
+        );
+        eprintln!("skipped: redis-server not found");
+        return;
+    };
+    let (_redis, url) = start_redis(&bin);
+    let gate = InFlightGate::new();
+    let mut cfg = Config::new(HOST);
+    cfg.block = Duration::from_millis(200);
+    cfg.drain_timeout = Duration::from_millis(700);
+    let agent = Agent::new(
+        cfg,
+        redis::Client::open(url.as_str()).unwrap(),
+        lachesis_agent::registration(HOST, vec![]),
+    )
+    .with_flow_control(Arc::clone(&gate) as Arc<_>);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(agent.run(async move {
+        let _ = stop_rx.await;
+    }));
+
+    publish(&url, &desired(1, None, "cache/web"));
+    wait_ack(&url, 1, None).await;
+
+    // A read of the flow is in flight when the quiesce arrives.
+    let in_flight = gate.admit(&web_read()).expect("not quiesced yet");
+    publish(&url, &desired(2, Some("quiesce"), "cache/web-2"));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(gate.is_quiesced());
+    assert!(
+        gate.admit(&web_read()).is_none(),
+        "new IO of the flow admitted while quiesced"
+    );
+    let other = IoHeader::new(Op::Read).tenant("db");
+    assert!(gate.admit(&other).is_some(), "IO of another flow held back");
+    assert!(
+        acks(&url).iter().all(|a| a["generation"] != 2),
+        "acked the quiesce before the in-flight IO finished"
+    );
+    drop(in_flight);
+    let ack = wait_ack(&url, 2, Some("quiesce")).await;
+    assert_eq!(ack["status"], "applied");
+    assert_eq!(ack["drained"], 1);
+    assert_eq!(ack["rules_installed"], 1);
+
+    // A reader that waits for the flow gets through once the install resumes it.
+    let g = Arc::clone(&gate);
+    let waiter = tokio::spawn(async move {
+        drop(g.admit_wait(&web_read()).await);
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished());
+    publish(&url, &desired(2, Some("install"), "cache/web-2"));
+    let ack = wait_ack(&url, 2, Some("install")).await;
+    assert_eq!(ack["status"], "applied");
+    tokio::time::timeout(DEADLINE, waiter)
+        .await
+        .expect("resumed")
+        .unwrap();
+    assert!(!gate.is_quiesced());
+
+    // IO that never finishes: the drain gives up and the quiesce is refused.
+    let stuck = gate.admit(&web_read()).unwrap();
+    publish(&url, &desired(3, Some("quiesce"), "cache/web-3"));
+    let ack = wait_ack(&url, 3, Some("quiesce")).await;
+    assert_eq!(ack["status"], "rejected");
+    let reason = ack["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("drain timed out") && reason.contains("1 operation"),
+        "{reason}"
+    );
+    // The controller rolls back with a newer generation; its install resumes the flow.
+    let mut back = desired(4, Some("install"), "cache/web-2");
+    back["restores"] = json!(2);
+    publish(&url, &back);
+    wait_ack(&url, 4, Some("install")).await;
+    assert!(!gate.is_quiesced());
+    drop(stuck);
+
+    let _ = stop_tx.send(());
+    tokio::time::timeout(DEADLINE, running)
+        .await
+        .expect("agent stops")
+        .unwrap();
+}

@@ -1,0 +1,141 @@
+//! Command line of lachesis-cachebench.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// The large-object log alone.
+    Loc,
+    /// The set-associative cache (CacheLib BigHash) alone.
+    SetAssoc,
+    /// Kangaroo (KLog + KSet).
+    Kangaroo,
+    /// The log used for small objects too: a log-structured cache with a full DRAM index
+    /// (Kangaroo's "LS" baseline).
+    LogOnly,
+    /// DRAM cache + set-associative small-object engine + log.
+    Hybrid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SmallEngine {
+    SetAssoc,
+    Kangaroo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Handles {
+    /// Every part of the engine writes with placement handle 0.
+    Shared,
+    /// Each part (KLog/KSet, small engine/log) gets its own handle.
+    Separate,
+}
+
+/// Replays a trace or a synthetic workload through a real flash cache engine on the simulated
+/// FDP SSD and reports miss ratio, write amplification (application and device level), device
+/// write rate, DRAM per object and throughput.
+#[derive(Debug, Parser)]
+#[command(name = "lachesis-cachebench", version)]
+pub struct Args {
+    #[arg(long, value_enum, default_value = "set-assoc")]
+    pub engine: EngineKind,
+
+    /// Replay this trace (formats of lachesis-mrc) instead of the synthetic workload. Keys come
+    /// from the trace; sizes too unless --sizes is given.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Trace format (oracle, cloudphysics, arc, msr, lines); guessed from the name if absent.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Stop after this many requests of the trace (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u64,
+
+    /// Synthetic: distinct objects.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub objects: u64,
+    /// Synthetic: requests.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub requests: u64,
+    /// Synthetic: Zipf exponent of key popularity.
+    #[arg(long, default_value_t = 0.9)]
+    pub zipf: f64,
+    /// Object sizes: meta, twitter, wide or fixed:N (default: meta for synthetic, the trace's own
+    /// sizes for a trace).
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Synthetic: share of requests that are deletes.
+    #[arg(long, default_value_t = 0.0)]
+    pub delete_ratio: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Flash the cache uses (MiB).
+    #[arg(long, default_value_t = 256)]
+    pub flash_mib: u64,
+    /// Share of the device's logical capacity the cache occupies (1.0 = 100% utilisation).
+    #[arg(long, default_value_t = 1.0)]
+    pub utilization: f64,
+    /// Device overprovisioning.
+    #[arg(long, default_value_t = 0.07)]
+    pub op: f64,
+    /// Device reclaim unit (KiB); the log's regions are one reclaim unit.
+    #[arg(long, default_value_t = 1024)]
+    pub ru_kib: u64,
+    #[arg(long, value_enum, default_value = "separate")]
+    pub handles: Handles,
+
+    /// Hybrid: DRAM cache in front (MiB).
+    #[arg(long, default_value_t = 0)]
+    pub dram_mib: u64,
+    /// Hybrid: the small-object engine.
+    #[arg(long, value_enum, default_value = "set-assoc")]
+    pub small_engine: SmallEngine,
+    /// Hybrid: share of flash for the small-object engine.
+    #[arg(long, default_value_t = 0.1)]
+    pub small_fraction: f64,
+    /// Probability that a missed object is inserted (all engines; matches write budgets).
+    #[arg(long, default_value_t = 1.0)]
+    pub admit: f64,
+    /// Share of requests (from the start) not measured.
+    #[arg(long, default_value_t = 0.25)]
+    pub warmup: f64,
+
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl Args {
+    /// Checks what clap cannot; the message names the flag.
+    pub fn check(&self) -> Result<(), String> {
+        let frac = |name: &str, v: f64, lo: f64, hi: f64| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(format!("--{name} {v}: must be between {lo} and {hi}"))
+            }
+        };
+        frac("utilization", self.utilization, 0.01, 1.0)?;
+        frac("op", self.op, 0.01, 10.0)?;
+        frac("admit", self.admit, 0.0, 1.0)?;
+        frac("warmup", self.warmup, 0.0, 0.99)?;
+        frac("delete-ratio", self.delete_ratio, 0.0, 1.0)?;
+        frac("small-fraction", self.small_fraction, 0.0, 0.9)?;
+        if self.flash_mib == 0 || self.flash_mib > 16 << 10 {
+            return Err(format!("--flash-mib {}: must be 1..=16384", self.flash_mib));
+        }
+        if self.ru_kib < 4 || !self.ru_kib.is_multiple_of(4) {
+            return Err(format!("--ru-kib {}: must be a multiple of 4", self.ru_kib));
+        }
+        if self.trace.is_none() && self.requests == 0 {
+            return Err("--requests must be > 0".into());
+        }
+        Ok(())
+    }
+}

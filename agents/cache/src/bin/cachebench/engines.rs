@@ -1,0 +1,159 @@
+//! The simulated device and the engine under test, built from the command line.
+
+use std::sync::{Arc, Mutex};
+
+use lachesis_cache::hybrid::SmallFactory;
+use lachesis_cache::{
+    DataSim, Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, SetAssoc, SetAssocConfig,
+    SharedDevice, Span,
+};
+use lachesis_device::nvme::logpage::{FdpStats, RuhType};
+use lachesis_device::sim::SimConfig;
+use lachesis_device::PlacementHandle;
+
+use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
+
+use crate::args::{Args, EngineKind, Handles, SmallEngine};
+
+pub enum RunError {
+    /// The command line asks for something impossible (exit 2).
+    Input(String),
+    Engine(lachesis_cache::Error),
+}
+
+impl From<lachesis_cache::Error> for RunError {
+    fn from(e: lachesis_cache::Error) -> Self {
+        match e {
+            lachesis_cache::Error::Config(m) => RunError::Input(m),
+            lachesis_cache::Error::Device(lachesis_device::Error::Config(m)) => RunError::Input(
+                format!("simulated device (--flash-mib, --utilization, --op, --ru-kib): {m}"),
+            ),
+            e => RunError::Engine(e),
+        }
+    }
+}
+
+/// Engine and device counters at one moment.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub stats: EngineStats,
+    pub fdp: FdpStats,
+}
+
+pub struct Bench {
+    pub engine: Box<dyn Engine>,
+    pub data: Arc<Mutex<DataSim>>,
+    /// Bytes of flash the cache uses, and the device's logical capacity.
+    pub flash_bytes: u64,
+    pub device_bytes: u64,
+}
+
+impl Bench {
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            stats: self.engine.stats(),
+            fdp: self
+                .data
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .fdp_statistics(),
+        }
+    }
+
+    pub fn zero_snapshot(&self) -> Snapshot {
+        Snapshot {
+            stats: EngineStats::default(),
+            fdp: FdpStats::default(),
+        }
+    }
+}
+
+/// Builds the device (sized so the cache occupies `--utilization` of its logical space) and
+/// the engine on it.
+pub fn build(args: &Args) -> Result<Bench, RunError> {
+    let ru = args.ru_kib * 1024;
+    let flash = (args.flash_mib << 20) / ru * ru;
+    if flash < 2 * ru {
+        return Err(RunError::Input(format!(
+            "--flash-mib {} holds fewer than two {} KiB reclaim units",
+            args.flash_mib, args.ru_kib
+        )));
+    }
+    let logical = ((flash as f64 / args.utilization).ceil() as u64).div_ceil(ru) * ru;
+    let rus = ((logical as f64 * (1.0 + args.op)) / ru as f64).ceil() as u32 + 1;
+    let config = SimConfig {
+        page_size: 4096,
+        pages_per_erase_block: (ru / 4096) as u32,
+        erase_blocks_per_ru: 1,
+        rus_per_group: rus,
+        reclaim_groups: 1,
+        overprovisioning: args.op,
+        handles: vec![RuhType::InitiallyIsolated; 2],
+        gc_reserve_rus: 2,
+        ..SimConfig::default()
+    };
+    let data = Arc::new(Mutex::new(DataSim::new(config).map_err(RunError::from)?));
+    let device_bytes = {
+        use lachesis_device::BlockDevice;
+        data.lock().unwrap().geometry().capacity_bytes
+    };
+    let dev: SharedDevice = data.clone();
+    let span = Span {
+        device: dev,
+        offset: 0,
+        len: flash,
+    };
+    let second = match args.handles {
+        Handles::Shared => PlacementHandle(0),
+        Handles::Separate => PlacementHandle(1),
+    };
+    let engine: Box<dyn Engine> = match args.engine {
+        EngineKind::Loc | EngineKind::LogOnly => {
+            Box::new(Loc::new(LocConfig::new(span, PlacementHandle(0)))?)
+        }
+        EngineKind::SetAssoc => Box::new(SetAssoc::new(SetAssocConfig::new(
+            span,
+            PlacementHandle(0),
+        ))?),
+        EngineKind::Kangaroo => kangaroo(span, second)?,
+        EngineKind::Hybrid => {
+            let small = small_factory(args.small_engine, second);
+            Box::new(Hybrid::new(HybridConfig {
+                span: span.clone(),
+                flash_bytes: flash,
+                dram_bytes: (args.dram_mib << 20) as usize,
+                small_fraction: args.small_fraction,
+                small_threshold: 2048,
+                shards: 16,
+                loc: LocConfig::new(span, PlacementHandle(0)),
+                small,
+            })?)
+        }
+    };
+    Ok(Bench {
+        engine,
+        data,
+        flash_bytes: flash,
+        device_bytes,
+    })
+}
+
+/// Kangaroo with Table 3's defaults: KLog on handle 0, KSet on `kset`.
+fn kangaroo(span: Span, kset: PlacementHandle) -> lachesis_cache::Result<Box<dyn Engine>> {
+    let config = KangarooConfig::new(span, PlacementHandle(0), kset).fit_partitions();
+    Ok(Box::new(Kangaroo::new(config)?))
+}
+
+/// The hybrid's small-object engine.
+fn small_factory(kind: SmallEngine, handle: PlacementHandle) -> SmallFactory {
+    Box::new(move |span: Span| match kind {
+        SmallEngine::SetAssoc => {
+            Ok(Box::new(SetAssoc::new(SetAssocConfig::new(span, handle))?) as Box<dyn Engine>)
+        }
+        // KLog and KSet share the small engine's handle: the log part has handle 0.
+        SmallEngine::Kangaroo => {
+            let config = KangarooConfig::new(span, handle, handle).fit_partitions();
+            Ok(Box::new(Kangaroo::new(config)?) as Box<dyn Engine>)
+        }
+    })
+}

@@ -1,0 +1,272 @@
+//! lachesis-cachebench: a trace or synthetic workload through a real cache engine on the
+//! simulated FDP SSD. See `args.rs` for the flags, `report.rs` for what is measured.
+
+mod args;
+mod engines;
+mod report;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use lachesis_cache::workload::{value_for, SizeDist, Zipf};
+use lachesis_mrc::trace::{self, Format, Progress};
+use lachesis_mrc::Op;
+
+use args::Args;
+use report::Report;
+
+/// One request of the replay.
+enum Req {
+    /// Look-aside read: get, and set on a miss.
+    Get(u64, u32),
+    Set(u64, u32),
+    Delete(u64),
+}
+
+enum Source {
+    Synthetic {
+        zipf: Zipf,
+        sizes: SizeDist,
+        delete_ratio: f64,
+    },
+    Trace {
+        requests: Vec<trace::Request>,
+        sizes: Option<SizeDist>,
+    },
+}
+
+impl Source {
+    fn request(&mut self, i: usize) -> Req {
+        match self {
+            Source::Synthetic {
+                zipf,
+                sizes,
+                delete_ratio,
+            } => {
+                let key = zipf.next_key();
+                if *delete_ratio > 0.0 && zipf.uniform() < *delete_ratio {
+                    Req::Delete(key)
+                } else {
+                    Req::Get(key, sizes.size_of(key))
+                }
+            }
+            Source::Trace { requests, sizes } => {
+                let r = requests[i];
+                let size = sizes.map_or(r.size.max(8), |d| d.size_of(r.key));
+                match r.op {
+                    Op::Write => Req::Set(r.key, size),
+                    Op::Read | Op::Other => Req::Get(r.key, size),
+                }
+            }
+        }
+    }
+}
+
+fn fail_input(msg: String) -> ExitCode {
+    eprintln!("lachesis-cachebench: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(msg) = args.check() {
+        return fail_input(msg);
+    }
+    let sizes = match args.sizes.as_deref().map(SizeDist::parse).transpose() {
+        Ok(s) => s,
+        Err(e) => return fail_input(format!("--sizes: {e}")),
+    };
+    let progress = if args.quiet || !std::io::stderr().is_terminal() {
+        Progress::Hidden
+    } else {
+        Progress::Auto
+    };
+    let (mut source, total, workload) = match &args.trace {
+        Some(path) => {
+            let format = match args.format.as_deref() {
+                Some(f) => match Format::parse(f) {
+                    Some(f) => f,
+                    None => {
+                        return fail_input(format!(
+                            "--format {f}: unknown; expected one of {}",
+                            Format::NAMES
+                        ))
+                    }
+                },
+                None => match Format::detect(path) {
+                    Ok(f) => f,
+                    Err(e) => return fail_input(e.to_string()),
+                },
+            };
+            let mut requests = match trace::read_all(path, format, progress) {
+                Ok(r) => r,
+                Err(e) => return fail_input(e.to_string()),
+            };
+            if args.limit > 0 {
+                requests.truncate(args.limit as usize);
+            }
+            if requests.is_empty() {
+                return fail_input(format!("{}: the trace has no requests", path.display()));
+            }
+            let n = requests.len() as u64;
+            let name = format!(
+                "trace {} ({})",
+                path.display(),
+                args.sizes.as_deref().unwrap_or("trace sizes")
+            );
+            (Source::Trace { requests, sizes }, n, name)
+        }
+        None => {
+            let zipf = match Zipf::new(args.objects, args.zipf, args.seed) {
+                Ok(z) => z,
+                Err(e) => return fail_input(format!("--objects/--zipf: {e}")),
+            };
+            let sizes = sizes.unwrap_or(SizeDist::META);
+            let name = format!(
+                "synthetic: {} objects, zipf {}, sizes {}",
+                args.objects,
+                args.zipf,
+                args.sizes.as_deref().unwrap_or("meta")
+            );
+            (
+                Source::Synthetic {
+                    zipf,
+                    sizes,
+                    delete_ratio: args.delete_ratio,
+                },
+                args.requests,
+                name,
+            )
+        }
+    };
+    match run(&args, &mut source, total, workload) {
+        Ok(report) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).expect("serialisable")
+                );
+            } else {
+                print!("{report}");
+            }
+            if report.wrong_values > 0 {
+                eprintln!(
+                    "lachesis-cachebench: {} hits returned another key's data",
+                    report.wrong_values
+                );
+                return ExitCode::FAILURE;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(engines::RunError::Input(msg)) => fail_input(msg),
+        Err(engines::RunError::Engine(e)) => {
+            eprintln!("lachesis-cachebench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Counters the driver keeps itself, so every engine is measured the same way.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    gets: u64,
+    misses: u64,
+    sets: u64,
+    deletes: u64,
+    wrong: u64,
+    get_time: Duration,
+    set_time: Duration,
+}
+
+fn run(
+    args: &Args,
+    source: &mut Source,
+    total: u64,
+    workload: String,
+) -> Result<Report, engines::RunError> {
+    let mut bench = engines::build(args)?;
+    let bar = if args.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:40}] {human_pos}/{human_len} ({per_sec}, eta {eta})",
+            )
+            .expect("valid template"),
+        );
+        b.set_message(format!("{:?}", args.engine));
+        b
+    };
+    let warmup = (total as f64 * args.warmup) as u64;
+    let mut c = Counts::default();
+    let mut at_warmup = None;
+    let mut admit_rng = Zipf::new(1, 0.0, args.seed ^ 0xad).expect("valid");
+    let start = Instant::now();
+    let mut measured_start = start;
+    for i in 0..total {
+        if i == warmup {
+            at_warmup = Some((c, bench.snapshot()));
+            measured_start = Instant::now();
+        }
+        match source.request(i as usize) {
+            Req::Get(key, size) => {
+                c.gets += 1;
+                let kb = key.to_le_bytes();
+                let t = Instant::now();
+                let got = bench.engine.get(&kb)?;
+                c.get_time += t.elapsed();
+                match got {
+                    Some(v) => {
+                        if v.len() < 8 || v[..8] != kb {
+                            c.wrong += 1;
+                        }
+                    }
+                    None => {
+                        c.misses += 1;
+                        if args.admit >= 1.0 || admit_rng.uniform() < args.admit {
+                            let v = value_for(key, size);
+                            let t = Instant::now();
+                            bench.engine.set(&kb, &v)?;
+                            c.set_time += t.elapsed();
+                            c.sets += 1;
+                        }
+                    }
+                }
+            }
+            Req::Set(key, size) => {
+                let v = value_for(key, size);
+                let t = Instant::now();
+                bench.engine.set(&key.to_le_bytes(), &v)?;
+                c.set_time += t.elapsed();
+                c.sets += 1;
+            }
+            Req::Delete(key) => {
+                bench.engine.delete(&key.to_le_bytes())?;
+                c.deletes += 1;
+            }
+        }
+        if i % 4096 == 0 {
+            bar.set_position(i);
+        }
+    }
+    bar.finish_and_clear();
+    let wall = measured_start.elapsed();
+    let (c0, s0) = at_warmup.unwrap_or((Counts::default(), bench.zero_snapshot()));
+    let s1 = bench.snapshot();
+    Ok(report::build(
+        args,
+        workload,
+        total,
+        total - warmup.min(total),
+        &c,
+        &c0,
+        &s0,
+        &s1,
+        wall,
+        &bench,
+    ))
+}

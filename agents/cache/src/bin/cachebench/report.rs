@@ -1,0 +1,159 @@
+//! What cachebench measures, over the requests after the warm-up.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::args::Args;
+use crate::engines::{Bench, Snapshot};
+use crate::Counts;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub engine: String,
+    pub workload: String,
+    pub handles: String,
+    pub flash_bytes: u64,
+    /// Share of the device's logical space the cache occupies.
+    pub utilization: f64,
+    pub overprovisioning: f64,
+    pub requests: u64,
+    pub measured_requests: u64,
+    pub gets: u64,
+    pub misses: u64,
+    pub miss_ratio: f64,
+    pub sets: u64,
+    pub deletes: u64,
+    /// Engine flash bytes / application bytes set.
+    pub alwa: f64,
+    /// Device media bytes / host bytes (relocation by garbage collection).
+    pub dlwa: f64,
+    /// Host bytes the engine wrote to the device per request.
+    pub device_bytes_per_request: f64,
+    /// Host bytes written per second of wall time.
+    pub device_write_mb_s: f64,
+    /// Media bytes written per request (what the flash endures).
+    pub media_bytes_per_request: f64,
+    pub dram_bytes: usize,
+    pub objects: u64,
+    pub dram_bits_per_object: f64,
+    pub ops_per_s: f64,
+    /// Gets (sets) per second of time spent inside get (set): one core each.
+    pub gets_per_s: f64,
+    pub sets_per_s: f64,
+    pub wall_s: f64,
+    pub corrupt_reads: u64,
+    /// Hits whose value did not start with the key (must be 0).
+    pub wrong_values: u64,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn build(
+    args: &Args,
+    workload: String,
+    requests: u64,
+    measured: u64,
+    c: &Counts,
+    c0: &Counts,
+    s0: &Snapshot,
+    s1: &Snapshot,
+    wall: Duration,
+    bench: &Bench,
+) -> Report {
+    let gets = c.gets - c0.gets;
+    let misses = c.misses - c0.misses;
+    let app = (s1.stats.app_bytes_written - s0.stats.app_bytes_written) as f64;
+    let flash = (s1.stats.flash_bytes_written - s0.stats.flash_bytes_written) as f64;
+    let host = (s1.fdp.host_bytes_written - s0.fdp.host_bytes_written) as f64;
+    let media = (s1.fdp.media_bytes_written - s0.fdp.media_bytes_written) as f64;
+    let dram = bench.engine.dram_bytes();
+    let objects = s1.stats.objects;
+    let get_t = (c.get_time - c0.get_time).as_secs_f64();
+    let set_t = (c.set_time - c0.set_time).as_secs_f64();
+    Report {
+        engine: format!("{:?}", args.engine).to_lowercase(),
+        workload,
+        handles: format!("{:?}", args.handles).to_lowercase(),
+        flash_bytes: bench.flash_bytes,
+        utilization: bench.flash_bytes as f64 / bench.device_bytes as f64,
+        overprovisioning: args.op,
+        requests,
+        measured_requests: measured,
+        gets,
+        misses,
+        miss_ratio: ratio(misses as f64, gets as f64),
+        sets: c.sets - c0.sets,
+        deletes: c.deletes - c0.deletes,
+        alwa: ratio(flash, app),
+        dlwa: ratio(media, host),
+        device_bytes_per_request: ratio(host, measured as f64),
+        device_write_mb_s: ratio(host / 1e6, wall.as_secs_f64()),
+        media_bytes_per_request: ratio(media, measured as f64),
+        dram_bytes: dram,
+        objects,
+        dram_bits_per_object: ratio(dram as f64 * 8.0, objects as f64),
+        ops_per_s: ratio(measured as f64, wall.as_secs_f64()),
+        gets_per_s: ratio(gets as f64, get_t),
+        sets_per_s: ratio((c.sets - c0.sets) as f64, set_t),
+        wall_s: wall.as_secs_f64(),
+        corrupt_reads: s1.stats.corrupt_reads,
+        wrong_values: c.wrong,
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "engine          {} ({} handles)",
+            self.engine, self.handles
+        )?;
+        writeln!(f, "workload        {}", self.workload)?;
+        writeln!(
+            f,
+            "flash           {:.1} MiB, {:.0}% of the device, {:.0}% OP",
+            self.flash_bytes as f64 / 1048576.0,
+            self.utilization * 100.0,
+            self.overprovisioning * 100.0
+        )?;
+        writeln!(
+            f,
+            "requests        {} ({} measured)",
+            self.requests, self.measured_requests
+        )?;
+        writeln!(f, "miss ratio      {:.4}", self.miss_ratio)?;
+        writeln!(f, "ALWA            {:.3}", self.alwa)?;
+        writeln!(f, "DLWA            {:.3}", self.dlwa)?;
+        writeln!(
+            f,
+            "device writes   {:.0} B/request, {:.1} MB/s",
+            self.device_bytes_per_request, self.device_write_mb_s
+        )?;
+        writeln!(
+            f,
+            "DRAM            {:.2} MiB, {} objects, {:.1} bits/object",
+            self.dram_bytes as f64 / 1048576.0,
+            self.objects,
+            self.dram_bits_per_object
+        )?;
+        writeln!(
+            f,
+            "throughput      {:.0} ops/s; {:.0} gets/s, {:.0} sets/s per core",
+            self.ops_per_s, self.gets_per_s, self.sets_per_s
+        )?;
+        writeln!(
+            f,
+            "integrity       {} corrupt reads, {} wrong values",
+            self.corrupt_reads, self.wrong_values
+        )
+    }
+}

@@ -1,0 +1,259 @@
+//! KLog's compact partitioned index (§5.2, Table 2).
+//!
+//! Each partition's index is split into tables; each table is a hash table with separate
+//! chaining whose buckets correspond one-to-one to KSet sets, so ENUMERATE-SET is one bucket
+//! walk. Entries live in a per-table slab and are 48 bits, packed in three `u16`:
+//!
+//! | field | bits | why that many |
+//! |---|---|---|
+//! | page offset in the partition's log | 19 | `log2(partition log / 4 KiB)` |
+//! | tag (key hash bits beyond the set) | 9 | the bucket already fixes the set |
+//! | next entry in the chain | 16 | a slot in the table's slab, not a pointer |
+//! | RRIP prediction | 3 | RRIParoo's 3-bit predictions |
+//! | valid | 1 | free slots are chained through `next` |
+//!
+//! Bucket heads are 16-bit slab slots too.
+
+/// Largest partition log, in pages, an entry can address.
+pub const MAX_PAGES: u32 = 1 << 19;
+/// Slots per table (`u16::MAX` is the null slot).
+pub const MAX_SLOTS: usize = u16::MAX as usize;
+pub const TAG_BITS: u32 = 9;
+pub const NIL: u16 = u16::MAX;
+
+/// The decoded fields of an index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Page within the partition's log.
+    pub page: u32,
+    pub tag: u16,
+    pub rrip: u8,
+}
+
+fn pack(e: Entry, next: u16, valid: bool) -> [u16; 3] {
+    let v: u64 = u64::from(e.page)
+        | u64::from(e.tag) << 19
+        | u64::from(next) << 28
+        | u64::from(e.rrip & 7) << 44
+        | u64::from(valid) << 47;
+    [v as u16, (v >> 16) as u16, (v >> 32) as u16]
+}
+
+fn unpack(s: [u16; 3]) -> (Entry, u16, bool) {
+    let v = u64::from(s[0]) | u64::from(s[1]) << 16 | u64::from(s[2]) << 32;
+    (
+        Entry {
+            page: (v & (MAX_PAGES as u64 - 1)) as u32,
+            tag: (v >> 19 & 0x1ff) as u16,
+            rrip: (v >> 44 & 7) as u8,
+        },
+        (v >> 28) as u16,
+        v >> 47 & 1 == 1,
+    )
+}
+
+struct Table {
+    heads: Vec<u16>,
+    slots: Vec<[u16; 3]>,
+    free: u16,
+}
+
+/// All partitions' tables.
+pub struct Index {
+    tables: Vec<Table>,
+    tables_per_part: u32,
+    live: u64,
+}
+
+/// A slab slot, valid within one bucket's table.
+pub type SlotId = u16;
+
+impl Index {
+    /// `buckets_per_part` buckets in each of `parts` partitions, spread over `tables_per_part`
+    /// tables whose slabs are preallocated for `slots_per_table` entries.
+    pub fn new(
+        parts: u32,
+        buckets_per_part: u32,
+        tables_per_part: u32,
+        slots_per_table: usize,
+    ) -> Index {
+        let heads = buckets_per_part.div_ceil(tables_per_part) as usize;
+        let tables = (0..parts * tables_per_part)
+            .map(|_| Table {
+                heads: vec![NIL; heads],
+                slots: Vec::with_capacity(slots_per_table.min(MAX_SLOTS)),
+                free: NIL,
+            })
+            .collect();
+        Index {
+            tables,
+            tables_per_part,
+            live: 0,
+        }
+    }
+
+    #[inline]
+    fn locate(&self, part: u32, bucket: u32) -> (usize, usize) {
+        let t = self.tables_per_part;
+        ((part * t + bucket % t) as usize, (bucket / t) as usize)
+    }
+
+    /// Adds an entry at the head of its bucket; `false` when the table's slab is full.
+    pub fn insert(&mut self, part: u32, bucket: u32, e: Entry) -> bool {
+        let (t, b) = self.locate(part, bucket);
+        let table = &mut self.tables[t];
+        let slot = if table.free != NIL {
+            let s = table.free;
+            table.free = unpack(table.slots[s as usize]).1;
+            s
+        } else if table.slots.len() < MAX_SLOTS {
+            table.slots.push([0; 3]);
+            (table.slots.len() - 1) as u16
+        } else {
+            return false;
+        };
+        table.slots[slot as usize] = pack(e, table.heads[b], true);
+        table.heads[b] = slot;
+        self.live += 1;
+        true
+    }
+
+    /// The bucket's entries, newest first (ENUMERATE-SET).
+    pub fn bucket(&self, part: u32, bucket: u32) -> Vec<(SlotId, Entry)> {
+        self.iter(part, bucket).collect()
+    }
+
+    /// The bucket's entries without collecting them (the lookup path).
+    pub fn iter(&self, part: u32, bucket: u32) -> impl Iterator<Item = (SlotId, Entry)> + '_ {
+        let (t, b) = self.locate(part, bucket);
+        let table = &self.tables[t];
+        let mut s = table.heads[b];
+        std::iter::from_fn(move || {
+            (s != NIL).then(|| {
+                let (e, next, valid) = unpack(table.slots[s as usize]);
+                debug_assert!(valid);
+                let here = s;
+                s = next;
+                (here, e)
+            })
+        })
+    }
+
+    /// Unlinks a slot from its bucket and frees it.
+    pub fn remove(&mut self, part: u32, bucket: u32, slot: SlotId) {
+        let (t, b) = self.locate(part, bucket);
+        let table = &mut self.tables[t];
+        let (e, next, _) = unpack(table.slots[slot as usize]);
+        if table.heads[b] == slot {
+            table.heads[b] = next;
+        } else {
+            let mut s = table.heads[b];
+            loop {
+                assert!(s != NIL, "slot {slot} not in bucket {bucket}");
+                let (pe, pnext, pvalid) = unpack(table.slots[s as usize]);
+                if pnext == slot {
+                    table.slots[s as usize] = pack(pe, next, pvalid);
+                    break;
+                }
+                s = pnext;
+            }
+        }
+        table.slots[slot as usize] = pack(e, table.free, false);
+        table.free = slot;
+        self.live -= 1;
+    }
+
+    pub fn set_rrip(&mut self, part: u32, bucket: u32, slot: SlotId, rrip: u8) {
+        let (t, _) = self.locate(part, bucket);
+        let s = &mut self.tables[t].slots[slot as usize];
+        let (mut e, next, valid) = unpack(*s);
+        e.rrip = rrip;
+        *s = pack(e, next, valid);
+    }
+
+    /// Entries currently indexed.
+    pub fn len(&self) -> u64 {
+        self.live
+    }
+
+    /// DRAM of entries (slabs) and of bucket heads.
+    pub fn dram_bytes(&self) -> (usize, usize) {
+        let slots = self.tables.iter().map(|t| t.slots.capacity() * 6).sum();
+        let heads = self.tables.iter().map(|t| t.heads.capacity() * 2).sum();
+        (slots, heads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_pack_into_48_bits() {
+        let e = Entry {
+            page: MAX_PAGES - 1,
+            tag: 0x1ff,
+            rrip: 5,
+        };
+        assert_eq!(unpack(pack(e, 1234, true)), (e, 1234, true));
+        let e = Entry {
+            page: 0,
+            tag: 0,
+            rrip: 0,
+        };
+        assert_eq!(unpack(pack(e, NIL, false)), (e, NIL, false));
+    }
+
+    #[test]
+    fn buckets_chain_and_free_slots_are_reused() {
+        let mut ix = Index::new(2, 10, 3, 4);
+        for i in 0..5u32 {
+            assert!(ix.insert(
+                1,
+                7,
+                Entry {
+                    page: i,
+                    tag: i as u16,
+                    rrip: 6
+                }
+            ));
+        }
+        assert!(ix.insert(
+            1,
+            4,
+            Entry {
+                page: 9,
+                tag: 9,
+                rrip: 6
+            }
+        ));
+        let b = ix.bucket(1, 7);
+        assert_eq!(
+            b.iter().map(|(_, e)| e.page).collect::<Vec<_>>(),
+            vec![4, 3, 2, 1, 0]
+        );
+        // Bucket 4 shares partition 1's table 1 (4 % 3 == 7 % 3) with bucket 7 but not its chain.
+        assert_eq!(ix.bucket(1, 4).len(), 1);
+        assert!(ix.bucket(0, 7).is_empty());
+        ix.remove(1, 7, b[2].0);
+        ix.remove(1, 7, b[0].0);
+        ix.set_rrip(1, 7, b[4].0, 2);
+        let after: Vec<_> = ix
+            .bucket(1, 7)
+            .iter()
+            .map(|(_, e)| (e.page, e.rrip))
+            .collect();
+        assert_eq!(after, vec![(3, 6), (1, 6), (0, 2)]);
+        assert_eq!(ix.len(), 4);
+        assert!(ix.insert(
+            1,
+            7,
+            Entry {
+                page: 11,
+                tag: 0,
+                rrip: 6
+            }
+        ));
+        assert_eq!(ix.tables[4].slots.len(), 6, "freed slot reused");
+    }
+}

@@ -1,0 +1,408 @@
+//! Large-object cache (LOC): a log of regions, CacheLib's BlockCache design.
+//!
+//! Objects are appended to an open region buffered in DRAM; a full region is written in one IO
+//! with the engine's placement handle. A region is the device's reclaim unit when it has one, so
+//! the log fills and empties whole reclaim units. When no region is free, one is evicted (the
+//! oldest sealed one, or the least recently read one), its hot objects are reinserted, and the
+//! region is deallocated at once: the device then never relocates dead log data, which is what
+//! keeps DLWA at 1 next to other streams.
+
+use std::collections::{HashMap, VecDeque};
+
+use lachesis_device::PlacementHandle;
+
+use crate::dev::Span;
+use crate::engine::{Engine, EngineStats};
+use crate::object::{self, key_hash};
+use crate::{Error, Result};
+
+/// Which sealed region to evict when the log needs a free one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionEviction {
+    /// The region sealed longest ago.
+    Fifo,
+    /// The region whose objects were read least recently.
+    Lru,
+}
+
+/// Configuration of a [`Loc`].
+#[derive(Clone)]
+pub struct LocConfig {
+    pub span: Span,
+    pub handle: PlacementHandle,
+    /// Region size in bytes; 0 picks the device's reclaim unit (16 MiB without one).
+    pub region_bytes: u64,
+    pub eviction: RegionEviction,
+    /// Objects read at least this many times since they were written are rewritten when their
+    /// region is evicted (0 = never reinsert).
+    pub reinsert_hits: u8,
+    /// Deallocate a region when it is evicted. Off only to measure what trimming saves.
+    pub trim: bool,
+    /// Regions in use at start (0 = every whole region of the span); `resize` changes it.
+    pub regions: u32,
+}
+
+impl LocConfig {
+    pub fn new(span: Span, handle: PlacementHandle) -> LocConfig {
+        LocConfig {
+            span,
+            handle,
+            region_bytes: 0,
+            eviction: RegionEviction::Fifo,
+            reinsert_hits: 2,
+            trim: true,
+            regions: 0,
+        }
+    }
+}
+
+/// Where an object is: DRAM index entry.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    region: u32,
+    offset: u32,
+    len: u32,
+    hits: u8,
+}
+
+/// The large-object cache.
+pub struct Loc {
+    span: Span,
+    handle: PlacementHandle,
+    region_bytes: u64,
+    block: u64,
+    eviction: RegionEviction,
+    reinsert_hits: u8,
+    trim: bool,
+    /// Key hash → slot. Keys themselves are on flash and compared on every read.
+    index: HashMap<u64, Slot>,
+    /// Regions `0..active` are in use; the span may hold more (room to grow).
+    active: u32,
+    max_regions: u32,
+    free: VecDeque<u32>,
+    /// Sealed regions in the order they were sealed.
+    sealed: VecDeque<u32>,
+    /// Last read of any object in each region (LRU eviction).
+    last_access: Vec<u64>,
+    open: u32,
+    buf: Vec<u8>,
+    tick: u64,
+    stats: EngineStats,
+}
+
+/// Without a reclaim unit to follow, regions of 16 MiB as in CacheLib's BlockCache.
+const DEFAULT_REGION: u64 = 16 << 20;
+
+impl Loc {
+    pub fn new(config: LocConfig) -> Result<Loc> {
+        let geo = config.span.check("large-object cache")?;
+        let block = u64::from(geo.block_size);
+        let region_bytes = match config.region_bytes {
+            0 if geo.reclaim_unit_bytes > 0 => geo.reclaim_unit_bytes,
+            0 => DEFAULT_REGION,
+            r => r,
+        };
+        if !region_bytes.is_multiple_of(block) || region_bytes > u64::from(u32::MAX) {
+            return Err(Error::Config(format!(
+                "large-object cache: region of {region_bytes} bytes must be a multiple of the \
+                 {block}-byte block and below 4 GiB"
+            )));
+        }
+        if geo.reclaim_unit_bytes > 0
+            && (!region_bytes.is_multiple_of(geo.reclaim_unit_bytes)
+                || !config.span.offset.is_multiple_of(geo.reclaim_unit_bytes))
+        {
+            return Err(Error::Config(format!(
+                "large-object cache: regions of {region_bytes} bytes at offset {} are not aligned \
+                 to the device's {}-byte reclaim unit",
+                config.span.offset, geo.reclaim_unit_bytes
+            )));
+        }
+        geo.check_handle(config.handle)?;
+        let max_regions = u32::try_from(config.span.len / region_bytes)
+            .map_err(|_| Error::Config("large-object cache: too many regions".into()))?;
+        let active = if config.regions == 0 {
+            max_regions
+        } else {
+            config.regions
+        };
+        if active < 2 || active > max_regions {
+            return Err(Error::Config(format!(
+                "large-object cache: {active} regions of {region_bytes} bytes; the span holds \
+                 {max_regions} and the log needs at least 2"
+            )));
+        }
+        let mut loc = Loc {
+            span: config.span,
+            handle: config.handle,
+            region_bytes,
+            block,
+            eviction: config.eviction,
+            reinsert_hits: config.reinsert_hits,
+            trim: config.trim,
+            index: HashMap::new(),
+            active,
+            max_regions,
+            free: (1..active).collect(),
+            sealed: VecDeque::new(),
+            last_access: vec![0; max_regions as usize],
+            open: 0,
+            buf: Vec::with_capacity(region_bytes as usize),
+            tick: 0,
+            stats: EngineStats::default(),
+        };
+        loc.open = 0;
+        Ok(loc)
+    }
+
+    /// Region size in bytes.
+    pub fn region_bytes(&self) -> u64 {
+        self.region_bytes
+    }
+
+    /// Regions in use.
+    pub fn regions(&self) -> u32 {
+        self.active
+    }
+
+    /// Largest object (key + value) the log stores.
+    pub fn max_object(&self) -> usize {
+        self.region_bytes as usize - object::HEADER
+    }
+
+    fn region_offset(&self, region: u32) -> u64 {
+        u64::from(region) * self.region_bytes
+    }
+
+    /// Reads the encoded object at `slot` into a fresh buffer.
+    fn read_slot(&self, slot: Slot) -> Result<Vec<u8>> {
+        if slot.region == self.open {
+            let (o, l) = (slot.offset as usize, slot.len as usize);
+            return Ok(self.buf[o..o + l].to_vec());
+        }
+        let start = self.region_offset(slot.region) + u64::from(slot.offset);
+        let first = start / self.block * self.block;
+        let end = (start + u64::from(slot.len)).div_ceil(self.block) * self.block;
+        let mut tmp = vec![0; (end - first) as usize];
+        self.span.read(first, &mut tmp)?;
+        let skip = (start - first) as usize;
+        tmp.drain(..skip);
+        tmp.truncate(slot.len as usize);
+        Ok(tmp)
+    }
+
+    fn remove(&mut self, h: u64) -> bool {
+        let gone = self.index.remove(&h).is_some();
+        if gone {
+            self.stats.objects -= 1;
+        }
+        gone
+    }
+
+    /// Appends an encoded object to the open region, sealing it first when it is full.
+    fn append(&mut self, h: u64, key: &[u8], value: &[u8]) -> Result<()> {
+        let len = object::encoded_len(key, value);
+        if self.buf.len() + len > self.region_bytes as usize {
+            self.seal()?;
+            self.open_region()?;
+        }
+        let offset = self.buf.len() as u32;
+        object::encode(key, value, &mut self.buf);
+        self.index.insert(
+            h,
+            Slot {
+                region: self.open,
+                offset,
+                len: len as u32,
+                hits: 0,
+            },
+        );
+        self.stats.objects += 1;
+        Ok(())
+    }
+
+    /// Writes the open region's buffer to flash, padded to whole blocks.
+    fn seal(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            // Nothing to write: the region stays open.
+            return Ok(());
+        }
+        let padded = (self.buf.len() as u64).div_ceil(self.block) * self.block;
+        self.buf.resize(padded as usize, 0);
+        self.span
+            .write(self.region_offset(self.open), &self.buf, self.handle)?;
+        self.stats.flash_bytes_written += padded;
+        self.sealed.push_back(self.open);
+        self.last_access[self.open as usize] = self.tick;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Makes a region the open one: a free one, or an evicted one with its hot objects
+    /// reinserted.
+    fn open_region(&mut self) -> Result<()> {
+        if let Some(r) = self.free.pop_front() {
+            self.open = r;
+            return Ok(());
+        }
+        let victim = match self.eviction {
+            RegionEviction::Fifo => self.sealed.pop_front(),
+            RegionEviction::Lru => {
+                let pos = (0..self.sealed.len())
+                    .min_by_key(|&i| self.last_access[self.sealed[i] as usize]);
+                pos.and_then(|i| self.sealed.remove(i))
+            }
+        }
+        .ok_or_else(|| Error::Config("large-object cache has no region to evict".into()))?;
+        let keep = self.evict(victim, true)?;
+        self.open = victim;
+        self.buf.clear();
+        for (key, value) in keep {
+            let h = key_hash(&key);
+            self.append(h, &key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Drops every object of `region` from the index and deallocates it. With `reinsert`,
+    /// returns the hot objects (at most half a region) to write again.
+    fn evict(&mut self, region: u32, reinsert: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let threshold = self.reinsert_hits;
+        let mut hot = Vec::new();
+        let before = self.index.len();
+        self.index.retain(|&h, s| {
+            if s.region != region {
+                return true;
+            }
+            if reinsert && threshold > 0 && s.hits >= threshold {
+                hot.push((h, *s));
+            }
+            false
+        });
+        let removed = (before - self.index.len()) as u64;
+        self.stats.objects -= removed;
+        let mut keep = Vec::new();
+        if !hot.is_empty() {
+            let mut data = vec![0; self.region_bytes as usize];
+            self.span.read(self.region_offset(region), &mut data)?;
+            let budget = self.region_bytes as usize / 2;
+            let mut used = 0;
+            hot.sort_by_key(|(_, s)| std::cmp::Reverse(s.hits));
+            for (h, s) in hot {
+                let at = s.offset as usize;
+                match object::decode(&data[at..(at + s.len as usize).min(data.len())]) {
+                    Ok(d) if key_hash(d.key) == h && used + d.len <= budget => {
+                        used += d.len;
+                        keep.push((d.key.to_vec(), d.value.to_vec()));
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.stats.corrupt_reads += 1,
+                }
+            }
+        }
+        self.stats.evictions += removed - keep.len() as u64;
+        if self.trim {
+            self.span
+                .trim(self.region_offset(region), self.region_bytes)?;
+        }
+        Ok(keep)
+    }
+
+    /// Changes the number of regions in use to `bytes / region_bytes`. Shrinking evicts the
+    /// regions past the new end (no reinsertion) and deallocates them.
+    pub fn resize(&mut self, bytes: u64) -> Result<()> {
+        let n = u32::try_from(bytes / self.region_bytes).unwrap_or(u32::MAX);
+        if n < 2 || n > self.max_regions {
+            return Err(Error::Config(format!(
+                "large-object cache: {bytes} bytes is {n} regions of {}; between 2 and {} fit",
+                self.region_bytes, self.max_regions
+            )));
+        }
+        if n > self.active {
+            self.free.extend(self.active..n);
+        } else if n < self.active {
+            self.free.retain(|&r| r < n);
+            let dropped: Vec<u32> = self.sealed.iter().copied().filter(|&r| r >= n).collect();
+            self.sealed.retain(|&r| r < n);
+            for r in dropped {
+                self.evict(r, false)?;
+            }
+            if self.open >= n {
+                let open = self.open;
+                self.buf.clear();
+                self.evict(open, false)?;
+                self.active = n;
+                self.open_region()?;
+            }
+        }
+        self.active = n;
+        Ok(())
+    }
+}
+
+impl Engine for Loc {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.stats.gets += 1;
+        let h = key_hash(key);
+        let Some(slot) = self.index.get(&h).copied() else {
+            return Ok(None);
+        };
+        let bytes = self.read_slot(slot)?;
+        match object::decode(&bytes) {
+            Ok(d) if d.key == key => {
+                let value = d.value.to_vec();
+                self.tick += 1;
+                self.last_access[slot.region as usize] = self.tick;
+                if let Some(s) = self.index.get_mut(&h) {
+                    s.hits = s.hits.saturating_add(1);
+                }
+                self.stats.hits += 1;
+                Ok(Some(value))
+            }
+            // Another key with the same 64-bit hash: a miss, never its value.
+            Ok(_) => Ok(None),
+            Err(_) => {
+                self.stats.corrupt_reads += 1;
+                self.remove(h);
+                Ok(None)
+            }
+        }
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.stats.sets += 1;
+        let h = key_hash(key);
+        self.remove(h);
+        if key.len() > object::MAX_KEY
+            || value.len() > u32::MAX as usize
+            || object::encoded_len(key, value) > self.region_bytes as usize
+        {
+            self.stats.rejected_sets += 1;
+            return Ok(false);
+        }
+        self.stats.app_bytes_written += (key.len() + value.len()) as u64;
+        self.append(h, key, value)?;
+        Ok(true)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        self.stats.deletes += 1;
+        // A colliding key's entry goes too: it would only have been found by reading flash,
+        // and dropping it costs one miss, never a wrong value.
+        Ok(self.remove(key_hash(key)))
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.stats.clone()
+    }
+
+    fn dram_bytes(&self) -> usize {
+        // The index as hashbrown lays it out: one (key, value) pair and one control byte per
+        // bucket; plus the open region's buffer and the per-region bookkeeping.
+        let entry = std::mem::size_of::<(u64, Slot)>() + 1;
+        self.index.capacity() * entry
+            + self.buf.capacity()
+            + self.last_access.capacity() * 8
+            + (self.free.capacity() + self.sealed.capacity()) * 4
+    }
+}

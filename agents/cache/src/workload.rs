@@ -1,0 +1,159 @@
+//! Synthetic key-value workloads for cachebench and the benchmarks: Zipf-popular keys whose
+//! object sizes follow the small-object distributions of the Kangaroo and CacheLib papers'
+//! Meta and Twitter traces (averages of a few hundred bytes, almost all under 2 KiB).
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::{Error, Result};
+
+/// How big an object is. Sizes are a function of the key, so every set of a key stores the
+/// same size, as in the traces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizeDist {
+    /// Every value this many bytes.
+    Fixed(u32),
+    /// Log-normal with this median and shape, clamped to `[16, 64 KiB]`.
+    LogNormal { median: f64, sigma: f64 },
+}
+
+impl SizeDist {
+    /// Meta (Facebook) small objects: mean about 300 B, 99.5% under 2 KiB.
+    pub const META: SizeDist = SizeDist::LogNormal {
+        median: 200.0,
+        sigma: 0.9,
+    };
+    /// Twitter (cluster traces): mean about 280 B, 99.4% under 2 KiB.
+    pub const TWITTER: SizeDist = SizeDist::LogNormal {
+        median: 170.0,
+        sigma: 1.0,
+    };
+
+    /// A wide mix for hybrid caches: median 1 KiB, about two thirds of objects under 2 KiB
+    /// but most bytes in larger ones (both engines of a hybrid get writes).
+    pub const WIDE: SizeDist = SizeDist::LogNormal {
+        median: 1000.0,
+        sigma: 1.5,
+    };
+
+    /// `meta`, `twitter`, `wide` or `fixed:N`.
+    pub fn parse(s: &str) -> Result<SizeDist> {
+        match s {
+            "meta" => Ok(SizeDist::META),
+            "twitter" => Ok(SizeDist::TWITTER),
+            "wide" => Ok(SizeDist::WIDE),
+            _ => match s.strip_prefix("fixed:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n >= 8 => Ok(SizeDist::Fixed(n)),
+                _ => Err(Error::Config(format!(
+                    "size distribution {s:?}: expected meta, twitter, wide or fixed:N with N >= 8"
+                ))),
+            },
+        }
+    }
+
+    /// The value size of `key`.
+    pub fn size_of(&self, key: u64) -> u32 {
+        match *self {
+            SizeDist::Fixed(n) => n,
+            SizeDist::LogNormal { median, sigma } => {
+                let h = splitmix(key ^ 0x5143_a1e5);
+                // Box-Muller from two 26-bit uniforms taken from one hash.
+                let u1 = ((h >> 38) as f64 + 0.5) / (1u64 << 26) as f64;
+                let u2 = (((h >> 12) & ((1 << 26) - 1)) as f64 + 0.5) / (1u64 << 26) as f64;
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                (median * (sigma * z).exp()).clamp(16.0, 65536.0) as u32
+            }
+        }
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Zipf-distributed keys over `n` objects: rank r has probability ∝ 1 / r^alpha. Ranks are
+/// scrambled into key ids so that popularity is not correlated with the id.
+pub struct Zipf {
+    cdf: Vec<f64>,
+    rng: SmallRng,
+}
+
+impl Zipf {
+    pub fn new(n: u64, alpha: f64, seed: u64) -> Result<Zipf> {
+        if n == 0 || n > 1 << 28 || !(alpha.is_finite() && alpha >= 0.0) {
+            return Err(Error::Config(format!(
+                "zipf over {n} objects with alpha {alpha}: need 1..=2^28 objects and alpha >= 0"
+            )));
+        }
+        let mut cdf = Vec::with_capacity(n as usize);
+        let mut sum = 0.0;
+        for r in 1..=n {
+            sum += (r as f64).powf(-alpha);
+            cdf.push(sum);
+        }
+        for c in &mut cdf {
+            *c /= sum;
+        }
+        Ok(Zipf {
+            cdf,
+            rng: SmallRng::seed_from_u64(seed),
+        })
+    }
+
+    /// The next key id.
+    pub fn next_key(&mut self) -> u64 {
+        let u: f64 = self.rng.random();
+        let rank = self.cdf.partition_point(|&c| c < u) as u64;
+        splitmix(rank)
+    }
+
+    /// A uniform draw in [0, 1) from the same generator (operation mix, admission).
+    pub fn uniform(&mut self) -> f64 {
+        self.rng.random()
+    }
+}
+
+/// The value cachebench stores for `key`: the key's bytes first, so a hit can be checked.
+pub fn value_for(key: u64, size: u32) -> Vec<u8> {
+    let mut v = vec![0u8; size.max(8) as usize];
+    v[..8].copy_from_slice(&key.to_le_bytes());
+    for (i, b) in v[8..].iter_mut().enumerate() {
+        *b = (key as u8).wrapping_add(i as u8);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_distributions_match_the_papers() {
+        for (dist, lo, hi) in [
+            (SizeDist::META, 270.0, 400.0),
+            (SizeDist::TWITTER, 250.0, 400.0),
+        ] {
+            let n = 200_000u64;
+            let sizes: Vec<u32> = (0..n).map(|k| dist.size_of(splitmix(k))).collect();
+            let mean = sizes.iter().map(|&s| f64::from(s)).sum::<f64>() / n as f64;
+            let small = sizes.iter().filter(|&&s| s < 2048).count() as f64 / n as f64;
+            assert!((lo..hi).contains(&mean), "{dist:?}: mean {mean}");
+            assert!(small > 0.95, "{dist:?}: {small} under 2 KiB");
+        }
+        assert_eq!(SizeDist::parse("fixed:200").unwrap(), SizeDist::Fixed(200));
+        assert!(SizeDist::parse("fixed:x").is_err());
+    }
+
+    #[test]
+    fn zipf_is_skewed() {
+        let mut z = Zipf::new(1000, 1.0, 7).unwrap();
+        let top = splitmix(0);
+        let hits = (0..100_000).filter(|_| z.next_key() == top).count();
+        // P(rank 1) = 1 / H(1000) ≈ 0.134.
+        assert!((12_000..15_000).contains(&hits), "{hits}");
+        assert!(Zipf::new(0, 1.0, 1).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! lachesis-cachebench end to end: a small synthetic run and a real trace through real engines
+//! on the simulated SSD, and bad input answered with exit code 2 and a message.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn cachebench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lachesis-cachebench"))
+        .args(args)
+        .output()
+        .expect("run lachesis-cachebench")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = cachebench(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+const SMALL: &[&str] = &[
+    "--json",
+    "-q",
+    "--objects",
+    "40000",
+    "--requests",
+    "120000",
+    "--flash-mib",
+    "16",
+    "--ru-kib",
+    "128",
+];
+
+#[test]
+fn synthetic_runs_report_sane_figures() {
+    let engines: &[&[&str]] = &[
+        &["--engine", "set-assoc"],
+        &["--engine", "loc"],
+        &["--engine", "log-only"],
+        &["--engine", "hybrid"],
+        &["--engine", "hybrid", "--small-engine", "kangaroo"],
+        &["--engine", "kangaroo"],
+    ];
+    for flags in engines {
+        let engine = flags.join(" ");
+        let mut args = SMALL.to_vec();
+        args.extend(*flags);
+        args.extend(["--small-fraction", "0.5", "--dram-mib", "1"]);
+        let r = json(&args);
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{engine}: no {k}"));
+        assert_eq!(r["wrong_values"], 0, "{engine}");
+        let mr = f("miss_ratio");
+        assert!(mr > 0.0 && mr < 1.0, "{engine}: miss ratio {mr}");
+        assert!(f("gets") > 50_000.0, "{engine}");
+        assert!(
+            f("dlwa") >= 1.0 && f("dlwa") < 20.0,
+            "{engine}: DLWA {}",
+            f("dlwa")
+        );
+        assert!(f("alwa") >= 0.9, "{engine}: ALWA {}", f("alwa"));
+        assert!(f("dram_bits_per_object") > 0.0, "{engine}");
+        assert!(
+            f("ops_per_s") > 0.0 && f("device_bytes_per_request") > 0.0,
+            "{engine}"
+        );
+    }
+    // A set-associative cache rewrites a 4 KiB bucket per insert; the log packs objects.
+    let sa = json(&[SMALL, &["--engine", "set-assoc"]].concat());
+    let log = json(&[SMALL, &["--engine", "log-only"]].concat());
+    assert!(sa["alwa"].as_f64().unwrap() > 5.0 * log["alwa"].as_f64().unwrap());
+}
+
+#[test]
+fn replays_a_real_trace() {
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+    if !trace.exists() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "{} is missing (CI must have shared/ beside the repository)",
+            trace.display()
+        );
+        eprintln!("skipped: {} is missing", trace.display());
+        return;
+    }
+    let t = trace.to_str().unwrap();
+    let r = json(&[
+        "--json",
+        "-q",
+        "--trace",
+        t,
+        "--sizes",
+        "meta",
+        "--engine",
+        "set-assoc",
+        "--flash-mib",
+        "8",
+        "--ru-kib",
+        "64",
+    ]);
+    assert_eq!(r["requests"], 113_872);
+    assert_eq!(r["wrong_values"], 0);
+    let mr = r["miss_ratio"].as_f64().unwrap();
+    assert!(mr > 0.05 && mr < 1.0, "miss ratio {mr}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--utilization", "1.5"], "--utilization"),
+        (&["--sizes", "huge"], "--sizes"),
+        (
+            &["--trace", "/nonexistent/trace.bin"],
+            "/nonexistent/trace.bin",
+        ),
+        (&["--trace", "x.csv", "--format", "nope"], "--format nope"),
+        (&["--flash-mib", "4", "--ru-kib", "1024"], "--flash-mib"),
+        (&["--engine", "nope"], "nope"),
+    ];
+    for (args, needle) in cases {
+        let out = cachebench(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

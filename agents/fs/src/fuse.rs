@@ -1,0 +1,746 @@
+//! The FUSE front end: a namespace whose files live under a backing directory. Each open is
+//! classified to a tenant; files no rule can touch are opened with kernel passthrough, the
+//! others with direct IO so that every read and write reaches the [`Switch`].
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, DirEntryExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
+};
+
+use crate::classify::Classifier;
+use crate::switch::{FileCtx, Switch};
+
+const TTL: Duration = Duration::from_secs(1);
+
+enum Handle {
+    Switched(FileCtx),
+    /// The kernel does the IO on `file`; the id must live as long as the handle.
+    Passthrough {
+        file: File,
+        _id: Arc<BackingId>,
+    },
+}
+
+pub struct SwitchFs {
+    root: PathBuf,
+    root_ino: u64,
+    switch: Arc<Switch>,
+    classifier: Classifier,
+    passthrough: bool,
+    /// A name at the root of the backing directory that the namespace does not show (the
+    /// state directory, when it lives there).
+    hidden: Option<String>,
+    inodes: RwLock<HashMap<u64, String>>,
+    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    backing_ids: Mutex<HashMap<u64, Weak<BackingId>>>,
+    /// Whether the kernel accepted passthrough at init.
+    passthrough_on: std::sync::atomic::AtomicBool,
+}
+
+fn errno(e: io::Error) -> Errno {
+    Errno::from(e)
+}
+
+impl SwitchFs {
+    pub fn new(
+        root: &Path,
+        switch: Arc<Switch>,
+        classifier: Classifier,
+        passthrough: bool,
+        hidden: Option<String>,
+    ) -> io::Result<Self> {
+        let root_ino = std::fs::metadata(root)?.ino();
+        let mut inodes = HashMap::new();
+        inodes.insert(1, "/".to_string());
+        Ok(SwitchFs {
+            root: root.to_path_buf(),
+            root_ino,
+            switch,
+            classifier,
+            passthrough,
+            hidden,
+            inodes: RwLock::new(inodes),
+            handles: RwLock::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            backing_ids: Mutex::new(HashMap::new()),
+            passthrough_on: Default::default(),
+        })
+    }
+
+    fn ino(&self, st_ino: u64) -> u64 {
+        if st_ino == self.root_ino {
+            1
+        } else {
+            st_ino
+        }
+    }
+
+    fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
+        self.inodes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ino.0)
+            .cloned()
+            .ok_or(Errno::ENOENT)
+    }
+
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
+        let p = self.path_of(parent)?;
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        if p == "/" && self.hidden.as_deref() == Some(name) {
+            return Err(Errno::ENOENT);
+        }
+        Ok(if p == "/" {
+            format!("/{name}")
+        } else {
+            format!("{p}/{name}")
+        })
+    }
+
+    fn real(&self, ns: &str) -> PathBuf {
+        crate::route::under(&self.root, ns)
+    }
+
+    fn attr(&self, m: &std::fs::Metadata) -> FileAttr {
+        let t = |s: i64, ns: i64| {
+            if s >= 0 {
+                UNIX_EPOCH + Duration::new(s as u64, ns as u32)
+            } else {
+                UNIX_EPOCH
+            }
+        };
+        let kind = FileType::from_std(m.file_type()).unwrap_or(FileType::RegularFile);
+        FileAttr {
+            ino: INodeNo(self.ino(m.ino())),
+            size: m.size(),
+            blocks: m.blocks(),
+            atime: t(m.atime(), m.atime_nsec()),
+            mtime: t(m.mtime(), m.mtime_nsec()),
+            ctime: t(m.ctime(), m.ctime_nsec()),
+            crtime: UNIX_EPOCH,
+            kind,
+            perm: (m.mode() & 0o7777) as u16,
+            nlink: m.nlink() as u32,
+            uid: m.uid(),
+            gid: m.gid(),
+            rdev: m.rdev() as u32,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// Stats `ns`, remembers its inode and returns its attributes.
+    fn entry(&self, ns: &str) -> Result<FileAttr, Errno> {
+        let m = std::fs::symlink_metadata(self.real(ns)).map_err(errno)?;
+        let a = self.attr(&m);
+        self.inodes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(a.ino.0, ns.to_string());
+        Ok(a)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
+        self.handles
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&fh.0)
+            .cloned()
+            .ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, h: Handle) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, Arc::new(h));
+        FileHandle(fh)
+    }
+
+    /// Opens the backing file read-write when possible: stages may write back through any
+    /// handle. The kernel has already checked the caller's permissions (default_permissions).
+    fn open_backing(path: &Path, flags: i32) -> io::Result<File> {
+        let custom = flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_NOATIME);
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(custom)
+            .open(path)
+            .or_else(|_| {
+                let mut o = OpenOptions::new();
+                match flags & libc::O_ACCMODE {
+                    libc::O_WRONLY => o.write(true),
+                    libc::O_RDWR => o.read(true).write(true),
+                    _ => o.read(true),
+                };
+                o.custom_flags(custom).open(path)
+            })
+    }
+
+    /// Decides passthrough or switched for an open file and registers its handle.
+    fn make_handle(
+        &self,
+        req: &Request,
+        ns: String,
+        file: File,
+        backing_for: impl FnOnce(&File) -> io::Result<BackingId>,
+    ) -> io::Result<(FileHandle, Option<Arc<BackingId>>)> {
+        let st_ino = file.metadata()?.ino();
+        if self.passthrough_on.load(Ordering::Relaxed) && self.switch.can_passthrough(&ns) {
+            let mut ids = self.backing_ids.lock().unwrap_or_else(|e| e.into_inner());
+            let id = match ids.get(&st_ino).and_then(Weak::upgrade) {
+                Some(id) => id,
+                None => {
+                    let id = Arc::new(backing_for(&file)?);
+                    ids.insert(st_ino, Arc::downgrade(&id));
+                    id
+                }
+            };
+            drop(ids);
+            let fh = self.add_handle(Handle::Passthrough {
+                file,
+                _id: id.clone(),
+            });
+            return Ok((fh, Some(id)));
+        }
+        let tenant = self.classifier.classify(req.pid(), req.uid());
+        let fh = self.add_handle(Handle::Switched(FileCtx {
+            tenant,
+            path: ns,
+            id: st_ino,
+            backing: Arc::new(file),
+        }));
+        Ok((fh, None))
+    }
+}
+
+fn cstr(p: &Path) -> Result<CString, Errno> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
+}
+
+fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(t)) => {
+            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
+        }
+    }
+}
+
+impl Filesystem for SwitchFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if self.passthrough && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH) {
+            let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(2).is_ok();
+            self.passthrough_on.store(ok, Ordering::Relaxed);
+        }
+        for f in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+        ] {
+            if config.capabilities().contains(f) {
+                let _ = config.add_capabilities(f);
+            }
+        }
+        let _ = config.set_max_write(1 << 20);
+        tracing::info!(
+            passthrough = self.passthrough_on.load(Ordering::Relaxed),
+            "lachesis-fs mounted"
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.child(parent, name).and_then(|p| self.entry(&p)) {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let from_fh = fh.and_then(|fh| self.handle(fh).ok()).map(|h| match &*h {
+            Handle::Switched(c) => c.backing.metadata(),
+            Handle::Passthrough { file, .. } => file.metadata(),
+        });
+        let m = match from_fh {
+            Some(m) => m,
+            None => match self.path_of(ino) {
+                Ok(p) => std::fs::symlink_metadata(self.real(&p)),
+                Err(e) => return reply.error(e),
+            },
+        };
+        match m {
+            Ok(m) => reply.attr(&TTL, &self.attr(&m)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = (|| -> Result<FileAttr, Errno> {
+            let ns = self.path_of(ino)?;
+            let real = self.real(&ns);
+            if let Some(size) = size {
+                let f = OpenOptions::new().write(true).open(&real).map_err(errno)?;
+                f.set_len(size).map_err(errno)?;
+                let id = f.metadata().map_err(errno)?.ino();
+                self.switch.truncated(&ns, id, size).map_err(errno)?;
+            }
+            if let Some(mode) = mode {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode & 0o7777))
+                    .map_err(errno)?;
+            }
+            if uid.is_some() || gid.is_some() {
+                std::os::unix::fs::lchown(&real, uid, gid).map_err(errno)?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                let c = cstr(&real)?;
+                let ts = [timespec(atime), timespec(mtime)];
+                // SAFETY: c is a valid C string and ts two timespecs, as utimensat requires.
+                let rc = unsafe {
+                    libc::utimensat(
+                        libc::AT_FDCWD,
+                        c.as_ptr(),
+                        ts.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if rc != 0 {
+                    return Err(errno(io::Error::last_os_error()));
+                }
+            }
+            self.entry(&ns)
+        })();
+        match r {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self
+            .path_of(ino)
+            .and_then(|p| std::fs::read_link(self.real(&p)).map_err(errno))
+        {
+            Ok(t) => reply.data(t.as_os_str().as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            let ns = self.child(parent, name)?;
+            let real = self.real(&ns);
+            std::fs::DirBuilder::new()
+                .mode(mode & !umask & 0o7777)
+                .create(&real)
+                .map_err(errno)?;
+            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            self.entry(&ns)
+        })();
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            let ns = self.child(parent, link_name)?;
+            let real = self.real(&ns);
+            std::os::unix::fs::symlink(target, &real).map_err(errno)?;
+            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            self.entry(&ns)
+        })();
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let ns = self.child(parent, name)?;
+            let real = self.real(&ns);
+            let id = std::fs::symlink_metadata(&real).map_err(errno)?.ino();
+            std::fs::remove_file(&real).map_err(errno)?;
+            self.switch.unlinked(&ns, id).map_err(errno)
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self
+            .child(parent, name)
+            .and_then(|ns| std::fs::remove_dir(self.real(&ns)).map_err(errno))
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let r = (|| {
+            let from = self.child(parent, name)?;
+            let to = self.child(newparent, newname)?;
+            std::fs::rename(self.real(&from), self.real(&to)).map_err(errno)?;
+            let mut inodes = self.inodes.write().unwrap_or_else(|e| e.into_inner());
+            for p in inodes.values_mut() {
+                if lachesis_switch::path_prefix_matches(&from, p) {
+                    *p = format!("{to}{}", &p[from.len()..]);
+                }
+            }
+            drop(inodes);
+            self.switch.renamed(&from, &to).map_err(errno)
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = (|| {
+            let ns = self.path_of(ino)?;
+            let file = Self::open_backing(&self.real(&ns), flags.0).map_err(errno)?;
+            self.make_handle(req, ns, file, |f| reply.open_backing(f))
+                .map_err(errno)
+        })();
+        match r {
+            Ok((fh, Some(id))) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+            Ok((fh, None)) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = (|| {
+            let ns = self.child(parent, name)?;
+            let real = self.real(&ns);
+            let mut o = OpenOptions::new();
+            o.read(true).write(true).mode(mode & !umask & 0o7777);
+            if flags & libc::O_EXCL != 0 {
+                o.create_new(true);
+            } else {
+                o.create(true);
+            }
+            if flags & libc::O_TRUNC != 0 {
+                o.truncate(true);
+            }
+            let file = o.open(&real).map_err(errno)?;
+            std::os::unix::fs::fchown(&file, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            let attr = self.entry(&ns)?;
+            let (fh, id) = self
+                .make_handle(req, ns, file, |f| reply.open_backing(f))
+                .map_err(errno)?;
+            Ok((attr, fh, id))
+        })();
+        match r {
+            Ok((a, fh, Some(id))) => {
+                reply.created_passthrough(&TTL, &a, Generation(0), fh, FopenFlags::empty(), &id)
+            }
+            Ok((a, fh, None)) => {
+                reply.created(&TTL, &a, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = (|| {
+            let h = self.handle(fh)?;
+            let mut buf = vec![0u8; size as usize];
+            let n = match &*h {
+                Handle::Switched(ctx) => self.switch.read(ctx, &mut buf, offset),
+                Handle::Passthrough { file, .. } => file.read_at(&mut buf, offset),
+            }
+            .map_err(|e| {
+                tracing::warn!(fh = fh.0, offset, size, "read failed: {e}");
+                errno(e)
+            })?;
+            buf.truncate(n);
+            Ok(buf)
+        })();
+        match r {
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = (|| {
+            let h = self.handle(fh)?;
+            match &*h {
+                Handle::Switched(ctx) => self.switch.write(ctx, data, offset),
+                Handle::Passthrough { file, .. } => file.write_all_at(data, offset),
+            }
+            .map_err(|e| {
+                tracing::warn!(fh = fh.0, offset, len = data.len(), "write failed: {e}");
+                errno(e)
+            })
+        })();
+        match r {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let h = self
+            .handles
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fh.0);
+        let r = match h.as_deref() {
+            Some(Handle::Switched(ctx)) => self.switch.closed(ctx),
+            _ => Ok(()),
+        };
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.handle(fh).and_then(|h| {
+            match &*h {
+                Handle::Switched(ctx) => self.switch.sync(ctx),
+                Handle::Passthrough { file, .. } => file.sync_data(),
+            }
+            .map_err(errno)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = (|| {
+            let ns = self.path_of(ino)?;
+            let mut entries = vec![
+                (ino.0, FileType::Directory, std::ffi::OsString::from(".")),
+                (1, FileType::Directory, std::ffi::OsString::from("..")),
+            ];
+            for e in std::fs::read_dir(self.real(&ns)).map_err(errno)? {
+                let e = e.map_err(errno)?;
+                if ns == "/" && self.hidden.as_deref().is_some_and(|h| e.file_name() == *h) {
+                    continue;
+                }
+                let kind = e
+                    .file_type()
+                    .ok()
+                    .and_then(FileType::from_std)
+                    .unwrap_or(FileType::RegularFile);
+                entries.push((self.ino(e.ino()), kind, e.file_name()));
+            }
+            Ok(entries)
+        })();
+        match r {
+            Ok(entries) => {
+                for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize)
+                {
+                    if reply.add(INodeNo(ino), (i + 1) as u64, kind, &name) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let r = (|| {
+            let c = cstr(&self.root)?;
+            // SAFETY: statvfs fills the zeroed struct for a valid C path.
+            let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+            if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+                return Err(errno(io::Error::last_os_error()));
+            }
+            Ok(s)
+        })();
+        match r {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // default_permissions: the kernel checked already.
+        reply.ok();
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.handle(fh).and_then(|h| {
+            let fd = match &*h {
+                Handle::Switched(ctx) => std::os::fd::AsRawFd::as_raw_fd(&*ctx.backing),
+                Handle::Passthrough { file, .. } => std::os::fd::AsRawFd::as_raw_fd(file),
+            };
+            // SAFETY: fd stays open while `h` is held.
+            if unsafe { libc::fallocate(fd, mode, offset as i64, length as i64) } != 0 {
+                return Err(errno(io::Error::last_os_error()));
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `lachesis-fs mount`: runs the FUSE sSwitch on its own until SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clap::{Parser, Subcommand};
+use lachesis_fs::classify::{Classifier, TenantSpec};
+use lachesis_fs::fuse::SwitchFs;
+use lachesis_fs::{config, Switch, SwitchOptions};
+
+#[derive(Parser)]
+#[command(name = "lachesis-fs", about = "FUSE sSwitch of the Lachesis data path")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Mount a namespace over a backing directory, routing its IO by the rules file.
+    Mount {
+        /// Directory holding the namespace's files.
+        #[arg(long)]
+        backing: PathBuf,
+        #[arg(long)]
+        mountpoint: PathBuf,
+        /// JSON array of rules in the bus `rule` shape; re-read when it changes.
+        #[arg(long)]
+        rules: PathBuf,
+        /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
+        #[arg(long = "tenant")]
+        tenants: Vec<TenantSpec>,
+        /// Where delegate journals of stage-only routes live [default: BACKING/.lachesis-fs,
+        /// hidden from the namespace].
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Written every 250 ms with stage counters (hit ratios) and flow states.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Never use kernel passthrough (every IO through user space).
+        #[arg(long)]
+        no_passthrough: bool,
+        /// FUSE worker threads.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("lachesis-fs: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let Cmd::Mount {
+        backing,
+        mountpoint,
+        rules,
+        tenants,
+        state_dir,
+        stats,
+        no_passthrough,
+        threads,
+    } = Cli::parse().cmd;
+    if !backing.is_dir() {
+        return usage_error(format!("--backing {}: not a directory", backing.display()));
+    }
+    if !mountpoint.is_dir() {
+        return usage_error(format!(
+            "--mountpoint {}: not a directory",
+            mountpoint.display()
+        ));
+    }
+    if threads == 0 {
+        return usage_error("--threads must be at least 1");
+    }
+    let rule_list = match config::load_rules(&rules) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
+    let (state_dir, hidden) = match state_dir {
+        Some(d) => (d, None),
+        None => (
+            backing.join(".lachesis-fs"),
+            Some(".lachesis-fs".to_string()),
+        ),
+    };
+    let switch = match Switch::new(SwitchOptions {
+        state_dir,
+        rules: rule_list,
+    }) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return usage_error(e),
+    };
+    let fs = match SwitchFs::new(
+        &backing,
+        switch.clone(),
+        Classifier::new(tenants),
+        !no_passthrough,
+        hidden,
+    ) {
+        Ok(f) => f,
+        Err(e) => return usage_error(format!("--backing {}: {e}", backing.display())),
+    };
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = vec![
+        fuser::MountOption::FSName("lachesis".into()),
+        fuser::MountOption::Subtype("lachesis".into()),
+        fuser::MountOption::DefaultPermissions,
+    ];
+    cfg.acl = fuser::SessionACL::All;
+    cfg.n_threads = Some(threads);
+    cfg.clone_fd = true;
+    let session = match fuser::spawn_mount(fs, &mountpoint, &cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lachesis-fs: mounting {}: {e}", mountpoint.display());
+            return ExitCode::from(1);
+        }
+    };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let mut seen: Option<SystemTime> = mtime(&rules);
+    while !STOP.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = mtime(&rules);
+        if now != seen {
+            seen = now;
+            match config::load_rules(&rules).and_then(|r| switch.replace_rules(r)) {
+                Ok(()) => tracing::info!("rules reloaded from {}", rules.display()),
+                Err(e) => tracing::error!("keeping the old rules: {e}"),
+            }
+        }
+        if let Some(p) = &stats {
+            let tmp = p.with_extension("tmp");
+            let body = serde_json::to_vec_pretty(&switch.stats()).unwrap_or_default();
+            if std::fs::write(&tmp, body)
+                .and_then(|_| std::fs::rename(&tmp, p))
+                .is_err()
+            {
+                tracing::warn!("cannot write stats to {}", p.display());
+            }
+        }
+    }
+    match session.umount_and_join() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lachesis-fs: unmounting {}: {e}", mountpoint.display());
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! A DRAM LRU engine behind the cache crate's `Engine` trait, so the cache stage runs before
+//! (and without) a flash device; a flash engine from `lachesis-cache` plugs in the same way.
+
+use lachesis_cache::{Engine, EngineStats};
+use lru::LruCache;
+
+pub struct MemEngine {
+    lru: LruCache<Vec<u8>, Vec<u8>>,
+    capacity: usize,
+    used: usize,
+    stats: EngineStats,
+}
+
+impl MemEngine {
+    /// An engine holding at most `capacity` bytes of keys and values.
+    pub fn new(capacity: usize) -> Self {
+        MemEngine {
+            lru: LruCache::unbounded(),
+            capacity,
+            used: 0,
+            stats: EngineStats::default(),
+        }
+    }
+}
+
+impl Engine for MemEngine {
+    fn get(&mut self, key: &[u8]) -> lachesis_cache::Result<Option<Vec<u8>>> {
+        self.stats.gets += 1;
+        let v = self.lru.get(key).cloned();
+        if v.is_some() {
+            self.stats.hits += 1;
+        }
+        Ok(v)
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8]) -> lachesis_cache::Result<bool> {
+        self.stats.sets += 1;
+        self.delete_quiet(key);
+        let size = key.len() + value.len();
+        if size > self.capacity {
+            self.stats.rejected_sets += 1;
+            return Ok(false);
+        }
+        while self.used + size > self.capacity {
+            match self.lru.pop_lru() {
+                Some((k, v)) => {
+                    self.used -= k.len() + v.len();
+                    self.stats.evictions += 1;
+                }
+                None => break,
+            }
+        }
+        self.lru.put(key.to_vec(), value.to_vec());
+        self.used += size;
+        self.stats.app_bytes_written += size as u64;
+        Ok(true)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> lachesis_cache::Result<bool> {
+        self.stats.deletes += 1;
+        Ok(self.delete_quiet(key))
+    }
+
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            objects: self.lru.len() as u64,
+            ..self.stats.clone()
+        }
+    }
+
+    fn dram_bytes(&self) -> usize {
+        // Keys and values plus the LRU's per-entry node (two pointers and two Vec headers).
+        self.used + self.lru.len() * (2 * 8 + 2 * 24)
+    }
+}
+
+impl MemEngine {
+    fn delete_quiet(&mut self, key: &[u8]) -> bool {
+        match self.lru.pop(key) {
+            Some(v) => {
+                self.used -= key.len() + v.len();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_least_recently_used_within_capacity() {
+        let mut e = MemEngine::new(3 * (1 + 10));
+        for k in [b"a", b"b", b"c"] {
+            assert!(e.set(k, &[0; 10]).unwrap());
+        }
+        e.get(b"a").unwrap();
+        e.set(b"d", &[1; 10]).unwrap();
+        assert!(e.get(b"b").unwrap().is_none());
+        assert!(e.get(b"a").unwrap().is_some());
+        assert_eq!(e.stats().evictions, 1);
+        assert!(!e.set(b"huge", &[0; 100]).unwrap());
+        assert!(e.delete(b"a").unwrap());
+        assert!(!e.delete(b"a").unwrap());
+    }
+}

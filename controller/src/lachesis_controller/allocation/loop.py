@@ -1,0 +1,154 @@
+"""The allocation control loop: every interval read the tenants' curves, recompute, and roll
+out only when it is worth it.
+
+A new allocation is rolled out when the reaction time has passed since the last one and
+either the set of active tenants changed (an idle tenant's space is reclaimed, or given back
+when it returns) or the predicted gain in weighted hit rate, relative to the total weight,
+exceeds the threshold. Between rollouts caches warm up; rolling out on every wobble of a
+sampled curve would keep them cold (Moirai reacts in 15-30 s).
+
+Dependencies are injected (curve source, clock, publisher) so the loop runs against fakes
+in unit tests and against the telemetry store in the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .allocate import Allocation, Guarantee, GuaranteesInfeasible, Method, TenantDemand, allocate, weighted_hit_rate
+from .curves import Curve
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TenantCurve:
+    curve: Curve
+    # Requests per second over the last interval: the utility weight; 0 means silent now.
+    weight: float
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    capacity: float
+    epsilon_fraction: float = 0.001
+    interval_s: float = 5.0
+    reaction_time_s: float = 15.0
+    # Relative gain Σw·Δhit / Σw that justifies disturbing warm caches.
+    gain_threshold: float = 0.01
+    # Silent this long: idle, its space reclaimed. None: the reaction time.
+    idle_after_s: float | None = None
+    method: Method = "optimal"
+
+
+@dataclass(frozen=True)
+class Decision:
+    at: float
+    proposal: Allocation | None
+    current: dict[str, float] | None
+    gain: float
+    rolled_out: bool
+    reason: str
+    idle: list[str] = field(default_factory=list)
+
+
+class AllocationLoop:
+    def __init__(
+        self,
+        curves: Callable[[], Mapping[str, TenantCurve]],
+        publish: Callable[[Decision], Any],
+        config: LoopConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        guarantees: Callable[[], Mapping[str, Guarantee]] = dict,
+        capacity: Callable[[], float | None] | None = None,
+    ) -> None:
+        self._curves, self._publish, self.config = curves, publish, config
+        self._clock, self._guarantees = clock, guarantees
+        # The cache's size, asked every step when given (None: not known yet, do nothing).
+        self._capacity = capacity
+        self.current: dict[str, float] | None = None
+        self._active_set: frozenset[str] = frozenset()
+        self._last_rollout = -math.inf
+        self._last_active: dict[str, float] = {}
+        self._known: dict[str, TenantCurve] = {}
+        self.last: Decision | None = None
+        self.last_demands: dict[str, TenantDemand] = {}
+
+    def _demands(self, now: float) -> dict[str, TenantDemand]:
+        idle_after = self.config.idle_after_s if self.config.idle_after_s is not None else self.config.reaction_time_s
+        for name, tc in self._curves().items():
+            if tc.weight > 0:
+                self._last_active[name] = now
+                self._known[name] = tc
+            elif name not in self._known:
+                self._known[name] = tc
+        guarantees = self._guarantees() if self._known else {}
+        demands = {}
+        for name, tc in self._known.items():
+            idle = now - self._last_active.get(name, -math.inf) >= idle_after
+            demands[name] = TenantDemand(tc.curve, tc.weight, guarantees.get(name), idle=idle)
+        return demands
+
+    def step(self) -> Decision:
+        """One recompute; returns what it decided and, when it rolled out, has published it."""
+        now = self._clock()
+        demands = self._demands(now)
+        self.last_demands = demands
+        cfg = self.config
+        idle = sorted(n for n, d in demands.items() if d.idle)
+        capacity = None if not demands else self._capacity() if self._capacity is not None else cfg.capacity
+        if not demands or capacity is None or capacity <= 0:
+            why = "no tenant curves yet" if not demands else "no cache capacity known yet"
+            self.last = Decision(now, None, self.current, 0.0, False, why, idle)
+            return self.last
+        try:
+            proposal = allocate(demands, capacity, epsilon=cfg.epsilon_fraction * capacity, method=cfg.method)
+        except GuaranteesInfeasible as e:
+            log.warning("allocation not changed: %s", e)
+            decision = Decision(now, None, self.current, 0.0, False, str(e), idle)
+            self.last = decision
+            return decision
+        total_weight = sum(d.weight for d in demands.values() if not d.idle) or 1.0
+        before = weighted_hit_rate(demands, self.current) if self.current is not None else 0.0
+        gain = (proposal.utility - before) / total_weight
+        active = frozenset(n for n, d in demands.items() if not d.idle)
+        if self.current is None:
+            go, reason = True, "first allocation"
+        elif now - self._last_rollout < cfg.reaction_time_s:
+            go, reason = False, f"within the reaction time ({cfg.reaction_time_s:g} s) of the last rollout"
+        elif active != self._active_set:
+            go, reason = True, "tenants went idle or came back"
+        elif gain > cfg.gain_threshold:
+            go, reason = True, f"predicted gain {gain:.4f} above the threshold {cfg.gain_threshold:g}"
+        else:
+            go, reason = False, f"predicted gain {gain:.4f} not above the threshold {cfg.gain_threshold:g}"
+        decision = Decision(now, proposal, self.current, gain, go, reason, idle)
+        if go:
+            self.current = dict(proposal.sizes)
+            self._active_set = active
+            self._last_rollout = now
+        self.last = decision
+        return decision
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                decision = self.step()
+                if decision.rolled_out:
+                    result = self._publish(decision)
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception:  # the loop outlives one bad interval (a broken curve, a bus hiccup)
+                log.exception("allocation loop iteration failed")
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.config.interval_s)
+            except TimeoutError:
+                pass

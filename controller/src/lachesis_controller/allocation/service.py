@@ -1,0 +1,126 @@
+"""The allocation loop inside the controller: curves and request rates from the telemetry
+store, capacity and guarantees from the database, decisions written back as the current
+allocation (served by /api/v1/allocations).
+
+The loop does nothing until an operator has stated the cache's capacity with a first
+`POST /api/v1/allocations/proposals`; from then on it follows the telemetry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..db import utcnow
+from ..models import AllocationGuarantee, CacheAllocation
+from .allocate import Allocation, BandwidthSLA, FixedSize, Guarantee, MinHitRatio, TenantDemand
+from .curves import Curve, CurveError
+from .loop import AllocationLoop, Decision, LoopConfig, TenantCurve
+
+log = logging.getLogger(__name__)
+
+CURRENT, PROPOSED = "current", "proposed"
+
+
+def shares(demands: Mapping[str, TenantDemand], result: Allocation) -> dict[str, dict[str, Any]]:
+    """Per tenant: its size, reservation, hit ratio and the curve point it sits on."""
+    out = {}
+    for n, d in demands.items():
+        size = result.sizes.get(n, 0.0)
+        index = int(np.searchsorted(d.curve.sizes, size, side="right")) - 1
+        out[n] = {
+            "size_bytes": size, "reserved_bytes": result.reserved.get(n, 0.0),
+            "hit_ratio": result.hit_ratios.get(n, 0.0), "weight": d.weight, "idle": d.idle,
+            "curve_point": {"size_bytes": size, "miss_ratio": float(d.curve.miss_ratio(size)), "index": max(index, 0)},
+        }
+    return out
+
+
+def guarantee_of(kind: str, spec: Mapping[str, Any]) -> Guarantee:
+    if kind == "min_hit_ratio":
+        return MinHitRatio(float(spec["ratio"]))
+    if kind == "bandwidth":
+        return BandwidthSLA(float(spec["sla"]), float(spec["storage"]), float(spec["memory"]))
+    return FixedSize(float(spec["size_bytes"]))
+
+
+class CurveStore(Protocol):
+    def latest_curves(self) -> Mapping[str, Any]: ...
+    def tenant_rates(self) -> Mapping[str, Any]: ...
+
+
+def telemetry_curves(store: CurveStore) -> Callable[[], dict[str, TenantCurve]]:
+    """Each tenant's latest curve, weighted by its current request rate (IOPS)."""
+
+    warned: set[str] = set()
+
+    def read() -> dict[str, TenantCurve]:
+        rates = store.tenant_rates()
+        out = {}
+        for name, c in store.latest_curves().items():
+            try:
+                curve = Curve.from_points(c.sizes, c.miss_ratios)
+            except CurveError as e:
+                if name not in warned:  # once, not every interval
+                    log.warning("curve of tenant %s ignored: %s", name, e)
+                    warned.add(name)
+                continue
+            warned.discard(name)
+            r = rates.get(name)
+            out[name] = TenantCurve(curve, float(r.iops) if r is not None else 0.0)
+        return out
+
+    return read
+
+
+class DatabaseSide:
+    """Capacity and guarantees in, decisions out."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+        self._demands: Mapping[str, TenantDemand] = {}
+
+    def capacity(self) -> float | None:
+        with self.sessions() as s, s.begin():
+            row = s.get(CacheAllocation, CURRENT) or s.get(CacheAllocation, PROPOSED)
+            return None if row is None else float(row.capacity_bytes)
+
+    def guarantees(self) -> dict[str, Guarantee]:
+        with self.sessions() as s, s.begin():
+            return {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
+
+    def publish(self, decision: Decision, demands: Mapping[str, TenantDemand], capacity: float,
+                epsilon: float, method: str) -> None:
+        result = decision.proposal
+        assert result is not None
+        with self.sessions() as s, s.begin():
+            s.merge(CacheAllocation(
+                state=CURRENT, capacity_bytes=capacity, epsilon_bytes=epsilon, method=method,
+                utility=result.utility, upper_bound=result.upper_bound, optimal=result.optimal,
+                tenants=shares(demands, result), computed_at=utcnow(), computed_by="allocation-loop",
+            ))
+        log.info("allocation rolled out (%s): %s", decision.reason,
+                 ", ".join(f"{n}={s:.0f}" for n, s in sorted(result.sizes.items())))
+
+
+def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Event,
+          config: LoopConfig | None = None) -> asyncio.Task[None]:
+    """The loop as a background task of the controller."""
+    side = DatabaseSide(sessions)
+    cfg = config or LoopConfig(capacity=0.0)
+    holder: dict[str, AllocationLoop] = {}
+
+    def publish(decision: Decision) -> None:
+        loop = holder["loop"]
+        cap = side.capacity() or 0.0
+        side.publish(decision, loop.last_demands, cap, cfg.epsilon_fraction * cap, cfg.method)
+
+    loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity)
+    holder["loop"] = loop
+    return asyncio.create_task(loop.run(stop), name="allocation-loop")

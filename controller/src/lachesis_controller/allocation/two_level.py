@@ -1,0 +1,67 @@
+"""Two-level caches (Moirai §5.3.5): a tenant's cache split between the hypervisor (C1,
+memory bandwidth) and the storage server (C2, network bandwidth), run as one global LRU, so
+C1 holds the hottest α·a bytes and C2 the next (1 − α)·a (Eq. 5.3-5.4).
+
+Eq. 5.7 is read as the hit-weighted mean bandwidth of the two caches (its right side divided
+by U(a)); with Eq. 5.5 a tenant then gets
+    BW(a1, a2) = U(a1)·BW_memory + (U(a1 + a2) − U(a1))·BW_network + (1 − U(a1 + a2))·BW_storage,
+which must reach the SLA. Among the (a1, a2) on an ε grid that do, the smallest total wins,
+then the one using less hypervisor memory (the scarcer of the two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .allocate import BandwidthSLA, GuaranteesInfeasible, Unmet
+from .curves import Curve
+
+
+@dataclass(frozen=True)
+class TwoLevelSplit:
+    total: float  # a
+    alpha: float  # share of a in the hypervisor cache
+    hypervisor: float  # a1 = α·a
+    storage: float  # a2 = (1 − α)·a
+    hit_ratio: float  # U(a)
+    bandwidth: float
+
+
+def bandwidth(curve: Curve, a1: np.ndarray | float, a2: np.ndarray | float,
+              memory: float, network: float, storage: float) -> np.ndarray:
+    u1 = curve.hit_ratio(a1)
+    u = curve.hit_ratio(np.asarray(a1) + np.asarray(a2))
+    return u1 * memory + (u - u1) * network + (1.0 - u) * storage
+
+
+def split_two_level(
+    tenant: str, curve: Curve, *, sla: float, memory: float, network: float, storage: float,
+    hypervisor_max: float, storage_max: float, epsilon: float,
+) -> TwoLevelSplit:
+    if not memory >= network >= storage > 0:
+        raise ValueError("bandwidths must satisfy memory ≥ network ≥ storage > 0")
+    if epsilon <= 0 or hypervisor_max < 0 or storage_max < 0:
+        raise ValueError("epsilon must be positive and the maxima non-negative")
+    a1 = np.linspace(0.0, hypervisor_max, int(np.ceil(hypervisor_max / epsilon)) + 1)
+    a2 = np.linspace(0.0, storage_max, int(np.ceil(storage_max / epsilon)) + 1)
+    bw = bandwidth(curve, a1[:, None], a2[None, :], memory, network, storage)
+    ok = bw >= sla * (1 - 1e-12)
+    if not ok.any():
+        best = float(bw.max())
+        g = BandwidthSLA(sla, storage, memory)
+        raise GuaranteesInfeasible(
+            [Unmet(tenant, g, None, f"bandwidth SLA {sla:g} is above the best two-level split ({best:g})")],
+            hypervisor_max + storage_max,
+        )
+    ii, jj = np.nonzero(ok)
+    # Smallest total first, then least hypervisor memory.
+    pick = np.lexsort((a1[ii], a1[ii] + a2[jj]))[0]
+    i, j = ii[pick], jj[pick]
+    h, s = float(a1[i]), float(a2[j])
+    a = h + s
+    return TwoLevelSplit(
+        total=a, alpha=h / a if a > 0 else 0.0, hypervisor=h, storage=s,
+        hit_ratio=float(curve.hit_ratio(a)), bandwidth=float(bw[i, j]),
+    )

@@ -1,0 +1,131 @@
+"""Telemetry: per-tenant IO rates and miss-ratio curves, per-device write rates and DLWA, as
+the agents last reported them (telemetry_store.py). Read-only; tenant-scoped tokens see only
+their tenant."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from ..authz import require_tenant
+from ..models import Tenant
+from ..problems import not_found, problem_responses
+from ..telemetry_store import TelemetryStore
+from .deps import PrincipalDep, SessionDep
+
+router = APIRouter(tags=["telemetry"])
+
+
+class CurvePoint(BaseModel):
+    size_bytes: int = Field(description="Cache size.")
+    miss_ratio: float = Field(description="LRU miss ratio of the tenant's 4 KiB block references at that size.")
+
+
+class CurveOut(BaseModel):
+    policy: Literal["lru"]
+    algorithm: Literal["shards-fixed-size", "shards-fixed-rate"]
+    unit: Literal["bytes"]
+    points: list[CurvePoint]
+    references: int = Field(description="4 KiB block references the curve covers.")
+
+
+class SeriesPoint(BaseModel):
+    at: datetime
+    read_iops: float
+    write_iops: float
+    read_bytes_per_s: float
+    write_bytes_per_s: float
+    hit_ratio: float | None = Field(description="Flash cache hit ratio; null until caches report hits.")
+
+
+class TenantTelemetryOut(BaseModel):
+    tenant: str
+    updated_at: datetime | None = Field(description="When an agent last reported the tenant; null if never.")
+    curve: CurveOut | None
+    series: list[SeriesPoint] = Field(description="Rates over each reporting interval, oldest first (bounded).")
+
+
+class SummaryTenant(BaseModel):
+    name: str
+    iops: float
+    hit_ratio: float | None
+
+
+class SummaryDevice(BaseModel):
+    host_id: str
+    name: str
+    write_bytes_per_s: float | None = Field(description="Null until the device has reported twice.")
+    dlwa: float | None = Field(description="Media bytes over host bytes written; null if the device does not report media writes.")
+
+
+class TelemetrySummary(BaseModel):
+    total_iops: float
+    hit_ratio: float | None
+    tenants: list[SummaryTenant]
+    devices: list[SummaryDevice]
+
+
+def _store(request: Request) -> TelemetryStore:
+    return request.app.state.telemetry
+
+
+@router.get(
+    "/tenants/{name}/telemetry", response_model=TenantTelemetryOut, responses=problem_responses(403, 404)
+)
+async def tenant_telemetry(
+    name: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> TenantTelemetryOut:
+    require_tenant(principal, name, f"read the telemetry of tenant {name!r}")
+    with session.begin():
+        if session.get(Tenant, name) is None:
+            raise not_found("tenant", name)
+    view = _store(request).tenant(name)
+    curve = None
+    if view.curve is not None:
+        c = view.curve
+        curve = CurveOut(
+            policy=c.policy, algorithm=c.algorithm, unit=c.unit, references=c.references,
+            points=[CurvePoint(size_bytes=s, miss_ratio=m) for s, m in zip(c.sizes, c.miss_ratios, strict=True)],
+        )
+    return TenantTelemetryOut(
+        tenant=name,
+        updated_at=view.updated_at,
+        curve=curve,
+        series=[
+            SeriesPoint(
+                at=p.at, read_iops=p.rates.read_iops, write_iops=p.rates.write_iops,
+                read_bytes_per_s=p.rates.read_bytes_per_s, write_bytes_per_s=p.rates.write_bytes_per_s,
+                hit_ratio=p.hit_ratio,
+            )
+            for p in view.series
+        ],
+    )
+
+
+@router.get("/telemetry/summary", response_model=TelemetrySummary)
+async def telemetry_summary(request: Request, session: SessionDep, principal: PrincipalDep) -> TelemetrySummary:
+    """Every tenant's current IOPS and every device's write rate and DLWA. A tenant-scoped
+    token sees its tenant only, and no devices (they are shared)."""
+    query = select(Tenant.name).order_by(Tenant.name)
+    if principal.tenant is not None:
+        query = query.where(Tenant.name == principal.tenant)
+    with session.begin():
+        names = list(session.scalars(query))
+    store = _store(request)
+    rates = store.tenant_rates()
+    tenants = [SummaryTenant(name=n, iops=rates[n].iops if n in rates else 0.0, hit_ratio=None) for n in names]
+    devices = (
+        []
+        if principal.tenant is not None
+        else [
+            SummaryDevice(host_id=h, name=d, write_bytes_per_s=w, dlwa=dlwa)
+            for h, d, w, dlwa in store.devices()
+        ]
+    )
+    return TelemetrySummary(
+        total_iops=sum(t.iops for t in tenants), hit_ratio=None, tenants=tenants, devices=devices
+    )

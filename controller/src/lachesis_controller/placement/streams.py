@@ -1,0 +1,52 @@
+"""Write streams on a flash device: one per tenant × cache engine part.
+
+What matters for placement is the write pattern (a log writes sequentially and frees whole
+reclaim units as it wraps; set-associative buckets are rewritten at random) and the
+invalidation rate: how often a stream rewrites its space, writes share / space share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Pattern = Literal["sequential", "random"]
+
+# Engine parts and how they write (Kangaroo: KLog is a log, KSet sets are rewritten in place;
+# FairyWREN's FwLog and FwSets are both logs on flash).
+PART_PATTERNS: dict[str, Pattern] = {
+    "loc": "sequential",
+    "klog": "sequential",
+    "fwlog": "sequential",
+    "fwsets": "sequential",
+    "kset": "random",
+    "set-assoc": "random",
+}
+
+
+@dataclass(frozen=True)
+class Stream:
+    tenant: str
+    part: str
+    space: float  # share of the device's logical space
+    writes: float  # share of the device's host writes
+    trimmed: bool = False  # a log that deallocates each segment before rewriting it
+
+    @property
+    def name(self) -> str:
+        return f"{self.tenant}/{self.part}"
+
+    @property
+    def pattern(self) -> Pattern:
+        return PART_PATTERNS[self.part]
+
+    @property
+    def invalidation_rate(self) -> float:
+        return self.writes / self.space
+
+    @property
+    def log_rate(self) -> float:
+        # Rates of streams sharing a handle are compared on a log scale: a stream rewriting
+        # its space twice as often as another is as different from it at any scale.
+        return math.log(self.invalidation_rate + 1e-12)

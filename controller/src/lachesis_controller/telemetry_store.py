@@ -1,0 +1,216 @@
+"""Agent telemetry (lachesis:telemetry, api-schemas/bus/telemetry.schema.json) kept in memory.
+
+Telemetry is soft state: every agent re-sends its cumulative counters and latest curves every
+interval, so nothing here is stored in the database and a restarted controller is whole again
+after one interval (sooner: its consumer group first re-reads the stream's backlog).
+
+Per host and tenant the store keeps the last counters, turning consecutive reports into rates;
+per tenant a bounded time series of those rates summed over hosts, and the latest curve; per
+host and device the same for write bytes and DLWA. `latest_curves()` is what the cache
+allocation loop reads; `api/telemetry.py` serves the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .bus import TELEMETRY, Bus
+from .consumers import StreamConsumer
+from .messages import Telemetry, TelemetryCurve, TelemetryDevice, TelemetryTenant, parse_timestamp
+
+log = logging.getLogger(__name__)
+
+# One hour of points at the agents' default 5 s interval.
+SERIES_LEN = 720
+# A host whose last report is older than this many of its intervals no longer adds to sums.
+STALE_INTERVALS = 3.0
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per-second rates over one reporting interval."""
+
+    read_iops: float = 0.0
+    write_iops: float = 0.0
+    read_bytes_per_s: float = 0.0
+    write_bytes_per_s: float = 0.0
+
+    def __add__(self, other: Rates) -> Rates:
+        return Rates(
+            self.read_iops + other.read_iops,
+            self.write_iops + other.write_iops,
+            self.read_bytes_per_s + other.read_bytes_per_s,
+            self.write_bytes_per_s + other.write_bytes_per_s,
+        )
+
+    @property
+    def iops(self) -> float:
+        return self.read_iops + self.write_iops
+
+
+@dataclass(frozen=True)
+class Point:
+    at: datetime
+    rates: Rates
+    # Hit ratio of the tenant's flash cache; None until cache engines report hits.
+    hit_ratio: float | None = None
+
+
+@dataclass
+class _HostTenant:
+    """The last report of one tenant from one host."""
+
+    at: datetime
+    interval_s: float
+    counters: TelemetryTenant
+    rates: Rates | None = None
+
+
+@dataclass
+class _HostDevice:
+    at: datetime
+    interval_s: float
+    counters: TelemetryDevice
+    write_bytes_per_s: float | None = None
+    dlwa: float | None = None
+    series: deque[tuple[datetime, float, float | None]] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
+
+
+@dataclass
+class TenantTelemetryView:
+    name: str
+    updated_at: datetime | None
+    curve: TelemetryCurve | None
+    series: list[Point]
+
+
+def _delta(now: int, before: int) -> int:
+    # A counter that went down restarted from zero (agent restart, slot reused).
+    return now - before if now >= before else now
+
+
+def _rates(now: TelemetryTenant, before: TelemetryTenant, seconds: float) -> Rates:
+    return Rates(
+        _delta(now.ops_read, before.ops_read) / seconds,
+        _delta(now.ops_written, before.ops_written) / seconds,
+        _delta(now.bytes_read, before.bytes_read) / seconds,
+        _delta(now.bytes_written, before.bytes_written) / seconds,
+    )
+
+
+class TelemetryStore:
+    def __init__(self, series_len: int = SERIES_LEN) -> None:
+        self.series_len = series_len
+        self._tenants: dict[tuple[str, str], _HostTenant] = {}
+        self._curves: dict[tuple[str, str], TelemetryCurve] = {}
+        self._series: dict[str, deque[Point]] = {}
+        self._updated: dict[str, datetime] = {}
+        self._devices: dict[tuple[str, str], _HostDevice] = {}
+        self.messages = 0
+
+    def ingest(self, msg: Telemetry) -> None:
+        at = parse_timestamp(msg.sent_at)
+        interval = float(msg.interval_s)
+        for t in msg.tenants:
+            key = (msg.host_id, t.name)
+            prev = self._tenants.get(key)
+            entry = _HostTenant(at, interval, t)
+            if prev is not None and at > prev.at:
+                entry.rates = _rates(t, prev.counters, (at - prev.at).total_seconds())
+            elif prev is not None:
+                # Out of order or repeated (a backlog re-read): keep the newer report.
+                continue
+            self._tenants[key] = entry
+            if t.curve is not None:
+                self._curves[key] = t.curve
+            self._updated[t.name] = max(at, self._updated.get(t.name, at))
+            if entry.rates is not None:
+                series = self._series.setdefault(t.name, deque(maxlen=self.series_len))
+                series.append(Point(at, self._tenant_rates(t.name, at)))
+        for d in msg.devices:
+            self._ingest_device(msg.host_id, at, interval, d)
+        self.messages += 1
+
+    def _ingest_device(self, host_id: str, at: datetime, interval: float, d: TelemetryDevice) -> None:
+        key = (host_id, d.name)
+        prev = self._devices.get(key)
+        entry = _HostDevice(at, interval, d)
+        if prev is not None:
+            if at <= prev.at:
+                return
+            entry.series = prev.series
+            seconds = (at - prev.at).total_seconds()
+            host = _delta(d.host_bytes_written, prev.counters.host_bytes_written)
+            entry.write_bytes_per_s = host / seconds
+            if d.media_bytes_written is not None and prev.counters.media_bytes_written is not None and host > 0:
+                entry.dlwa = _delta(d.media_bytes_written, prev.counters.media_bytes_written) / host
+            entry.series.append((at, entry.write_bytes_per_s, entry.dlwa))
+        if entry.dlwa is None and d.media_bytes_written is not None and d.host_bytes_written > 0:
+            entry.dlwa = d.media_bytes_written / d.host_bytes_written
+        self._devices[key] = entry
+
+    def _fresh(self, at: datetime, interval_s: float, now: datetime) -> bool:
+        return now - at <= timedelta(seconds=STALE_INTERVALS * interval_s)
+
+    def _tenant_rates(self, name: str, now: datetime) -> Rates:
+        total = Rates()
+        for (_, tenant), e in self._tenants.items():
+            if tenant == name and e.rates is not None and self._fresh(e.at, e.interval_s, now):
+                total = total + e.rates
+        return total
+
+    def _latest(self) -> datetime | None:
+        return max(self._updated.values(), default=None)
+
+    # --- what the allocation loop and the API read -------------------------------------------
+
+    def latest_curves(self) -> dict[str, TelemetryCurve]:
+        """The latest curve of every tenant; with several hosts, the one built on the most
+        references."""
+        out: dict[str, TelemetryCurve] = {}
+        for (_, tenant), curve in self._curves.items():
+            if tenant not in out or curve.references > out[tenant].references:
+                out[tenant] = curve
+        return out
+
+    def tenant(self, name: str) -> TenantTelemetryView:
+        return TenantTelemetryView(
+            name=name,
+            updated_at=self._updated.get(name),
+            curve=self.latest_curves().get(name),
+            series=list(self._series.get(name, ())),
+        )
+
+    def tenant_rates(self) -> dict[str, Rates]:
+        """Each tenant's current rates, summed over the hosts that reported recently."""
+        now = self._latest()
+        if now is None:
+            return {}
+        return {name: self._tenant_rates(name, now) for name in sorted(self._updated)}
+
+    def devices(self) -> list[tuple[str, str, float | None, float | None]]:
+        """(host, device, write bytes/s, DLWA) of every device, latest report."""
+        return [
+            (host, name, e.write_bytes_per_s, e.dlwa)
+            for (host, name), e in sorted(self._devices.items())
+        ]
+
+
+class TelemetryConsumer:
+    """Feeds a TelemetryStore from lachesis:telemetry (consumer group `controller`; invalid
+    messages are logged and dropped by StreamConsumer)."""
+
+    def __init__(self, bus: Bus, store: TelemetryStore, stop: asyncio.Event) -> None:
+        self.store = store
+        self.consumer = StreamConsumer(bus, TELEMETRY, Telemetry, self._handle, stop)
+
+    async def _handle(self, msg: Any) -> None:
+        self.store.ingest(msg)
+
+    def start(self) -> asyncio.Task[None]:
+        return asyncio.create_task(self.consumer.run(), name="telemetry consumer")

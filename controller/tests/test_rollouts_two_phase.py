@@ -1,0 +1,215 @@
+"""Consistent rollouts: a change that moves flows goes out in two phases (quiesce + drain
+everywhere, then install + resume), and a refusal, a timeout or a dead agent rolls every
+host back. Fake agents on a real redis-server; the real agent is in e2e/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from conftest import TENANT, FakeAgent, enroll, make_settings, now_rfc3339, rule_body, wait_rollout, wait_until
+from lachesis_controller.app import create_app
+from lachesis_controller.rollouts import moved_flows
+from test_bus_contract import validator
+
+Agents = Callable[[str], FakeAgent]
+NEW_DETOURS = [{"what": "io", "to": {"kind": "stage", "target": "cache/web-2"}}]
+
+
+def phase_ack(agent: FakeAgent, state: dict[str, Any], status: str = "applied", reason: str | None = None) -> None:
+    """The ack a real agent sends for phase quiesce (drained) of `state`."""
+    message = {
+        "schema": "lachesis.ack/v1", "host_id": agent.host_id, "generation": state["generation"],
+        "rollout_id": state["rollout_id"], "phase": "quiesce", "status": status, "reason": reason,
+        "rules_installed": 1, "drained": 0, "acked_at": now_rfc3339(), "traceparent": state["traceparent"],
+    }
+    assert list(validator("ack").iter_errors(message)) == []
+    agent.redis.xadd("lachesis:acks", {"msg": json.dumps(message)})
+
+
+def wait_phase(agent: FakeAgent, generation: int, phase: str | None) -> dict[str, Any]:
+    return wait_until(
+        lambda: (d := agent.desired()) is not None and d["generation"] == generation
+        and d.get("phase") == phase and d,
+        what=f"{agent.host_id} generation {generation} phase {phase}",
+    )
+
+
+def setup_two_hosts(client: TestClient, agents: Agents) -> tuple[FakeAgent, FakeAgent]:
+    """Two enrolled hosts running rule r1 at generation 2."""
+    client.post("/api/v1/tenants", json=TENANT)
+    a, b = agents("host-a"), agents("host-b")
+    enroll(client, a)
+    enroll(client, b)
+    rollout_id = client.post("/api/v1/rules", json=rule_body("r1")).json()["rollout_id"]
+    for agent in (a, b):
+        state = agent.wait_desired(2)
+        assert "phase" not in state  # adding a rule moves no existing flow: one phase
+        agent.ack(state)
+    assert wait_rollout(client, rollout_id)["state"] == "succeeded"
+    return a, b
+
+
+def move_r1(client: TestClient) -> str:
+    body = rule_body("r1", detours=NEW_DETOURS)
+    response = client.put("/api/v1/rules/r1", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["rollout_id"]
+
+
+def test_moved_flows_are_the_changed_and_removed_rules_matches() -> None:
+    m1, m2 = {"tenant": "web"}, {"tenant": "db", "ops": ["read"]}
+    d1 = [{"what": "io", "to": {"kind": "stage", "target": "cache/a"}}]
+    d2 = [{"what": "io", "to": {"kind": "stage", "target": "cache/b"}}]
+    r = lambda name, match, detours, priority=10: {"name": name, "priority": priority, "match": match, "detours": detours}  # noqa: E731
+    assert moved_flows(None, [r("a", m1, d1)]) == []
+    assert moved_flows([r("a", m1, d1)], [r("a", m1, d1), r("b", m2, d2)]) == []
+    assert moved_flows([r("a", m1, d1)], [r("a", m1, d2)]) == [m1]
+    assert moved_flows([r("a", m1, d1)], [r("a", m1, d1, priority=3)]) == [m1]
+    assert moved_flows([r("a", m1, d1)], [r("a", m2, d1)]) == [m1, m2]
+    assert moved_flows([r("a", m1, d1), r("b", m2, d2)], []) == [m1, m2]
+
+
+def test_moving_a_flow_quiesces_everywhere_before_installing_anywhere(
+    client: TestClient, agents: Agents
+) -> None:
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+
+    q_a, q_b = wait_phase(a, 3, "quiesce"), wait_phase(b, 3, "quiesce")
+    for q in (q_a, q_b):
+        assert list(validator("desired-state").iter_errors(q)) == []
+        assert q["quiesce"] == [rule_body()["match"]]
+        assert q["rollout_id"] == rollout_id
+    rollout = client.get(f"/api/v1/rollouts/{rollout_id}").json()
+    assert rollout["phase"] == "quiesce"
+    assert [t["phase"] for t in rollout["targets"]] == ["quiesce", "quiesce"]
+
+    phase_ack(a, q_a)
+    wait_until(lambda: client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"][0]["phase"] == "drained")
+    # One host drained is not enough: nobody installs yet.
+    assert a.desired()["phase"] == "quiesce" and b.desired()["phase"] == "quiesce"
+    phase_ack(a, q_a)  # a repeated ack changes nothing
+
+    phase_ack(b, q_b)
+    installs = [wait_phase(agent, 3, None) for agent in (a, b)]
+    for install in installs:
+        assert install["rules"][0]["detours"] == NEW_DETOURS
+    rollout = client.get(f"/api/v1/rollouts/{rollout_id}").json()
+    assert rollout["phase"] == "install"
+    assert all(t["phase"] == "install" and t["drained_at"] for t in rollout["targets"])
+    # Each inbox holds both phases, in order.
+    assert [(m["generation"], m.get("phase")) for m in a.inbox()][-2:] == [(3, "quiesce"), (3, None)]
+
+    for agent, install in zip((a, b), installs, strict=True):
+        agent.ack(install)
+        agent.ack(install)  # re-sent: idempotent
+    done = wait_rollout(client, rollout_id)
+    assert done["state"] == "succeeded"
+    assert done["rolled_back_by"] is None
+
+
+def assert_rolled_back(client: TestClient, rollout: dict[str, Any], agents: list[FakeAgent]) -> None:
+    back_id = rollout["rolled_back_by"]
+    assert back_id, rollout
+    assert "rolled back" in rollout["reason"]
+    back = client.get(f"/api/v1/rollouts/{back_id}").json()
+    assert back["cause"] == f"rollback of rollout {rollout['id']}"
+    assert [t["host_id"] for t in back["targets"]] == [a.host_id for a in agents]
+    for agent in agents:
+        state = wait_phase(agent, 4, "install")
+        assert list(validator("desired-state").iter_errors(state)) == []
+        assert state["restores"] == 2
+        assert state["rollout_id"] == back_id
+        # The rules of generation 2 again, before the change.
+        assert state["rules"][0]["detours"] == rule_body()["detours"]
+        agent.ack(state)
+    assert wait_rollout(client, back_id)["state"] == "succeeded"
+
+
+def test_a_refused_quiesce_rolls_every_host_back(client: TestClient, agents: Agents) -> None:
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+    q_a, q_b = wait_phase(a, 3, "quiesce"), wait_phase(b, 3, "quiesce")
+    phase_ack(a, q_a)
+    phase_ack(b, q_b, status="rejected", reason="drain timed out after 10000 ms with 3 operation(s) in flight")
+    done = wait_rollout(client, rollout_id)
+    assert done["state"] == "failed"
+    assert "host-b" in done["reason"] and "drain timed out" in done["reason"]
+    assert_rolled_back(client, done, [a, b])
+    # The rule stays as the operator set it: the next change ships it again.
+    assert client.get("/api/v1/rules/r1").json()["detours"] == NEW_DETOURS
+
+
+def test_a_refused_install_rolls_every_host_back(client: TestClient, agents: Agents) -> None:
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+    for agent in (a, b):
+        phase_ack(agent, wait_phase(agent, 3, "quiesce"))
+    a.ack(wait_phase(a, 3, None))
+    b.ack(wait_phase(b, 3, None), status="rejected", reason="stage cache/web-2 does not exist")
+    done = wait_rollout(client, rollout_id)
+    assert done["state"] == "failed"
+    assert_rolled_back(client, done, [a, b])
+
+
+def test_a_quiesce_without_acks_times_out_and_rolls_back(tmp_path: Path, redis_url: str, agents: Agents) -> None:
+    with TestClient(create_app(make_settings(tmp_path, redis_url, rollout_timeout_s=1.5))) as client:
+        a, b = setup_two_hosts(client, agents)
+        rollout_id = move_r1(client)
+        phase_ack(a, wait_phase(a, 3, "quiesce"))
+        done = wait_until(
+            lambda: (r := client.get(f"/api/v1/rollouts/{rollout_id}").json())["rolled_back_by"] and r,
+            timeout=15, what="the rollback",
+        )
+        assert done["state"] == "timed_out"
+        assert "from: host-b (quiesce);" in done["reason"]
+        assert_rolled_back(client, done, [a, b])
+
+
+def test_a_dead_agent_fails_the_rollout_before_the_deadline(client: TestClient, agents: Agents) -> None:
+    a, b = setup_two_hosts(client, agents)
+    a.heartbeat(generation=2, ttl_s=60)
+    b.heartbeat(generation=2, ttl_s=1)
+    # The controller must see b alive once (the reconciler runs every 0.1 s here).
+    wait_until(lambda: client.get("/api/v1/hosts/host-b").json()["alive"])
+    rollout_id = move_r1(client)
+    phase_ack(a, wait_phase(a, 3, "quiesce"))
+    done = wait_rollout(client, rollout_id, timeout=10)  # the deadline is 30 s away
+    assert done["state"] == "failed"
+    assert "host-b stopped heartbeating" in done["reason"]
+    assert_rolled_back(client, done, [a, b])
+
+
+def test_redis_losing_a_phase_is_repaired_with_the_same_phase(client: TestClient, agents: Agents) -> None:
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+    q_a = wait_phase(a, 3, "quiesce")
+    a.redis.delete("lachesis:agent:host-a:desired")
+    again = wait_phase(a, 3, "quiesce")
+    assert again == q_a  # byte for byte the same message
+    phase_ack(a, q_a)
+    phase_ack(b, wait_phase(b, 3, "quiesce"))
+    install = wait_phase(a, 3, None)
+    a.redis.set("lachesis:agent:host-a:desired", json.dumps(q_a))  # an old copy
+    assert wait_phase(a, 3, None) == install
+    assert client.get(f"/api/v1/rollouts/{rollout_id}").json()["state"] == "pending"
+
+
+def test_acks_of_many_hosts_complete_a_rollout(client: TestClient, agents: Agents) -> None:
+    hosts = [agents(f"host-{i:02d}") for i in range(20)]
+    for agent in hosts:
+        agent.register()
+    for agent in hosts:
+        agent.wait_desired(1)
+    rollout_id = client.post("/api/v1/tenants", json=TENANT).json()["rollout_id"]
+    # All acks land on the stream at once: they are handled in batches.
+    for agent in hosts:
+        agent.ack(agent.wait_desired(2))
+    done = wait_rollout(client, rollout_id)
+    assert done["state"] == "succeeded"
+    assert len(done["targets"]) == 20

@@ -1,0 +1,358 @@
+"""The FUSE sSwitch (`lachesis-fs mount`) on real mounts: unmodified programs, endpoint routing
+with delegates, per-tenant cache stages.
+
+Tenants are told apart by uid: helper processes run as uid 1001/1002 (the tests run as root).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, require, wait_for
+
+FS_BIN = Path(os.environ.get("LACHESIS_FS_BIN", ROOT / "agents" / "target" / "release" / "lachesis-fs"))
+MiB = 1 << 20
+
+
+def stage_rule(name: str, prio: int, target: str, tenant: str | None = None, prefix: str | None = None, ops: list[str] | None = None) -> dict:
+    match: dict = {}
+    if tenant:
+        match["tenant"] = tenant
+    if prefix:
+        match["path_prefix"] = prefix
+    if ops:
+        match["ops"] = ops
+    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}]}
+
+
+def file_rule(name: str, prio: int, dirs: list[str], **match) -> dict:
+    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "file", "target": d}} for d in dirs]}
+
+
+class Mount:
+    """One `lachesis-fs mount` process over a backing directory, in a world-readable temp dir
+    (tenant processes run as other uids)."""
+
+    def __init__(self, base: Path, rules: list[dict], tenants: list[str] = ()) -> None:
+        self.base = base
+        self.backing = base / "backing"
+        self.mnt = base / "mnt"
+        self.rules_file = base / "rules.json"
+        self.stats_file = base / "stats.json"
+        self.log = base / "fs.log"
+        self.tenants = list(tenants)
+        for d in (self.backing, self.mnt):
+            d.mkdir(exist_ok=True)
+            d.chmod(0o777)
+        self.set_rules(rules)
+        self.proc: subprocess.Popen | None = None
+
+    def set_rules(self, rules: list[dict]) -> None:
+        tmp = self.rules_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rules))
+        tmp.rename(self.rules_file)
+
+    def start(self) -> None:
+        argv = [str(FS_BIN), "mount", "--backing", str(self.backing), "--mountpoint", str(self.mnt), "--rules", str(self.rules_file), "--stats", str(self.stats_file)]
+        for t in self.tenants:
+            argv += ["--tenant", t]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for("the FUSE mount", lambda: os.path.ismount(self.mnt) or self.proc.poll() is not None)
+        assert self.proc.poll() is None, f"lachesis-fs exited: {self.log.read_text()}"
+        (self.mnt).chmod(0o777)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if os.path.ismount(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False)
+
+    def stats(self) -> dict:
+        """Stats as of now (the file is rewritten every 250 ms)."""
+        time.sleep(0.6)
+        return json.loads(self.stats_file.read_text())
+
+    def stage(self, tenant: str | None) -> dict:
+        (s,) = [s["stats"] for s in self.stats()["stages"] if s["tenant"] == tenant and s["stats"]["kind"] == "cache"]
+        return s
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    require(FS_BIN.exists(), f"{FS_BIN} (cargo build --release -p lachesis-fs, or set LACHESIS_FS_BIN)")
+    require(os.path.exists("/dev/fuse"), "/dev/fuse")
+    require(os.geteuid() == 0, "root (tenant processes run as other uids)")
+    d = Path(tempfile.mkdtemp(prefix="lachesis-fs-e2e-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def mounts(base: Path) -> Iterator[list[Mount]]:
+    started: list[Mount] = []
+    yield started
+    for m in started:
+        m.stop()
+
+
+def mount(mounts: list[Mount], base: Path, rules: list[dict], tenants: list[str] = ()) -> Mount:
+    m = Mount(base, rules, tenants)
+    m.start()
+    mounts.append(m)
+    return m
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(MiB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run(*argv: str, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, **kw)
+    assert p.returncode == 0, f"{argv}: {p.stderr}"
+    return p
+
+
+def test_large_files_cp_cat_sha256(base: Path, mounts: list[Mount]) -> None:
+    # /wb goes through a write-back cache stage in user space; everything else is passthrough.
+    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=16MiB", prefix="/wb")])
+    src = base / "src.bin"
+    with src.open("wb") as f:
+        f.write(os.urandom(96 * MiB))
+    want = sha256(src)
+    (m.mnt / "wb").mkdir()
+    before = m.stats()
+    run("cp", str(src), str(m.mnt / "pt.bin"))
+    after_pt = m.stats()
+    run("cp", str(src), str(m.mnt / "wb" / "u.bin"))
+    for p in (m.mnt / "pt.bin", m.mnt / "wb" / "u.bin"):
+        assert run("sha256sum", str(p)).stdout.split()[0] == want
+        assert hashlib.sha256(subprocess.run(["cat", str(p)], capture_output=True, check=True).stdout).hexdigest() == want
+    # The passthrough copy never went through user space; the stage copy did.
+    assert after_pt["user_bytes_written"] == before["user_bytes_written"]
+    assert m.stats()["user_bytes_written"] - after_pt["user_bytes_written"] == 96 * MiB
+    # Written back on close: the backing file has the bytes.
+    assert sha256(m.backing / "wb" / "u.bin") == want
+    run("cp", str(m.mnt / "wb" / "u.bin"), str(base / "back.bin"))
+    assert sha256(base / "back.bin") == want
+
+
+def test_sqlite_write_heavy_integrity(base: Path, mounts: list[Mount]) -> None:
+    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=4MiB,max_dirty=1MiB", prefix="/db")])
+    (m.mnt / "db").mkdir()
+    for path in (m.mnt / "db" / "cached.sqlite", m.mnt / "plain.sqlite"):
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA journal_mode=WAL" if "plain" in path.name else "PRAGMA journal_mode=DELETE")
+        con.execute("CREATE TABLE kv (k INTEGER PRIMARY KEY, v BLOB, n INTEGER)")
+        rng = random.Random(7)
+        expect: dict[int, int] = {}
+        for txn in range(150):
+            with con:
+                for _ in range(60):
+                    k = rng.randrange(3000)
+                    if rng.random() < 0.15 and k in expect:
+                        con.execute("DELETE FROM kv WHERE k = ?", (k,))
+                        del expect[k]
+                    else:
+                        n = rng.randrange(1 << 30)
+                        con.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (k, rng.randbytes(rng.randrange(50, 900)), n))
+                        expect[k] = n
+        con.close()
+        con = sqlite3.connect(path)
+        assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert dict(con.execute("SELECT k, n FROM kv")) == expect
+        con.close()
+    # The database reached the backing file system whole.
+    con = sqlite3.connect(m.backing / "db" / "cached.sqlite")
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+
+
+def test_fio_verify_crc32c(base: Path, mounts: list[Mount]) -> None:
+    require(shutil.which("fio") is not None, "fio")
+    m = mount(mounts, base, [stage_rule("wt", 10, "cache:mode=write-through,capacity=8MiB", prefix="/cache"), file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep")])
+    for d in ("cache", "ep", "pt"):
+        (m.mnt / d).mkdir()
+        p = run("fio", "--name=v", f"--filename={m.mnt / d / 'f'}", "--size=24M", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--ioengine=psync", "--direct=1", "--output-format=json")
+        job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+        assert job["error"] == 0, d
+        assert job["read"]["io_bytes"] == 24 * MiB, d
+
+
+def test_endpoint_routing_with_delegates_never_stale(base: Path, mounts: list[Mount]) -> None:
+    ep = base / "ep"
+    route = file_rule("w-to-ep", 10, [str(ep)], tenant="writer", ops=["write"])
+    m = mount(mounts, base, [route], tenants=["writer=uid:1001"])
+    blocks, bs = 256, 4096
+    orig = bytes(range(256)) * (blocks * bs // 256)
+    (m.mnt / "f").write_bytes(orig)
+    (m.mnt / "f").chmod(0o666)
+    # The writer (tenant "writer") stamps blocks with increasing versions and publishes each
+    # version after its write returned; the reader (root, no tenant) must never read an older one.
+    acked = base / "acked"
+    acked.write_bytes(b"\0" * 8 * blocks)
+    acked.chmod(0o666)
+    writer = subprocess.Popen(
+        ["python3", "-c", WRITER, str(m.mnt / "f"), str(acked), str(blocks), "30000"], user=1001, stderr=subprocess.PIPE
+    )
+    seen_versions = 0
+    reads = 0
+    with (m.mnt / "f").open("rb", buffering=0) as f, acked.open("rb", buffering=0) as a:
+        flips = 0
+        next_flip = time.monotonic() + 0.3
+        while writer.poll() is None or reads == 0:
+            b = random.randrange(blocks)
+            floor = struct.unpack_from("<Q", os.pread(a.fileno(), 8, 8 * b))[0]
+            data = os.pread(f.fileno(), bs, b * bs)
+            reads += 1
+            if floor == 0 and data == orig[b * bs : (b + 1) * bs]:
+                continue
+            ver, blk = struct.unpack_from("<QQ", data)
+            assert data == struct.pack("<QQ", ver, blk) * (bs // 16), f"torn block {b}"
+            assert blk == b and ver >= floor, f"stale read of block {b}: version {ver} < acked {floor}"
+            seen_versions += 1
+            # Rules change while IO runs: the route goes away and comes back.
+            if time.monotonic() > next_flip:
+                next_flip += 0.3
+                flips += 1
+                m.set_rules([] if flips % 2 else [route])
+    assert writer.wait() == 0, writer.stderr.read()
+    assert seen_versions > 100 and flips >= 2
+    m.set_rules([route])
+    time.sleep(0.6)
+    # Every block reads back its last version; written ranges live on the endpoint.
+    final = [struct.unpack_from("<Q", acked.read_bytes(), 8 * b)[0] for b in range(blocks)]
+    data = (m.mnt / "f").read_bytes()
+    for b in range(blocks):
+        if final[b]:
+            assert struct.unpack_from("<QQ", data, b * bs) == (final[b], b)
+        else:
+            assert data[b * bs : (b + 1) * bs] == orig[b * bs : (b + 1) * bs]
+    assert (ep / "f").exists() and (ep / ".lachesis-delegates.jsonl").exists()
+    # A restarted switch recovers the delegates from the journal kept with the data.
+    m.stop()
+    m.start()
+    assert (m.mnt / "f").read_bytes() == data
+
+
+WRITER = r"""
+import os, random, struct, sys
+path, acked, blocks, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_RDWR)
+a = os.open(acked, os.O_RDWR)
+for v in range(1, n + 1):
+    b = random.randrange(blocks)
+    os.pwrite(fd, struct.pack("<QQ", v, b) * 256, b * 4096)
+    os.pwrite(a, struct.pack("<Q", v), 8 * b)
+"""
+
+
+def _hit_ratio_of_a(m: Mount, tenant_of_a: str | None) -> float:
+    """Tenant a re-reads a 2 MiB working set between tenant b's scans; a's hit ratio over the
+    last rounds."""
+    reader = "import sys\nf=open(sys.argv[1],'rb',buffering=0)\nwhile f.read(1<<17): pass\n"
+    hits = misses = 0
+    for rnd in range(4):
+        s0 = m.stage(tenant_of_a)
+        run("python3", "-c", reader, str(m.mnt / "ws"), user=1001)
+        s1 = m.stage(tenant_of_a)
+        if rnd > 0:
+            hits += s1["hits"] - s0["hits"]
+            misses += s1["misses"] - s0["misses"]
+        run("python3", "-c", f"import sys\nf=open(sys.argv[1],'rb',buffering=0)\nf.seek({rnd * 12 * MiB})\nfor _ in range(96): f.read(1<<17)\n", str(m.mnt / "scan"), user=1002)
+    return hits / (hits + misses)
+
+
+@pytest.mark.parametrize("engine", ["dram", "flash"])
+def test_two_tenants_isolated_in_their_own_cache_stages(base: Path, mounts: list[Mount], engine: str) -> None:
+    def target(who: str) -> str:
+        # The flash engine (lachesis-cache's log on the io_uring device layer) needs a device
+        # file of its own per stage.
+        dev = f",engine=flash,device={base / f'{who}.img'}" if engine == "flash" else ""
+        return f"cache:mode=write-through,capacity=8MiB{dev}"
+
+    tenants = ["a=uid:1001", "b=uid:1002"]
+    m = mount(mounts, base, [stage_rule("a", 10, target("a"), tenant="a"), stage_rule("b", 10, target("b"), tenant="b")], tenants)
+    (m.mnt / "ws").write_bytes(os.urandom(2 * MiB))
+    (m.mnt / "scan").write_bytes(os.urandom(48 * MiB))
+    isolated = _hit_ratio_of_a(m, "a")
+    assert m.stage("b")["misses"] > 3000, "the scan went through b's own stage"
+    m.stop()
+    # Control: the same workload with one stage shared by both tenants loses a's working set.
+    m2 = Mount(base, [stage_rule("shared", 10, target("shared"))], tenants)
+    m2.start()
+    mounts.append(m2)
+    shared = _hit_ratio_of_a(m2, None)
+    assert isolated > 0.95, f"isolated hit ratio {isolated}"
+    assert shared < 0.2, f"shared hit ratio {shared}"
+
+
+def test_bad_rules_exit_2_with_a_message(base: Path) -> None:
+    (base / "b").mkdir()
+    (base / "m").mkdir()
+    bad = base / "rules.json"
+    bad.write_text(json.dumps([{"name": "x", "priority": 1, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache:mode=sideways"}}]}]))
+    p = subprocess.run([str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad)], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2
+    assert "rule \"x\"" in p.stderr and "sideways" in p.stderr
+    p = subprocess.run([str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad), "--tenant", "a=gid:3"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and "uid:N or cgroup:PATH" in p.stderr
+    assert not os.path.ismount(base / "m")
+
+
+def cgroup2_root() -> Path | None:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        dev, mnt, kind, *_ = line.split()
+        if kind == "cgroup2":
+            return Path(mnt)
+    return None
+
+
+def test_tenant_by_cgroup_routes_its_writes(base: Path, mounts: list[Mount]) -> None:
+    root = cgroup2_root()
+    require(root is not None and os.access(root, os.W_OK), "a writable cgroup v2 hierarchy")
+    cg = root / f"lachesis-fs-e2e-{os.getpid()}"
+    cg.mkdir()
+    try:
+        ep = base / "ep"
+        m = mount(mounts, base, [file_rule("cg", 10, [str(ep)], tenant="jobs", ops=["write"])], tenants=[f"jobs=cgroup:/{cg.name}"])
+        writer = "import sys\nopen(sys.argv[1], 'wb').write(b'from the cgroup' * 1000)\n"
+        # The same program, inside and outside the tenant's cgroup.
+        run("python3", "-c", writer, str(m.mnt / "in.bin"), preexec_fn=lambda: (cg / "cgroup.procs").write_text(str(os.getpid())))
+        run("python3", "-c", writer, str(m.mnt / "out.bin"))
+        want = b"from the cgroup" * 1000
+        assert (m.mnt / "in.bin").read_bytes() == want and (m.mnt / "out.bin").read_bytes() == want
+        assert (ep / "in.bin").read_bytes() == want
+        assert (m.backing / "in.bin").read_bytes() == bytes(len(want)), "the tenant's bytes went to the backing file"
+        assert (m.backing / "out.bin").read_bytes() == want and not (ep / "out.bin").exists()
+    finally:
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

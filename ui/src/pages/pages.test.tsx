@@ -1,0 +1,196 @@
+import { describe, expect, it } from "vitest";
+import { render, screen, waitFor, within } from "@testing-library/react";
+import { App } from "../App";
+import { HOST, fakeController, tenant, wrap } from "../test-controller";
+
+const TELEMETRY = {
+  tenant: "analytics",
+  updated_at: new Date().toISOString(),
+  curve: {
+    policy: "lru",
+    algorithm: "shards-fixed-size",
+    unit: "bytes",
+    points: [
+      { size_bytes: 1 << 20, miss_ratio: 0.9 },
+      { size_bytes: 1 << 24, miss_ratio: 0.4 },
+      { size_bytes: 1 << 28, miss_ratio: 0.05 },
+    ],
+    references: 12300,
+  },
+  series: [
+    { at: "2026-11-21T10:00:00Z", read_iops: 100, write_iops: 10, read_bytes_per_s: 409600, write_bytes_per_s: 40960, hit_ratio: 0.5 },
+    { at: "2026-11-21T10:00:05Z", read_iops: 1200, write_iops: 300, read_bytes_per_s: 4915200, write_bytes_per_s: 1228800, hit_ratio: 0.75 },
+  ],
+};
+
+const SUMMARY = {
+  total_iops: 2500,
+  hit_ratio: 0.6,
+  tenants: [
+    { name: "analytics", iops: 1500, hit_ratio: 0.75 },
+    { name: "db", iops: 1000, hit_ratio: 0.4 },
+  ],
+  devices: [{ host_id: "host-a", name: "flash0", write_bytes_per_s: 1048576, dlwa: 1.25 }],
+};
+
+function signedIn(hash: string) {
+  sessionStorage.setItem("lachesis.token", "good");
+  window.location.hash = hash;
+}
+
+describe("tenant page", () => {
+  it("draws the reported curve with the allocated size marked, and IOPS and hit rate now", async () => {
+    signedIn("#/tenants/analytics");
+    const routes = {
+      "/api/v1/tenants/analytics": tenant("analytics"),
+      "/api/v1/tenants/analytics/telemetry": TELEMETRY,
+      "/api/v1/allocations": [
+        {
+          tenant: "analytics",
+          current: { size_bytes: 1 << 24, reserved_bytes: 0, hit_ratio: 0.6, weight: 1, idle: false, curve_point: { size_bytes: 1 << 24, miss_ratio: 0.4, index: 1 } },
+          proposed: { size_bytes: 1 << 26, reserved_bytes: 0, hit_ratio: 0.7, weight: 1, idle: false, curve_point: { size_bytes: 1 << 26, miss_ratio: 0.3, index: 1 } },
+          guarantee: null,
+        },
+      ],
+    };
+    render(wrap(<App />, fakeController({ routes })));
+    expect((await screen.findByTestId("curve-caption")).textContent).toMatch(/^Allocated 16 MiB: expected hit rate 60.0%; proposed 64 MiB/);
+    expect(screen.getByTestId("curve").querySelector("svg")).toBeTruthy();
+    expect(screen.getByTestId("curve-source").textContent).toMatch(/LRU curve \(shards-fixed-size\) over 12,300 4 KiB references/);
+    expect(screen.getByTestId("tenant-now").textContent).toMatch(/1.5k IOPS \(1.2k read, 300 write\), hit rate 75.0%/);
+    expect(screen.getByTestId("series").querySelector("svg")).toBeTruthy();
+    expect(screen.getByTestId("allocation").textContent).toBe("Allocated 16 MiB (expected hit rate 60.0%); proposed 64 MiB (expected hit rate 70.0%)");
+  });
+
+  it("reads endpoints that are not there yet (404) as no data, without an error", async () => {
+    signedIn("#/tenants/analytics");
+    render(wrap(<App />, fakeController({ routes: { "/api/v1/tenants/analytics": tenant("analytics") } })));
+    expect((await screen.findByTestId("curve-empty")).textContent).toMatch(/No miss-ratio curve reported yet/);
+    await waitFor(() => expect(screen.getByTestId("series-empty").textContent).toMatch(/not reported yet/));
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+
+  it("opens a tenant token's own tenant, and says who is signed in", async () => {
+    signedIn("#/tenants");
+    const routes = {
+      "/api/v1/whoami": { actor: "token:a-viewer", role: "viewer", tenant: "analytics", write_refusal: "token:a-viewer (viewer scoped to tenant 'analytics') may not change anything" },
+      "/api/v1/tenants/analytics": tenant("analytics"),
+    };
+    render(wrap(<App />, fakeController({ routes })));
+    expect(await screen.findByTestId("tenant-detail")).toBeTruthy();
+    expect(screen.getByRole("heading", { level: 1 }).textContent).toBe("analytics");
+    await waitFor(() => expect(screen.getByTestId("who").textContent).toMatch(/token:a-viewer: viewer of analytics/));
+  });
+});
+
+describe("overview", () => {
+  it("shows total IOPS and hit rate and each tenant's", async () => {
+    signedIn("#/");
+    const routes = { "/api/v1/telemetry/summary": SUMMARY, "/api/v1/tenants": [tenant("analytics"), tenant("db")] };
+    render(wrap(<App />, fakeController({ routes })));
+    await waitFor(() => expect(screen.getByTestId("total-iops").textContent).toBe("2.5k"));
+    expect(screen.getByTestId("total-hit-rate").textContent).toBe("60.0%");
+    expect(within(await screen.findByTestId("tenant-row-db")).getByText("40.0%")).toBeTruthy();
+  });
+
+  it("shows a tenant token its own tenant's figures, not everyone's", async () => {
+    signedIn("#/");
+    const routes = {
+      "/api/v1/whoami": { actor: "token:a", role: "operator", tenant: "analytics", write_refusal: null },
+      "/api/v1/telemetry/summary": SUMMARY,
+    };
+    render(wrap(<App />, fakeController({ routes })));
+    await waitFor(() => expect(screen.getByTestId("total-iops").textContent).toBe("1.5k"));
+    expect(screen.getByTestId("total-hit-rate").textContent).toBe("75.0%");
+  });
+});
+
+describe("hosts page", () => {
+  it("shows each device's write rate, DLWA measured and predicted, and the streams per handle", async () => {
+    signedIn("#/hosts");
+    const host = { ...HOST, capabilities: { ...HOST.capabilities, devices: [{ ...HOST.capabilities.devices[0], fdp: true, placement_handles: 2 }] } };
+    const routes = {
+      "/api/v1/hosts": [host],
+      "/api/v1/telemetry/summary": SUMMARY,
+      "/api/v1/placements": [
+        {
+          host_id: "host-a",
+          device: "flash0",
+          handles: 2,
+          overprovisioning: 0.07,
+          streams: [{ tenant: "analytics", part: "klog", space: 0.5, writes: 0.9, trimmed: true, handle: 0 }],
+          shared: [],
+          predicted_dlwa: 1.1,
+          predicted_by: "simulator",
+          model_dlwa: 1.2,
+          warnings: [],
+          computed_at: "2026-11-21T10:00:00Z",
+        },
+      ],
+    };
+    render(wrap(<App />, fakeController({ routes })));
+    const row = await screen.findByTestId("device-row-flash0");
+    await waitFor(() => expect(within(row).getByTestId("device-write-rate").textContent).toBe("1 MiB/s"));
+    expect(within(row).getByTestId("device-dlwa").textContent).toBe("1.25");
+    expect(row.textContent).toMatch(/#0: analytics\/klog/);
+    expect(row.textContent).toMatch(/#1: unused/);
+    expect(within(row).getByTestId("device-dlwa-predicted").textContent).toBe("1.10 (simulator)");
+    expect(screen.queryByTestId("not-reported")).toBeNull();
+  });
+});
+
+describe("viewer", () => {
+  it("finds the editor's Apply off before trying, with the controller's reason", async () => {
+    signedIn("#/editor");
+    const refusal = "token:v (viewer) may not change anything (read-only role)";
+    const routes = { "/api/v1/whoami": { actor: "token:v", role: "viewer", tenant: null, write_refusal: refusal } };
+    render(wrap(<App />, fakeController({ viewer: true, routes })));
+    await waitFor(() => expect((screen.getByTestId("apply") as HTMLButtonElement).disabled).toBe(true));
+    expect(screen.getByTestId("write-disabled-reason").textContent).toBe(refusal);
+  });
+});
+
+describe("a tenant operator", () => {
+  it("is refused another tenant's page without losing its right to write", async () => {
+    signedIn("#/tenants/db");
+    const routes = { "/api/v1/whoami": { actor: "token:a-op", role: "operator", tenant: "analytics", write_refusal: null } };
+    const refusals = { "/api/v1/tenants/db": { status: 403, detail: "token:a-op (operator scoped to tenant 'analytics') may not read tenant 'db'" } };
+    render(wrap(<App />, fakeController({ routes, refusals })));
+    expect((await screen.findByRole("alert")).textContent).toMatch(/may not read tenant 'db'/);
+    window.location.hash = "#/editor";
+    await waitFor(() => expect((screen.getByTestId("apply") as HTMLButtonElement).disabled).toBe(false));
+    expect(screen.queryByTestId("write-disabled-reason")).toBeNull();
+  });
+});
+
+describe("rollout detail", () => {
+  it("shows a two-phase rollout's phase per agent", async () => {
+    signedIn("#/rules/rollouts/r1");
+    const target = (host_id: string, phase: string, status: string) => ({
+      host_id,
+      generation: 3,
+      status,
+      phase,
+      drained_at: phase === "quiesce" ? null : "2026-11-21T10:00:01Z",
+      acked_at: status === "applied" ? "2026-11-21T10:00:02Z" : null,
+      reason: null,
+    });
+    const rollout = {
+      id: "r1",
+      state: "pending",
+      reason: null,
+      cause: "rule r changed",
+      phase: "quiesce",
+      rolled_back_by: null,
+      traceparent: null,
+      created_at: "2026-11-21T10:00:00Z",
+      deadline: "2026-11-21T10:01:00Z",
+      completed_at: null,
+      targets: [target("host-a", "drained", "pending"), target("host-b", "quiesce", "pending")],
+    };
+    render(wrap(<App />, fakeController({ routes: { "/api/v1/rollouts/r1": rollout } })));
+    expect((await screen.findByTestId("rollout-phase")).textContent).toBe("two-phase: quiesce");
+    expect(within(screen.getByTestId("target-host-a")).getByTestId("target-phase").textContent).toBe("drained");
+    expect(within(screen.getByTestId("target-host-b")).getByTestId("target-phase").textContent).toBe("quiesce");
+  });
+});
