@@ -2,8 +2,8 @@
 that moves a flow runs quiesce, drain, install, resume at every agent, in that order, and
 an agent killed mid-rollout rolls all three back to the rules they ran before.
 
-(The writer/reader half of issue 7 needs the FUSE data path behind the agent's
-FlowControl hook; it is not wired into the agent yet.)
+The writer/reader half of issue 7, on the agents' FUSE mounts, is
+`test_rollouts_datapath.py`.
 """
 
 from __future__ import annotations

@@ -136,25 +136,27 @@ struct {
 	__type(value, struct sys_start);
 } sys_start SEC(".maps");
 
-/* io_uring request -> submission. LRU: a request whose CQE is skipped
- * (IOSQE_CQE_SKIP_SUCCESS) never completes here and must not leak. */
-struct uring_start {
-	__u64 ts;
-	__u32 tenant;
-	__u32 op;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(map_flags, BPF_F_NO_COMMON_LRU);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct uring_start);
-} uring_inflight SEC(".maps");
-
-/* A tenant's bio in flight, and the request it heads, if any. */
-struct bio_start {
-	__u64 queue_ts;
+/*
+ * In-flight tables: io_uring request -> submission, bio -> queue (and the
+ * request it heads, if any). A hash map here (insert at submission, lookup
+ * and delete at completion, both taking a bucket lock and the LRU's
+ * bookkeeping) was most of the block and io_uring layers' cost. These are
+ * direct-mapped arrays instead: the slot is a multiplicative hash of the
+ * pointer, probed over INFLIGHT_PROBES neighbours; an array lookup is
+ * inlined by the verifier into address arithmetic, claiming a slot is one
+ * compare-and-swap, and releasing it one store. A slot whose owner never
+ * completed here (a bio merged beyond the completion walk, an io_uring
+ * request with IOSQE_CQE_SKIP_SUCCESS) is taken over once INFLIGHT_STALE_NS
+ * old, so nothing leaks. When every probed slot is busy the IO is still
+ * counted at submission; only its latency sample (and, for a bio, its
+ * device-layer op) is lost, which at 65536 slots and the queue depths of a
+ * host is rare (the map-free alternative, the tenant from the bio's blkcg
+ * at completion, needs the io controller on cgroup v2, which our hosts do
+ * not have).
+ */
+struct inflight {
+	__u64 key;			/* the pointer; 0 = free */
+	__u64 start_ts;			/* submission / bio queue */
 	/* Set at block_rq_issue when this bio is first in its request: the
 	 * device layer's state lives here instead of a request-keyed map. */
 	__u64 issue_ts;
@@ -167,21 +169,88 @@ struct bio_start {
 	__u8 _pad[6];
 };
 
-/*
- * bio -> bio_start. Deleted at completion: for request-based (blk-mq)
- * devices by walking the request's bios at block_rq_complete, because the
- * block layer clears BIO_TRACE_COMPLETION once the request completion is
- * traced and block_bio_complete never fires; for bio-based devices (dm,
- * md) at block_bio_complete. LRU: a bio merged into a request beyond the
- * walk's bound must not fill the map.
- */
+#define INFLIGHT_SLOTS_SHIFT	16
+#define INFLIGHT_SLOTS		(1u << INFLIGHT_SLOTS_SHIFT)
+#define INFLIGHT_PROBES		4
+#define INFLIGHT_STALE_NS	(10ULL * 1000 * 1000 * 1000)
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(map_flags, BPF_F_NO_COMMON_LRU);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct bio_start);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, INFLIGHT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct inflight);
+} uring_inflight SEC(".maps");
+
+/* Deleted at completion: for request-based (blk-mq) devices by walking
+ * the request's bios at block_rq_complete, because the block layer clears
+ * BIO_TRACE_COMPLETION once the request completion is traced and
+ * block_bio_complete never fires; for bio-based devices (dm, md) at
+ * block_bio_complete. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, INFLIGHT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct inflight);
 } bio_inflight SEC(".maps");
+
+/* A typed pointer's value as a number: the verifier allows no arithmetic
+ * (here the hash) on a trusted pointer, but a value read through a helper
+ * is a plain scalar. */
+static __always_inline __u64 ptr_bits(const void *p)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+static __always_inline __u32 inflight_home(__u64 key)
+{
+	/* Fibonacci hashing: slab pointers differ in their middle bits. */
+	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - INFLIGHT_SLOTS_SHIFT);
+}
+
+/* A slot for key, claimed for the caller, or NULL if all probed are busy. */
+static __always_inline struct inflight *inflight_claim(void *map, __u64 key, __u64 now)
+{
+	__u32 home = inflight_home(key);
+	struct inflight *e;
+	__u64 old;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < INFLIGHT_PROBES; i++) {
+		__u32 idx = (home + i) & (INFLIGHT_SLOTS - 1);
+
+		e = bpf_map_lookup_elem(map, &idx);
+		if (!e)
+			return NULL;
+		old = e->key;
+		/* Our own key: a reused pointer whose completion we missed. */
+		if (old && old != key && now - e->start_ts < INFLIGHT_STALE_NS)
+			continue;
+		if (__sync_val_compare_and_swap(&e->key, old, key) == old)
+			return e;
+	}
+	return NULL;
+}
+
+static __always_inline struct inflight *inflight_find(void *map, __u64 key)
+{
+	__u32 home = inflight_home(key);
+	struct inflight *e;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < INFLIGHT_PROBES; i++) {
+		__u32 idx = (home + i) & (INFLIGHT_SLOTS - 1);
+
+		e = bpf_map_lookup_elem(map, &idx);
+		if (e && e->key == key)
+			return e;
+	}
+	return NULL;
+}
 
 /*
  * address_space -> the cgroup that last dirtied a page of it. Writeback
@@ -349,18 +418,22 @@ static __always_inline void account(__u32 tenant, __u32 layer, __u32 op, __u64 b
  * /sys reads would add every monitoring poll. A deny list rather than
  * "has a block device", so FUSE (our own front end) and network
  * filesystems still count. `file` is an untyped pointer here (it came out
- * of the fd array through bpf_probe_read), hence BPF_CORE_READ.
+ * of the fd array through bpf_probe_read); bpf_core_cast (the
+ * bpf_rdonly_cast kfunc) types it, so the three loads below are plain
+ * fault-checked loads instead of a helper call each, as BPF_CORE_READ
+ * would be.
  */
-static __always_inline bool is_storage_file(struct file *file)
+static __always_inline bool is_storage_file(struct file *untyped)
 {
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	umode_t mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	struct file *file = bpf_core_cast(untyped, struct file);
+	struct inode *inode = file->f_inode;
+	umode_t mode = inode->i_mode & S_IFMT;
 
 	if (mode == S_IFBLK)
 		return true;
 	if (mode != S_IFREG)
 		return false;
-	switch (BPF_CORE_READ(inode, i_sb, s_magic)) {
+	switch (inode->i_sb->s_magic) {
 	case PROC_SUPER_MAGIC:
 	case SYSFS_MAGIC:
 	case CGROUP_SUPER_MAGIC:
@@ -475,8 +548,8 @@ static __always_inline int uring_op(__u8 opcode)
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(lx_uring_submit, struct io_kiocb *req)
 {
-	struct uring_start in;
-	__u64 key = (__u64)req;
+	struct inflight *in;
+	__u64 now;
 	__u32 tenant;
 	int op;
 
@@ -488,31 +561,33 @@ int BPF_PROG(lx_uring_submit, struct io_kiocb *req)
 	tenant = current_tenant(NULL);
 	if (tenant == LX_NO_TENANT)
 		return 0;
-	in.ts = bpf_ktime_get_ns();
-	in.tenant = tenant;
-	in.op = op;
-	bpf_map_update_elem(&uring_inflight, &key, &in, BPF_ANY);
+	now = bpf_ktime_get_ns();
+	in = inflight_claim(&uring_inflight, ptr_bits(req), now);
+	if (!in)
+		return 0;
+	in->start_ts = now;
+	in->tenant = tenant;
+	in->op = op;
 	return 0;
 }
 
 SEC("tp_btf/io_uring_complete")
 int BPF_PROG(lx_uring_complete, struct io_ring_ctx *ring, void *req, struct io_uring_cqe *cqe)
 {
-	__u64 key = (__u64)req;
-	struct uring_start *in;
+	struct inflight *in;
 	struct file *file;
 	__s32 res;
 
-	in = bpf_map_lookup_elem(&uring_inflight, &key);
+	in = inflight_find(&uring_inflight, (__u64)req);
 	if (!in)
 		return 0;
 	res = cqe->res;
 	/* The file is only assigned at issue, after the submit tracepoint;
-	 * req is a void * in this tracepoint, hence BPF_CORE_READ. */
-	file = BPF_CORE_READ((struct io_kiocb *)req, file);
+	 * req is a void * in this tracepoint, hence the cast. */
+	file = bpf_core_cast(req, struct io_kiocb)->file;
 	if (res >= 0 && file && is_storage_file(file))
-		account(in->tenant, LX_LAYER_URING, in->op, res, bpf_ktime_get_ns() - in->ts);
-	bpf_map_delete_elem(&uring_inflight, &key);
+		account(in->tenant, LX_LAYER_URING, in->op, res, bpf_ktime_get_ns() - in->start_ts);
+	in->key = 0;
 	return 0;
 }
 
@@ -721,9 +796,9 @@ SEC("tp_btf/block_bio_queue")
 int BPF_PROG(lx_bio_queue, struct bio *bio)
 {
 	struct lx_tenant_stats *st;
-	struct bio_start in = {};
-	__u64 key = (__u64)bio;
+	struct inflight *in;
 	__u32 tenant, bytes;
+	__u64 now;
 	int op;
 
 	op = bio_op(bio);
@@ -737,11 +812,16 @@ int BPF_PROG(lx_bio_queue, struct bio *bio)
 		return 0;
 	st->io[LX_LAYER_BLOCK][op].ops++;
 	st->io[LX_LAYER_BLOCK][op].bytes += bytes;
-	in.queue_ts = bpf_ktime_get_ns();
-	in.tenant = tenant;
-	in.op = op;
-	bpf_map_update_elem(&bio_inflight, &key, &in, BPF_ANY);
-	shards_sample(bio, tenant, op, bytes, in.queue_ts, st);
+	now = bpf_ktime_get_ns();
+	in = inflight_claim(&bio_inflight, ptr_bits(bio), now);
+	if (in) {
+		in->start_ts = now;
+		in->issue_ts = 0;
+		in->tenant = tenant;
+		in->op = op;
+		in->piece = 0;
+	}
+	shards_sample(bio, tenant, op, bytes, now, st);
 	return 0;
 }
 
@@ -755,30 +835,33 @@ int BPF_PROG(lx_bio_queue, struct bio *bio)
 SEC("tp_btf/block_split")
 int BPF_PROG(lx_bio_split, struct bio *split, unsigned int new_sector)
 {
-	__u64 parent = (__u64)split->bi_private;
-	__u64 key = (__u64)split;
-	struct bio_start *p, piece;
+	struct inflight *p, *piece;
 
-	p = bpf_map_lookup_elem(&bio_inflight, &parent);
+	p = inflight_find(&bio_inflight, ptr_bits(split->bi_private));
 	if (!p)
 		return 0;
-	piece = *p;
-	piece.piece = 1;
-	bpf_map_update_elem(&bio_inflight, &key, &piece, BPF_ANY);
+	piece = inflight_claim(&bio_inflight, ptr_bits(split), bpf_ktime_get_ns());
+	if (!piece)
+		return 0;
+	piece->start_ts = p->start_ts;
+	piece->issue_ts = 0;
+	piece->tenant = p->tenant;
+	piece->op = p->op;
+	piece->piece = 1;
 	return 0;
 }
 
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(lx_rq_issue, struct request *rq)
 {
-	__u64 key = (__u64)rq->bio;
-	struct bio_start *b;
+	__u64 key = ptr_bits(rq->bio);
+	struct inflight *b;
 
 	if (!key)
 		return 0;
 	/* Bios of several tenants can merge into one request (the v1 blkio
 	 * controller does not stop it); the first bio's tenant pays. */
-	b = bpf_map_lookup_elem(&bio_inflight, &key);
+	b = inflight_find(&bio_inflight, key);
 	if (!b)
 		return 0;
 	b->issue_ts = bpf_ktime_get_ns();
@@ -788,41 +871,40 @@ int BPF_PROG(lx_rq_issue, struct request *rq)
 
 /* Ends a bio's flight: its block-layer latency, and the device layer's
  * op if it headed the request. */
-static __always_inline void bio_done(struct bio *bio, __u64 now, bool head, bool ok)
+static __always_inline void bio_done(__u64 bio, __u64 now, bool head, bool ok)
 {
-	__u64 key = (__u64)bio;
-	struct bio_start *in;
+	struct inflight *in;
 
-	in = bpf_map_lookup_elem(&bio_inflight, &key);
+	in = inflight_find(&bio_inflight, bio);
 	if (!in)
 		return;
 	if (!in->piece) {
 		struct lx_op_stats *o = op_stats(in->tenant, LX_LAYER_BLOCK, in->op);
 
 		if (o)
-			o->lat_hist[log2_bucket(now - in->queue_ts)]++;
+			o->lat_hist[log2_bucket(now - in->start_ts)]++;
 	}
 	if (head && ok && in->issue_ts)
 		account(in->tenant, LX_LAYER_DEVICE, in->op, in->rq_bytes, now - in->issue_ts);
-	bpf_map_delete_elem(&bio_inflight, &key);
+	in->key = 0;
 }
 
 /* Bio-based devices only; see bio_inflight. */
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(lx_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	bio_done(bio, bpf_ktime_get_ns(), false, false);
+	bio_done(ptr_bits(bio), bpf_ktime_get_ns(), false, false);
 	return 0;
 }
 
-/* Merged requests rarely carry more bios; the rest age out of the LRU
- * without a block-layer latency sample. */
+/* Merged requests rarely carry more bios; the rest are taken over once
+ * stale, without a block-layer latency sample. */
 #define MAX_BIOS_PER_RQ	32
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(lx_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	struct bio *bio = rq->bio;
+	__u64 bio = ptr_bits(rq->bio);
 	__u64 now;
 	int i;
 
@@ -830,10 +912,11 @@ int BPF_PROG(lx_rq_complete, struct request *rq, blk_status_t error, unsigned in
 		return 0;
 	now = bpf_ktime_get_ns();
 	/* Still linked to the request here: blk_update_request unlinks and
-	 * ends them after this tracepoint. */
+	 * ends them after this tracepoint. Read as numbers (the walk needs
+	 * them as keys anyway): one probe read per bio. */
 	for (i = 0; i < MAX_BIOS_PER_RQ && bio; i++) {
 		bio_done(bio, now, i == 0, !error);
-		bio = bio->bi_next;
+		bio = (__u64)BPF_CORE_READ((struct bio *)bio, bi_next);
 	}
 	return 0;
 }

@@ -3,7 +3,8 @@
 # (psync and io_uring) with the programs attached vs detached, alternating,
 # medians of several rounds; samples reaching user space per IO; and the
 # added cost per syscall of the raw_syscalls hook. Prints markdown for
-# docs/benchmarks/ebpf.md. Needs root and fio.
+# docs/benchmarks/ebpf.md; the plot of the per-round ratios goes to
+# docs/benchmarks/ebpf.png (PLOT=0 skips it). Needs root and fio.
 #
 #   bench/ebpf/run.sh                  # 9 rounds x 6 s per run
 #   ROUNDS=3 RUNTIME=5 bench/ebpf/run.sh
@@ -24,7 +25,9 @@ fi
 command -v fio >/dev/null || { echo "bench/ebpf/run.sh: fio is not installed (apt-get install fio)" >&2; exit 2; }
 
 cargo build --release --locked -j "$JOBS" -p lachesis-ebpf-metrics >&2
-bin=target/release/lachesis-ebpf-bench
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+bin=${CARGO_TARGET_DIR:-target}/release/lachesis-ebpf-bench
 
 echo "## Run $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
@@ -36,12 +39,21 @@ echo
 echo "### fio 4 KiB randread, O_DIRECT, ${RUNTIME}s per run, $ROUNDS rounds, R = $RATE"
 echo
 "$bin" fio --dir "$DIR" --size-mib "$SIZE_MIB" --runtime "$RUNTIME" --rounds "$ROUNDS" --rate "$RATE" \
-    --json "${JSON:-/dev/null}"
+    --json "$out/all.json"
 echo
 echo "### Same, block layer and SHARDS only (LoadOptions::layers = Layers::BLOCK_ONLY)"
 echo
-"$bin" fio --dir "$DIR" --size-mib "$SIZE_MIB" --runtime "$RUNTIME" --rounds "$ROUNDS" --rate "$RATE" --block-only
+"$bin" fio --dir "$DIR" --size-mib "$SIZE_MIB" --runtime "$RUNTIME" --rounds "$ROUNDS" --rate "$RATE" --block-only \
+    --json "$out/block.json"
 echo
 echo "### Cost per syscall of the syscall hook (medians of $ROUNDS alternating rounds)"
 echo
 "$bin" syscalls --dir "$DIR" --rounds "$ROUNDS"
+
+if [[ ${PLOT:-1} != 0 ]]; then
+    # matplotlib only for the plot, in a throw-away environment.
+    ../.lachesis/tools/bin/uv run -q --no-project --python ../.lachesis/venv/bin/python --with matplotlib \
+        python ../bench/ebpf/plot.py ../docs/benchmarks/ebpf.png \
+        "all layers=$out/all.json" "block only=$out/block.json"
+    echo "plot: docs/benchmarks/ebpf.png" >&2
+fi

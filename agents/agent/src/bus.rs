@@ -317,6 +317,15 @@ pub struct Heartbeat {
     pub uptime_s: f64,
 }
 
+/// A tenant's share of the cache: the controller's current allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSize {
+    #[serde(deserialize_with = "de_name")]
+    pub tenant: String,
+    pub size_bytes: u64,
+}
+
 /// `lachesis.desired-state/v1`: the whole desired state of one agent, in [`keys::desired`]
 /// (latest) and [`keys::inbox`] (every generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -341,6 +350,9 @@ pub struct DesiredState {
     /// A rollback: the generation whose rules and tenants this one carries again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restores: Option<u64>,
+    /// Per-tenant cache sizes; absent: no allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caches: Option<Vec<CacheSize>>,
     pub tenants: Vec<Tenant>,
     pub rules: Vec<Rule>,
 }

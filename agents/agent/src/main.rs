@@ -15,6 +15,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, prepare_device, DeviceSpec};
+use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
@@ -92,6 +93,17 @@ struct RunArgs {
     /// Do not load the eBPF metrics engine (telemetry then carries device counters only).
     #[arg(long, env = "LACHESIS_NO_EBPF")]
     no_ebpf: bool,
+
+    /// Mount the FUSE sSwitch over BACKING_DIR at MOUNTPOINT (both existing directories);
+    /// the rules of every applied desired state are installed in it and rollouts quiesce
+    /// its flows. Repeatable.
+    #[arg(long = "mount", value_name = "BACKING_DIR:MOUNTPOINT")]
+    mounts: Vec<MountSpec>,
+
+    /// FUSE worker threads per mount.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..64))]
+    mount_threads: u64,
 
     /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
     #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
@@ -216,6 +228,19 @@ fn run(args: RunArgs) -> ExitCode {
         }
     }
 
+    let mut mountpoints = HashSet::new();
+    for m in &args.mounts {
+        if !mountpoints.insert(m.mountpoint.as_path()) {
+            usage_error(
+                ErrorKind::ArgumentConflict,
+                format!(
+                    "--mount mountpoint {} is given twice",
+                    m.mountpoint.display()
+                ),
+            );
+        }
+    }
+
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -286,7 +311,14 @@ fn run(args: RunArgs) -> ExitCode {
             interval: Duration::from_millis(args.telemetry_interval_ms),
             devices: registration.capabilities.devices.clone(),
         };
-        let agent = Agent::new(cfg, client.clone(), registration);
+        let mut agent = Agent::new(cfg, client.clone(), registration);
+        let datapath = (!args.mounts.is_empty())
+            .then(|| Datapath::new(args.mounts.clone(), args.mount_threads as usize));
+        if let Some(dp) = &datapath {
+            agent = agent
+                .with_flow_control(dp.clone())
+                .with_installer(dp.clone());
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let telemetry = match metrics_engine::spawn(
             load_metrics_engine(&args),
@@ -311,6 +343,9 @@ fn run(args: RunArgs) -> ExitCode {
             })
             .await;
         stop.store(true, Ordering::Relaxed);
+        if let Some(dp) = datapath {
+            let _ = tokio::task::spawn_blocking(move || dp.unmount()).await;
+        }
         if let Some(t) = telemetry {
             // Joining detaches the BPF programs and removes the pins (the engine drops).
             let _ = tokio::task::spawn_blocking(move || t.join()).await;

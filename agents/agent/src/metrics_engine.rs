@@ -7,6 +7,8 @@
 //!   ([`TenantMap`]: every tenant with a `cgroup` classifier gets a slot; classifiers whose
 //!   cgroup does not exist yet are retried every interval),
 //! - drains the SHARDS sample ring buffer into one fixed-size SHARDS estimator per tenant,
+//!   and into a shadow cache per tenant with an allocated size (desired-state `caches`,
+//!   [`shadow_cache`]), which measures the hit ratio the tenant gets at that size,
 //! - every interval adds a [`Telemetry`] message to [`STREAM`].
 //!
 //! A thread rather than a task: ring-buffer polling blocks, and the bus side is one `XADD` per
@@ -27,7 +29,10 @@ use lachesis_switch::{ClassifierKind, Tenant};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::bus::{keys, Device, DeviceKind, Timestamp};
+mod shadow_cache;
+pub use shadow_cache::ShadowCache;
+
+use crate::bus::{keys, CacheSize, Device, DeviceKind, Timestamp};
 use crate::state::Applied;
 use crate::telemetry::{
     CurveAlgorithm, DeviceTelemetry, LatencyP99, Telemetry, TelemetryCurve, TelemetrySchema,
@@ -222,6 +227,9 @@ pub struct MetricsEngine {
     sizes: Vec<u64>,
     /// Counters at the previous report, for per-interval latency.
     last: BTreeMap<TenantId, TenantStats>,
+    /// Allocated cache sizes by tenant name, and the shadow cache of each slot that has one.
+    allocated: BTreeMap<String, u64>,
+    shadows: BTreeMap<TenantId, ShadowCache>,
 }
 
 impl std::fmt::Debug for MetricsEngine {
@@ -267,6 +275,8 @@ impl MetricsEngine {
             sample_keys: opts.sample_keys,
             sizes: curve_sizes(),
             last: BTreeMap::new(),
+            allocated: BTreeMap::new(),
+            shadows: BTreeMap::new(),
         })
     }
 
@@ -302,6 +312,7 @@ impl MetricsEngine {
         let mut failed = false;
         for &slot in &ch.removed {
             self.sinks.remove_tenant(slot);
+            self.shadows.remove(&slot);
             self.last.remove(&slot);
             if let Err(e) = m.remove_tenant(slot) {
                 error!(slot, error = %e, "eBPF metrics: cannot clear tenant slot");
@@ -352,10 +363,37 @@ impl MetricsEngine {
         );
     }
 
-    /// Wait up to `timeout` for samples and feed them to the estimators.
+    /// Size the tenants' shadow caches as allocated (`caches` of the desired state); call
+    /// after [`Self::apply_tenants`] so new slots get theirs. A resized shadow keeps its counters.
+    pub fn apply_caches(&mut self, caches: &[CacheSize]) {
+        self.allocated = caches.iter().map(|c| (c.tenant.clone(), c.size_bytes)).collect();
+        let want = sized_slots(self.map.slots(), &self.allocated);
+        self.shadows.retain(|slot, _| want.contains_key(slot));
+        for (slot, size) in want {
+            let rate = self.sinks.rate(slot).unwrap_or(1.0);
+            self.shadows
+                .entry(slot)
+                .and_modify(|s| s.resize(size))
+                .or_insert_with(|| ShadowCache::new(size, rate));
+        }
+    }
+
+    /// Wait up to `timeout` for samples and feed them to the estimators and shadow caches.
     pub fn poll(&mut self, timeout: Duration) -> Result<usize, EbpfError> {
-        let n = self.reader.poll(timeout, &mut self.sinks)?;
+        let (sinks, shadows) = (&mut self.sinks, &mut self.shadows);
+        let mut both = |s: &lachesis_ebpf_metrics::Sample| {
+            lachesis_ebpf_metrics::SampleSink::sample(sinks, s);
+            if let Some(c) = shadows.get_mut(&s.tenant) {
+                c.access(s.key(), s.hash);
+            }
+        };
+        let n = self.reader.poll(timeout, &mut both)?;
         self.sinks.sync(&self.metrics)?;
+        for (&slot, c) in self.shadows.iter_mut() {
+            if let Some(rate) = self.sinks.rate(slot) {
+                c.set_rate(rate);
+            }
+        }
         Ok(n)
     }
 
@@ -374,7 +412,9 @@ impl MetricsEngine {
             let curve = self.sinks.curve(slot).and_then(|c| {
                 tenant_curve(&c.sizes, &c.miss_ratio, now.blocks)
             });
-            out.push(tenant_report(name, &now, &now.since(&prev), curve));
+            let mut report = tenant_report(name, &now, &now.since(&prev), curve);
+            report.cache = self.shadows.get(&slot).map(ShadowCache::report);
+            out.push(report);
         }
         out
     }
@@ -407,7 +447,16 @@ pub fn tenant_report(
             write: pw,
         }),
         curve,
+        cache: None,
     }
+}
+
+/// Slot → allocated size of every tenant that has both.
+pub fn sized_slots(slots: &BTreeMap<String, TenantId>, allocated: &BTreeMap<String, u64>) -> BTreeMap<TenantId, u64> {
+    allocated
+        .iter()
+        .filter_map(|(name, &size)| slots.get(name).map(|&slot| (slot, size)))
+        .collect()
 }
 
 /// The telemetry form of a curve over `sizes` (4 KiB blocks): sizes in bytes, miss ratios to
@@ -498,16 +547,24 @@ fn telemetry_loop(
     stop: Arc<AtomicBool>,
 ) {
     let mut bus = Publisher::new(client);
-    let mut tenants = applied.borrow_and_update().tenants.clone();
+    let (mut tenants, mut caches) = {
+        let a = applied.borrow_and_update();
+        (a.tenants.clone(), a.caches.clone())
+    };
     if let Some(e) = engine.as_mut() {
         e.apply_tenants(&tenants);
+        e.apply_caches(&caches);
     }
     let mut next = Instant::now() + cfg.interval;
     while !stop.load(Ordering::Relaxed) {
         if applied.has_changed().unwrap_or(false) {
-            tenants = applied.borrow_and_update().tenants.clone();
+            (tenants, caches) = {
+                let a = applied.borrow_and_update();
+                (a.tenants.clone(), a.caches.clone())
+            };
             if let Some(e) = engine.as_mut() {
                 e.apply_tenants(&tenants);
+                e.apply_caches(&caches);
             }
         }
         let wait = next.saturating_duration_since(Instant::now()).min(POLL);
@@ -527,6 +584,7 @@ fn telemetry_loop(
         if let Some(e) = engine.as_mut() {
             // Cgroups named by classifiers may have appeared since.
             e.apply_tenants(&tenants);
+            e.apply_caches(&caches);
         }
         let msg = Telemetry {
             schema: TelemetrySchema,
@@ -704,6 +762,13 @@ mod tests {
         assert_eq!(s.first().map(|b| b * BLOCK_BYTES), Some(1 << 20));
         assert_eq!(s.last().map(|b| b * BLOCK_BYTES), Some(1 << 40));
         assert!(s.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn only_tenants_with_a_slot_and_a_size_get_a_shadow_cache() {
+        let slots = BTreeMap::from([("web".to_string(), 1), ("db".to_string(), 0)]);
+        let allocated = BTreeMap::from([("web".to_string(), 4096), ("gone".to_string(), 8192)]);
+        assert_eq!(sized_slots(&slots, &allocated), BTreeMap::from([(1, 4096)]));
     }
 
     #[test]

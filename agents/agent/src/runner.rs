@@ -88,6 +88,12 @@ impl Backoff {
     }
 }
 
+/// Programs the data path with an applied desired state, before its flows resume. An error
+/// rejects the generation (the ack carries it as the reason).
+pub trait Installer: Send + Sync {
+    fn install(&self, applied: &Applied) -> Result<(), String>;
+}
+
 /// The agent: its soft state and the bus connection settings.
 pub struct Agent {
     cfg: Config,
@@ -96,6 +102,7 @@ pub struct Agent {
     state: AgentState,
     applied_tx: watch::Sender<Applied>,
     flows: Arc<dyn FlowControl>,
+    installer: Option<Arc<dyn Installer>>,
 }
 
 impl Agent {
@@ -110,6 +117,7 @@ impl Agent {
             state,
             applied_tx,
             flows: InFlightGate::new(),
+            installer: None,
         }
     }
 
@@ -117,6 +125,12 @@ impl Agent {
     /// in-process [`InFlightGate`] that no IO passes through.
     pub fn with_flow_control(mut self, flows: Arc<dyn FlowControl>) -> Self {
         self.flows = flows;
+        self
+    }
+
+    /// Install every applied desired state into `installer` (the data path's rule table).
+    pub fn with_installer(mut self, installer: Arc<dyn Installer>) -> Self {
+        self.installer = Some(installer);
         self
     }
 
@@ -309,6 +323,13 @@ async fn handle_message(
             "quiesce of the generation already installed, acked again"
         ),
         Outcome::Applied => {
+            if let Some(inst) = &agent.installer {
+                if let Err(e) = inst.install(agent.state.applied()) {
+                    error!(generation = msg.generation, rollout_id = %rollout, error = %e, "data path refused the rules");
+                    ack.status = AckStatus::Rejected;
+                    ack.reason = Some(format!("data path: {e}"));
+                }
+            }
             info!(
                 generation = msg.generation,
                 rollout_id = %rollout,

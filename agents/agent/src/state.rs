@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use lachesis_switch::{Match, RuleTable, Tenant};
 
-use crate::bus::{Ack, AckSchema, AckStatus, DesiredState, Phase, Timestamp};
+use crate::bus::{Ack, AckSchema, AckStatus, CacheSize, DesiredState, Phase, Timestamp};
 
 /// What the agent did with a desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub struct Applied {
     pub rollout_id: Option<String>,
     pub table: Arc<RuleTable>,
     pub tenants: Arc<Vec<Tenant>>,
+    /// Per-tenant cache sizes (desired-state `caches`).
+    pub caches: Arc<Vec<CacheSize>>,
 }
 
 /// The agent's soft state.
@@ -61,6 +63,7 @@ impl AgentState {
                 rollout_id: None,
                 table: Arc::new(RuleTable::new()),
                 tenants: Arc::new(Vec::new()),
+                caches: Arc::new(Vec::new()),
             },
             quiescing: None,
         }
@@ -123,6 +126,7 @@ impl AgentState {
                         rollout_id: msg.rollout_id.clone(),
                         table: Arc::new(table),
                         tenants: Arc::new(msg.tenants.clone()),
+                        caches: Arc::new(msg.caches.clone().unwrap_or_default()),
                     };
                     // Whatever was quiesced for this or an older generation moves now.
                     if self.quiescing.is_some_and(|q| q <= msg.generation) {
@@ -194,6 +198,7 @@ mod tests {
             phase: None,
             quiesce: None,
             restores: None,
+            caches: None,
             tenants: vec![],
             rules,
         }

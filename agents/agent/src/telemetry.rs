@@ -74,6 +74,19 @@ pub struct TenantTelemetry {
     /// Over the last interval; None before any IO.
     pub latency_us_p99: Option<LatencyP99>,
     pub curve: Option<TelemetryCurve>,
+    /// The tenant's cache at its allocated size; None without an allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<TenantCache>,
+}
+
+/// Hits and misses of a tenant's cache at `size_bytes`, measured by a shadow cache on the
+/// SHARDS samples and scaled by the sampling rate; cumulative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantCache {
+    pub size_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
 }
 
 /// p99 latency in microseconds per direction; None without IO of that direction.

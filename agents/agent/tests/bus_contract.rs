@@ -198,13 +198,21 @@ fn agent_made_telemetry_validates() {
     let ratios: Vec<f64> = (0..sizes.len()).map(|i| 1.0 / (1.0 + i as f64)).collect();
     let curve = tenant_curve(&sizes, &ratios, 1234);
     assert!(curve.is_some());
+    // With an allocated size, the shadow cache's counters go along.
+    let mut web = tenant_report("web", &TenantStats::default(), &TenantStats::default(), curve);
+    let mut shadow = lachesis_agent::metrics_engine::ShadowCache::new(1 << 20, 0.5);
+    for k in 0..10 {
+        shadow.access(k % 4, 0);
+    }
+    web.cache = Some(shadow.report());
+    assert_eq!(web.cache.map(|c| (c.hits, c.misses)), Some((12, 8)));
     let msg = Telemetry {
         schema: TelemetrySchema,
         host_id: "host-a".into(),
         sent_at: Timestamp::now(),
         interval_s: 5.0,
         tenants: vec![
-            tenant_report("web", &TenantStats::default(), &TenantStats::default(), curve),
+            web,
             tenant_report("idle", &TenantStats::default(), &TenantStats::default(), None),
         ],
         devices: vec![DeviceTelemetry {

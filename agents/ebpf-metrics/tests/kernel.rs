@@ -230,7 +230,7 @@ fn direct_io_is_counted_per_tenant() {
         assert_within(&format!("reader {} read ops", layer.name()), r.ops, 4096);
         assert_within(&format!("reader {} read bytes", layer.name()), r.bytes, 64 * MIB);
         // A latency sample per op; at the block layer one can be lost when
-        // the in-flight entry could not be stored (LRU map under pressure).
+        // the in-flight slot could not be claimed (every probed slot busy).
         assert_within(&format!("reader {} latency samples", layer.name()), r.latency.count(), r.ops);
     }
     // Writer: 8192 x 4 KiB.

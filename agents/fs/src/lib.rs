@@ -8,9 +8,11 @@
 pub mod classify;
 pub mod config;
 pub mod delegate;
+pub mod embed;
 pub mod fuse;
 pub mod gate;
 pub mod rangemap;
+pub mod remote;
 pub mod route;
 pub mod stage;
 pub mod switch;

@@ -46,6 +46,18 @@ enum Cmd {
         /// FUSE worker threads.
         #[arg(long, default_value_t = 4)]
         threads: usize,
+        /// A request to a remote endpoint (tcp://) unanswered this long fails with EIO.
+        #[arg(long, default_value_t = 5000)]
+        remote_timeout_ms: u64,
+    },
+    /// Answer IO forwarded by other agents' remote endpoints (tcp://HOST:PORT/dir) from DIR.
+    Serve {
+        /// Address to listen on, e.g. 0.0.0.0:7070.
+        #[arg(long)]
+        listen: String,
+        /// Directory the forwarded files live under.
+        #[arg(long)]
+        root: PathBuf,
     },
 }
 
@@ -67,16 +79,36 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let Cmd::Mount {
-        backing,
-        mountpoint,
-        rules,
-        tenants,
-        state_dir,
-        stats,
-        no_passthrough,
-        threads,
-    } = Cli::parse().cmd;
+    let (backing, mountpoint, rules, tenants, state_dir, stats, no_passthrough, threads) =
+        match Cli::parse().cmd {
+            Cmd::Serve { listen, root } => return serve(&listen, &root),
+            Cmd::Mount {
+                backing,
+                mountpoint,
+                rules,
+                tenants,
+                state_dir,
+                stats,
+                no_passthrough,
+                threads,
+                remote_timeout_ms,
+            } => {
+                if remote_timeout_ms == 0 {
+                    return usage_error("--remote-timeout-ms must be at least 1");
+                }
+                lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
+                (
+                    backing,
+                    mountpoint,
+                    rules,
+                    tenants,
+                    state_dir,
+                    stats,
+                    no_passthrough,
+                    threads,
+                )
+            }
+        };
     if !backing.is_dir() {
         return usage_error(format!("--backing {}: not a directory", backing.display()));
     }
@@ -165,6 +197,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lachesis-fs: unmounting {}: {e}", mountpoint.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `lachesis-fs serve`: runs until killed.
+fn serve(listen: &str, root: &std::path::Path) -> ExitCode {
+    use lachesis_fs::remote::server;
+    let store = match server::DirStore::new(root) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return usage_error(format!("--root: {e}")),
+    };
+    let listener = match std::net::TcpListener::bind(listen) {
+        Ok(l) => l,
+        Err(e) => return usage_error(format!("--listen {listen}: {e}")),
+    };
+    tracing::info!("serving {} on {listen}", root.display());
+    match server::serve(listener, store) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lachesis-fs: serving on {listen}: {e}");
             ExitCode::from(1)
         }
     }

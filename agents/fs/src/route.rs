@@ -8,7 +8,29 @@ use std::sync::{Arc, Mutex};
 use lachesis_switch::{Detour, DetourKind, DetourWhat, Rule};
 use serde::{Deserialize, Serialize};
 
+use crate::remote::{Client, RemoteTarget};
 use crate::stage::{Stage, StageSpec};
+
+/// A remote endpoint of a route: the target and the (shared) connection to its agent.
+pub struct RemoteEndpoint {
+    pub target: RemoteTarget,
+    pub client: Arc<Client>,
+}
+
+impl RemoteEndpoint {
+    /// The path on the remote agent of namespace path `ns_path`.
+    pub fn path_of(&self, ns_path: &str) -> String {
+        self.target.path_of(ns_path)
+    }
+}
+
+/// How long a forwarded request may go unanswered before it fails with EIO (set once, from
+/// the command line, before any route is built).
+static REMOTE_TIMEOUT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
+
+pub fn set_remote_timeout(t: std::time::Duration) {
+    REMOTE_TIMEOUT_MS.store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// The serialisable description of a route: the rule's tenant (stage instances are per
 /// tenant and target) and its detours. Delegates persist this.
@@ -32,21 +54,26 @@ pub struct Route {
     pub stages: Vec<Arc<dyn Stage>>,
     /// Endpoint directories, primary first; empty: the backing file.
     pub replicas: Vec<PathBuf>,
+    /// An endpoint on another agent (then `replicas` is empty).
+    pub remote: Option<Arc<RemoteEndpoint>>,
 }
 
 impl Route {
     /// No stage and no endpoint: the IO goes straight to the backing file.
     pub fn is_plain(&self) -> bool {
-        self.stages.is_empty() && self.replicas.is_empty()
+        self.stages.is_empty() && self.replicas.is_empty() && self.remote.is_none()
     }
 
     /// Whether the newest bytes of what this route writes may live off the backing file, so
     /// reads of the written ranges must follow (a delegate).
     pub fn needs_delegate(&self) -> bool {
-        !self.replicas.is_empty() || self.stages.iter().any(|s| s.holds_data())
+        !self.replicas.is_empty()
+            || self.remote.is_some()
+            || self.stages.iter().any(|s| s.holds_data())
     }
 
-    /// Where delegates of this route are journaled: with the forwarded data.
+    /// Where delegates of this route are journaled: with the forwarded data (a remote
+    /// route's go to the state directory).
     pub fn journal_dir(&self) -> Option<&Path> {
         self.replicas.first().map(PathBuf::as_path)
     }
@@ -60,6 +87,8 @@ type StageKey = (Option<String>, String);
 #[derive(Default)]
 pub struct StageRegistry {
     stages: Mutex<HashMap<StageKey, Arc<dyn Stage>>>,
+    /// One client (one connection) per remote agent address, shared by every route.
+    clients: Mutex<HashMap<String, Arc<Client>>>,
 }
 
 impl StageRegistry {
@@ -74,6 +103,16 @@ impl StageRegistry {
         Ok(s)
     }
 
+    fn client(&self, addr: &str) -> Arc<Client> {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(addr.to_string())
+            .or_insert_with(|| {
+                let ms = REMOTE_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed);
+                Arc::new(Client::new(addr, std::time::Duration::from_millis(ms)))
+            })
+            .clone()
+    }
+
     /// Every stage instance with its tenant and target.
     pub fn all(&self) -> Vec<(Option<String>, String, Arc<dyn Stage>)> {
         let m = self.stages.lock().unwrap_or_else(|e| e.into_inner());
@@ -86,6 +125,7 @@ impl StageRegistry {
     pub fn build(&self, spec: RouteSpec) -> Result<Route, String> {
         let mut stages = Vec::new();
         let mut replicas = Vec::new();
+        let mut remotes = Vec::new();
         for d in &spec.detours {
             if d.what == DetourWhat::Header {
                 // A header copy does not change where the data goes; the controller
@@ -94,7 +134,13 @@ impl StageRegistry {
             }
             match d.to.kind {
                 DetourKind::Stage => stages.push(self.get(&spec.tenant, &d.to.target)?),
-                DetourKind::File => replicas.push(endpoint_dir(&d.to.target)?),
+                DetourKind::File => match RemoteTarget::parse(&d.to.target)? {
+                    Some(target) => remotes.push(Arc::new(RemoteEndpoint {
+                        client: self.client(&target.addr),
+                        target,
+                    })),
+                    None => replicas.push(endpoint_dir(&d.to.target)?),
+                },
                 DetourKind::Controller => {
                     return Err(format!(
                         "detour of the IO to the controller ({}) is not supported yet",
@@ -103,10 +149,17 @@ impl StageRegistry {
                 }
             }
         }
+        if remotes.len() > 1 || (!remotes.is_empty() && !replicas.is_empty()) {
+            return Err(
+                "a route with a remote endpoint (tcp://) must have no other endpoint: scatter over remote agents is not supported yet"
+                    .into(),
+            );
+        }
         Ok(Route {
             spec,
             stages,
             replicas,
+            remote: remotes.pop(),
         })
     }
 }
@@ -116,7 +169,7 @@ fn endpoint_dir(target: &str) -> Result<PathBuf, String> {
     let p = Path::new(target);
     if !p.is_absolute() {
         return Err(format!(
-            "endpoint {target:?}: expected an absolute local directory (remote endpoints are not supported yet)"
+            "endpoint {target:?}: expected an absolute local directory or tcp://HOST:PORT/dir"
         ));
     }
     if p.exists() && !p.is_dir() {

@@ -13,7 +13,7 @@ use lachesis_switch::{IoHeader, Op, Rule, RuleTable};
 
 use crate::delegate::Delegates;
 use crate::gate::Gates;
-use crate::route::{under, Route, RouteSpec, StageRegistry};
+use crate::route::{under, RemoteEndpoint, Route, RouteSpec, StageRegistry};
 use crate::stage::{Backend, Chain, Stage};
 
 pub struct SwitchOptions {
@@ -40,6 +40,7 @@ struct Compiled {
     /// Every stage instance, for cache coherence across routes.
     stages: Vec<Arc<dyn Stage>>,
     endpoint_dirs: Vec<PathBuf>,
+    remotes: Vec<Arc<RemoteEndpoint>>,
 }
 
 pub struct Switch {
@@ -83,6 +84,12 @@ impl End<'_> {
 
 impl Backend for End<'_> {
     fn read_at(&self, _file: u64, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        if let Some(r) = &self.route.remote {
+            let n = r.client.read(&r.path_of(&self.ctx.path), buf, off)?;
+            // Sparse like a local endpoint copy.
+            buf[n..].fill(0);
+            return Ok(buf.len());
+        }
         if self.route.replicas.is_empty() {
             return read_full(&self.ctx.backing, buf, off);
         }
@@ -97,6 +104,10 @@ impl Backend for End<'_> {
     }
 
     fn write_at(&self, _file: u64, data: &[u8], off: u64) -> io::Result<()> {
+        if let Some(r) = &self.route.remote {
+            // Returns once the bytes are durable on the remote agent.
+            return r.client.write(&r.path_of(&self.ctx.path), data, off);
+        }
         if self.route.replicas.is_empty() {
             return crate::uring::write_all(&[&self.ctx.backing], data, off);
         }
@@ -107,6 +118,9 @@ impl Backend for End<'_> {
     }
 
     fn sync(&self, _file: u64) -> io::Result<()> {
+        if let Some(r) = &self.route.remote {
+            return r.client.fsync(&r.path_of(&self.ctx.path));
+        }
         if self.route.replicas.is_empty() {
             return crate::uring::sync_data(&[&self.ctx.backing]);
         }
@@ -153,6 +167,7 @@ impl Switch {
             routes: w.routes.clone(),
             stages: self.registry.all().into_iter().map(|(_, _, s)| s).collect(),
             endpoint_dirs: w.endpoint_dirs.clone(),
+            remotes: w.remotes.clone(),
         };
         *w = Arc::new(c);
     }
@@ -388,6 +403,21 @@ impl Switch {
                 }
             }
         }
+        for r in &c.remotes {
+            // Hygiene only: delegates past `size` are dropped below, so reads there no longer
+            // go to the remote copy; an unreachable agent must not fail the truncate.
+            let p = r.path_of(path);
+            let res = r.client.getattr(&p).and_then(|s| {
+                if s > size {
+                    r.client.truncate(&p, size)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = res {
+                tracing::warn!("truncating {p} on {}: {e}", r.client.addr());
+            }
+        }
         self.delegates.truncate(path, size)
     }
 
@@ -413,6 +443,10 @@ impl Switch {
                 }
                 std::fs::rename(src, dst)?;
             }
+        }
+        // Delegates follow the name, so remote copies must too (or reads would miss them).
+        for r in &self.current().remotes {
+            r.client.rename(&r.path_of(from), &r.path_of(to))?;
         }
         self.delegates.rename(from, to)
     }
@@ -496,10 +530,16 @@ fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, Strin
     let table = RuleTable::build(rules).map_err(|e| e.to_string())?;
     let mut routes = HashMap::new();
     let mut endpoint_dirs = Vec::new();
+    let mut remotes: Vec<Arc<RemoteEndpoint>> = Vec::new();
     for r in table.rules() {
         let route = registry
             .build(RouteSpec::of_rule(r))
             .map_err(|e| format!("rule {:?}: {e}", r.name))?;
+        if let Some(r) = &route.remote {
+            if !remotes.iter().any(|x| x.target == r.target) {
+                remotes.push(r.clone());
+            }
+        }
         for d in &route.replicas {
             if !endpoint_dirs.contains(d) {
                 endpoint_dirs.push(d.clone());
@@ -512,5 +552,6 @@ fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, Strin
         routes,
         stages: registry.all().into_iter().map(|(_, _, s)| s).collect(),
         endpoint_dirs,
+        remotes,
     })
 }

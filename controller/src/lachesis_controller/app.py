@@ -49,7 +49,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
     app.state.telemetry = TelemetryStore()
     tasks.append(TelemetryConsumer(bus, app.state.telemetry, stop).start())
-    tasks.append(allocation_service.start(sessions, app.state.telemetry, stop))
+    tasks.append(allocation_service.start(sessions, app.state.telemetry, stop, bus=bus, rollout_timeout_s=settings.rollout_timeout_s))
     log.info(
         "controller %s ready: database %s, redis %s, auth %s",
         __version__,

@@ -36,8 +36,8 @@ class Settings:
             bind_port=port,
             # An empty token would make every request pass; treat it as "auth off" explicitly.
             api_token=env.get("LACHESIS_API_TOKEN") or None,
-            rollout_timeout_s=_positive_float(env, "LACHESIS_ROLLOUT_TIMEOUT_S", 30.0),
-            reconcile_interval_s=_positive_float(env, "LACHESIS_RECONCILE_INTERVAL_S", 1.0),
+            rollout_timeout_s=positive_float(env, "LACHESIS_ROLLOUT_TIMEOUT_S", 30.0),
+            reconcile_interval_s=positive_float(env, "LACHESIS_RECONCILE_INTERVAL_S", 1.0),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
         )
 
@@ -60,14 +60,15 @@ def _parse_bind(value: str) -> tuple[str, int]:
     return host.strip("[]"), port_number
 
 
-def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+def positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    """The variable as a number > 0, the default when unset; a ConfigError naming it otherwise."""
     raw = env.get(name)
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected a number of seconds") from None
+        raise ConfigError(f"{name}={raw!r}: expected a number") from None
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: must be greater than 0")
     return value

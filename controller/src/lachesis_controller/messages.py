@@ -132,6 +132,13 @@ class Rule(BusModel):
     detours: list[Detour] = Field(min_length=1)
 
 
+class CacheSize(BusModel):
+    """A tenant's share of the cache (the controller's current allocation)."""
+
+    tenant: Name
+    size_bytes: int = Field(ge=0)
+
+
 class DesiredState(BusModel):
     schema_: Literal["lachesis.desired-state/v1"] = Field(alias="schema")
     host_id: HostId
@@ -143,6 +150,8 @@ class DesiredState(BusModel):
     phase: Phase = None  # type: ignore[assignment]
     quiesce: list[Match] = Field(default=None)  # type: ignore[assignment]
     restores: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    # Absent: no allocation (agents keep no per-tenant cache sizes).
+    caches: list[CacheSize] = Field(default=None)  # type: ignore[assignment]
     tenants: list[Tenant]
     rules: list[Rule]
 
@@ -235,6 +244,14 @@ class TelemetryCurve(BusModel):
         return ratios
 
 
+class TelemetryCache(BusModel):
+    """The tenant's cache at its allocated size, as a shadow LRU measures it (cumulative)."""
+
+    size_bytes: int = Field(ge=0)
+    hits: Counter
+    misses: Counter
+
+
 class TelemetryTenant(BusModel):
     name: Name
     ops_read: Counter
@@ -243,6 +260,8 @@ class TelemetryTenant(BusModel):
     bytes_written: Counter
     latency_us_p99: LatencyP99 | None
     curve: TelemetryCurve | None
+    # Absent: no cache size allocated to the tenant at this host.
+    cache: TelemetryCache = Field(default=None)  # type: ignore[assignment]
 
 
 class TelemetryDevice(BusModel):

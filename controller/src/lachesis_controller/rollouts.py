@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from . import metrics
 from .messages import Ack, DesiredState
-from .models import Host, Rollout, RolloutTarget, Rule, Tenant
+from .models import CacheAllocation, Host, Rollout, RolloutTarget, Rule, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,10 @@ def build_desired_state(
     """The whole state of one host as JSON: agents replace what they hold with it."""
     tenants = session.scalars(select(Tenant).order_by(Tenant.name)).all()
     rules = session.scalars(select(Rule).order_by(Rule.priority, Rule.name)).all()
+    caches = cache_sizes(session)
     return encode(
         {
+            **({"caches": caches} if caches is not None else {}),
             "schema": "lachesis.desired-state/v1",
             "host_id": host_id,
             "generation": generation,
@@ -85,6 +87,17 @@ def build_desired_state(
             ],
         }
     )
+
+
+def cache_sizes(session: Session) -> list[dict[str, Any]] | None:
+    """The current cache allocation as per-tenant sizes (None: no allocation in force)."""
+    current = session.get(CacheAllocation, "current")
+    if current is None:
+        return None
+    return [
+        {"tenant": name, "size_bytes": max(0, round(share["size_bytes"]))}
+        for name, share in sorted(current.tenants.items())
+    ]
 
 
 def encode(fields: dict[str, Any]) -> str:
@@ -368,6 +381,7 @@ def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publica
     )
     session.add(back)
     publications = []
+    caches = cache_sizes(session)
     for target in rollout.targets:
         host = session.get(Host, target.host_id)
         if host is None or host.desired_generation != target.generation:
@@ -391,6 +405,8 @@ def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publica
                 "issued_at": rfc3339(now), "traceparent": rollout.traceparent,
                 "phase": INSTALL, "restores": previous.generation if previous is not None else 0,
                 "tenants": state["tenants"], "rules": state["rules"],
+                # Allocations are one-phase and never rolled back: the one in force stays.
+                **({"caches": caches} if caches is not None else {}),
             }
         )
         back.targets.append(

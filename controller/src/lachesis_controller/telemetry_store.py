@@ -6,7 +6,9 @@ after one interval (sooner: its consumer group first re-reads the stream's backl
 
 Per host and tenant the store keeps the last counters, turning consecutive reports into rates;
 per tenant a bounded time series of those rates summed over hosts, and the latest curve; per
-host and device the same for write bytes and DLWA. `latest_curves()` is what the cache
+host and device the same for write bytes and DLWA. A tenant's hit ratio is that of its cache at
+the allocated size, measured by the agents' shadow caches: hits over references in the last
+interval, summed over hosts. `latest_curves()` is what the cache
 allocation loop reads; `api/telemetry.py` serves the rest.
 """
 
@@ -57,7 +59,8 @@ class Rates:
 class Point:
     at: datetime
     rates: Rates
-    # Hit ratio of the tenant's flash cache; None until cache engines report hits.
+    # Hit ratio of the tenant's cache at its allocated size over the interval; None while no
+    # host reports a cache for it (no allocation) or it saw no reference.
     hit_ratio: float | None = None
 
 
@@ -69,6 +72,8 @@ class _HostTenant:
     interval_s: float
     counters: TelemetryTenant
     rates: Rates | None = None
+    # (hits, misses) of the tenant's cache over the last interval.
+    cache: tuple[int, int] | None = None
 
 
 @dataclass
@@ -122,6 +127,9 @@ class TelemetryStore:
             entry = _HostTenant(at, interval, t)
             if prev is not None and at > prev.at:
                 entry.rates = _rates(t, prev.counters, (at - prev.at).total_seconds())
+                if t.cache is not None and prev.counters.cache is not None:
+                    entry.cache = (_delta(t.cache.hits, prev.counters.cache.hits),
+                                   _delta(t.cache.misses, prev.counters.cache.misses))
             elif prev is not None:
                 # Out of order or repeated (a backlog re-read): keep the newer report.
                 continue
@@ -131,7 +139,7 @@ class TelemetryStore:
             self._updated[t.name] = max(at, self._updated.get(t.name, at))
             if entry.rates is not None:
                 series = self._series.setdefault(t.name, deque(maxlen=self.series_len))
-                series.append(Point(at, self._tenant_rates(t.name, at)))
+                series.append(Point(at, self._tenant_rates(t.name, at), _ratio(self._tenant_cache(t.name, at))))
         for d in msg.devices:
             self._ingest_device(msg.host_id, at, interval, d)
         self.messages += 1
@@ -164,6 +172,16 @@ class TelemetryStore:
                 total = total + e.rates
         return total
 
+    def _tenant_cache(self, name: str, now: datetime) -> tuple[int, int] | None:
+        """(hits, misses) of the tenant's cache over the last interval, summed over hosts."""
+        reported = [
+            e.cache for (_, tenant), e in self._tenants.items()
+            if tenant == name and e.cache is not None and self._fresh(e.at, e.interval_s, now)
+        ]
+        if not reported:
+            return None
+        return sum(h for h, _ in reported), sum(m for _, m in reported)
+
     def _latest(self) -> datetime | None:
         return max(self._updated.values(), default=None)
 
@@ -193,12 +211,35 @@ class TelemetryStore:
             return {}
         return {name: self._tenant_rates(name, now) for name in sorted(self._updated)}
 
+    def tenant_caches(self) -> dict[str, tuple[int, int]]:
+        """Each tenant's cache (hits, misses) over the last interval, for the tenants with one."""
+        now = self._latest()
+        if now is None:
+            return {}
+        out = {}
+        for name in sorted(self._updated):
+            cache = self._tenant_cache(name, now)
+            if cache is not None:
+                out[name] = cache
+        return out
+
     def devices(self) -> list[tuple[str, str, float | None, float | None]]:
         """(host, device, write bytes/s, DLWA) of every device, latest report."""
         return [
             (host, name, e.write_bytes_per_s, e.dlwa)
             for (host, name), e in sorted(self._devices.items())
         ]
+
+
+def _ratio(cache: tuple[int, int] | None) -> float | None:
+    if cache is None or sum(cache) == 0:
+        return None
+    return cache[0] / (cache[0] + cache[1])
+
+
+def hit_ratio(caches: list[tuple[int, int]]) -> float | None:
+    """Hits over references of several caches together (None without references)."""
+    return _ratio((sum(h for h, _ in caches), sum(m for _, m in caches))) if caches else None
 
 
 class TelemetryConsumer:

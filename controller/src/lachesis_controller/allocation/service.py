@@ -3,13 +3,18 @@ store, capacity and guarantees from the database, decisions written back as the 
 allocation (served by /api/v1/allocations).
 
 The loop does nothing until an operator has stated the cache's capacity with a first
-`POST /api/v1/allocations/proposals`; from then on it follows the telemetry.
+`POST /api/v1/allocations/proposals`; from then on it follows the telemetry. Each decision it
+rolls out is a new (one-phase) generation for every host, carrying the sizes as `caches`.
+
+Its timing comes from the environment (`config_from_env`): LACHESIS_ALLOCATION_INTERVAL_S,
+LACHESIS_ALLOCATION_REACTION_S (the reaction time, default 15 s), LACHESIS_ALLOCATION_GAIN.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -17,6 +22,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from .. import rollouts
+from ..config import positive_float
 from ..db import utcnow
 from ..models import AllocationGuarantee, CacheAllocation
 from .allocate import Allocation, BandwidthSLA, FixedSize, Guarantee, MinHitRatio, TenantDemand
@@ -79,11 +86,28 @@ def telemetry_curves(store: CurveStore) -> Callable[[], dict[str, TenantCurve]]:
     return read
 
 
+class Publisher(Protocol):
+    async def publish(self, publications: list[rollouts.Publication], *, source: str) -> Any: ...
+
+
+def config_from_env(env: Mapping[str, str] | None = None) -> LoopConfig:
+    """The loop's timing; a bad value is a ConfigError naming the variable."""
+    env = os.environ if env is None else env
+
+    return LoopConfig(
+        capacity=0.0,
+        interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
+        reaction_time_s=positive_float(env, "LACHESIS_ALLOCATION_REACTION_S", 15.0),
+        gain_threshold=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
+    )
+
+
 class DatabaseSide:
     """Capacity and guarantees in, decisions out."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], rollout_timeout_s: float = 30.0) -> None:
         self.sessions = sessions
+        self.rollout_timeout_s = rollout_timeout_s
         self._demands: Mapping[str, TenantDemand] = {}
 
     def capacity(self) -> float | None:
@@ -96,7 +120,9 @@ class DatabaseSide:
             return {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
 
     def publish(self, decision: Decision, demands: Mapping[str, TenantDemand], capacity: float,
-                epsilon: float, method: str) -> None:
+                epsilon: float, method: str) -> list[rollouts.Publication]:
+        """Record the decision as the current allocation and issue the generations that carry it
+        to every host (returned, to publish after the commit)."""
         result = decision.proposal
         assert result is not None
         with self.sessions() as s, s.begin():
@@ -105,21 +131,32 @@ class DatabaseSide:
                 utility=result.utility, upper_bound=result.upper_bound, optimal=result.optimal,
                 tenants=shares(demands, result), computed_at=utcnow(), computed_by="allocation-loop",
             ))
+            s.flush()
+            _, publications = rollouts.start_rollout(
+                s, cause=f"cache allocation: {decision.reason}", trigger="allocation",
+                host_ids=rollouts.all_host_ids(s), now=utcnow(), timeout_s=self.rollout_timeout_s,
+                traceparent=None,
+            )
         log.info("allocation rolled out (%s): %s", decision.reason,
                  ", ".join(f"{n}={s:.0f}" for n, s in sorted(result.sizes.items())))
+        return publications
 
 
 def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Event,
-          config: LoopConfig | None = None) -> asyncio.Task[None]:
-    """The loop as a background task of the controller."""
-    side = DatabaseSide(sessions)
-    cfg = config or LoopConfig(capacity=0.0)
+          config: LoopConfig | None = None, *, bus: Publisher | None = None,
+          rollout_timeout_s: float = 30.0) -> asyncio.Task[None]:
+    """The loop as a background task of the controller; without a bus the generations are
+    still recorded and the reconciler delivers them."""
+    side = DatabaseSide(sessions, rollout_timeout_s)
+    cfg = config or config_from_env()
     holder: dict[str, AllocationLoop] = {}
 
-    def publish(decision: Decision) -> None:
+    async def publish(decision: Decision) -> None:
         loop = holder["loop"]
         cap = side.capacity() or 0.0
-        side.publish(decision, loop.last_demands, cap, cfg.epsilon_fraction * cap, cfg.method)
+        publications = side.publish(decision, loop.last_demands, cap, cfg.epsilon_fraction * cap, cfg.method)
+        if bus is not None:
+            await bus.publish(publications, source="allocation")
 
     loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity)
     holder["loop"] = loop

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, etags
+from .. import audit, etags, rollouts
 from ..allocation import (
     Curve, CurveError, FixedSize, Guarantee, GuaranteesInfeasible, TenantDemand, allocate, weighted_hit_rate,
 )
@@ -23,7 +23,9 @@ from ..messages import Name
 from ..models import AllocationCurve, AllocationGuarantee, CacheAllocation, Tenant
 from ..problems import FieldError, ProblemError, invalid, not_found, problem_responses
 from ..schemas import RequestModel
-from .deps import PrincipalDep, SessionDep
+from ..telemetry import current_traceparent
+from .changes import ship
+from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
 from .pagination import PageDep
 
 router = APIRouter(prefix="/allocations", tags=["allocations"])
@@ -276,7 +278,8 @@ async def propose(spec: ProposalRequest, session: SessionDep, principal: Princip
     summary="Make the proposed allocation the current one",
 )
 async def apply_proposal(
-    response: Response, session: SessionDep, principal: PrincipalDep, if_match: etags.IfMatch = None,
+    response: Response, session: SessionDep, principal: PrincipalDep, bus: BusDep, settings: SettingsDep,
+    if_match: etags.IfMatch = None,
 ) -> AllocationSummary:
     require_tenant(principal, None, "apply a cache allocation")
     with session.begin():
@@ -292,10 +295,18 @@ async def apply_proposal(
             computed_by=proposed.computed_by,
         ))
         out = _summary(current)
+        session.flush()
+        # The agents size their caches from the desired state: a new generation carries it.
+        rollout, publications = rollouts.start_rollout(
+            session, cause="cache allocation applied", trigger="allocation",
+            host_ids=rollouts.all_host_ids(session), now=utcnow(), timeout_s=settings.rollout_timeout_s,
+            traceparent=current_traceparent(),
+        )
         audit.record(
             session, principal, "allocation.apply", kind="allocation", name=CURRENT, tenant=None, before=None,
-            after={"tenants": {n: s["size_bytes"] for n, s in proposed.tenants.items()}}, rollout_id=None,
+            after={"tenants": {n: s["size_bytes"] for n, s in proposed.tenants.items()}}, rollout_id=rollout.id,
         )
+    await ship(bus, publications, response, rollout.id)
     response.headers["ETag"] = etags.etag_of(out)
     return out
 

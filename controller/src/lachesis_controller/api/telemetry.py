@@ -14,7 +14,7 @@ from sqlalchemy import select
 from ..authz import require_tenant
 from ..models import Tenant
 from ..problems import not_found, problem_responses
-from ..telemetry_store import TelemetryStore
+from ..telemetry_store import TelemetryStore, hit_ratio
 from .deps import PrincipalDep, SessionDep
 
 router = APIRouter(tags=["telemetry"])
@@ -117,7 +117,11 @@ async def telemetry_summary(request: Request, session: SessionDep, principal: Pr
         names = list(session.scalars(query))
     store = _store(request)
     rates = store.tenant_rates()
-    tenants = [SummaryTenant(name=n, iops=rates[n].iops if n in rates else 0.0, hit_ratio=None) for n in names]
+    caches = store.tenant_caches()
+    tenants = [
+        SummaryTenant(name=n, iops=rates[n].iops if n in rates else 0.0, hit_ratio=hit_ratio([caches[n]] if n in caches else []))
+        for n in names
+    ]
     devices = (
         []
         if principal.tenant is not None
@@ -127,5 +131,6 @@ async def telemetry_summary(request: Request, session: SessionDep, principal: Pr
         ]
     )
     return TelemetrySummary(
-        total_iops=sum(t.iops for t in tenants), hit_ratio=None, tenants=tenants, devices=devices
+        total_iops=sum(t.iops for t in tenants), hit_ratio=hit_ratio([caches[n] for n in names if n in caches]),
+        tenants=tenants, devices=devices
     )

@@ -1,0 +1,352 @@
+//! The agent's data path: the FUSE sSwitch of `lachesis-fs`, mounted in-process
+//! (`lachesis-agent run --mount BACKING:MOUNTPOINT`), programmed with the rules of every
+//! applied desired state and quiesced, drained and resumed by two-phase rollouts.
+//!
+//! The switch gates IO per rule (a flow = the IO one rule matches), while a rollout names the
+//! flows to quiesce as header matches. A quiesce therefore holds every installed rule whose
+//! match can overlap one of the flows; IO that matches no rule (or files opened with kernel
+//! passthrough before the rule existed) is not held, and needs none: delegates route reads of
+//! bytes written elsewhere to where they were written.
+//!
+//! The namespace is mounted at the first install, because the switch's classifier is fixed at
+//! mount time and comes from the tenants of the desired state; later tenant changes are
+//! logged and apply at the agent's next start.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lachesis_fs::embed::{self, STATE_DIR};
+use lachesis_fs::{Switch, SwitchOptions};
+use lachesis_switch::{Match, Rule, Tenant};
+use tracing::{info, warn};
+
+use crate::flow_gate::FlowControl;
+use crate::runner::Installer;
+use crate::state::Applied;
+
+/// `BACKING:MOUNTPOINT`, both existing directories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountSpec {
+    pub backing: PathBuf,
+    pub mountpoint: PathBuf,
+}
+
+impl FromStr for MountSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (b, m) = s
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?}: expected BACKING_DIR:MOUNTPOINT"))?;
+        let spec = MountSpec {
+            backing: PathBuf::from(b),
+            mountpoint: PathBuf::from(m),
+        };
+        for (what, p) in [("backing", &spec.backing), ("mountpoint", &spec.mountpoint)] {
+            if !p.is_dir() {
+                return Err(format!("{s:?}: {what} {} is not a directory", p.display()));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+struct Mounted {
+    spec: MountSpec,
+    switch: Arc<Switch>,
+    session: Option<embed::BackgroundSession>,
+}
+
+#[derive(Default)]
+struct Inner {
+    mounts: Vec<Mounted>,
+    tenants: Vec<Tenant>,
+    /// Rule names held by the current quiesce, per mount (same order as `mounts`).
+    held: Vec<Vec<String>>,
+}
+
+/// The mounted switches of this agent.
+pub struct Datapath {
+    specs: Vec<MountSpec>,
+    threads: usize,
+    inner: Mutex<Inner>,
+}
+
+/// Whether some IO can match both `a` and `b` (a field absent on either side matches all).
+pub fn may_overlap(a: &Match, b: &Match) -> bool {
+    let both = |x: Option<&String>, y: Option<&String>, f: &dyn Fn(&str, &str) -> bool| match (x, y)
+    {
+        (Some(x), Some(y)) => f(x, y),
+        _ => true,
+    };
+    let ops_meet = match (&a.ops, &b.ops) {
+        (Some(x), Some(y)) if !x.is_empty() && !y.is_empty() => x.iter().any(|o| y.contains(o)),
+        _ => true,
+    };
+    let ranges_meet = match (a.range.as_option(), b.range.as_option()) {
+        (Some(x), Some(y)) => x.start < y.end && y.start < x.end,
+        _ => true,
+    };
+    both(a.tenant.as_option(), b.tenant.as_option(), &|x, y| x == y)
+        && ops_meet
+        && both(
+            a.path_prefix.as_option(),
+            b.path_prefix.as_option(),
+            &|x, y| {
+                lachesis_switch::path_prefix_matches(x, y)
+                    || lachesis_switch::path_prefix_matches(y, x)
+            },
+        )
+        && both(
+            a.key_prefix.as_option(),
+            b.key_prefix.as_option(),
+            &|x, y| x.starts_with(y) || y.starts_with(x),
+        )
+        && ranges_meet
+}
+
+impl Datapath {
+    pub fn new(specs: Vec<MountSpec>, threads: usize) -> Arc<Self> {
+        Arc::new(Datapath {
+            specs,
+            threads,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Installs `rules` in every switch, mounting the namespaces first if not yet mounted.
+    /// On error the switches keep their previous rules.
+    pub fn install(&self, rules: Vec<Rule>, tenants: &[Tenant]) -> Result<(), String> {
+        let mut inner = self.lock();
+        if inner.mounts.is_empty() && !self.specs.is_empty() {
+            let (classifier, ignored) = embed::classifier_of(tenants);
+            if !ignored.is_empty() {
+                warn!(classifiers = ?ignored, "the FUSE switch cannot classify by these; ignored");
+            }
+            let mut mounts = Vec::new();
+            for spec in &self.specs {
+                let switch = Arc::new(Switch::new(SwitchOptions {
+                    state_dir: spec.backing.join(STATE_DIR),
+                    rules: rules.clone(),
+                })?);
+                let session = embed::mount(
+                    &spec.backing,
+                    &spec.mountpoint,
+                    switch.clone(),
+                    classifier.clone(),
+                    self.threads,
+                )
+                .map_err(|e| format!("mounting {}: {e}", spec.mountpoint.display()))?;
+                info!(
+                    backing = %spec.backing.display(),
+                    mountpoint = %spec.mountpoint.display(),
+                    rules = rules.len(),
+                    "FUSE switch mounted"
+                );
+                mounts.push(Mounted {
+                    spec: spec.clone(),
+                    switch,
+                    session: Some(session),
+                });
+            }
+            inner.held = vec![Vec::new(); mounts.len()];
+            inner.mounts = mounts;
+            inner.tenants = tenants.to_vec();
+            return Ok(());
+        }
+        // All or nothing: check that every switch takes the rules before changing any.
+        let before: Vec<Vec<Rule>> = inner.mounts.iter().map(|m| m.switch.rules()).collect();
+        for (i, m) in inner.mounts.iter().enumerate() {
+            if let Err(e) = m.switch.replace_rules(rules.clone()) {
+                for (m, old) in inner.mounts.iter().zip(&before).take(i) {
+                    let _ = m.switch.replace_rules(old.clone());
+                }
+                return Err(format!("switch at {}: {e}", m.spec.mountpoint.display()));
+            }
+        }
+        if inner.tenants != tenants {
+            warn!("tenant classifiers changed; the mounted switch applies them from the next agent start");
+        }
+        Ok(())
+    }
+
+    /// Unmounts every namespace (waiting for its FUSE threads).
+    pub fn unmount(&self) {
+        let mut inner = self.lock();
+        for m in &mut inner.mounts {
+            if let Some(s) = m.session.take() {
+                match s.umount_and_join() {
+                    Ok(()) => {
+                        info!(mountpoint = %m.spec.mountpoint.display(), "FUSE switch unmounted")
+                    }
+                    Err(e) => {
+                        warn!(mountpoint = %m.spec.mountpoint.display(), error = %e, "unmount failed")
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Installer for Datapath {
+    fn install(&self, applied: &Applied) -> Result<(), String> {
+        Datapath::install(
+            self,
+            applied.table.rules().cloned().collect(),
+            &applied.tenants,
+        )
+    }
+}
+
+impl FlowControl for Datapath {
+    fn quiesce(&self, flows: &[Match]) {
+        let mut inner = self.lock();
+        let Inner { mounts, held, .. } = &mut *inner;
+        for (m, held) in mounts.iter().zip(held.iter_mut()) {
+            for r in m.switch.rules() {
+                if flows.iter().any(|f| may_overlap(f, &r.r#match)) && !held.contains(&r.name) {
+                    m.switch.quiesce(&r.name);
+                    held.push(r.name);
+                }
+            }
+        }
+    }
+
+    fn in_flight(&self) -> u64 {
+        let inner = self.lock();
+        inner
+            .mounts
+            .iter()
+            .zip(&inner.held)
+            .map(|(m, held)| {
+                let stats = m.switch.stats();
+                held.iter()
+                    .map(|name| stats["flows"][name]["in_flight"].as_u64().unwrap_or(0))
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    fn resume(&self) {
+        let mut inner = self.lock();
+        let Inner { mounts, held, .. } = &mut *inner;
+        for (m, held) in mounts.iter().zip(held.iter_mut()) {
+            for name in held.drain(..) {
+                m.switch.resume(&name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_switch::{Detour, DetourKind, DetourWhat, Op};
+
+    #[test]
+    fn overlap_is_decided_per_field() {
+        let data = Match::any().path_prefix("/data");
+        assert!(may_overlap(&data, &Match::any()));
+        assert!(may_overlap(&data, &Match::any().path_prefix("/data/x")));
+        assert!(!may_overlap(&data, &Match::any().path_prefix("/database")));
+        assert!(!may_overlap(
+            &Match::any().tenant("a"),
+            &Match::any().tenant("b")
+        ));
+        assert!(!may_overlap(
+            &Match::any().ops([Op::Read]),
+            &Match::any().ops([Op::Write])
+        ));
+        assert!(!may_overlap(
+            &Match::any().range(0, 10),
+            &Match::any().range(10, 20)
+        ));
+        assert!(may_overlap(
+            &Match::any().range(0, 11),
+            &Match::any().range(10, 20)
+        ));
+    }
+
+    #[test]
+    fn quiesce_holds_the_overlapping_rules_until_resume() {
+        let d = tempfile::tempdir().unwrap();
+        let ep = d.path().join("ep");
+        std::fs::create_dir(&ep).unwrap();
+        let to_ep = |name: &str, m: Match| {
+            Rule::new(
+                name,
+                1,
+                m,
+                vec![Detour::new(
+                    DetourWhat::Io,
+                    DetourKind::File,
+                    ep.display().to_string(),
+                )],
+            )
+        };
+        let switch = Arc::new(
+            Switch::new(SwitchOptions {
+                state_dir: d.path().join("state"),
+                rules: vec![
+                    to_ep("data", Match::any().path_prefix("/data")),
+                    to_ep("logs", Match::any().path_prefix("/logs")),
+                ],
+            })
+            .unwrap(),
+        );
+        let dp = Datapath::new(vec![], 1);
+        {
+            let mut inner = dp.lock();
+            inner.mounts.push(Mounted {
+                spec: MountSpec {
+                    backing: d.path().into(),
+                    mountpoint: d.path().into(),
+                },
+                switch: switch.clone(),
+                session: None,
+            });
+            inner.held.push(Vec::new());
+        }
+        let quiesced = |name: &str| switch.stats()["flows"][name]["quiesced"].as_bool().unwrap();
+        dp.quiesce(&[Match::any().path_prefix("/data/db")]);
+        assert!(quiesced("data"));
+        assert!(!quiesced("logs"));
+        assert_eq!(dp.in_flight(), 0);
+        // A table without a route that compiles is refused and the old rules stay.
+        let bad = Rule::new(
+            "bad",
+            1,
+            Match::any(),
+            vec![Detour::new(
+                DetourWhat::Io,
+                DetourKind::Stage,
+                "nosuchstage",
+            )],
+        );
+        assert!(dp.install(vec![bad], &[]).is_err());
+        assert_eq!(switch.rules().len(), 2);
+        dp.install(vec![to_ep("data", Match::any().path_prefix("/data"))], &[])
+            .unwrap();
+        assert_eq!(switch.rules().len(), 1);
+        dp.resume();
+        assert!(!quiesced("data"));
+    }
+
+    #[test]
+    fn mount_spec_names_the_bad_part() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = format!("{}:{}", d.path().display(), d.path().display());
+        assert!(ok.parse::<MountSpec>().is_ok());
+        let e = "nocolon".parse::<MountSpec>().unwrap_err();
+        assert!(e.contains("BACKING_DIR:MOUNTPOINT"), "{e}");
+        let e = format!("{}:/nonexistent/x", d.path().display())
+            .parse::<MountSpec>()
+            .unwrap_err();
+        assert!(e.contains("mountpoint /nonexistent/x"), "{e}");
+    }
+}

@@ -1,0 +1,227 @@
+//! The forwarding client: one connection per remote agent, shared by every FUSE worker.
+//! Requests are pipelined (each waits on its own id while a reader thread hands out replies
+//! in whatever order they come); a broken connection is replaced on the next request; a
+//! request that gets no answer within the timeout fails with EIO instead of hanging.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use super::frame::{Frame, Op};
+
+/// Reads and writes are split into frames of at most this many data bytes.
+const CHUNK: usize = 4 << 20;
+
+pub struct Client {
+    addr: String,
+    timeout: Duration,
+    conn: Mutex<Option<Arc<Conn>>>,
+    next_id: AtomicU64,
+}
+
+type Pending = HashMap<u64, mpsc::SyncSender<Frame>>;
+
+struct Conn {
+    out: Mutex<TcpStream>,
+    /// Waiting requests by id; `None` once the connection is dead (so nobody registers on a
+    /// connection whose reader is gone).
+    pending: Mutex<Option<Pending>>,
+    dead: AtomicBool,
+}
+
+impl Conn {
+    fn kill(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+        let _ = self
+            .out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .shutdown(Shutdown::Both);
+        // Dropping the senders wakes every waiter with an error.
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
+fn eio(why: impl std::fmt::Display) -> io::Error {
+    tracing::warn!("remote endpoint: {why}");
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
+impl Client {
+    /// `addr` is `HOST:PORT`; nothing is connected until the first request.
+    pub fn new(addr: &str, timeout: Duration) -> Client {
+        Client {
+            addr: addr.to_string(),
+            timeout,
+            conn: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn connect(&self) -> io::Result<Arc<Conn>> {
+        let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = slot.as_ref().filter(|c| !c.dead.load(Ordering::SeqCst)) {
+            return Ok(c.clone());
+        }
+        let sa = self
+            .addr
+            .to_socket_addrs()
+            .map_err(|e| eio(format!("{}: {e}", self.addr)))?
+            .next()
+            .ok_or_else(|| eio(format!("{}: no address", self.addr)))?;
+        let s = TcpStream::connect_timeout(&sa, self.timeout)
+            .map_err(|e| eio(format!("connecting to {}: {e}", self.addr)))?;
+        s.set_nodelay(true)?;
+        s.set_write_timeout(Some(self.timeout))?;
+        let conn = Arc::new(Conn {
+            out: Mutex::new(s.try_clone()?),
+            pending: Mutex::new(Some(HashMap::new())),
+            dead: AtomicBool::new(false),
+        });
+        let reader = conn.clone();
+        let addr = self.addr.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(s);
+            loop {
+                match Frame::read_from(&mut r) {
+                    Ok(f) => {
+                        let waiter = reader
+                            .pending
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .as_mut()
+                            .and_then(|p| p.remove(&f.id));
+                        // A reply nobody waits for (its request timed out) is dropped.
+                        if let Some(w) = waiter {
+                            let _ = w.try_send(f);
+                        }
+                    }
+                    Err(e) => {
+                        if !reader.dead.load(Ordering::SeqCst) {
+                            tracing::warn!("remote endpoint {addr}: connection lost: {e}");
+                        }
+                        reader.kill();
+                        return;
+                    }
+                }
+            }
+        });
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Sends `req` and waits for its reply; a connection found broken is replaced once.
+    fn call(&self, mut req: Frame) -> io::Result<Frame> {
+        for attempt in 0..2 {
+            let conn = self.connect()?;
+            req.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = mpsc::sync_channel(1);
+            {
+                let mut p = conn.pending.lock().unwrap_or_else(|e| e.into_inner());
+                match p.as_mut() {
+                    Some(p) => p.insert(req.id, tx),
+                    None => continue,
+                };
+            }
+            let sent = {
+                let mut o = conn.out.lock().unwrap_or_else(|e| e.into_inner());
+                req.write_to(&mut *o)
+            };
+            if let Err(e) = sent {
+                conn.kill();
+                if attempt == 0 {
+                    continue;
+                }
+                return Err(eio(format!("sending to {}: {e}", self.addr)));
+            }
+            match rx.recv_timeout(self.timeout) {
+                Ok(reply) if reply.status != 0 => {
+                    return Err(io::Error::from_raw_os_error(reply.status))
+                }
+                Ok(reply) => return Ok(reply),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // The peer is wedged or the network dropped: start afresh next time.
+                    conn.kill();
+                    return Err(eio(format!(
+                        "{} did not answer {:?} of {} within {:?}",
+                        self.addr, req.op, req.path, self.timeout
+                    )));
+                }
+                // The connection died under the request; every op is idempotent (writes at
+                // an offset, truncates to a size, renames of a gone source are no-ops).
+                Err(mpsc::RecvTimeoutError::Disconnected) if attempt == 0 => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(eio(format!("connection to {} lost", self.addr)))
+                }
+            }
+        }
+        Err(eio(format!("connection to {} lost", self.addr)))
+    }
+
+    /// Reads up to `buf.len()` bytes at `off`; fewer only at the remote file's end.
+    pub fn read(&self, path: &str, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let mut got = 0;
+        for piece in buf.chunks_mut(CHUNK) {
+            let r = self.call(Frame::request(
+                Op::Read,
+                path,
+                off + got as u64,
+                piece.len() as u64,
+                vec![],
+            ))?;
+            let n = r.data.len().min(piece.len());
+            piece[..n].copy_from_slice(&r.data[..n]);
+            got += n;
+            if n < piece.len() {
+                break;
+            }
+        }
+        Ok(got)
+    }
+
+    /// Returns once the bytes are durable on the remote.
+    pub fn write(&self, path: &str, data: &[u8], off: u64) -> io::Result<()> {
+        for (i, piece) in data.chunks(CHUNK).enumerate() {
+            let at = off + (i * CHUNK) as u64;
+            self.call(Frame::request(Op::Write, path, at, 0, piece.to_vec()))?;
+        }
+        Ok(())
+    }
+
+    pub fn fsync(&self, path: &str) -> io::Result<()> {
+        self.call(Frame::request(Op::Fsync, path, 0, 0, vec![]))
+            .map(|_| ())
+    }
+
+    pub fn truncate(&self, path: &str, size: u64) -> io::Result<()> {
+        self.call(Frame::request(Op::Truncate, path, 0, size, vec![]))
+            .map(|_| ())
+    }
+
+    /// The remote file's size.
+    pub fn getattr(&self, path: &str) -> io::Result<u64> {
+        self.call(Frame::request(Op::Getattr, path, 0, 0, vec![]))
+            .map(|r| r.len)
+    }
+
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.call(Frame::request(
+            Op::Rename,
+            from,
+            0,
+            0,
+            to.as_bytes().to_vec(),
+        ))
+        .map(|_| ())
+    }
+}

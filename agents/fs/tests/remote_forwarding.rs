@@ -1,0 +1,272 @@
+//! Agent-to-agent forwarding over real TCP sockets on loopback: pipelining by request id,
+//! timeouts, reconnects, ack-after-durable, and the switch routing a tenant's writes to a
+//! remote endpoint with delegates.
+
+use std::io::{BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lachesis_fs::remote::frame::Frame;
+use lachesis_fs::remote::server::{self, DirStore, Store};
+use lachesis_fs::remote::Client;
+use lachesis_fs::switch::FileCtx;
+use lachesis_fs::{config, Switch, SwitchOptions};
+
+fn listener() -> (TcpListener, String) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap().to_string();
+    (l, a)
+}
+
+fn real_server(store: Arc<dyn Store>) -> String {
+    let (l, a) = listener();
+    std::thread::spawn(move || server::serve(l, store));
+    a
+}
+
+#[test]
+fn replies_out_of_order_reach_the_request_with_their_id() {
+    const N: usize = 8;
+    let (l, addr) = listener();
+    std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let reqs: Vec<Frame> = (0..N).map(|_| Frame::read_from(&mut r).unwrap()).collect();
+        // Every request is in flight before any reply: they were pipelined on one connection.
+        let mut w = s;
+        for q in reqs.iter().rev() {
+            let body = format!("data of {}", q.path).into_bytes();
+            Frame::reply(q.id, 0, body.len() as u64, body)
+                .write_to(&mut w)
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let c = Arc::new(Client::new(&addr, Duration::from_secs(5)));
+    let threads: Vec<_> = (0..N)
+        .map(|i| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64];
+                let n = c.read(&format!("/f{i}"), &mut buf, 0).unwrap();
+                String::from_utf8(buf[..n].to_vec()).unwrap()
+            })
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        assert_eq!(t.join().unwrap(), format!("data of /f{i}"));
+    }
+}
+
+#[test]
+fn an_unanswered_request_fails_with_eio_after_the_timeout() {
+    let (l, addr) = listener();
+    std::thread::spawn(move || {
+        // Accepts and reads, never answers.
+        let held: Vec<TcpStream> = l.incoming().map(|s| s.unwrap()).collect();
+        drop(held);
+    });
+    let c = Client::new(&addr, Duration::from_millis(300));
+    let t0 = Instant::now();
+    let e = c.write("/f", b"x", 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Nothing listening at all: EIO too, not a hang.
+    let (l2, gone) = listener();
+    drop(l2);
+    let c = Client::new(&gone, Duration::from_millis(300));
+    assert_eq!(c.getattr("/f").unwrap_err().raw_os_error(), Some(libc::EIO));
+}
+
+#[test]
+fn a_dropped_connection_is_replaced_and_a_corrupted_frame_drops_it() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Arc::new(DirStore::new(d.path()).unwrap());
+    let (l, addr) = listener();
+    let s2 = store.clone();
+    std::thread::spawn(move || {
+        let mut conns = l.incoming();
+        // First connection: take one request and hang up without answering.
+        let s = conns.next().unwrap().unwrap();
+        Frame::read_from(&mut BufReader::new(&s)).unwrap();
+        drop(s);
+        // Second: answer one request, then send a corrupted reply (one flipped data bit).
+        let mut s = conns.next().unwrap().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let q = Frame::read_from(&mut r).unwrap();
+        server::answer(&*s2, q).write_to(&mut s).unwrap();
+        let q = Frame::read_from(&mut r).unwrap();
+        let mut bytes = server::answer(&*s2, q).encode();
+        *bytes.last_mut().unwrap() ^= 1;
+        s.write_all(&bytes).unwrap();
+        // Then answer properly, like the real server.
+        for s in conns {
+            let mut s = s.unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            while let Ok(q) = Frame::read_from(&mut r) {
+                server::answer(&*s2, q).write_to(&mut s).unwrap();
+            }
+        }
+    });
+    let c = Client::new(&addr, Duration::from_secs(5));
+    // The write lost with the first connection is sent again on a new one.
+    c.write("/a", b"hello", 0).unwrap();
+    assert_eq!(std::fs::read(d.path().join("a")).unwrap(), b"hello");
+    // The corrupted reply is never delivered as data: the read is retried on a new connection.
+    let mut buf = [0u8; 5];
+    assert_eq!(c.read("/a", &mut buf, 0).unwrap(), 5);
+    assert_eq!(&buf, b"hello");
+}
+
+/// A store whose sync is slow and that logs what happened when.
+struct SlowSync {
+    inner: DirStore,
+    log: Mutex<Vec<(&'static str, Instant)>>,
+}
+
+impl Store for SlowSync {
+    fn read(&self, p: &str, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.inner.read(p, off, len)
+    }
+    fn write(&self, p: &str, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(("write", Instant::now()));
+        self.inner.write(p, off, data)
+    }
+    fn sync(&self, p: &str) -> std::io::Result<()> {
+        std::thread::sleep(Duration::from_millis(300));
+        let r = self.inner.sync(p);
+        self.log.lock().unwrap().push(("synced", Instant::now()));
+        r
+    }
+    fn truncate(&self, p: &str, size: u64) -> std::io::Result<()> {
+        self.inner.truncate(p, size)
+    }
+    fn size(&self, p: &str) -> std::io::Result<u64> {
+        self.inner.size(p)
+    }
+    fn rename(&self, a: &str, b: &str) -> std::io::Result<()> {
+        self.inner.rename(a, b)
+    }
+}
+
+#[test]
+fn a_write_is_acknowledged_only_after_it_is_durable() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Arc::new(SlowSync {
+        inner: DirStore::new(d.path()).unwrap(),
+        log: Mutex::new(vec![]),
+    });
+    let addr = real_server(store.clone());
+    let c = Client::new(&addr, Duration::from_secs(5));
+    c.write("/w", &[7u8; 4096], 8192).unwrap();
+    let acked = Instant::now();
+    let log = store.log.lock().unwrap().clone();
+    let what: Vec<_> = log.iter().map(|e| e.0).collect();
+    assert_eq!(what, ["write", "synced"]);
+    assert!(log[1].1 <= acked, "acknowledged before the data was synced");
+    assert_eq!(c.getattr("/w").unwrap(), 12288);
+    // Errors on the remote come back as their errno.
+    assert_eq!(
+        c.getattr("/../x").unwrap_err().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+}
+
+fn ctx(backing: &Path, tenant: Option<&str>, path: &str) -> FileCtx {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(backing.join(path.trim_start_matches('/')))
+        .unwrap();
+    FileCtx {
+        tenant: tenant.map(str::to_string),
+        path: path.to_string(),
+        id: f.metadata().unwrap().ino(),
+        backing: Arc::new(f),
+    }
+}
+
+#[test]
+fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, root) = (t.path().join("b"), t.path().join("remote"));
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(b.join("f"), vec![1u8; 3 * 4096]).unwrap();
+    let addr = real_server(Arc::new(DirStore::new(&root).unwrap()));
+    let rules = format!(
+        r#"[{{"name": "off", "priority": 1, "match": {{"tenant": "a", "ops": ["write"]}},
+             "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
+    );
+    let sw = Switch::new(SwitchOptions {
+        state_dir: t.path().join("s"),
+        rules: config::parse_rules(&rules).unwrap(),
+    })
+    .unwrap();
+    let a = ctx(&b, Some("a"), "/f");
+    sw.write(&a, &[9u8; 4096], 4096).unwrap();
+    // The bytes are on the remote, not in the backing file.
+    let remote = std::fs::read(root.join("ep/f")).unwrap();
+    assert_eq!(&remote[4096..8192], &[9u8; 4096]);
+    assert_eq!(
+        &std::fs::read(b.join("f")).unwrap()[4096..8192],
+        &[1u8; 4096]
+    );
+    // Any tenant's read of the written range follows it; the other ranges stay local.
+    let other = ctx(&b, Some("z"), "/f");
+    let mut buf = vec![0u8; 3 * 4096];
+    assert_eq!(sw.read(&other, &mut buf, 0).unwrap(), 3 * 4096);
+    assert_eq!(&buf[..4096], &[1u8; 4096]);
+    assert_eq!(&buf[4096..8192], &[9u8; 4096]);
+    assert_eq!(&buf[8192..], &[1u8; 4096]);
+    // A write past the end extends the namespace (the backing file keeps the size).
+    sw.write(&a, b"tail", 5 * 4096).unwrap();
+    assert_eq!(std::fs::metadata(b.join("f")).unwrap().len(), 5 * 4096 + 4);
+    sw.sync(&a).unwrap();
+    // Rename: the remote copy follows the name, so the delegate still finds its bytes.
+    sw.renamed("/f", "/g").unwrap();
+    std::fs::rename(b.join("f"), b.join("g")).unwrap();
+    let g = ctx(&b, None, "/g");
+    let mut buf = vec![0u8; 4096];
+    sw.read(&g, &mut buf, 4096).unwrap();
+    assert_eq!(buf, vec![9u8; 4096]);
+    // A route mixing a remote with another endpoint is refused, changing nothing.
+    let bad = format!(
+        r#"[{{"name": "x", "priority": 1, "match": {{}},
+             "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}},
+                         {{"what": "io", "to": {{"kind": "file", "target": "{}"}}}}]}}]"#,
+        t.path().join("loc").display()
+    );
+    let e = sw
+        .replace_rules(config::parse_rules(&bad).unwrap())
+        .unwrap_err();
+    assert!(e.contains("remote endpoint"), "{e}");
+    assert_eq!(sw.rules().len(), 1);
+}
+
+#[test]
+fn an_unreachable_remote_fails_the_io_with_eio() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let (l, addr) = listener();
+    drop(l);
+    let rules = format!(
+        r#"[{{"name": "off", "priority": 1, "match": {{}},
+             "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
+    );
+    lachesis_fs::route::set_remote_timeout(Duration::from_millis(500));
+    let sw = Switch::new(SwitchOptions {
+        state_dir: t.path().join("s"),
+        rules: config::parse_rules(&rules).unwrap(),
+    })
+    .unwrap();
+    let c = ctx(&b, None, "/f");
+    let e = sw.write(&c, b"x", 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+}
