@@ -30,6 +30,22 @@ fn ops(keys: u32, max_len: usize, resize: bool) -> impl Strategy<Value = Vec<Op>
     proptest::collection::vec(op, 1..600)
 }
 
+/// `check` for an engine driven through the `Engine` trait; `resize` gets the engine too.
+fn check_engine<E: Engine>(
+    ops: &[Op],
+    e: &mut E,
+    mut resize: impl FnMut(&mut E, u64),
+) -> Result<u64, TestCaseError> {
+    let e = std::cell::RefCell::new(e);
+    check(
+        ops,
+        |k| e.borrow_mut().get(k).unwrap(),
+        |k, v| e.borrow_mut().set(k, v).unwrap(),
+        |k| e.borrow_mut().delete(k).unwrap(),
+        |bytes, _| resize(&mut **e.borrow_mut(), bytes),
+    )
+}
+
 /// Runs `ops` against `get/set/delete/resize` closures and the model; returns the hits.
 fn check(
     ops: &[Op],
@@ -87,36 +103,21 @@ proptest! {
     fn loc_fifo_matches_the_model(ops in ops(300, 6000, false)) {
         let (_d, dev) = device(64, 0.25);
         let mut e = loc(&dev, 4 * 65536, RegionEviction::Fifo);
-        let e = std::cell::RefCell::new(&mut e);
-        check(&ops,
-            |k| e.borrow_mut().get(k).unwrap(),
-            |k, v| e.borrow_mut().set(k, v).unwrap(),
-            |k| e.borrow_mut().delete(k).unwrap(),
-            |_, _| {})?;
+        check_engine(&ops, &mut e, |_, _| {})?;
     }
 
     #[test]
     fn loc_lru_matches_the_model(ops in ops(300, 6000, false)) {
         let (_d, dev) = device(64, 0.25);
         let mut e = loc(&dev, 4 * 65536, RegionEviction::Lru);
-        let e = std::cell::RefCell::new(&mut e);
-        check(&ops,
-            |k| e.borrow_mut().get(k).unwrap(),
-            |k, v| e.borrow_mut().set(k, v).unwrap(),
-            |k| e.borrow_mut().delete(k).unwrap(),
-            |bytes, _| e.borrow_mut().resize(bytes.clamp(2 * 65536, 4 * 65536)).unwrap())?;
+        check_engine(&ops, &mut e, |e, bytes| e.resize(bytes.clamp(2 * 65536, 4 * 65536)).unwrap())?;
     }
 
     #[test]
     fn loc_resizing_matches_the_model(ops in ops(300, 3000, true)) {
         let (_d, dev) = device(64, 0.25);
         let mut e = loc(&dev, 16 * 65536, RegionEviction::Fifo);
-        let e = std::cell::RefCell::new(&mut e);
-        check(&ops,
-            |k| e.borrow_mut().get(k).unwrap(),
-            |k, v| e.borrow_mut().set(k, v).unwrap(),
-            |k| e.borrow_mut().delete(k).unwrap(),
-            |bytes, _| e.borrow_mut().resize((bytes / 3).clamp(2 * 65536, 16 * 65536)).unwrap())?;
+        check_engine(&ops, &mut e, |e, bytes| e.resize((bytes / 3).clamp(2 * 65536, 16 * 65536)).unwrap())?;
     }
 
     #[test]
@@ -124,12 +125,7 @@ proptest! {
         let (_d, dev) = device(64, 0.25);
         // 8 buckets: objects of up to 1.5 KiB evict each other constantly.
         let mut e = set_assoc(&dev, 8 * 4096);
-        let e = std::cell::RefCell::new(&mut e);
-        check(&ops,
-            |k| e.borrow_mut().get(k).unwrap(),
-            |k, v| e.borrow_mut().set(k, v).unwrap(),
-            |k| e.borrow_mut().delete(k).unwrap(),
-            |_, _| {})?;
+        check_engine(&ops, &mut e, |_, _| {})?;
     }
 
     #[test]

@@ -35,6 +35,31 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One stream over the whole device on the default handle.
+fn one_stream(d: &SimSsd, stream: fn(Region) -> Stream) -> Res<Mix> {
+    let whole = Region {
+        start: 0,
+        pages: d.logical_pages(),
+    };
+    Ok(Mix::new(vec![(1.0, stream(whole))], 1)?)
+}
+
+fn log_stream(region: Region) -> Stream {
+    Stream::Log {
+        region,
+        handle: PlacementHandle(0),
+        trim_pages: None,
+        cursor: 0,
+    }
+}
+
+fn random_stream(region: Region) -> Stream {
+    Stream::Random {
+        region,
+        handle: PlacementHandle(0),
+    }
+}
+
 fn main() -> Res<()> {
     let args = Args::parse();
     println!(
@@ -44,56 +69,9 @@ fn main() -> Res<()> {
     println!("| workload | OP | DLWA | host page writes/s | media page writes/s |\n|---|---|---|---|---|");
     type MakeMix = fn(&SimSsd) -> Res<Mix>;
     let cases: [(&str, f64, MakeMix); 4] = [
-        ("sequential log", 0.07, |d| {
-            let r = Region {
-                start: 0,
-                pages: d.logical_pages(),
-            };
-            Ok(Mix::new(
-                vec![(
-                    1.0,
-                    Stream::Log {
-                        region: r,
-                        handle: PlacementHandle(0),
-                        trim_pages: None,
-                        cursor: 0,
-                    },
-                )],
-                1,
-            )?)
-        }),
-        ("uniform random", 0.28, |d| {
-            let r = Region {
-                start: 0,
-                pages: d.logical_pages(),
-            };
-            Ok(Mix::new(
-                vec![(
-                    1.0,
-                    Stream::Random {
-                        region: r,
-                        handle: PlacementHandle(0),
-                    },
-                )],
-                1,
-            )?)
-        }),
-        ("uniform random", 0.07, |d| {
-            let r = Region {
-                start: 0,
-                pages: d.logical_pages(),
-            };
-            Ok(Mix::new(
-                vec![(
-                    1.0,
-                    Stream::Random {
-                        region: r,
-                        handle: PlacementHandle(0),
-                    },
-                )],
-                1,
-            )?)
-        }),
+        ("sequential log", 0.07, |d| one_stream(d, log_stream)),
+        ("uniform random", 0.28, |d| one_stream(d, random_stream)),
+        ("uniform random", 0.07, |d| one_stream(d, random_stream)),
         ("4% random + 96% log, 50/50, two handles", 0.10, |d| {
             Ok(TwoStreams {
                 random_space: 0.04,
