@@ -2,17 +2,17 @@
 //! timeouts, reconnects, ack-after-durable, and the switch routing a tenant's writes to a
 //! remote endpoint with delegates.
 
+mod common;
+use common::ctx;
+
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lachesis_fs::remote::frame::Frame;
 use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::remote::Client;
-use lachesis_fs::switch::FileCtx;
 use lachesis_fs::{config, Switch, SwitchOptions};
 
 fn listener() -> (TcpListener, String) {
@@ -173,22 +173,6 @@ fn a_write_is_acknowledged_only_after_it_is_durable() {
         c.getattr("/../x").unwrap_err().raw_os_error(),
         Some(libc::EINVAL)
     );
-}
-
-fn ctx(backing: &Path, tenant: Option<&str>, path: &str) -> FileCtx {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(backing.join(path.trim_start_matches('/')))
-        .unwrap();
-    FileCtx {
-        tenant: tenant.map(str::to_string),
-        path: path.to_string(),
-        id: f.metadata().unwrap().ino(),
-        backing: Arc::new(f),
-    }
 }
 
 #[test]

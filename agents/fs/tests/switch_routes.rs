@@ -1,28 +1,13 @@
 //! The switch core on real files (no FUSE): scatter, read sets, quiesce/drain, stage routes.
 
-use std::os::unix::fs::MetadataExt;
+mod common;
+use common::ctx;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lachesis_fs::switch::FileCtx;
 use lachesis_fs::{config, Switch, SwitchOptions};
-
-fn ctx(backing: &Path, tenant: Option<&str>, path: &str) -> FileCtx {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(backing.join(path.trim_start_matches('/')))
-        .unwrap();
-    FileCtx {
-        tenant: tenant.map(str::to_string),
-        path: path.to_string(),
-        id: f.metadata().unwrap().ino(),
-        backing: Arc::new(f),
-    }
-}
 
 fn switch(state: &Path, rules: &str) -> Switch {
     Switch::new(SwitchOptions {
