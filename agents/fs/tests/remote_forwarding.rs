@@ -73,7 +73,13 @@ fn an_unanswered_request_fails_with_eio_after_the_timeout() {
     let t0 = Instant::now();
     let e = c.write("/f", b"x", 0).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO));
-    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // It waited for the timeout, and not for ever (the bound only catches a hang, so a
+    // loaded machine cannot make it flake).
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(30),
+        "{waited:?}"
+    );
     // Nothing listening at all: EIO too, not a hang.
     let (l2, gone) = listener();
     drop(l2);
