@@ -47,8 +47,9 @@ class Mount:
     """One `lachesis-fs mount` process over a backing directory, in a world-readable temp dir
     (tenant processes run as other uids)."""
 
-    def __init__(self, base: Path, rules: list[dict], tenants: list[str] = ()) -> None:
+    def __init__(self, base: Path, rules: list[dict], tenants: list[str] = (), extra: list[str] = ()) -> None:
         self.base = base
+        self.extra = list(extra)
         self.backing = base / "backing"
         self.mnt = base / "mnt"
         self.rules_file = base / "rules.json"
@@ -70,6 +71,7 @@ class Mount:
         argv = [str(FS_BIN), "mount", "--backing", str(self.backing), "--mountpoint", str(self.mnt), "--rules", str(self.rules_file), "--stats", str(self.stats_file)]
         for t in self.tenants:
             argv += ["--tenant", t]
+        argv += self.extra
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_for("the FUSE mount", lambda: os.path.ismount(self.mnt) or self.proc.poll() is not None)
@@ -117,8 +119,8 @@ def mounts(base: Path) -> Iterator[list[Mount]]:
         m.stop()
 
 
-def mount(mounts: list[Mount], base: Path, rules: list[dict], tenants: list[str] = ()) -> Mount:
-    m = Mount(base, rules, tenants)
+def mount(mounts: list[Mount], base: Path, rules: list[dict], tenants: list[str] = (), extra: list[str] = ()) -> Mount:
+    m = Mount(base, rules, tenants, extra)
     m.start()
     mounts.append(m)
     return m
@@ -198,7 +200,7 @@ def test_fio_verify_crc32c(base: Path, mounts: list[Mount]) -> None:
     m = mount(mounts, base, [stage_rule("wt", 10, "cache:mode=write-through,capacity=8MiB", prefix="/cache"), file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep")])
     for d in ("cache", "ep", "pt"):
         (m.mnt / d).mkdir()
-        p = run("fio", "--name=v", f"--filename={m.mnt / d / 'f'}", "--size=24M", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--ioengine=psync", "--direct=1", "--output-format=json")
+        p = run("fio", "--name=v", f"--filename={m.mnt / d / 'f'}", "--size=24M", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0", "--ioengine=psync", "--direct=1", "--output-format=json")
         job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
         assert job["error"] == 0, d
         assert job["read"]["io_bytes"] == 24 * MiB, d
@@ -232,13 +234,16 @@ def test_endpoint_routing_with_delegates_never_stale(base: Path, mounts: list[Mo
             reads += 1
             if floor == 0 and data == orig[b * bs : (b + 1) * bs]:
                 continue
-            # A read racing a write of the same block may see part of each (as buffered IO on
-            # the backing file system allows without FUSE too), so every 16-byte record is
-            # checked: each must belong to this block and be no older than the acked version.
+            # Every 16-byte record must belong to this block and be no older than the acked
+            # version, and the block must be one version throughout: the switch's block locks
+            # keep a read racing a write of the block from seeing part of each.
+            versions = set()
             for off in range(0, bs, 16):
                 ver, blk = struct.unpack_from("<QQ", data, off)
                 assert blk == b, f"block {b} holds a record of block {blk} at offset {off}"
                 assert ver >= floor, f"stale read of block {b}: version {ver} < acked {floor}"
+                versions.add(ver)
+            assert len(versions) == 1, f"torn read of block {b}: versions {sorted(versions)}"
             seen_versions += 1
             # Rules change while IO runs: the route goes away and comes back.
             if time.monotonic() > next_flip:
@@ -316,6 +321,33 @@ def test_two_tenants_isolated_in_their_own_cache_stages(base: Path, mounts: list
     assert shared < 0.2, f"shared hit ratio {shared}"
 
 
+def test_tenant_added_while_mounted_routes_new_opens(base: Path, mounts: list[Mount]) -> None:
+    ep = base / "ep"
+    tenants = base / "tenants"
+    tenants.write_text("# nobody yet\n")
+    m = mount(mounts, base, [file_rule("t", 10, [str(ep)], tenant="t")], extra=["--tenants-file", str(tenants)])
+    writer = "import sys\nwith open(sys.argv[1], 'wb') as f: f.write(bytes(range(256)) * 64)\n"
+    data = bytes(range(256)) * 64
+    run("python3", "-c", writer, str(m.mnt / "before"), user=1001)
+    assert (m.backing / "before").read_bytes() == data, "uid 1001 is no tenant yet: plain IO"
+    assert not (ep / "before").exists()
+    tmp = base / "tenants.tmp"
+    tmp.write_text("t=uid:1001\n")
+    tmp.rename(tenants)
+    wait_for("the tenants reload", lambda: "tenants reloaded" in m.log.read_text())
+    run("python3", "-c", writer, str(m.mnt / "after"), user=1001)
+    # Same mount, same process: the new tenant's rule routed the write to its endpoint.
+    assert (ep / "after").read_bytes() == data
+    assert (m.mnt / "after").read_bytes() == data
+    assert m.proc.poll() is None
+    # A bad tenants file is refused and the tenants stay.
+    tmp.write_text("t=uid:nope\n")
+    tmp.rename(tenants)
+    wait_for("the refusal", lambda: "keeping the old tenants" in m.log.read_text())
+    run("python3", "-c", writer, str(m.mnt / "later"), user=1001)
+    assert (ep / "later").read_bytes() == data
+
+
 def test_bad_rules_exit_2_with_a_message(base: Path) -> None:
     (base / "b").mkdir()
     (base / "m").mkdir()
@@ -361,3 +393,50 @@ def test_tenant_by_cgroup_routes_its_writes(base: Path, mounts: list[Mount]) -> 
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+def resident_bytes(path: Path) -> int:
+    """Bytes of `path` in the page cache (util-linux fincore)."""
+    out = run("fincore", "--bytes", "--noheadings", "--output", "RES", str(path)).stdout
+    return int(out.split()[0])
+
+
+def test_o_direct_reaches_the_backing_file_without_the_page_cache(base: Path, mounts: list[Mount]) -> None:
+    require(shutil.which("fincore") is not None, "fincore (util-linux)")
+    # /u goes through user space (a write-through cache stage); fio with O_DIRECT writes and
+    # verifies one file, plain buffered IO another.
+    m = mount(mounts, base, [stage_rule("wt", 10, "cache:mode=write-through,capacity=4MiB", prefix="/u")])
+    (m.mnt / "u").mkdir()
+    for name, direct in (("direct", 1), ("buffered", 0)):
+        run("fio", "--name=d", f"--filename={m.mnt / 'u' / name}", "--size=8M", "--rw=write", "--bs=64k", f"--direct={direct}", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0")
+    direct, buffered = resident_bytes(m.backing / "u" / "direct"), resident_bytes(m.backing / "u" / "buffered")
+    assert buffered >= 4 * MiB, f"control: buffered IO leaves the file cached ({buffered})"
+    assert direct == 0, f"O_DIRECT IO went through the page cache below the switch ({direct} bytes cached)"
+    # Unaligned O_DIRECT IO still works (FUSE accepts it; the switch writes it buffered).
+    fd = os.open(m.mnt / "u" / "direct", os.O_RDWR | os.O_DIRECT)
+    try:
+        os.pwrite(fd, b"unaligned", 4097)
+        assert os.pread(fd, 20, 4090)[7:16] == b"unaligned"
+    finally:
+        os.close(fd)
+
+
+def test_write_back_reaches_the_backing_file_without_a_sync(base: Path, mounts: list[Mount]) -> None:
+    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=16MiB", prefix="/wb")], extra=["--dirty-expire-ms", "300"])
+    (m.mnt / "wb").mkdir()
+    data = os.urandom(MiB)
+    # The writer keeps the file open (no close, no fsync) until told to exit.
+    writer = subprocess.Popen(["python3", "-c", "import sys\nf=open(sys.argv[1],'wb',buffering=0)\nf.write(sys.stdin.buffer.read(%d))\nprint('written', flush=True)\nsys.stdin.read()\n" % MiB, str(m.mnt / "wb" / "f")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=False)
+    try:
+        writer.stdin.write(data)
+        writer.stdin.flush()
+        assert writer.stdout.readline() == b"written\n"
+        t0 = time.monotonic()
+        wait_for("the flusher", lambda: (m.backing / "wb" / "f").read_bytes() == data, timeout=5)
+        assert time.monotonic() - t0 < 3
+        # Whole blocks went through the flusher (pieces of blocks a split request cut are
+        # written through at once).
+        assert m.stage(None)["writebacks"] >= 200
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=10)

@@ -303,3 +303,82 @@ def test_a_wedged_or_dead_remote_fails_io_with_eio_not_a_hang(world: dict) -> No
     with pytest.raises(OSError) as e:
         f.read_bytes()
     assert e.value.errno == 5
+
+
+SECOND_PORT = 7071
+
+
+def start_scatter(w: dict, mount_key: str) -> tuple[Path, Path, Path, Path, list[subprocess.Popen]]:
+    """Two `serve` agents (ports 7070, 7071) that demand the key in `base/key`, and a mount
+    authenticating with `base/<mount_key>` whose tenant writes go to agent A (primary), a
+    local directory and agent B."""
+    base, ns, procs, mnt = w["base"], w["ns"], w["procs"], w["mnt"]
+    backing, root_a, root_b, local_ep = base / "backing", base / "root-a", base / "root-b", base / "local-ep"
+    for d in (backing, root_a, root_b, mnt):
+        d.mkdir()
+        d.chmod(0o777)
+    (base / "key").write_text("the-forwarding-key-of-this-test\n")
+    (base / "wrong-key").write_text("some-other-forwarding-key-entirely\n")
+    servers = []
+    for root, port in ((root_a, PORT), (root_b, SECOND_PORT)):
+        log = (base / f"serve-{port}.log").open("ab")
+        p = subprocess.Popen(["ip", "netns", "exec", ns.server, str(FS_BIN), "serve", "--listen", f"{SERVER_IP}:{port}", "--root", str(root), "--forward-key-file", str(base / "key")], stdout=log, stderr=subprocess.STDOUT)
+        procs.append(p)
+        servers.append(p)
+    rules_file = base / "rules.json"
+    targets = [f"tcp://{SERVER_IP}:{PORT}/ep", str(local_ep), f"tcp://{SERVER_IP}:{SECOND_PORT}/ep"]
+    rules_file.write_text(json.dumps([{
+        "name": "scatter", "priority": 1,
+        "match": {"tenant": "remote", "ops": ["write"]},
+        "detours": [{"what": "io", "to": {"kind": "file", "target": t}} for t in targets],
+    }]))
+    mlog = (base / "mount.log").open("ab")
+    mount = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns.client}", str(FS_BIN), "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(rules_file), "--tenant", f"remote=uid:{TENANT_UID}", "--remote-timeout-ms", "3000", "--forward-key-file", str(base / mount_key)], stdout=mlog, stderr=subprocess.STDOUT)
+    procs.append(mount)
+    wait_for("the FUSE mount", lambda: os.path.ismount(mnt) or mount.poll() is not None)
+    assert mount.poll() is None, (base / "mount.log").read_text()
+    return backing, root_a, root_b, local_ep, servers
+
+
+def test_scatter_over_two_remote_agents_and_a_local_replica(world: dict) -> None:
+    backing, root_a, root_b, local_ep, servers = start_scatter(world, "key")
+    f: Path = world["mnt"] / "data"
+    f.write_bytes(b"".join(pattern(b, 1) for b in range(BLOCKS)))
+    f.chmod(0o666)
+    p = subprocess.run([TENANT_PY, "-c", WRITER, str(f), "200", "1"], user=TENANT_UID, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    newest = {b: 1 for b in range(BLOCKS)}
+    for line in p.stdout.split("\n"):
+        if line:
+            b, v = map(int, line.split())
+            newest[b] = v
+    content = f.read_bytes()
+    written = [b for b in range(BLOCKS) if newest[b] > 1]
+    assert len(written) > 20
+    for b in range(BLOCKS):
+        assert parse(content[b * BLOCK:(b + 1) * BLOCK]) == (b, newest[b]), f"block {b}"
+    # Every replica of the write set holds every acknowledged block; the backing file none.
+    copies = {"A": (root_a / "ep" / "data").read_bytes(), "local": (local_ep / "data").read_bytes(), "B": (root_b / "ep" / "data").read_bytes()}
+    local = (backing / "data").read_bytes()
+    for b in written:
+        want = pattern(b, newest[b])
+        for who, c in copies.items():
+            assert c[b * BLOCK:(b + 1) * BLOCK] == want, f"block {b} missing on {who}"
+        assert local[b * BLOCK:(b + 1) * BLOCK] != want
+    # One replica gone: a write is not acknowledged (EIO), as not every replica has it.
+    servers[1].send_signal(signal.SIGTERM)
+    servers[1].wait(timeout=10)
+    assert tenant_pwrite(f, "9") == "5"
+
+
+def test_a_mount_with_the_wrong_key_is_refused_and_writes_nothing(world: dict) -> None:
+    base: Path = world["base"]
+    _, root_a, root_b, local_ep, _ = start_scatter(world, "wrong-key")
+    f: Path = world["mnt"] / "x"
+    f.write_bytes(b"1" * BLOCK)
+    f.chmod(0o666)
+    assert tenant_pwrite(f, "2") == "5"  # EIO
+    assert not (root_a / "ep" / "x").exists() and not (root_b / "ep" / "x").exists()
+    wait_for("the server's refusal in its log", lambda: "refused unauthenticated peer" in (base / f"serve-{PORT}.log").read_text())
+    assert "the forwarding keys differ" in (base / f"serve-{PORT}.log").read_text()
+    assert "does not hold our forwarding key" in (base / "mount.log").read_text()

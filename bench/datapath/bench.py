@@ -35,8 +35,9 @@ def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, f
     return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000
 
 
-# The buffered baseline keeps the page cache warm (fio would drop it at start): that is what
-# the user-space flows read through, since the switch does buffered IO on backing files.
+# The buffered baseline keeps the page cache warm (fio would drop it at start): the bound of
+# any flow served from memory. The switch honours O_DIRECT (fio here asks for it), so the
+# user-space flows' backing and endpoint IO compares with the direct baseline.
 BASELINES = {"backing, direct": 1, "backing, page cache": 0}
 
 

@@ -157,3 +157,26 @@ def test_cli_enrolls_into_a_private_file_and_refuses_a_bad_host(settings, seeded
         bad = cli(url, "hosts", "enroll", "Bad Host")
         assert bad.exit_code == 2
         assert "host_id" in bad.output
+
+
+def test_an_agent_sends_detour_requests_and_reads_only_its_own_verdicts(
+    client: TestClient, seeded: redis.Redis,
+) -> None:
+    for host in ("host-a", "host-b"):
+        seeded.xadd(f"lachesis:detour-verdicts:{host}", {"msg": f"verdict for {host}"})
+    a = enroll(client, "host-a")
+    enroll(client, "host-b")
+    # What detour_link.rs does: append requests, find the end of its verdicts, follow them.
+    assert a.xadd("lachesis:detours", {"msg": "{}"}, maxlen=10000, approximate=True)
+    assert a.xrevrange("lachesis:detour-verdicts:host-a", count=1)[0][1] == {"msg": "verdict for host-a"}
+    assert a.xread({"lachesis:detour-verdicts:host-a": "0-0"}, count=1)
+    # Not another host's verdicts, not the requests of others, and no forged verdicts.
+    with pytest.raises(NOPERM):
+        a.xread({"lachesis:detour-verdicts:host-b": "0-0"})
+    with pytest.raises(NOPERM):
+        a.xrange("lachesis:detours")
+    with pytest.raises(NOPERM):
+        a.xadd("lachesis:detour-verdicts:host-a", {"msg": "forged"})
+    a.close()
+    for host in ("host-a", "host-b"):
+        seeded.delete(f"lachesis:detour-verdicts:{host}")

@@ -82,6 +82,46 @@ def test_idle_tenant_space_is_reclaimed_and_given_back() -> None:
     assert loop.current == pytest.approx({"a": 500, "b": 500})
 
 
+def test_a_stopping_tenant_keeps_its_space_until_the_reaction_time() -> None:
+    """The interval in which a tenant stops reports a fraction of its rate: that alone must not
+    move its space (with a weight of 20 against 100 the optimum gives b far less)."""
+    loop, clock, source, _ = make(reaction_time_s=15)
+    for _ in range(20):
+        clock.now += 1
+        loop.step()
+    assert loop.current == pytest.approx({"a": 500, "b": 500})
+    source.tenants["b"] = TenantCurve(curve(1000), 20.0)  # b stops part-way through an interval
+    clock.now += 1
+    partial = loop.step()
+    assert not partial.rolled_out and partial.gain == pytest.approx(0.0, abs=1e-9)
+    source.tenants["b"] = TenantCurve(curve(1000), 0.0)
+    for _ in range(13):
+        clock.now += 1
+        assert not loop.step().rolled_out  # silent, not idle: b keeps its weight and its space
+    assert loop.current == pytest.approx({"a": 500, "b": 500})
+    clock.now += 2
+    reclaimed = loop.step()
+    assert reclaimed.rolled_out and reclaimed.idle == ["b"] and "idle" in reclaimed.reason
+    assert loop.current == pytest.approx({"a": 1000, "b": 0})
+
+
+def test_a_lasting_change_of_rate_moves_space_within_the_reaction_time() -> None:
+    loop, clock, source, _ = make(reaction_time_s=15)
+    for _ in range(20):
+        clock.now += 1
+        loop.step()
+    source.tenants["b"] = TenantCurve(curve(1000), 20.0)  # b now runs at a fifth of its rate
+    moved = None
+    for _ in range(15):
+        clock.now += 1
+        if (d := loop.step()).rolled_out:
+            moved = d
+            break
+    assert moved is not None and "predicted gain" in moved.reason, "the new rate never took over"
+    assert clock.now - 1020 <= 9  # once it is most of the window: the median follows
+    assert loop.current is not None and loop.current["a"] > 700
+
+
 def test_infeasible_guarantees_keep_the_current_allocation() -> None:
     clock, source, published = Clock(), Source(), []
     wanted = {"a": MinHitRatio(0.9), "b": MinHitRatio(0.9)}

@@ -35,14 +35,28 @@ def checks(report_items: list[Any]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def test_header_only_write_detour_loses_writes() -> None:
-    report = verify([rule("w", tenant="a", ops=["write"])(("header", "controller", "ctl"))], STAGES)
+    report = verify([rule("w", tenant="a", ops=["write"])(("header", "stage", "cache/a"))], STAGES)
     assert checks(report.errors) == [("write-loss", ("w",))]
     # Reads may be detoured as headers only: nothing is lost.
-    assert verify([rule("r", tenant="a", ops=["read"])(("header", "controller", "ctl"))], STAGES).errors == []
+    assert verify([rule("r", tenant="a", ops=["read"])(("header", "stage", "cache/a"))], STAGES).errors == []
     # No ops given means every op, writes included.
-    assert checks(verify([rule("any", tenant="a")(("header", "controller", "ctl"))], STAGES).errors) == [
+    assert checks(verify([rule("any", tenant="a")(("header", "stage", "cache/a"))], STAGES).errors) == [
         ("write-loss", ("any",))
     ]
+    # Asking the controller first holds the IO, which then goes to its original file: no loss.
+    assert verify([rule("ask", tenant="a", ops=["write"])(("header", "controller", "approve"))], STAGES).errors == []
+    # A header copy to the controller after the data's detours loses nothing either; before
+    # nothing else, a copy is a hold.
+    assert verify([rule("c", tenant="a", ops=["write"])(("io", "stage", "cache/a"), ("header", "controller", "readset"))],
+                  STAGES).errors == []
+
+
+def test_controller_detours_name_a_known_application_and_carry_headers() -> None:
+    report = verify([rule("w", tenant="a", ops=["write"])(("header", "controller", "ctl"))], STAGES)
+    assert checks(report.errors) == [("controller", ("w",))]
+    assert "detours[0].to.target" in report.errors[0].message and "'ctl'" in report.errors[0].message
+    report = verify([rule("w", tenant="a", ops=["read"])(("io", "controller", "approve"))], STAGES)
+    assert checks(report.errors) == [("controller", ("w",))]
 
 
 def test_writes_to_undeclared_stages_or_files_are_lost_in_strict_rules() -> None:
@@ -114,6 +128,9 @@ spec:
 
 UNSAFE = {
     "write-loss": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
+                  " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
+    # A controller application that does not exist (the message names the field).
+    "controller": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
                   " detours: [{what: header, to: {kind: controller, target: ctl}}]}\n",
     "missing-stage": "    - {name: bad, priority: 1, match: {tenant: a},"
                      " detours: [{what: io, to: {kind: stage, target: cache/gone}}]}\n",
@@ -133,6 +150,9 @@ def test_unsafe_policies_are_refused_naming_the_rules(client: TestClient, db: En
     body = assert_problem(response, 422)
     assert body["type"].endswith("/unsafe-rules")
     assert "bad" in body["violations"][0]["rules"]
+    assert body["violations"][0]["check"] == ("write-loss" if case == "missing-stage" else case)
+    if case == "controller":
+        assert "detours[0].to.target" in body["errors"][0]["message"], body
     # The offending rule's name in the document: line 12, "    - {name" puts it at column 8.
     assert body["errors"][0]["line"] == 12 and body["errors"][0]["column"] == 8
     assert snapshot(db) == before
@@ -158,7 +178,7 @@ def test_plain_rules_are_verified_too(client: TestClient, db: Engine) -> None:
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
     before = snapshot(db)
     header_only = rule_body("w", match={"tenant": "web", "ops": ["write"]},
-                            detours=[{"what": "header", "to": {"kind": "controller", "target": "ctl"}}])
+                            detours=[{"what": "header", "to": {"kind": "stage", "target": "cache/web"}}])
     body = assert_problem(client.post("/api/v1/rules", json=header_only), 422)
     assert body["violations"] == [{"check": "write-loss", "rules": ["w"], "message": body["violations"][0]["message"]}]
     loop_a = rule_body("la", match={"path_prefix": "/a"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/b/x"}}])

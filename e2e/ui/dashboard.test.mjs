@@ -202,7 +202,8 @@ spec:
         target: cache/analytics
 `; // line 7: "reed" is no op
 
-// The verifier refuses it (write-loss: writes detoured by their header only); line 4 names it.
+// The verifier refuses it (write-loss: writes detoured by a header copy only, which hands the
+// data to nobody; a header to the controller first would hold the IO, then let it go); line 4 names it.
 const UNSAFE = `# writes with nowhere to go
 kind: Rule
 spec:
@@ -214,8 +215,8 @@ spec:
   detours:
     - what: header
       to:
-        kind: controller
-        target: audit
+        kind: file
+        target: /srv/audit
 `;
 
 const GOOD = `kind: Tenant
@@ -261,7 +262,7 @@ spec:
 const badPolicy = (p) => p.replace("      priority: 20\n", "      priority: 20\n      colour: blue\n");
 // a second rule the verifier refuses, named at line 16
 const unsafePolicy = (p) =>
-  p + "    - name: reports-writes-lost\n      priority: 21\n      match: {tenant: reports, ops: [write]}\n      detours: [{what: header, to: {kind: controller, target: audit}}]\n";
+  p + "    - name: reports-writes-lost\n      priority: 21\n      match: {tenant: reports, ops: [write]}\n      detours: [{what: header, to: {kind: file, target: /srv/audit}}]\n";
 
 async function setEditorText(page, text) {
   await page.click(".cm-content");

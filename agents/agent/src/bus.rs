@@ -87,6 +87,8 @@ macro_rules! schema_tag {
         }
     };
 }
+// Other bus modules (the detour link) tag their messages the same way.
+pub(crate) use schema_tag;
 
 schema_tag!(
     /// `"lachesis.registration/v1"`

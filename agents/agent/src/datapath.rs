@@ -8,14 +8,15 @@
 //! passthrough before the rule existed) is not held, and needs none: delegates route reads of
 //! bytes written elsewhere to where they were written.
 //!
-//! The namespace is mounted at the first install, because the switch's classifier is fixed at
-//! mount time and comes from the tenants of the desired state; later tenant changes are
-//! logged and apply at the agent's next start.
+//! The namespace is mounted at the first install; every install also hands the desired
+//! state's tenants to the mounted classifier (new opens are classified by them, open files
+//! keep the tenant they were opened as).
 
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lachesis_fs::detour::Detours;
 use lachesis_fs::embed::{self, STATE_DIR};
 use lachesis_fs::{Switch, SwitchOptions};
 use lachesis_switch::{Match, Rule, Tenant};
@@ -62,8 +63,12 @@ struct Mounted {
 struct Inner {
     mounts: Vec<Mounted>,
     tenants: Vec<Tenant>,
+    /// Shared with every mounted switch: replacing its tenants reaches them all.
+    classifier: lachesis_fs::classify::Classifier,
     /// Rule names held by the current quiesce, per mount (same order as `mounts`).
     held: Vec<Vec<String>>,
+    /// The way to the controller for `header -> controller` detours (`detour_link.rs`).
+    detours: Option<Arc<Detours>>,
 }
 
 /// The mounted switches of this agent.
@@ -119,6 +124,12 @@ impl Datapath {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Gives the switches mounted from now on a way to the controller (before the first
+    /// install); without one, rules with controller detours are refused.
+    pub fn set_controller(&self, detours: Arc<Detours>) {
+        self.lock().detours = Some(detours);
+    }
+
     /// Installs `rules` in every switch, mounting the namespaces first if not yet mounted.
     /// On error the switches keep their previous rules.
     pub fn install(&self, rules: Vec<Rule>, tenants: &[Tenant]) -> Result<(), String> {
@@ -130,10 +141,14 @@ impl Datapath {
             }
             let mut mounts = Vec::new();
             for spec in &self.specs {
-                let switch = Arc::new(Switch::new(SwitchOptions {
+                let opts = SwitchOptions {
                     state_dir: spec.backing.join(STATE_DIR),
                     rules: rules.clone(),
-                })?);
+                };
+                let switch = Arc::new(match &inner.detours {
+                    Some(d) => Switch::with_controller(opts, d.clone())?,
+                    None => Switch::new(opts)?,
+                });
                 let session = embed::mount(
                     &spec.backing,
                     &spec.mountpoint,
@@ -157,6 +172,7 @@ impl Datapath {
             inner.held = vec![Vec::new(); mounts.len()];
             inner.mounts = mounts;
             inner.tenants = tenants.to_vec();
+            inner.classifier = classifier;
             return Ok(());
         }
         // All or nothing: check that every switch takes the rules before changing any.
@@ -170,7 +186,13 @@ impl Datapath {
             }
         }
         if inner.tenants != tenants {
-            warn!("tenant classifiers changed; the mounted switch applies them from the next agent start");
+            let (classifier, ignored) = embed::classifier_of(tenants);
+            if !ignored.is_empty() {
+                warn!(classifiers = ?ignored, "the FUSE switch cannot classify by these; ignored");
+            }
+            inner.classifier.replace(&classifier);
+            inner.tenants = tenants.to_vec();
+            info!("tenant classifiers changed; new opens are classified by them");
         }
         Ok(())
     }

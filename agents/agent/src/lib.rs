@@ -7,6 +7,7 @@
 pub mod bus;
 pub mod caps;
 pub mod datapath;
+pub mod detour_link;
 pub mod flow_gate;
 pub mod metrics_engine;
 pub mod runner;

@@ -16,6 +16,8 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, prepare_device, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
+use lachesis_agent::detour_link::RedisLink;
+use lachesis_fs::detour::Detours;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
@@ -104,6 +106,18 @@ struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u64).range(1..64))]
     mount_threads: u64,
+
+    /// How long an IO held by a controller detour waits for the controller's verdict before
+    /// it fails with ETIMEDOUT.
+    #[arg(long, env = "LACHESIS_DETOUR_DEADLINE_MS", value_name = "MS", default_value_t = 30000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    detour_deadline_ms: u64,
+
+    /// Shared key for agent-to-agent forwarding (tcp:// endpoints): the mounts authenticate
+    /// the agents they forward to with it, and are refused by agents without it. The same file
+    /// as the remote side's `lachesis-fs serve --forward-key-file`.
+    #[arg(long, env = "LACHESIS_FORWARD_KEY_FILE", value_name = "FILE")]
+    forward_key_file: Option<PathBuf>,
 
     /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
     #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
@@ -259,6 +273,15 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
     }
+    if let Some(path) = &args.forward_key_file {
+        match lachesis_fs::remote::auth::Key::load(path) {
+            Ok(key) => lachesis_fs::route::set_forward_key(Some(key)),
+            Err(e) => {
+                eprintln!("error: --forward-key-file: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let client = match redis::Client::open(args.redis_url.as_str()) {
         Ok(c) => c,
         Err(e) => {
@@ -318,6 +341,19 @@ fn run(args: RunArgs) -> ExitCode {
             agent = agent
                 .with_flow_control(dp.clone())
                 .with_installer(dp.clone());
+            let deadline = Duration::from_millis(args.detour_deadline_ms);
+            let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let (mut applied, g) = (agent.subscribe(), generation.clone());
+            tokio::spawn(async move {
+                loop {
+                    g.store(applied.borrow_and_update().generation, Ordering::Relaxed);
+                    if applied.changed().await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let link = RedisLink::start(client.clone(), &args.host_id, deadline, generation);
+            dp.set_controller(Arc::new(Detours::new(link, deadline)));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let telemetry = match metrics_engine::spawn(

@@ -25,6 +25,9 @@ use crate::switch::{FileCtx, Switch};
 
 const TTL: Duration = Duration::from_secs(1);
 
+/// As the kernel's default `vm.dirty_expire_centisecs` (30 s).
+pub const DEFAULT_DIRTY_EXPIRE: Duration = Duration::from_secs(30);
+
 enum Handle {
     Switched(FileCtx),
     /// The kernel does the IO on `file`; the id must live as long as the handle.
@@ -44,11 +47,16 @@ pub struct SwitchFs {
     /// state directory, when it lives there).
     hidden: Option<String>,
     inodes: RwLock<HashMap<u64, String>>,
-    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    /// Shared with the write-back flusher thread (which holds it weakly).
+    handles: Arc<RwLock<HashMap<u64, Arc<Handle>>>>,
+    /// Write-back data older than this reaches the rest of its route without a sync.
+    dirty_expire: Duration,
     next_fh: AtomicU64,
     backing_ids: Mutex<HashMap<u64, Weak<BackingId>>>,
     /// Whether the kernel accepted passthrough at init.
     passthrough_on: std::sync::atomic::AtomicBool,
+    /// Whether a refused O_DIRECT open was logged already.
+    direct_refused: std::sync::atomic::AtomicBool,
 }
 
 fn errno(e: io::Error) -> Errno {
@@ -74,11 +82,59 @@ impl SwitchFs {
             passthrough,
             hidden,
             inodes: RwLock::new(inodes),
-            handles: RwLock::new(HashMap::new()),
+            handles: Default::default(),
+            dirty_expire: DEFAULT_DIRTY_EXPIRE,
             next_fh: AtomicU64::new(1),
             backing_ids: Mutex::new(HashMap::new()),
             passthrough_on: Default::default(),
+            direct_refused: Default::default(),
         })
+    }
+
+    /// How long write-back data may stay in a stage before the background flusher writes it
+    /// on (default [`DEFAULT_DIRTY_EXPIRE`]).
+    pub fn with_dirty_expire(mut self, age: Duration) -> Self {
+        self.dirty_expire = age;
+        self
+    }
+
+    /// The background flusher: every quarter of the expiry (10 ms to 1 s), each open
+    /// switched file's expired write-back data is written on. Ends when the file system is
+    /// dropped (unmount).
+    fn spawn_flusher(&self) {
+        let handles = Arc::downgrade(&self.handles);
+        let switch = self.switch.clone();
+        let age = self.dirty_expire;
+        let tick = (age / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let spawned = std::thread::Builder::new()
+            .name("lachesis-fs-flusher".into())
+            .spawn(move || loop {
+                std::thread::sleep(tick);
+                let Some(h) = handles.upgrade() else { return };
+                let open: Vec<Arc<Handle>> = h
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .cloned()
+                    .collect();
+                drop(h);
+                let mut seen = std::collections::HashSet::new();
+                for h in open {
+                    if let Handle::Switched(ctx) = &*h {
+                        if seen.insert(ctx.id) {
+                            if let Err(e) = switch.flush_expired(ctx, age) {
+                                tracing::warn!(
+                                    path = ctx.path,
+                                    "background write-back failed: {e}"
+                                );
+                            }
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("no background write-back flusher: {e}");
+        }
     }
 
     fn ino(&self, st_ino: u64) -> u64 {
@@ -198,6 +254,7 @@ impl SwitchFs {
         req: &Request,
         ns: String,
         file: File,
+        open_flags: i32,
         backing_for: impl FnOnce(&File) -> io::Result<BackingId>,
     ) -> io::Result<(FileHandle, Option<Arc<BackingId>>)> {
         let st_ino = file.metadata()?.ino();
@@ -218,6 +275,11 @@ impl SwitchFs {
             });
             return Ok((fh, Some(id)));
         }
+        let file = if open_flags & libc::O_DIRECT != 0 {
+            self.direct_twin(file, &ns)
+        } else {
+            file
+        };
         let tenant = self.classifier.classify(req.pid(), req.uid());
         let fh = self.add_handle(Handle::Switched(FileCtx {
             tenant,
@@ -226,6 +288,33 @@ impl SwitchFs {
             backing: Arc::new(file),
         }));
         Ok((fh, None))
+    }
+
+    /// The application opened with `O_DIRECT`: the switch does the backing IO with it too
+    /// (see `uring.rs` for alignment), unless the backing file system refuses it, then the IO
+    /// stays buffered and the reason is logged (once per mount, then at debug level).
+    fn direct_twin(&self, file: File, ns: &str) -> File {
+        let reopen = |write: bool| {
+            OpenOptions::new()
+                .read(true)
+                .write(write)
+                .custom_flags(libc::O_DIRECT)
+                .open(format!(
+                    "/proc/self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&file)
+                ))
+        };
+        match reopen(true).or_else(|_| reopen(false)) {
+            Ok(direct) => direct,
+            Err(e) => {
+                if !self.direct_refused.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(path = ns, "backing file system refuses O_DIRECT ({e}); this and later O_DIRECT opens do buffered IO");
+                } else {
+                    tracing::debug!(path = ns, "O_DIRECT refused ({e}); buffered IO");
+                }
+                file
+            }
+        }
     }
 }
 
@@ -269,6 +358,7 @@ impl Filesystem for SwitchFs {
             }
         }
         let _ = config.set_max_write(1 << 20);
+        self.spawn_flusher();
         tracing::info!(
             passthrough = self.passthrough_on.load(Ordering::Relaxed),
             "lachesis-fs mounted"
@@ -476,7 +566,7 @@ impl Filesystem for SwitchFs {
         let r = (|| {
             let ns = self.path_of(ino)?;
             let file = Self::open_backing(&self.real(&ns), flags.0).map_err(errno)?;
-            self.make_handle(req, ns, file, |f| reply.open_backing(f))
+            self.make_handle(req, ns, file, flags.0, |f| reply.open_backing(f))
                 .map_err(errno)
         })();
         match r {
@@ -513,7 +603,7 @@ impl Filesystem for SwitchFs {
             std::os::unix::fs::fchown(&file, Some(req.uid()), Some(req.gid())).map_err(errno)?;
             let attr = self.entry(&ns)?;
             let (fh, id) = self
-                .make_handle(req, ns, file, |f| reply.open_backing(f))
+                .make_handle(req, ns, file, flags, |f| reply.open_backing(f))
                 .map_err(errno)?;
             Ok((attr, fh, id))
         })();

@@ -5,9 +5,11 @@
 //! delegates. [`fuse::SwitchFs`] is the FUSE front end that feeds it; [`classify`] maps a
 //! requesting process to a tenant.
 
+pub mod blocklock;
 pub mod classify;
 pub mod config;
 pub mod delegate;
+pub mod detour;
 pub mod embed;
 pub mod fuse;
 pub mod gate;

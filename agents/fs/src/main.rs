@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
-use lachesis_fs::classify::{Classifier, TenantSpec};
+use lachesis_fs::classify::{load_tenants, Classifier, TenantSpec};
 use lachesis_fs::fuse::SwitchFs;
+use lachesis_fs::remote::auth::Key;
 use lachesis_fs::{config, Switch, SwitchOptions};
 
 #[derive(Parser)]
@@ -33,6 +34,10 @@ enum Cmd {
         /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
         #[arg(long = "tenant")]
         tenants: Vec<TenantSpec>,
+        /// More tenants, one NAME=uid:N or NAME=cgroup:/PATH a line; re-read when it changes
+        /// (new opens are classified by the new tenants, open files keep theirs).
+        #[arg(long)]
+        tenants_file: Option<PathBuf>,
         /// Where delegate journals of stage-only routes live [default: BACKING/.lachesis-fs,
         /// hidden from the namespace].
         #[arg(long)]
@@ -49,6 +54,14 @@ enum Cmd {
         /// A request to a remote endpoint (tcp://) unanswered this long fails with EIO.
         #[arg(long, default_value_t = 5000)]
         remote_timeout_ms: u64,
+        /// Authenticate to remote endpoints' agents with the shared key in this file (the
+        /// same file as their `serve --forward-key-file`).
+        #[arg(long)]
+        forward_key_file: Option<PathBuf>,
+        /// Write-back cache data older than this is written on in the background, without
+        /// a sync (like the kernel's vm.dirty_expire_centisecs).
+        #[arg(long, default_value_t = 30_000)]
+        dirty_expire_ms: u64,
     },
     /// Answer IO forwarded by other agents' remote endpoints (tcp://HOST:PORT/dir) from DIR.
     Serve {
@@ -58,6 +71,10 @@ enum Cmd {
         /// Directory the forwarded files live under.
         #[arg(long)]
         root: PathBuf,
+        /// Accept only peers that prove they hold the shared key in this file (HMAC-SHA256
+        /// challenge-response, both ways); without it anyone may connect.
+        #[arg(long)]
+        forward_key_file: Option<PathBuf>,
     },
 }
 
@@ -79,36 +96,62 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (backing, mountpoint, rules, tenants, state_dir, stats, no_passthrough, threads) =
-        match Cli::parse().cmd {
-            Cmd::Serve { listen, root } => return serve(&listen, &root),
-            Cmd::Mount {
+    let dirty_expire;
+    let (
+        backing,
+        mountpoint,
+        rules,
+        tenants,
+        tenants_file,
+        state_dir,
+        stats,
+        no_passthrough,
+        threads,
+    ) = match Cli::parse().cmd {
+        Cmd::Serve {
+            listen,
+            root,
+            forward_key_file,
+        } => return serve(&listen, &root, forward_key_file.as_deref()),
+        Cmd::Mount {
+            backing,
+            mountpoint,
+            rules,
+            tenants,
+            tenants_file,
+            state_dir,
+            stats,
+            no_passthrough,
+            threads,
+            remote_timeout_ms,
+            forward_key_file,
+            dirty_expire_ms,
+        } => {
+            match forward_key_file.as_deref().map(Key::load).transpose() {
+                Ok(k) => lachesis_fs::route::set_forward_key(k),
+                Err(e) => return usage_error(format!("--forward-key-file: {e}")),
+            }
+            if remote_timeout_ms == 0 {
+                return usage_error("--remote-timeout-ms must be at least 1");
+            }
+            if dirty_expire_ms == 0 {
+                return usage_error("--dirty-expire-ms must be at least 1");
+            }
+            dirty_expire = Duration::from_millis(dirty_expire_ms);
+            lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
+            (
                 backing,
                 mountpoint,
                 rules,
                 tenants,
+                tenants_file,
                 state_dir,
                 stats,
                 no_passthrough,
                 threads,
-                remote_timeout_ms,
-            } => {
-                if remote_timeout_ms == 0 {
-                    return usage_error("--remote-timeout-ms must be at least 1");
-                }
-                lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
-                (
-                    backing,
-                    mountpoint,
-                    rules,
-                    tenants,
-                    state_dir,
-                    stats,
-                    no_passthrough,
-                    threads,
-                )
-            }
-        };
+            )
+        }
+    };
     if !backing.is_dir() {
         return usage_error(format!("--backing {}: not a directory", backing.display()));
     }
@@ -121,6 +164,18 @@ fn main() -> ExitCode {
     if threads == 0 {
         return usage_error("--threads must be at least 1");
     }
+    // The flags' tenants, then the file's.
+    let all_tenants = |file: &Option<PathBuf>| -> Result<Vec<TenantSpec>, String> {
+        let mut t = tenants.clone();
+        if let Some(f) = file {
+            t.extend(load_tenants(f)?);
+        }
+        Ok(t)
+    };
+    let classifier = match all_tenants(&tenants_file) {
+        Ok(t) => Classifier::new(t),
+        Err(e) => return usage_error(format!("--tenants-file: {e}")),
+    };
     let rule_list = match config::load_rules(&rules) {
         Ok(r) => r,
         Err(e) => return usage_error(e),
@@ -142,11 +197,11 @@ fn main() -> ExitCode {
     let fs = match SwitchFs::new(
         &backing,
         switch.clone(),
-        Classifier::new(tenants),
+        classifier.clone(),
         !no_passthrough,
         hidden,
     ) {
-        Ok(f) => f,
+        Ok(f) => f.with_dirty_expire(dirty_expire),
         Err(e) => return usage_error(format!("--backing {}: {e}", backing.display())),
     };
     let mut cfg = fuser::Config::default();
@@ -172,6 +227,7 @@ fn main() -> ExitCode {
     }
     let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let mut seen: Option<SystemTime> = mtime(&rules);
+    let mut seen_tenants = tenants_file.as_ref().and_then(mtime);
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(250));
         let now = mtime(&rules);
@@ -180,6 +236,19 @@ fn main() -> ExitCode {
             match config::load_rules(&rules).and_then(|r| switch.replace_rules(r)) {
                 Ok(()) => tracing::info!("rules reloaded from {}", rules.display()),
                 Err(e) => tracing::error!("keeping the old rules: {e}"),
+            }
+        }
+        if let Some(f) = &tenants_file {
+            let now = mtime(f);
+            if now != seen_tenants {
+                seen_tenants = now;
+                match all_tenants(&tenants_file) {
+                    Ok(t) => {
+                        tracing::info!(tenants = t.len(), "tenants reloaded from {}", f.display());
+                        classifier.replace(&Classifier::new(t));
+                    }
+                    Err(e) => tracing::error!("keeping the old tenants: {e}"),
+                }
             }
         }
         if let Some(p) = &stats {
@@ -203,8 +272,12 @@ fn main() -> ExitCode {
 }
 
 /// `lachesis-fs serve`: runs until killed.
-fn serve(listen: &str, root: &std::path::Path) -> ExitCode {
+fn serve(listen: &str, root: &std::path::Path, key_file: Option<&std::path::Path>) -> ExitCode {
     use lachesis_fs::remote::server;
+    let key = match key_file.map(Key::load).transpose() {
+        Ok(k) => k,
+        Err(e) => return usage_error(format!("--forward-key-file: {e}")),
+    };
     let store = match server::DirStore::new(root) {
         Ok(s) => Arc::new(s),
         Err(e) => return usage_error(format!("--root: {e}")),
@@ -213,8 +286,12 @@ fn serve(listen: &str, root: &std::path::Path) -> ExitCode {
         Ok(l) => l,
         Err(e) => return usage_error(format!("--listen {listen}: {e}")),
     };
-    tracing::info!("serving {} on {listen}", root.display());
-    match server::serve(listener, store) {
+    tracing::info!(
+        authenticated = key.is_some(),
+        "serving {} on {listen}",
+        root.display()
+    );
+    match server::serve(listener, store, key) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lachesis-fs: serving on {listen}: {e}");

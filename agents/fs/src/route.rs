@@ -32,6 +32,14 @@ pub fn set_remote_timeout(t: std::time::Duration) {
     REMOTE_TIMEOUT_MS.store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The key remote endpoints authenticate with (set once, from the command line, before any
+/// route is built); none: connections are not authenticated.
+static FORWARD_KEY: Mutex<Option<crate::remote::auth::Key>> = Mutex::new(None);
+
+pub fn set_forward_key(key: Option<crate::remote::auth::Key>) {
+    *FORWARD_KEY.lock().unwrap_or_else(|e| e.into_inner()) = key;
+}
+
 /// The serialisable description of a route: the rule's tenant (stage instances are per
 /// tenant and target) and its detours. Delegates persist this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,31 +57,46 @@ impl RouteSpec {
     }
 }
 
+/// One replica of a route's write set.
+pub enum Endpoint {
+    /// A local directory mirroring the namespace.
+    Local(PathBuf),
+    /// A directory on another agent.
+    Remote(Arc<RemoteEndpoint>),
+}
+
 pub struct Route {
     pub spec: RouteSpec,
     pub stages: Vec<Arc<dyn Stage>>,
-    /// Endpoint directories, primary first; empty: the backing file.
+    /// The local endpoint directories, in detour order.
     pub replicas: Vec<PathBuf>,
-    /// An endpoint on another agent (then `replicas` is empty).
-    pub remote: Option<Arc<RemoteEndpoint>>,
+    /// The endpoints on other agents, in detour order.
+    pub remotes: Vec<Arc<RemoteEndpoint>>,
+    /// Every endpoint (local and remote) in detour order, the primary first; empty: the
+    /// backing file.
+    pub endpoints: Vec<Endpoint>,
+    /// The controller application that must let each IO go on first (a `header ->
+    /// controller` detour listed first): see `crate::detour`.
+    pub ask: Option<String>,
+    /// Controller applications sent a copy of each IO's header (`header -> controller`
+    /// detours after the first), not waited for.
+    pub copies: Vec<String>,
 }
 
 impl Route {
     /// No stage and no endpoint: the IO goes straight to the backing file.
     pub fn is_plain(&self) -> bool {
-        self.stages.is_empty() && self.replicas.is_empty() && self.remote.is_none()
+        self.stages.is_empty() && self.endpoints.is_empty()
     }
 
     /// Whether the newest bytes of what this route writes may live off the backing file, so
     /// reads of the written ranges must follow (a delegate).
     pub fn needs_delegate(&self) -> bool {
-        !self.replicas.is_empty()
-            || self.remote.is_some()
-            || self.stages.iter().any(|s| s.holds_data())
+        !self.endpoints.is_empty() || self.stages.iter().any(|s| s.holds_data())
     }
 
-    /// Where delegates of this route are journaled: with the forwarded data (a remote
-    /// route's go to the state directory).
+    /// Where delegates of this route are journaled: with the forwarded data, in the first
+    /// local endpoint (a route with only remote endpoints journals in the state directory).
     pub fn journal_dir(&self) -> Option<&Path> {
         self.replicas.first().map(PathBuf::as_path)
     }
@@ -108,7 +131,15 @@ impl StageRegistry {
         m.entry(addr.to_string())
             .or_insert_with(|| {
                 let ms = REMOTE_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed);
-                Arc::new(Client::new(addr, std::time::Duration::from_millis(ms)))
+                let key = FORWARD_KEY
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                Arc::new(Client::with_key(
+                    addr,
+                    std::time::Duration::from_millis(ms),
+                    key,
+                ))
             })
             .clone()
     }
@@ -124,44 +155,75 @@ impl StageRegistry {
     /// Compiles a route; stages are created on first use.
     pub fn build(&self, spec: RouteSpec) -> Result<Route, String> {
         let mut stages = Vec::new();
-        let mut replicas = Vec::new();
-        let mut remotes = Vec::new();
-        for d in &spec.detours {
+        let mut endpoints = Vec::new();
+        let mut ask = None;
+        let mut copies = Vec::new();
+        for (i, d) in spec.detours.iter().enumerate() {
             if d.what == DetourWhat::Header {
-                // A header copy does not change where the data goes; the controller
-                // detour is not implemented yet, so copies are dropped.
+                // A header does not change where the data goes. To the controller: first
+                // in the list, the IO waits for its verdict; later, a copy. Header copies
+                // to files or stages have no reader yet and are dropped.
+                if d.to.kind == DetourKind::Controller {
+                    if i == 0 {
+                        ask = Some(d.to.target.clone());
+                    } else {
+                        copies.push(d.to.target.clone());
+                    }
+                }
                 continue;
             }
             match d.to.kind {
                 DetourKind::Stage => stages.push(self.get(&spec.tenant, &d.to.target)?),
-                DetourKind::File => match RemoteTarget::parse(&d.to.target)? {
-                    Some(target) => remotes.push(Arc::new(RemoteEndpoint {
+                DetourKind::File => endpoints.push(match RemoteTarget::parse(&d.to.target)? {
+                    Some(target) => Endpoint::Remote(Arc::new(RemoteEndpoint {
                         client: self.client(&target.addr),
                         target,
                     })),
-                    None => replicas.push(endpoint_dir(&d.to.target)?),
-                },
+                    None => Endpoint::Local(endpoint_dir(&d.to.target)?),
+                }),
                 DetourKind::Controller => {
                     return Err(format!(
-                        "detour of the IO to the controller ({}) is not supported yet",
+                        "detour of the IO (data) to the controller ({}) is not supported: send it the header (what: header)",
                         d.to.target
                     ))
                 }
             }
         }
-        if remotes.len() > 1 || (!remotes.is_empty() && !replicas.is_empty()) {
-            return Err(
-                "a route with a remote endpoint (tcp://) must have no other endpoint: scatter over remote agents is not supported yet"
-                    .into(),
-            );
-        }
+        let (replicas, remotes) = split_endpoints(&endpoints)?;
         Ok(Route {
             spec,
             stages,
             replicas,
-            remote: remotes.pop(),
+            remotes,
+            endpoints,
+            ask,
+            copies,
         })
     }
+}
+
+/// The local directories and the remote endpoints of a write set (each in detour order);
+/// a copy named twice is refused.
+fn split_endpoints(
+    endpoints: &[Endpoint],
+) -> Result<(Vec<PathBuf>, Vec<Arc<RemoteEndpoint>>), String> {
+    let (mut locals, mut remotes) = (Vec::new(), Vec::<Arc<RemoteEndpoint>>::new());
+    for e in endpoints {
+        match e {
+            Endpoint::Local(d) if locals.contains(d) => {
+                return Err(format!("endpoint {} is named twice", d.display()))
+            }
+            Endpoint::Local(d) => locals.push(d.clone()),
+            Endpoint::Remote(r) if remotes.iter().any(|x| x.target == r.target) => {
+                return Err(format!(
+                    "endpoint tcp://{}/{} is named twice",
+                    r.target.addr, r.target.dir
+                ))
+            }
+            Endpoint::Remote(r) => remotes.push(r.clone()),
+        }
+    }
+    Ok((locals, remotes))
 }
 
 /// An endpoint target: an absolute local directory whose tree mirrors the namespace.

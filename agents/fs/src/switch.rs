@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use lachesis_switch::{IoHeader, Op, Rule, RuleTable};
 
 use crate::delegate::Delegates;
+use crate::detour::{DetourHeader, Detours};
 use crate::gate::Gates;
 use crate::route::{under, RemoteEndpoint, Route, RouteSpec, StageRegistry};
 use crate::stage::{Backend, Chain, Stage};
@@ -41,19 +42,30 @@ struct Compiled {
     stages: Vec<Arc<dyn Stage>>,
     endpoint_dirs: Vec<PathBuf>,
     remotes: Vec<Arc<RemoteEndpoint>>,
+    /// Distinct per compiled table: the controller's `proceed`s are remembered per table.
+    generation: u64,
 }
+
+static TABLE_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 pub struct Switch {
     compiled: RwLock<Arc<Compiled>>,
     registry: StageRegistry,
     delegates: Delegates,
     gates: Gates,
-    endpoints: Mutex<HashMap<PathBuf, Arc<File>>>,
+    /// The way to the controller for `header -> controller` detours; `None` (standalone
+    /// `lachesis-fs mount`): rules with such detours are refused.
+    detours: Option<Arc<Detours>>,
+    /// Open endpoint copies by path and whether opened with O_DIRECT (for files the
+    /// application opened so).
+    endpoints: Mutex<HashMap<(PathBuf, bool), Arc<File>>>,
     plain: Arc<Route>,
     /// Serialises writes to replicated files, so every replica applies them in the order the
     /// primary did.
     stripes: Vec<Mutex<()>>,
     read_rr: AtomicUsize,
+    /// Each 4 KiB block is read wholly before or wholly after a concurrent write of it.
+    blocks: crate::blocklock::BlockLocks,
     /// Serialises rule edits (read-modify-write of the table).
     edit: Mutex<()>,
     /// Bytes read and written through user space (passthrough IO never counts here).
@@ -61,42 +73,79 @@ pub struct Switch {
     user_written: std::sync::atomic::AtomicU64,
 }
 
-/// The end of a route: the backing file, or the endpoint replicas.
+/// The end of a route: the backing file, or the endpoint replicas (local and remote).
 struct End<'a> {
     sw: &'a Switch,
     ctx: &'a FileCtx,
     route: &'a Route,
-    /// Which replica serves reads.
+    /// Which endpoint serves reads (an index into `route.endpoints`).
     read_from: usize,
 }
 
+use crate::route::Endpoint;
 use crate::uring::read_full;
 
 impl End<'_> {
+    /// Whether the application opened the file with O_DIRECT (then its backing file has
+    /// it, see `fuse.rs`): endpoint copies are written and read with O_DIRECT too.
+    fn direct(&self) -> bool {
+        crate::uring::is_direct(&self.ctx.backing)
+    }
+
     fn replica_files(&self) -> io::Result<Vec<Arc<File>>> {
         self.route
             .replicas
             .iter()
-            .map(|d| self.sw.endpoint_file(d, &self.ctx.path))
+            .map(|d| self.sw.endpoint_file(d, &self.ctx.path, self.direct()))
             .collect()
+    }
+
+    /// Runs `remote` on every remote endpoint and `local` on the local replicas, all at
+    /// once (the remotes on threads of their own, the locals in one io_uring submission);
+    /// succeeds only if every replica did.
+    fn on_all(
+        &self,
+        remote: impl Fn(&RemoteEndpoint) -> io::Result<()> + Sync,
+        local: impl FnOnce(&[&File]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let files = self.replica_files()?;
+        let refs: Vec<&File> = files.iter().map(|f| &**f).collect();
+        let remotes = &self.route.remotes;
+        std::thread::scope(|sc| {
+            let remote = &remote;
+            let others: Vec<_> = remotes
+                .iter()
+                .skip(usize::from(refs.is_empty()))
+                .map(|r| sc.spawn(move || remote(r)))
+                .collect();
+            // Without local replicas, the first remote runs on this thread.
+            let mut res = if refs.is_empty() {
+                remotes.first().map_or(Ok(()), |r| remote(r))
+            } else {
+                local(&refs)
+            };
+            for t in others {
+                let r = t
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("replica thread panicked")));
+                res = res.and(r);
+            }
+            res
+        })
     }
 }
 
 impl Backend for End<'_> {
     fn read_at(&self, _file: u64, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        if let Some(r) = &self.route.remote {
-            let n = r.client.read(&r.path_of(&self.ctx.path), buf, off)?;
-            // Sparse like a local endpoint copy.
-            buf[n..].fill(0);
-            return Ok(buf.len());
-        }
-        if self.route.replicas.is_empty() {
-            return read_full(&self.ctx.backing, buf, off);
-        }
-        let f = self
-            .sw
-            .endpoint_file(&self.route.replicas[self.read_from], &self.ctx.path)?;
-        let n = read_full(&f, buf, off)?;
+        let n = match self.route.endpoints.get(self.read_from) {
+            None => return read_full(&self.ctx.backing, buf, off),
+            Some(Endpoint::Remote(r)) => r.client.read(&r.path_of(&self.ctx.path), buf, off)?,
+            Some(Endpoint::Local(d)) => read_full(
+                &*self.sw.endpoint_file(d, &self.ctx.path, self.direct())?,
+                buf,
+                off,
+            )?,
+        };
         // An endpoint copy is sparse: past its end it reads as the hole it stands for. The
         // switch clips reads at the file's size.
         buf[n..].fill(0);
@@ -104,40 +153,46 @@ impl Backend for End<'_> {
     }
 
     fn write_at(&self, _file: u64, data: &[u8], off: u64) -> io::Result<()> {
-        if let Some(r) = &self.route.remote {
-            // Returns once the bytes are durable on the remote agent.
-            return r.client.write(&r.path_of(&self.ctx.path), data, off);
-        }
-        if self.route.replicas.is_empty() {
+        if self.route.endpoints.is_empty() {
             return crate::uring::write_all(&[&self.ctx.backing], data, off);
         }
-        // The replicas of a scatter write are written in parallel, in one submission.
-        let files = self.replica_files()?;
-        let refs: Vec<&File> = files.iter().map(|f| &**f).collect();
-        crate::uring::write_all(&refs, data, off)
+        // Every replica at once; acknowledged when all have it (a remote acknowledges once
+        // the bytes are durable there).
+        self.on_all(
+            |r| r.client.write(&r.path_of(&self.ctx.path), data, off),
+            |files| crate::uring::write_all(files, data, off),
+        )
     }
 
     fn sync(&self, _file: u64) -> io::Result<()> {
-        if let Some(r) = &self.route.remote {
-            return r.client.fsync(&r.path_of(&self.ctx.path));
-        }
-        if self.route.replicas.is_empty() {
+        if self.route.endpoints.is_empty() {
             return crate::uring::sync_data(&[&self.ctx.backing]);
         }
-        let files = self.replica_files()?;
-        let refs: Vec<&File> = files.iter().map(|f| &**f).collect();
-        crate::uring::sync_data(&refs)
+        self.on_all(
+            |r| r.client.fsync(&r.path_of(&self.ctx.path)),
+            crate::uring::sync_data,
+        )
     }
 }
 
 impl Switch {
     pub fn new(opts: SwitchOptions) -> Result<Self, String> {
+        Self::build(opts, None)
+    }
+
+    /// A switch whose `header -> controller` detours reach the controller through `detours`.
+    pub fn with_controller(opts: SwitchOptions, detours: Arc<Detours>) -> Result<Self, String> {
+        Self::build(opts, Some(detours))
+    }
+
+    fn build(opts: SwitchOptions, detours: Option<Arc<Detours>>) -> Result<Self, String> {
         let registry = StageRegistry::default();
         let plain = Arc::new(registry.build(RouteSpec {
             tenant: None,
             detours: vec![],
         })?);
         let compiled = compile(&registry, opts.rules)?;
+        check_controller(&compiled, detours.is_some())?;
         let delegates = Delegates::open(&opts.state_dir, &compiled.endpoint_dirs, |s| {
             registry.build(s.clone()).map(Arc::new)
         })
@@ -147,10 +202,12 @@ impl Switch {
             registry,
             delegates,
             gates: Gates::default(),
+            detours,
             endpoints: Mutex::new(HashMap::new()),
             plain,
             stripes: (0..64).map(|_| Mutex::new(())).collect(),
             read_rr: AtomicUsize::new(0),
+            blocks: Default::default(),
             edit: Mutex::new(()),
             user_read: Default::default(),
             user_written: Default::default(),
@@ -168,6 +225,7 @@ impl Switch {
             stages: self.registry.all().into_iter().map(|(_, _, s)| s).collect(),
             endpoint_dirs: w.endpoint_dirs.clone(),
             remotes: w.remotes.clone(),
+            generation: w.generation,
         };
         *w = Arc::new(c);
     }
@@ -188,6 +246,7 @@ impl Switch {
 
     fn replace_rules_locked(&self, rules: Vec<Rule>) -> Result<(), String> {
         let c = compile(&self.registry, rules)?;
+        check_controller(&c, self.detours.is_some())?;
         *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
         self.refresh_stage_list();
         Ok(())
@@ -238,7 +297,17 @@ impl Switch {
     }
 
     fn lookup(&self, ctx: &FileCtx, op: Op, off: u64, len: u64) -> (Option<String>, Arc<Route>) {
-        let c = self.current();
+        self.lookup_in(&self.current(), ctx, op, off, len)
+    }
+
+    fn lookup_in(
+        &self,
+        c: &Compiled,
+        ctx: &FileCtx,
+        op: Op,
+        off: u64,
+        len: u64,
+    ) -> (Option<String>, Arc<Route>) {
         let h = IoHeader {
             tenant: ctx.tenant.as_deref(),
             op,
@@ -256,6 +325,49 @@ impl Switch {
         }
     }
 
+    /// The rule and route of an IO, once the controller let it go if the rule asks it first
+    /// (`crate::detour`). The hold comes before the gate: a held IO is not in flight. After a
+    /// verdict the IO is matched again against the rules in force then; the rule that let it
+    /// go is not asked again for this IO.
+    fn lookup_held(
+        &self,
+        ctx: &FileCtx,
+        op: Op,
+        off: u64,
+        len: u64,
+    ) -> io::Result<(Option<String>, Arc<Route>)> {
+        let mut let_go: Option<String> = None;
+        loop {
+            let c = self.current();
+            let (flow, route) = self.lookup_in(&c, ctx, op, off, len);
+            let (Some(rule), Some(detours)) = (&flow, &self.detours) else {
+                return Ok((flow, route));
+            };
+            let header = |target: &str, hold: bool| DetourHeader {
+                rule: rule.clone(),
+                target: target.to_string(),
+                tenant: ctx.tenant.clone(),
+                op,
+                path: ctx.path.clone(),
+                offset: off,
+                length: len,
+                hold,
+            };
+            match &route.ask {
+                Some(target) if let_go.as_ref() != Some(rule) => {
+                    detours.hold(header(target, true), c.generation)?;
+                    let_go = flow.clone();
+                }
+                _ => {
+                    for target in &route.copies {
+                        detours.copy(header(target, false));
+                    }
+                    return Ok((flow, route));
+                }
+            }
+        }
+    }
+
     /// Reads at `off`, up to the file's size.
     pub fn read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let size = ctx.backing.metadata()?.len();
@@ -265,6 +377,8 @@ impl Switch {
         let len = buf.len().min((size - off) as usize);
         let buf = &mut buf[..len];
         let end = off + len as u64;
+        // Held across the delegate lookup too: a concurrent write moves both bytes and route.
+        let _blocks = self.blocks.read(ctx.id, off, len as u64);
         let segs = self
             .delegates
             .segments(&ctx.path, off, end)
@@ -275,10 +389,10 @@ impl Switch {
                 // Written ranges are read where they were written, from the primary.
                 Some(route) => self.run_read(ctx, &route, 0, piece, s)?,
                 None => {
-                    let (flow, route) = self.lookup(ctx, Op::Read, s, e - s);
+                    let (flow, route) = self.lookup_held(ctx, Op::Read, s, e - s)?;
                     let _admitted = self.gates.admit(flow.as_deref());
                     // A read set of several replicas spreads reads over all of them.
-                    let from = match route.replicas.len() {
+                    let from = match route.endpoints.len() {
                         0 | 1 => 0,
                         n => self.read_rr.fetch_add(1, Ordering::Relaxed) % n,
                     };
@@ -316,7 +430,7 @@ impl Switch {
     pub fn write(&self, ctx: &FileCtx, data: &[u8], off: u64) -> io::Result<()> {
         let len = data.len() as u64;
         self.user_written.fetch_add(len, Ordering::Relaxed);
-        let (flow, route) = self.lookup(ctx, Op::Write, off, len);
+        let (flow, route) = self.lookup_held(ctx, Op::Write, off, len)?;
         let _admitted = self.gates.admit(flow.as_deref());
         if !route.is_plain() {
             // The backing file keeps the namespace's size, wherever the bytes go.
@@ -335,8 +449,11 @@ impl Switch {
             stages: &route.stages,
             end: &end,
         };
+        // Until the delegate is recorded: readers see the old bytes where they were or the
+        // new ones where they now are.
+        let _blocks = self.blocks.write(ctx.id, off, len);
         {
-            let _order = (route.replicas.len() > 1).then(|| {
+            let _order = (route.endpoints.len() > 1).then(|| {
                 self.stripes[(ctx.id % self.stripes.len() as u64) as usize]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -354,15 +471,7 @@ impl Switch {
 
     /// Makes the file durable on every route that may hold its bytes.
     pub fn sync(&self, ctx: &FileCtx) -> io::Result<()> {
-        let mut routes = vec![self.lookup(ctx, Op::Write, 0, u64::MAX).1];
-        if let Some(segs) = self.delegates.segments(&ctx.path, 0, u64::MAX) {
-            for r in segs.into_iter().filter_map(|s| s.2) {
-                if !routes.iter().any(|x| Arc::ptr_eq(x, &r)) {
-                    routes.push(r);
-                }
-            }
-        }
-        for route in &routes {
+        for route in &self.routes_of(ctx) {
             let end = End {
                 sw: self,
                 ctx,
@@ -387,6 +496,44 @@ impl Switch {
             self.sync(ctx)?;
         }
         Ok(())
+    }
+
+    /// Background write-back (the flusher): stages holding data of this file for longer
+    /// than `max_age` write it on to the rest of its routes, without a sync. Not gated by
+    /// quiesce, like sync: the bytes were acknowledged before the flow was held.
+    pub fn flush_expired(&self, ctx: &FileCtx, max_age: Duration) -> io::Result<()> {
+        if !self.current().stages.iter().any(|s| s.holds_data()) {
+            return Ok(());
+        }
+        for route in self.routes_of(ctx) {
+            let end = End {
+                sw: self,
+                ctx,
+                route: &route,
+                read_from: 0,
+            };
+            for (i, s) in route.stages.iter().enumerate() {
+                let next = Chain {
+                    stages: &route.stages[i + 1..],
+                    end: &end,
+                };
+                s.flush_expired(ctx.id, max_age, &next)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The file's current write route and every route a delegate of it points at.
+    fn routes_of(&self, ctx: &FileCtx) -> Vec<Arc<Route>> {
+        let mut routes = vec![self.lookup(ctx, Op::Write, 0, u64::MAX).1];
+        if let Some(segs) = self.delegates.segments(&ctx.path, 0, u64::MAX) {
+            for r in segs.into_iter().filter_map(|s| s.2) {
+                if !routes.iter().any(|x| Arc::ptr_eq(x, &r)) {
+                    routes.push(r);
+                }
+            }
+        }
+        routes
     }
 
     /// The file was truncated to `size` on the backing file system.
@@ -458,24 +605,37 @@ impl Switch {
             .clear();
     }
 
-    fn endpoint_file(&self, dir: &Path, ns_path: &str) -> io::Result<Arc<File>> {
+    fn endpoint_file(&self, dir: &Path, ns_path: &str, direct: bool) -> io::Result<Arc<File>> {
+        use std::os::unix::fs::OpenOptionsExt;
         let p = under(dir, ns_path);
         let mut m = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(f) = m.get(&p) {
+        let k = (p, direct);
+        if let Some(f) = m.get(&k) {
             return Ok(f.clone());
         }
+        let p = &k.0;
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let f = Arc::new(
+        let open = |flags| {
             OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
-                .open(&p)?,
-        );
-        m.insert(p, f.clone());
+                .custom_flags(flags)
+                .open(p)
+        };
+        let f = if direct {
+            open(libc::O_DIRECT).or_else(|e| {
+                tracing::debug!(path = %p.display(), "endpoint refuses O_DIRECT ({e}); buffered IO");
+                open(0)
+            })?
+        } else {
+            open(0)?
+        };
+        let f = Arc::new(f);
+        m.insert(k, f.clone());
         Ok(f)
     }
 
@@ -520,6 +680,7 @@ impl Switch {
         serde_json::json!({
             "stages": stages,
             "flows": flows,
+            "detours": self.detours.as_ref().map(|d| d.stats()),
             "user_bytes_read": self.user_read.load(Ordering::Relaxed),
             "user_bytes_written": self.user_written.load(Ordering::Relaxed),
         })
@@ -535,7 +696,7 @@ fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, Strin
         let route = registry
             .build(RouteSpec::of_rule(r))
             .map_err(|e| format!("rule {:?}: {e}", r.name))?;
-        if let Some(r) = &route.remote {
+        for r in &route.remotes {
             if !remotes.iter().any(|x| x.target == r.target) {
                 remotes.push(r.clone());
             }
@@ -553,5 +714,23 @@ fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, Strin
         stages: registry.all().into_iter().map(|(_, _, s)| s).collect(),
         endpoint_dirs,
         remotes,
+        generation: TABLE_GENERATION.fetch_add(1, Ordering::Relaxed),
     })
+}
+
+/// Refuses `header -> controller` detours when the switch has no way to the controller.
+fn check_controller(c: &Compiled, linked: bool) -> Result<(), String> {
+    if linked {
+        return Ok(());
+    }
+    for r in c.table.rules() {
+        let route = &c.routes[&r.name];
+        if let Some(target) = route.ask.as_ref().or(route.copies.first()) {
+            return Err(format!(
+                "rule {:?}: detour to the controller ({target}) needs the agent's bus: mount with `lachesis-agent run --mount`, the standalone `lachesis-fs mount` has no controller",
+                r.name
+            ));
+        }
+    }
+    Ok(())
 }

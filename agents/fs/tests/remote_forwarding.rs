@@ -23,7 +23,7 @@ fn listener() -> (TcpListener, String) {
 
 fn real_server(store: Arc<dyn Store>) -> String {
     let (l, a) = listener();
-    std::thread::spawn(move || server::serve(l, store));
+    std::thread::spawn(move || server::serve(l, store, None));
     a
 }
 
@@ -225,18 +225,67 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
     let mut buf = vec![0u8; 4096];
     sw.read(&g, &mut buf, 4096).unwrap();
     assert_eq!(buf, vec![9u8; 4096]);
-    // A route mixing a remote with another endpoint is refused, changing nothing.
+    // A write set naming one copy twice is refused, changing nothing.
     let bad = format!(
         r#"[{{"name": "x", "priority": 1, "match": {{}},
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}},
-                         {{"what": "io", "to": {{"kind": "file", "target": "{}"}}}}]}}]"#,
-        t.path().join("loc").display()
+                         {{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep/"}}}}]}}]"#
     );
     let e = sw
         .replace_rules(config::parse_rules(&bad).unwrap())
         .unwrap_err();
-    assert!(e.contains("remote endpoint"), "{e}");
+    assert!(e.contains("named twice"), "{e}");
     assert_eq!(sw.rules().len(), 1);
+}
+
+#[test]
+fn scatter_over_two_agents_and_a_local_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, ra, rb, loc) = (
+        t.path().join("b"),
+        t.path().join("ra"),
+        t.path().join("rb"),
+        t.path().join("loc"),
+    );
+    for d in [&b, &ra, &rb] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(b.join("f"), vec![1u8; 4 * 4096]).unwrap();
+    let (la, a) = listener();
+    let (lb, bb) = listener();
+    for (l, root) in [(la, ra.clone()), (lb, rb.clone())] {
+        let store = Arc::new(DirStore::new(&root).unwrap());
+        std::thread::spawn(move || server::serve(l, store, None));
+    }
+    let rules = format!(
+        r#"[{{"name": "w", "priority": 1, "match": {{"ops": ["write"]}},
+             "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{a}/ep"}}}},
+                         {{"what": "io", "to": {{"kind": "file", "target": "{}"}}}},
+                         {{"what": "io", "to": {{"kind": "file", "target": "tcp://{bb}/ep"}}}}]}}]"#,
+        loc.display()
+    );
+    lachesis_fs::route::set_remote_timeout(Duration::from_millis(2000));
+    let sw = Switch::new(SwitchOptions {
+        state_dir: t.path().join("s"),
+        rules: config::parse_rules(&rules).unwrap(),
+    })
+    .unwrap();
+    let c = ctx(&b, None, "/f");
+    sw.write(&c, &[7u8; 8192], 4096).unwrap();
+    // Acknowledged: on every replica of the write set, none of it in the backing file.
+    for copy in [ra.join("ep/f"), loc.join("f"), rb.join("ep/f")] {
+        let got = std::fs::read(&copy).unwrap();
+        assert_eq!(&got[4096..12288], &[7u8; 8192], "{}", copy.display());
+    }
+    assert_eq!(std::fs::read(b.join("f")).unwrap(), vec![1u8; 4 * 4096]);
+    // Reads of the written range come from the primary (agent A): change its copy to see.
+    std::fs::write(ra.join("ep/f"), vec![5u8; 3 * 4096]).unwrap();
+    let mut buf = vec![0u8; 4 * 4096];
+    sw.read(&c, &mut buf, 0).unwrap();
+    assert_eq!(&buf[..4096], &[1u8; 4096]);
+    assert_eq!(&buf[4096..12288], &[5u8; 8192]);
+    assert_eq!(&buf[12288..], &[1u8; 4096]);
+    sw.sync(&c).unwrap();
 }
 
 #[test]
@@ -259,4 +308,104 @@ fn an_unreachable_remote_fails_the_io_with_eio() {
     let c = ctx(&b, None, "/f");
     let e = sw.write(&c, b"x", 0).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO));
+}
+
+#[test]
+fn a_client_with_the_wrong_key_is_refused_and_writes_nothing() {
+    use lachesis_fs::remote::auth::Key;
+    let d = tempfile::tempdir().unwrap();
+    let (l, addr) = listener();
+    let store = Arc::new(DirStore::new(d.path()).unwrap());
+    let key = Key::from_bytes(b"the-shared-forwarding-key").unwrap();
+    let k = key.clone();
+    std::thread::spawn(move || server::serve(l, store, Some(k)));
+    let t = Duration::from_secs(5);
+    let wrong = Client::with_key(
+        &addr,
+        t,
+        Some(Key::from_bytes(b"not-the-shared-key!!").unwrap()),
+    );
+    let e = wrong.write("f", b"secret", 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    let keyless = Client::new(&addr, t);
+    assert!(keyless.write("f", b"secret", 0).is_err());
+    assert!(
+        !d.path().join("f").exists(),
+        "nothing of a refused peer was written"
+    );
+    // The right key gets through, and a server without the key is refused by the client.
+    let right = Client::with_key(&addr, t, Some(key.clone()));
+    right.write("f", b"hello", 0).unwrap();
+    assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"hello");
+    let open = real_server(Arc::new(DirStore::new(d.path()).unwrap()));
+    let to_open = Client::with_key(&open, Duration::from_millis(500), Some(key));
+    assert!(
+        to_open.write("g", b"x", 0).is_err(),
+        "a keyless server does not pass"
+    );
+    assert!(!d.path().join("g").exists());
+}
+
+/// A store that writes the first half of each write, pauses, then the second half: a read
+/// in the pause would see part of each version of the block.
+struct HalfWrites(DirStore);
+
+impl Store for HalfWrites {
+    fn read(&self, p: &str, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.0.read(p, off, len)
+    }
+    fn write(&self, p: &str, off: u64, data: &[u8]) -> std::io::Result<()> {
+        let half = data.len() / 2;
+        self.0.write(p, off, &data[..half])?;
+        std::thread::sleep(Duration::from_millis(150));
+        self.0.write(p, off + half as u64, &data[half..])
+    }
+    fn sync(&self, p: &str) -> std::io::Result<()> {
+        self.0.sync(p)
+    }
+    fn truncate(&self, p: &str, size: u64) -> std::io::Result<()> {
+        self.0.truncate(p, size)
+    }
+    fn size(&self, p: &str) -> std::io::Result<u64> {
+        self.0.size(p)
+    }
+    fn rename(&self, a: &str, b: &str) -> std::io::Result<()> {
+        self.0.rename(a, b)
+    }
+}
+
+#[test]
+fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
+    let t = tempfile::tempdir().unwrap();
+    let (b, root) = (t.path().join("b"), t.path().join("remote"));
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(b.join("f"), vec![0u8; 4096]).unwrap();
+    let addr = real_server(Arc::new(HalfWrites(DirStore::new(&root).unwrap())));
+    let rules = format!(
+        r#"[{{"name": "off", "priority": 1, "match": {{"tenant": "a", "ops": ["write"]}},
+             "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
+    );
+    lachesis_fs::route::set_remote_timeout(Duration::from_millis(5000));
+    let sw = Switch::new(SwitchOptions {
+        state_dir: t.path().join("s"),
+        rules: config::parse_rules(&rules).unwrap(),
+    })
+    .unwrap();
+    let a = ctx(&b, Some("a"), "/f");
+    sw.write(&a, &[1u8; 4096], 0).unwrap();
+    let reader = ctx(&b, None, "/f");
+    let mut buf = vec![0u8; 4096];
+    std::thread::scope(|s| {
+        s.spawn(|| sw.write(&a, &[2u8; 4096], 0).unwrap());
+        // In the middle of the remote's half-done write.
+        std::thread::sleep(Duration::from_millis(60));
+        sw.read(&reader, &mut buf, 0).unwrap();
+    });
+    assert!(
+        buf.iter().all(|x| *x == buf[0]) && buf[0] != 0,
+        "torn read: {} bytes of 1, {} of 2",
+        buf.iter().filter(|x| **x == 1).count(),
+        buf.iter().filter(|x| **x == 2).count()
+    );
 }

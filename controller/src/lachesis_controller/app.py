@@ -23,6 +23,7 @@ from .config import Settings
 from .db import make_engine, make_sessionmaker, migrate
 from .reconciler import Reconciler
 from .allocation import service as allocation_service
+from .detours import api as detours_api, service as detour_service
 from .telemetry_store import TelemetryConsumer, TelemetryStore
 from .telemetry import setup_tracing
 
@@ -49,6 +50,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
     app.state.telemetry = TelemetryStore()
     tasks.append(TelemetryConsumer(bus, app.state.telemetry, stop).start())
+    tasks.append(detour_service.start(sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s))
     tasks.append(allocation_service.start(sessions, app.state.telemetry, stop, bus=bus, rollout_timeout_s=settings.rollout_timeout_s))
     log.info(
         "controller %s ready: database %s, redis %s, auth %s",
@@ -86,11 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.detours = detour_service.DetourLog()
     problems.install(app)
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, switch, telemetry):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, switch, telemetry, detours_api):
         api.include_router(module.router)
     app.include_router(api)
 

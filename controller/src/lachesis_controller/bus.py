@@ -25,8 +25,10 @@ log = logging.getLogger(__name__)
 REGISTRATIONS = "lachesis:registrations"
 ACKS = "lachesis:acks"
 TELEMETRY = "lachesis:telemetry"
+# Held IO headers of controller detours (detours/service.py).
+DETOURS = "lachesis:detours"
 # The streams every agent may append to (and not read).
-AGENT_STREAMS = (REGISTRATIONS, ACKS, TELEMETRY)
+AGENT_STREAMS = (REGISTRATIONS, ACKS, TELEMETRY, DETOURS)
 # What the agent's control path runs (runner.rs); anything else is refused.
 AGENT_COMMANDS = ("get", "set", "xadd", "xread", "xrange", "xrevrange", "ping", "hello", "auth", "select")
 GROUP = "controller"
@@ -51,6 +53,10 @@ def heartbeat_key(host_id: str) -> str:
     return f"lachesis:agent:{host_id}:heartbeat"
 
 
+def detour_verdicts_key(host_id: str) -> str:
+    return f"lachesis:detour-verdicts:{host_id}"
+
+
 def agent_user(host_id: str) -> str:
     return f"agent-{host_id}"
 
@@ -63,6 +69,7 @@ def agent_acl_rules(host_id: str, secret_sha256: str) -> list[str]:
         "reset", "on", f"#{secret_sha256}", "resetchannels", "-@all",
         *(f"+{command}" for command in AGENT_COMMANDS),
         f"%R~lachesis:agent:{host_id}:*",
+        f"%R~{detour_verdicts_key(host_id)}",
         f"%W~{heartbeat_key(host_id)}",
         *(f"%W~{stream}" for stream in AGENT_STREAMS),
     ]

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .detours import APPS as CONTROLLER_APPS
+
 WRITE_OPS = frozenset({"write", "create", "delete"})
 
 
@@ -56,6 +58,7 @@ def verify(
     for rule in ordered:
         _check_writes(rule, stages, known_files, rule["name"] in strict, report)
         _check_isolation(rule, stages, report)
+        _check_controller(rule, report)
     _check_loops(ordered, report)
     _check_shadowing(ordered, report)
     return report
@@ -74,8 +77,9 @@ def _check_writes(
         return
     detours = rule["detours"]
     name = rule["name"]
-    if not any(d["what"] == "io" for d in detours):
-        # A header-only detour hands the data to nobody: the write would be lost.
+    if not any(d["what"] == "io" for d in detours) and not _asks_controller(detours):
+        # A header-only detour hands the data to nobody: the write would be lost. (Unless
+        # the controller is asked first: the IO waits, then goes to its original file.)
         report.errors.append(Finding(
             "write-loss", (name,),
             f"rule {name!r} matches writes but detours only their headers; add an io detour",
@@ -93,6 +97,32 @@ def _check_writes(
             report.errors.append(Finding(
                 "write-loss", (name,),
                 f"rule {name!r} sends IO to file {to['target']!r}, which no stage declares",
+            ))
+
+
+def _asks_controller(detours: Sequence[Mapping[str, Any]]) -> bool:
+    """The first detour sends the header to the controller: the switch holds each IO until
+    the application answers (agents/fs/src/detour.rs)."""
+    return bool(detours) and detours[0]["what"] == "header" and detours[0]["to"]["kind"] == "controller"
+
+
+def _check_controller(rule: Mapping[str, Any], report: Report) -> None:
+    name = rule["name"]
+    for index, detour in enumerate(rule["detours"]):
+        to = detour["to"]
+        if to["kind"] != "controller":
+            continue
+        if detour["what"] == "io":
+            report.errors.append(Finding(
+                "controller", (name,),
+                f"rule {name!r} detours[{index}]: the controller takes IO headers, not IO; "
+                "use what: header",
+            ))
+        elif to["target"] not in CONTROLLER_APPS:
+            report.errors.append(Finding(
+                "controller", (name,),
+                f"rule {name!r} detours[{index}].to.target: no controller application "
+                f"{to['target']!r}; known: {', '.join(sorted(CONTROLLER_APPS))}",
             ))
 
 

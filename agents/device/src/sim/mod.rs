@@ -8,6 +8,7 @@
 mod config;
 mod ftl;
 mod gc;
+pub mod input;
 mod stats;
 pub mod workload;
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::auth::{self, Key};
 use super::frame::{Frame, Op};
 
 /// Reads and writes are split into frames of at most this many data bytes.
@@ -18,6 +19,8 @@ const CHUNK: usize = 4 << 20;
 pub struct Client {
     addr: String,
     timeout: Duration,
+    /// With a key, every connection authenticates (both ways) before its first frame.
+    key: Option<Key>,
     conn: Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
 }
@@ -56,9 +59,15 @@ fn eio(why: impl std::fmt::Display) -> io::Error {
 impl Client {
     /// `addr` is `HOST:PORT`; nothing is connected until the first request.
     pub fn new(addr: &str, timeout: Duration) -> Client {
+        Client::with_key(addr, timeout, None)
+    }
+
+    /// A client that authenticates with `key` (see [`auth`]).
+    pub fn with_key(addr: &str, timeout: Duration, key: Option<Key>) -> Client {
         Client {
             addr: addr.to_string(),
             timeout,
+            key,
             conn: Mutex::new(None),
             next_id: AtomicU64::new(1),
         }
@@ -83,6 +92,13 @@ impl Client {
             .map_err(|e| eio(format!("connecting to {}: {e}", self.addr)))?;
         s.set_nodelay(true)?;
         s.set_write_timeout(Some(self.timeout))?;
+        if let Some(key) = &self.key {
+            s.set_read_timeout(Some(self.timeout))?;
+            let mut hs = &s;
+            auth::client(&mut hs, key)
+                .map_err(|e| eio(format!("authenticating to {}: {e}", self.addr)))?;
+            s.set_read_timeout(None)?;
+        }
         let conn = Arc::new(Conn {
             out: Mutex::new(s.try_clone()?),
             pending: Mutex::new(Some(HashMap::new())),

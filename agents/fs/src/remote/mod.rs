@@ -1,7 +1,9 @@
 //! Agent-to-agent forwarding over TCP for remote endpoints (`tcp://HOST:PORT/dir`): the frame
 //! format ([`frame`]), the server of `lachesis-fs serve` ([`server`]) and the client a route's
-//! remote endpoint uses ([`client`]).
+//! remote endpoint uses ([`client`]); with a shared key both ends authenticate each other at
+//! connect ([`auth`]).
 
+pub mod auth;
 pub mod client;
 pub mod frame;
 pub mod server;

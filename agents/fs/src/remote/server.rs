@@ -136,13 +136,33 @@ impl Store for DirStore {
 /// Workers per connection: requests of one connection run in parallel up to this many.
 const WORKERS: usize = 4;
 
-/// Accepts connections until the listener fails; one thread per connection.
-pub fn serve(listener: TcpListener, store: Arc<dyn Store>) -> io::Result<()> {
+/// How long a connecting peer has to complete the authentication handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Accepts connections until the listener fails; one thread per connection. With a key,
+/// a peer must authenticate ([`super::auth`]) before any of its frames is read; one that
+/// does not is logged and disconnected.
+pub fn serve(
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    key: Option<super::auth::Key>,
+) -> io::Result<()> {
     for conn in listener.incoming() {
         let conn = conn?;
-        let store = store.clone();
+        let (store, key) = (store.clone(), key.clone());
         std::thread::spawn(move || {
             let peer = conn.peer_addr().ok();
+            if let Some(key) = &key {
+                let hs = conn
+                    .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+                    .and_then(|_| super::auth::server(&mut &conn, key))
+                    .and_then(|_| conn.set_read_timeout(None));
+                if let Err(e) = hs {
+                    tracing::warn!("refused unauthenticated peer {peer:?}: {e}");
+                    let _ = conn.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+            }
             if let Err(e) = handle(conn, store) {
                 tracing::warn!("connection from {peer:?}: {e}");
             }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use lachesis_cache::Engine;
 
@@ -51,6 +52,9 @@ struct Inner {
     dirty: BTreeMap<(u64, u64), Vec<u8>>,
     /// Highest block ever cached per file, so a truncate can drop every block past the end.
     max_block: std::collections::HashMap<u64, u64>,
+    /// Since when each file has had dirty blocks (per file, as the kernel keeps an inode's
+    /// dirtied_when): the flusher writes back a file whose oldest dirty data is too old.
+    dirtied: std::collections::HashMap<u64, Instant>,
 }
 
 impl Inner {
@@ -79,6 +83,7 @@ impl CacheStage {
                 engine,
                 dirty: BTreeMap::new(),
                 max_block: Default::default(),
+                dirtied: Default::default(),
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -105,6 +110,13 @@ impl CacheStage {
                 .filter(|(f, _)| file.is_none_or(|x| x == *f))
                 .copied()
                 .collect();
+            match file {
+                Some(f) => inner.dirtied.remove(&f),
+                None => {
+                    inner.dirtied.clear();
+                    None
+                }
+            };
             keys.into_iter()
                 .map(|k| (k, inner.dirty.remove(&k).expect("listed")))
                 .collect()
@@ -192,6 +204,7 @@ impl Stage for CacheStage {
                         inner.engine.delete(&k).map_err(Self::engine_err)?;
                     }
                     Mode::WriteBack if whole => {
+                        inner.dirtied.entry(file).or_insert_with(Instant::now);
                         inner.dirty.insert((file, b), slice().to_vec());
                         inner.set(file, b, slice()).map_err(Self::engine_err)?;
                     }
@@ -235,6 +248,18 @@ impl Stage for CacheStage {
 
     fn holds_data(&self) -> bool {
         self.mode == Mode::WriteBack
+    }
+
+    fn flush_expired(&self, file: u64, max_age: Duration, next: &dyn Backend) -> io::Result<()> {
+        let expired = self
+            .lock()
+            .dirtied
+            .get(&file)
+            .is_some_and(|t| t.elapsed() >= max_age);
+        if expired {
+            self.write_back(Some(file), next)?;
+        }
+        Ok(())
     }
 
     fn invalidate(&self, file: u64, off: u64, len: u64) {
@@ -366,6 +391,35 @@ mod tests {
         assert_eq!(wa.hit_counts(), (0, 1));
         wa.read(1, &mut [0u8; 4096], 0, &mem).unwrap();
         assert_eq!(wa.hit_counts(), (1, 1));
+    }
+
+    #[test]
+    fn flusher_writes_back_only_files_dirty_for_longer_than_the_age() {
+        let mem = MemFiles::default();
+        let wb = stage(Mode::WriteBack, 1 << 20);
+        wb.write(1, &[7u8; 8192], 0, &mem).unwrap();
+        wb.flush_expired(1, Duration::from_secs(60), &mem).unwrap();
+        assert_eq!(
+            mem.writes.load(Ordering::Relaxed),
+            0,
+            "young dirty data stays"
+        );
+        std::thread::sleep(Duration::from_millis(30));
+        wb.write(2, &[8u8; 4096], 0, &mem).unwrap();
+        // File 1's oldest dirty block is 30 ms old, file 2's is new.
+        for f in [1, 2] {
+            wb.flush_expired(f, Duration::from_millis(20), &mem)
+                .unwrap();
+        }
+        assert_eq!(mem.content(1), vec![7u8; 8192]);
+        assert!(mem.content(2).is_empty(), "file 2 is too young to flush");
+        assert_eq!(wb.stats()["writebacks"], 2);
+        // Written back: nothing left to flush, a later write starts a new age.
+        wb.flush_expired(1, Duration::ZERO, &mem).unwrap();
+        assert_eq!(wb.stats()["writebacks"], 2);
+        wb.write(1, &[9u8; 4096], 0, &mem).unwrap();
+        wb.flush_expired(1, Duration::ZERO, &mem).unwrap();
+        assert_eq!(&mem.content(1)[..4096], &[9u8; 4096]);
     }
 
     #[test]

@@ -32,6 +32,17 @@ pub trait Stage: Send + Sync {
     fn holds_data(&self) -> bool {
         false
     }
+    /// Writes back to `next` what this stage has held of `file` for longer than `max_age`
+    /// (the background flusher's call; nothing is made durable, as with the kernel's
+    /// dirty_expire write-back).
+    fn flush_expired(
+        &self,
+        _file: u64,
+        _max_age: std::time::Duration,
+        _next: &dyn Backend,
+    ) -> io::Result<()> {
+        Ok(())
+    }
     /// Another route wrote `[off, off+len)` of `file`: drop what this stage keeps of it.
     fn invalidate(&self, _file: u64, _off: u64, _len: u64) {}
     /// The file was truncated to `size`.

@@ -191,9 +191,9 @@ def allocate(
     for n in active:
         sizes[n] = reserved[n]
     grown = raw[np.arange(len(growing)), np.minimum(counts, width)] if growing else np.zeros(0)
-    for i, n in enumerate(growing):
-        sizes[n] = reserved[n] + int(counts[i]) * step
-        hit[n] = float(grown[i])
+    for n, k, h in zip(growing, counts.tolist(), grown.tolist(), strict=True):
+        sizes[n] = reserved[n] + k * step
+        hit[n] = h
     fixed = 0.0
     for n in set(active).difference(growing):
         hit[n] = float(demands[n].curve.hit_ratio(sizes[n]))

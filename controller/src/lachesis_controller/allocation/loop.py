@@ -6,6 +6,8 @@ either the set of active tenants changed (an idle tenant's space is reclaimed, o
 when it returns) or the predicted gain in weighted hit rate, relative to the total weight,
 exceeds the threshold. Between rollouts caches warm up; rolling out on every wobble of a
 sampled curve would keep them cold (Moirai reacts in 15-30 s).
+A tenant's weight is its median request rate over the last reaction time; one that goes
+silent keeps it until it is idle, so its space moves after the reaction time, not at once.
 
 Dependencies are injected (curve source, clock, publisher) so the loop runs against fakes
 in unit tests and against the telemetry store in the controller.
@@ -18,8 +20,10 @@ import inspect
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from .allocate import Allocation, Guarantee, GuaranteesInfeasible, Method, TenantDemand, allocate, weighted_hit_rate
@@ -79,17 +83,31 @@ class AllocationLoop:
         self._last_rollout = -math.inf
         self._last_active: dict[str, float] = {}
         self._known: dict[str, TenantCurve] = {}
+        self._rates: dict[str, deque[tuple[float, float]]] = {}
         self.last: Decision | None = None
         self.last_demands: dict[str, TenantDemand] = {}
+
+    def _smoothed(self, name: str, now: float, rate: float) -> float:
+        """Median of the tenant's request rates over the last reaction time while it was
+        active. One interval that catches a tenant starting or stopping part-way reports a
+        fraction of its rate; taken at face value it would move the tenant's space at once
+        (a stopping tenant's by the gain path, long before it counts as idle). A tenant busy
+        only now and then weighs its rate when busy."""
+        samples = self._rates.setdefault(name, deque())
+        samples.append((now, rate))
+        while samples[0][0] < now - self.config.reaction_time_s:
+            samples.popleft()
+        return float(median(r for _, r in samples))
 
     def _demands(self, now: float) -> dict[str, TenantDemand]:
         idle_after = self.config.idle_after_s if self.config.idle_after_s is not None else self.config.reaction_time_s
         for name, tc in self._curves().items():
             if tc.weight > 0:
                 self._last_active[name] = now
-                self._known[name] = tc
+                self._known[name] = TenantCurve(tc.curve, self._smoothed(name, now, tc.weight))
             elif name not in self._known:
                 self._known[name] = tc
+            # A silent tenant keeps its last active curve and weight until it is idle.
         guarantees = self._guarantees() if self._known else {}
         demands = {}
         for name, tc in self._known.items():
