@@ -102,8 +102,9 @@ def main() -> None:
             fs.wait(timeout=20)
         except subprocess.TimeoutExpired:
             fs.kill()
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+        # Unconditionally: after Ctrl-C the daemon may be gone, and ismount() says False
+        # for a mount whose daemon died (ENOTCONN), which would leave the mount behind.
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -49,7 +49,7 @@ def test_apply_ships_the_sizes_to_every_host_in_one_phase(client: TestClient, ag
 
 
 def _telemetry(host: str, tenants: dict[str, int], seq: int) -> dict[str, object]:
-    curve = {"policy": "lru", "algorithm": "shards-fixed-rate", "unit": "bytes", "references": 1000}
+    curve = {"policy": "lru", "algorithm": "shards-fixed-rate", "unit": "bytes"}
     shapes = {
         "loop": {"sizes": [1, 599, 600, 1000], "miss_ratios": [1, 1, 0.1, 0.1]},
         "web": {"sizes": [1, 1000], "miss_ratios": [1, 0.5]},
@@ -58,7 +58,9 @@ def _telemetry(host: str, tenants: dict[str, int], seq: int) -> dict[str, object
         "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": now_rfc3339(), "interval_s": 0.2,
         "tenants": [
             {"name": n, "ops_read": ops * seq, "ops_written": 0, "bytes_read": 4096 * ops * seq, "bytes_written": 0,
-             "latency_us_p99": None, "curve": {**curve, **shapes[n]}}
+             "latency_us_p99": None,
+             # 4 KiB reads: one block reference each, the weight the loop reads.
+             "curve": {**curve, **shapes[n], "references": ops * seq}}
             for n, ops in tenants.items()
         ],
         "devices": [],

@@ -4,16 +4,19 @@ out in the database. The telemetry store is a fake; the database is a real SQLit
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from lachesis_controller.allocation import LoopConfig
+from lachesis_controller.allocation import AllocationLoop, LoopConfig
 from lachesis_controller.allocation.service import DatabaseSide, start, telemetry_curves
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate, utcnow
+from lachesis_controller.messages import Telemetry
 from lachesis_controller.models import AllocationGuarantee, CacheAllocation, Tenant
+from lachesis_controller.telemetry_store import TelemetryStore
 
 
 @dataclass
@@ -25,6 +28,7 @@ class FakeCurve:
 @dataclass
 class FakeRates:
     iops: float
+    block_refs_per_s: float | None = None
 
 
 class FakeStore:
@@ -34,13 +38,66 @@ class FakeStore:
             "web": FakeCurve([1, 1000], [1, 0.5]),
             "broken": FakeCurve([5, 5], [1, 1]),
         }
-        self.rates = {"loop": FakeRates(100.0), "web": FakeRates(100.0)}
+        self.rates = {"loop": FakeRates(100.0, 100.0), "web": FakeRates(100.0, 100.0)}
 
     def latest_curves(self) -> dict[str, FakeCurve]:
         return self.curves
 
     def tenant_rates(self) -> dict[str, FakeRates]:
         return self.rates
+
+
+def _report(at: str, **tenants: tuple[int, int]) -> Telemetry:
+    """host-a's report: per tenant (read ops, block references), the same curve for all."""
+    curve = {"policy": "lru", "algorithm": "shards-fixed-size", "unit": "bytes",
+             "sizes": [4096, 1 << 20], "miss_ratios": [1.0, 0.5]}
+    return Telemetry.model_validate({
+        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": at, "interval_s": 5.0, "devices": [],
+        "tenants": [{"name": n, "ops_read": ops, "ops_written": 0, "bytes_read": 0, "bytes_written": 0,
+                     "latency_us_p99": None, "curve": curve | {"references": refs}}
+                    for n, (ops, refs) in tenants.items()],
+    })
+
+
+def _block_store() -> TelemetryStore:
+    """Three tenants at 100 IOPS: 1 MiB reads, 4 KiB reads, page-cache hits."""
+    store = TelemetryStore()
+    store.ingest(_report("2026-11-21T10:00:00Z", big=(0, 1), small=(0, 1), cached=(0, 9)))
+    store.ingest(_report("2026-11-21T10:00:05Z", big=(500, 1 + 500 * 256), small=(500, 501), cached=(500, 9)))
+    return store
+
+
+def test_weights_are_block_references_not_syscalls() -> None:
+    curves = telemetry_curves(_block_store())()
+    assert {n: c.weight for n, c in curves.items()} == {"big": 25_600.0, "small": 100.0, "cached": 0.0}
+
+
+def test_the_loop_weighs_by_block_references_and_the_page_cache_tenant_goes_idle() -> None:
+    now = [0.0]
+    loop = AllocationLoop(telemetry_curves(_block_store()), lambda d: None,
+                          LoopConfig(capacity=1 << 20, reaction_time_s=15.0), clock=lambda: now[0])
+    for t in (0.0, 5.0, 10.0, 15.0):
+        now[0] = t
+        loop.step()
+    demands = loop.last_demands
+    assert demands["big"].weight / demands["small"].weight == 256.0
+    assert not demands["big"].idle and not demands["small"].idle
+    # Syscalls but no block IO: nothing for the flash cache to serve, so no space.
+    assert demands["cached"].idle and loop.current is not None and loop.current["cached"] == 0.0
+
+
+def test_reports_without_block_counters_fall_back_to_iops_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    store = FakeStore()
+    store.rates["web"] = FakeRates(0.0, None)  # one report so far: no rates, nothing to say
+    read = telemetry_curves(store)
+    with caplog.at_level(logging.INFO, logger="lachesis_controller.allocation.service"):
+        assert read()["web"].weight == 0.0
+        assert not any("weighing it by IOPS" in r.getMessage() for r in caplog.records)
+        store.rates["web"] = FakeRates(40.0, None)
+        weights = [read()["web"].weight for _ in range(3)]
+    assert weights == [40.0, 40.0, 40.0]
+    assert read()["loop"].weight == 100.0
+    assert sum("weighing it by IOPS" in r.getMessage() for r in caplog.records) == 1
 
 
 @pytest.fixture

@@ -75,6 +75,63 @@ def test_rates_sum_over_hosts_and_stale_hosts_drop_out() -> None:
     assert store.tenant_rates()["web"].read_iops == 100.0
 
 
+MIB = 1 << 20
+
+
+def blocks_report(at: str, host: str = "host-a", **tenants: tuple[int, int, int | None]) -> Telemetry:
+    """A report whose tenants (name=(read ops, read bytes, block references or None for no
+    curve)) carry only those counters."""
+    curve = FIXTURE["tenants"][0]["curve"]
+    data = copy.deepcopy(FIXTURE) | {"host_id": host, "sent_at": at, "devices": []}
+    data["tenants"] = [
+        {"name": n, "ops_read": ops, "ops_written": 0, "bytes_read": nbytes, "bytes_written": 0,
+         "latency_us_p99": None, "curve": None if refs is None else curve | {"references": refs}}
+        for n, (ops, nbytes, refs) in tenants.items()
+    ]
+    return Telemetry.model_validate(data)
+
+
+def test_block_reference_rate_counts_4k_blocks_not_syscalls() -> None:
+    store = TelemetryStore()
+    # Same IOPS: "web" reads 1 MiB a call (256 blocks), "batch" 4 KiB (one block), "cached"
+    # is served by the page cache (its block count stands still).
+    store.ingest(blocks_report(T0, web=(0, 0, 1), batch=(0, 0, 1), cached=(0, 0, 70)))
+    store.ingest(blocks_report(T5, web=(500, 500 * MIB, 1 + 500 * 256), batch=(500, 500 * 4096, 501),
+                               cached=(500, 500 * 4096, 70)))
+    rates = store.tenant_rates()
+    assert rates["web"].iops == rates["batch"].iops == rates["cached"].iops == 100.0
+    assert rates["web"].block_refs_per_s == 25_600.0
+    assert rates["batch"].block_refs_per_s == 100.0
+    assert rates["cached"].block_refs_per_s == 0.0
+    assert store.tenant("web").series[-1].rates.block_refs_per_s == 25_600.0
+
+
+def test_block_references_sum_over_hosts_and_a_host_without_block_io_adds_none() -> None:
+    store = TelemetryStore()
+    store.ingest(blocks_report(T0, "host-a", web=(0, 0, 100)))
+    store.ingest(blocks_report(T0, "host-b", web=(0, 0, 100)))
+    store.ingest(blocks_report(T0, "host-c", web=(0, 0, None)))
+    store.ingest(blocks_report(T5, "host-a", web=(10, 10 * MIB, 100 + 2560)))
+    store.ingest(blocks_report(T5, "host-b", web=(10, 10 * MIB, 100 + 2560)))
+    # host-c: page-cache hits only, so no block reference ever and no curve: IOPS, no blocks.
+    store.ingest(blocks_report(T5, "host-c", web=(1000, 1000 * 4096, None)))
+    rates = store.tenant_rates()["web"]
+    assert rates.iops == 204.0
+    assert rates.block_refs_per_s == 1024.0
+
+
+def test_curve_appearing_counts_from_zero_and_reports_without_one_carry_no_blocks() -> None:
+    store = TelemetryStore()
+    store.ingest(blocks_report(T0, web=(0, 0, None), batch=(0, 0, None)))
+    store.ingest(blocks_report(T5, web=(5, 5 * 4096, 5), batch=(50, 50 * 4096, None)))
+    rates = store.tenant_rates()
+    assert rates["web"].block_refs_per_s == 1.0  # the agent sends a curve from the first reference
+    assert rates["batch"].block_refs_per_s is None and rates["batch"].iops == 10.0
+    # web's slot recreated (the agent restarted, no block IO since): no curve means zero.
+    store.ingest(blocks_report(T10, web=(1, 4096, None), batch=(50, 50 * 4096, None)))
+    assert store.tenant_rates()["web"].block_refs_per_s == 0.0
+
+
 def test_latest_curves_prefer_the_curve_with_most_references() -> None:
     store = TelemetryStore()
     small = copy.deepcopy(FIXTURE["tenants"][0]["curve"]) | {"references": 10, "miss_ratios": [1.0, 1.0, 1.0]}

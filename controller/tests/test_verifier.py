@@ -34,13 +34,16 @@ def checks(report_items: list[Any]) -> list[tuple[str, tuple[str, ...]]]:
     return [(f.check, f.rules) for f in report_items]
 
 
+LOG = ("header", "file", "/var/log/lachesis/a.jsonl")
+
+
 def test_header_only_write_detour_loses_writes() -> None:
-    report = verify([rule("w", tenant="a", ops=["write"])(("header", "stage", "cache/a"))], STAGES)
+    report = verify([rule("w", tenant="a", ops=["write"])(LOG)], STAGES)
     assert checks(report.errors) == [("write-loss", ("w",))]
     # Reads may be detoured as headers only: nothing is lost.
-    assert verify([rule("r", tenant="a", ops=["read"])(("header", "stage", "cache/a"))], STAGES).errors == []
+    assert verify([rule("r", tenant="a", ops=["read"])(LOG)], STAGES).errors == []
     # No ops given means every op, writes included.
-    assert checks(verify([rule("any", tenant="a")(("header", "stage", "cache/a"))], STAGES).errors) == [
+    assert checks(verify([rule("any", tenant="a")(LOG)], STAGES).errors) == [
         ("write-loss", ("any",))
     ]
     # Asking the controller first holds the IO, which then goes to its original file: no loss.
@@ -59,6 +62,16 @@ def test_controller_detours_name_a_known_application_and_carry_headers() -> None
     assert checks(report.errors) == [("controller", ("w",))]
 
 
+def test_headers_go_to_files_or_the_controller_not_to_stages() -> None:
+    report = verify([rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), ("header", "stage", "cache/a"))],
+                    STAGES)
+    assert checks(report.errors) == [("header-target", ("h",))]
+    assert "detours[1]" in report.errors[0].message and "'cache/a'" in report.errors[0].message
+    # The same stage as an io detour, and headers to a file or the controller, are fine.
+    assert verify([rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), LOG,
+                                                       ("header", "controller", "readset"))], STAGES).errors == []
+
+
 def test_writes_to_undeclared_stages_or_files_are_lost_in_strict_rules() -> None:
     rules = [
         rule("to-stage", tenant="a")(("io", "stage", "cache/nope")),
@@ -70,6 +83,12 @@ def test_writes_to_undeclared_stages_or_files_are_lost_in_strict_rules() -> None
     assert checks(report.errors) == [("write-loss", ("to-file",)), ("write-loss", ("to-stage",))]
     # Plain rules may name stages the agents provide themselves.
     assert verify(rules, STAGES).errors == []
+
+
+def test_a_header_log_is_not_an_endpoint_in_strict_rules() -> None:
+    # The header goes to a log file no stage declares; the data goes to a declared file.
+    logged = rule("logged", tenant="a", path_prefix="/q")(("io", "file", "/mnt/x"), ("header", "file", "/var/log/q.jsonl"))
+    assert verify([logged], STAGES, strict_targets=["logged"]).errors == []
 
 
 def test_detour_loops_are_refused() -> None:
@@ -129,6 +148,9 @@ spec:
 UNSAFE = {
     "write-loss": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
                   " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
+    # Stages take IO, not headers (the message names the detour).
+    "header-target": "    - {name: bad, priority: 1, match: {tenant: a, ops: [read]},"
+                     " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
     # A controller application that does not exist (the message names the field).
     "controller": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
                   " detours: [{what: header, to: {kind: controller, target: ctl}}]}\n",
@@ -153,6 +175,8 @@ def test_unsafe_policies_are_refused_naming_the_rules(client: TestClient, db: En
     assert body["violations"][0]["check"] == ("write-loss" if case == "missing-stage" else case)
     if case == "controller":
         assert "detours[0].to.target" in body["errors"][0]["message"], body
+    if case == "header-target":
+        assert "detours[0]" in body["errors"][0]["message"], body
     # The offending rule's name in the document: line 12, "    - {name" puts it at column 8.
     assert body["errors"][0]["line"] == 12 and body["errors"][0]["column"] == 8
     assert snapshot(db) == before
@@ -178,7 +202,7 @@ def test_plain_rules_are_verified_too(client: TestClient, db: Engine) -> None:
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
     before = snapshot(db)
     header_only = rule_body("w", match={"tenant": "web", "ops": ["write"]},
-                            detours=[{"what": "header", "to": {"kind": "stage", "target": "cache/web"}}])
+                            detours=[{"what": "header", "to": {"kind": "file", "target": "/var/log/w.jsonl"}}])
     body = assert_problem(client.post("/api/v1/rules", json=header_only), 422)
     assert body["violations"] == [{"check": "write-loss", "rules": ["w"], "message": body["violations"][0]["message"]}]
     loop_a = rule_body("la", match={"path_prefix": "/a"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/b/x"}}])

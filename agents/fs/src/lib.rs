@@ -13,6 +13,7 @@ pub mod detour;
 pub mod embed;
 pub mod fuse;
 pub mod gate;
+pub mod header_log;
 pub mod rangemap;
 pub mod remote;
 pub mod route;

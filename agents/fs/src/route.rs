@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use lachesis_switch::{Detour, DetourKind, DetourWhat, Rule};
 use serde::{Deserialize, Serialize};
 
+use crate::header_log::HeaderLog;
 use crate::remote::{Client, RemoteTarget};
 use crate::stage::{Stage, StageSpec};
 
@@ -81,6 +82,8 @@ pub struct Route {
     /// Controller applications sent a copy of each IO's header (`header -> controller`
     /// detours after the first), not waited for.
     pub copies: Vec<String>,
+    /// Files each matching IO's header is appended to (`header -> file` detours).
+    pub header_logs: Vec<Arc<HeaderLog>>,
 }
 
 impl Route {
@@ -112,6 +115,8 @@ pub struct StageRegistry {
     stages: Mutex<HashMap<StageKey, Arc<dyn Stage>>>,
     /// One client (one connection) per remote agent address, shared by every route.
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// One header log per file, shared by every rule naming it, so its lines never interleave.
+    header_logs: Mutex<HashMap<PathBuf, Arc<HeaderLog>>>,
 }
 
 impl StageRegistry {
@@ -144,6 +149,22 @@ impl StageRegistry {
             .clone()
     }
 
+    fn header_log(&self, target: &str) -> Result<Arc<HeaderLog>, String> {
+        let mut m = self.header_logs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = m.get(Path::new(target)) {
+            return Ok(l.clone());
+        }
+        let l = Arc::new(HeaderLog::open(target)?);
+        m.insert(l.path().to_path_buf(), l.clone());
+        Ok(l)
+    }
+
+    /// Every header log with its file.
+    pub fn header_logs(&self) -> Vec<Arc<HeaderLog>> {
+        let m = self.header_logs.lock().unwrap_or_else(|e| e.into_inner());
+        m.values().cloned().collect()
+    }
+
     /// Every stage instance with its tenant and target.
     pub fn all(&self) -> Vec<(Option<String>, String, Arc<dyn Stage>)> {
         let m = self.stages.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,16 +179,25 @@ impl StageRegistry {
         let mut endpoints = Vec::new();
         let mut ask = None;
         let mut copies = Vec::new();
+        let mut header_logs = Vec::new();
         for (i, d) in spec.detours.iter().enumerate() {
             if d.what == DetourWhat::Header {
                 // A header does not change where the data goes. To the controller: first
-                // in the list, the IO waits for its verdict; later, a copy. Header copies
-                // to files or stages have no reader yet and are dropped.
-                if d.to.kind == DetourKind::Controller {
-                    if i == 0 {
-                        ask = Some(d.to.target.clone());
-                    } else {
-                        copies.push(d.to.target.clone());
+                // in the list, the IO waits for its verdict; later, a copy. To a file: a
+                // line appended per IO.
+                match d.to.kind {
+                    DetourKind::Controller if i == 0 => ask = Some(d.to.target.clone()),
+                    DetourKind::Controller => copies.push(d.to.target.clone()),
+                    DetourKind::File => header_logs.push(
+                        self.header_log(&d.to.target)
+                            .map_err(|e| format!("detours[{i}]: {e}"))?,
+                    ),
+                    // Refused rather than ignored: a rule must do what it says.
+                    DetourKind::Stage => {
+                        return Err(format!(
+                            "detours[{i}]: a header cannot go to stage {:?}: stages take IO (what: io); send headers to a file or the controller",
+                            d.to.target
+                        ))
                     }
                 }
                 continue;
@@ -198,6 +228,7 @@ impl StageRegistry {
             endpoints,
             ask,
             copies,
+            header_logs,
         })
     }
 }

@@ -337,10 +337,23 @@ impl Switch {
         len: u64,
     ) -> io::Result<(Option<String>, Arc<Route>)> {
         let mut let_go: Option<String> = None;
+        let mut logged: Option<String> = None;
         loop {
             let c = self.current();
             let (flow, route) = self.lookup_in(&c, ctx, op, off, len);
-            let (Some(rule), Some(detours)) = (&flow, &self.detours) else {
+            let Some(rule) = &flow else {
+                return Ok((flow, route));
+            };
+            // Header logs come before any hold: an IO the controller then denies or times
+            // out was still attempted, which is what an audit log records. Matched again
+            // after a verdict, it is logged again only if it now matches another rule.
+            if logged.as_ref() != Some(rule) {
+                for log in &route.header_logs {
+                    log.append(rule, ctx.tenant.as_deref(), op, &ctx.path, off, len);
+                }
+                logged = flow.clone();
+            }
+            let Some(detours) = &self.detours else {
                 return Ok((flow, route));
             };
             let header = |target: &str, hold: bool| DetourHeader {
@@ -368,6 +381,17 @@ impl Switch {
         }
     }
 
+    /// A read of a delegated range skips the rules (it follows its delegate), but the rule
+    /// it matches still logs its header if it says so: an audit log must not miss reads of
+    /// the ranges its flow wrote.
+    fn log_delegated_read(&self, ctx: &FileCtx, off: u64, len: u64) {
+        if let (Some(rule), route) = self.lookup(ctx, Op::Read, off, len) {
+            for log in &route.header_logs {
+                log.append(&rule, ctx.tenant.as_deref(), Op::Read, &ctx.path, off, len);
+            }
+        }
+    }
+
     /// Reads at `off`, up to the file's size.
     pub fn read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let size = ctx.backing.metadata()?.len();
@@ -387,7 +411,10 @@ impl Switch {
             let piece = &mut buf[(s - off) as usize..(e - off) as usize];
             let n = match delegated {
                 // Written ranges are read where they were written, from the primary.
-                Some(route) => self.run_read(ctx, &route, 0, piece, s)?,
+                Some(route) => {
+                    self.log_delegated_read(ctx, s, e - s);
+                    self.run_read(ctx, &route, 0, piece, s)?
+                }
                 None => {
                     let (flow, route) = self.lookup_held(ctx, Op::Read, s, e - s)?;
                     let _admitted = self.gates.admit(flow.as_deref());
@@ -681,6 +708,11 @@ impl Switch {
             "stages": stages,
             "flows": flows,
             "detours": self.detours.as_ref().map(|d| d.stats()),
+            "header_logs": self.registry.header_logs().iter().map(|l| serde_json::json!({
+                "file": l.path(),
+                "appended": l.appended.load(Ordering::Relaxed),
+                "failed": l.failed.load(Ordering::Relaxed),
+            })).collect::<Vec<_>>(),
             "user_bytes_read": self.user_read.load(Ordering::Relaxed),
             "user_bytes_written": self.user_written.load(Ordering::Relaxed),
         })

@@ -8,8 +8,16 @@ Per host and tenant the store keeps the last counters, turning consecutive repor
 per tenant a bounded time series of those rates summed over hosts, and the latest curve; per
 host and device the same for write bytes and DLWA. A tenant's hit ratio is that of its cache at
 the allocated size, measured by the agents' shadow caches: hits over references in the last
-interval, summed over hosts. `latest_curves()` is what the cache
+interval, summed over hosts. `latest_curves()` and `tenant_rates()` are what the cache
 allocation loop reads; `api/telemetry.py` serves the rest.
+
+Two request rates, because the curves and the application count different things: ops and
+bytes are what the application issued (syscall and io_uring layers), while a curve, the
+shadow caches and so the flash cache below the page cache see 4 KiB block references at the
+block layer (one 1 MiB read is 256 of them; a page-cache hit is none). The block-reference
+counter rides in the curve: `curve.references` is the agent's cumulative count of blocks the
+tenant's bios touched (`TenantStats.blocks`), and the agent sends no curve until that count
+is above zero, so a report that had no curve before and has one now counts from zero.
 """
 
 from __future__ import annotations
@@ -41,13 +49,18 @@ class Rates:
     write_iops: float = 0.0
     read_bytes_per_s: float = 0.0
     write_bytes_per_s: float = 0.0
+    # 4 KiB block references per second at the block layer, the unit of the curves; None when
+    # no report summed here carried a block-reference counter (a curve).
+    block_refs_per_s: float | None = None
 
     def __add__(self, other: Rates) -> Rates:
+        blocks = [b for b in (self.block_refs_per_s, other.block_refs_per_s) if b is not None]
         return Rates(
             self.read_iops + other.read_iops,
             self.write_iops + other.write_iops,
             self.read_bytes_per_s + other.read_bytes_per_s,
             self.write_bytes_per_s + other.write_bytes_per_s,
+            sum(blocks) if blocks else None,
         )
 
     @property
@@ -99,12 +112,23 @@ def _delta(now: int, before: int) -> int:
     return now - before if now >= before else now
 
 
+def _block_refs(t: TelemetryTenant) -> int | None:
+    """Cumulative 4 KiB block references, carried by the curve (None: no curve)."""
+    return t.curve.references if t.curve is not None else None
+
+
 def _rates(now: TelemetryTenant, before: TelemetryTenant, seconds: float) -> Rates:
+    blocks_now, blocks_before = _block_refs(now), _block_refs(before)
+    # A curve that appears started from zero references; one that disappears went back to zero
+    # (the slot was recreated): neither is a report without the counter.
+    blocks = (None if blocks_now is None and blocks_before is None
+              else _delta(blocks_now or 0, blocks_before or 0) / seconds)
     return Rates(
         _delta(now.ops_read, before.ops_read) / seconds,
         _delta(now.ops_written, before.ops_written) / seconds,
         _delta(now.bytes_read, before.bytes_read) / seconds,
         _delta(now.bytes_written, before.bytes_written) / seconds,
+        blocks,
     )
 
 

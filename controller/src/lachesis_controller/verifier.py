@@ -59,6 +59,7 @@ def verify(
         _check_writes(rule, stages, known_files, rule["name"] in strict, report)
         _check_isolation(rule, stages, report)
         _check_controller(rule, report)
+        _check_header_targets(rule, report)
     _check_loops(ordered, report)
     _check_shadowing(ordered, report)
     return report
@@ -87,6 +88,9 @@ def _check_writes(
     if not strict:
         return
     for detour in detours:
+        if detour["what"] == "header":
+            # A header log or the controller: no data goes there, so it is not an endpoint.
+            continue
         to = detour["to"]
         if to["kind"] == "stage" and to["target"] not in stages:
             report.errors.append(Finding(
@@ -123,6 +127,19 @@ def _check_controller(rule: Mapping[str, Any], report: Report) -> None:
                 "controller", (name,),
                 f"rule {name!r} detours[{index}].to.target: no controller application "
                 f"{to['target']!r}; known: {', '.join(sorted(CONTROLLER_APPS))}",
+            ))
+
+
+def _check_header_targets(rule: Mapping[str, Any], report: Report) -> None:
+    # A stage takes IO, not headers: agents refuse such a rule, so it would never install.
+    name = rule["name"]
+    for index, detour in enumerate(rule["detours"]):
+        to = detour["to"]
+        if detour["what"] == "header" and to["kind"] == "stage":
+            report.errors.append(Finding(
+                "header-target", (name,),
+                f"rule {name!r} detours[{index}]: stage {to['target']!r} takes IO, not headers; "
+                "send headers to a file (a header log) or the controller, or use what: io",
             ))
 
 

@@ -6,8 +6,10 @@ either the set of active tenants changed (an idle tenant's space is reclaimed, o
 when it returns) or the predicted gain in weighted hit rate, relative to the total weight,
 exceeds the threshold. Between rollouts caches warm up; rolling out on every wobble of a
 sampled curve would keep them cold (Moirai reacts in 15-30 s).
-A tenant's weight is its median request rate over the last reaction time; one that goes
-silent keeps it until it is idle, so its space moves after the reaction time, not at once.
+A tenant's weight is its median request rate over the last reaction time, counted in the
+curve's unit (in the controller, 4 KiB block references per second: see `service.py`); one
+that goes silent keeps it until it is idle, so its space moves after the reaction time, not
+at once.
 
 Dependencies are injected (curve source, clock, publisher) so the loop runs against fakes
 in unit tests and against the telemetry store in the controller.
@@ -35,7 +37,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TenantCurve:
     curve: Curve
-    # Requests per second over the last interval: the utility weight; 0 means silent now.
+    # References per second over the last interval, in the curve's unit (4 KiB blocks from
+    # telemetry): the utility weight; 0 means silent now.
     weight: float
 
 

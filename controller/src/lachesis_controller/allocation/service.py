@@ -2,6 +2,11 @@
 store, capacity and guarantees from the database, decisions written back as the current
 allocation (served by /api/v1/allocations).
 
+A tenant's weight is its rate of 4 KiB block references, the unit its curve counts in, so
+Σ weight · hit ratio is the cache's hit rate in blocks per second: a tenant doing 1 MiB reads
+weighs 256 times one doing 4 KiB reads at the same IOPS, and one served by the page cache
+weighs nothing. Only reports without a block-reference counter fall back to IOPS.
+
 The loop does nothing until an operator has stated the cache's capacity with a first
 `POST /api/v1/allocations/proposals`; from then on it follows the telemetry. Each decision it
 rolls out is a new (one-phase) generation for every host, carrying the sizes as `caches`.
@@ -63,9 +68,23 @@ class CurveStore(Protocol):
 
 
 def telemetry_curves(store: CurveStore) -> Callable[[], dict[str, TenantCurve]]:
-    """Each tenant's latest curve, weighted by its current request rate (IOPS)."""
+    """Each tenant's latest curve, weighted by its current rate of 4 KiB block references
+    (IOPS for reports that carry no block-reference counter)."""
 
     warned: set[str] = set()
+    by_iops: set[str] = set()
+
+    def weight(name: str, rates: Any) -> float:
+        # No rate yet (one report so far) is no sign of missing block counters.
+        if rates is None or (rates.block_refs_per_s is None and rates.iops == 0):
+            return 0.0
+        if rates.block_refs_per_s is not None:
+            by_iops.discard(name)
+            return float(rates.block_refs_per_s)
+        if name not in by_iops:  # once, not every interval
+            log.info("tenant %s: telemetry carries no block references, weighing it by IOPS", name)
+            by_iops.add(name)
+        return float(rates.iops)
 
     def read() -> dict[str, TenantCurve]:
         rates = store.tenant_rates()
@@ -79,8 +98,7 @@ def telemetry_curves(store: CurveStore) -> Callable[[], dict[str, TenantCurve]]:
                     warned.add(name)
                 continue
             warned.discard(name)
-            r = rates.get(name)
-            out[name] = TenantCurve(curve, float(r.iops) if r is not None else 0.0)
+            out[name] = TenantCurve(curve, weight(name, rates.get(name)))
         return out
 
     return read
