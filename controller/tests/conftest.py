@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import redis
@@ -25,6 +25,7 @@ from lachesis_controller.app import create_app
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, migrate
 from lachesis_controller.models import Base
+from lachesis_controller.placement import devsim
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO_ROOT / "api-schemas"
@@ -88,13 +89,17 @@ def _pings(client: redis.Redis) -> bool:
         return False
 
 
-def _need_redis_server() -> None:
-    if shutil.which("redis-server") or Path("/usr/bin/redis-server").exists():
-        return
-    message = "redis-server is not installed (apt-get install redis-server)"
+def missing_prerequisite(message: str) -> NoReturn:
+    """Skips a test whose prerequisite this machine lacks; under CI (`CI=true`) fails it."""
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def _need_redis_server() -> None:
+    if shutil.which("redis-server") or Path("/usr/bin/redis-server").exists():
+        return
+    missing_prerequisite("redis-server is not installed (apt-get install redis-server)")
 
 
 @pytest.fixture(scope="session")
@@ -184,10 +189,7 @@ def _need_postgres() -> Path:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
     if found:
         return found[-1].parent
-    message = "PostgreSQL is not installed (apt-get install postgresql)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    missing_prerequisite("PostgreSQL is not installed (apt-get install postgresql)")
 
 
 class PostgresServer:
@@ -419,3 +421,12 @@ def rule_body(name: str = "r1", **overrides: Any) -> dict[str, Any]:
     body.update(overrides)
     return body
 
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Path:
+    """The `lachesis-devsim` binary the placement broker runs (built from agents/device)."""
+    try:
+        return devsim.find_devsim()
+    except devsim.DevsimUnavailable as e:
+        missing_prerequisite(str(e))

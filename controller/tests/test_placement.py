@@ -3,28 +3,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from lachesis_controller.placement import (
-    Geometry, PlacementError, Stream, assign, devsim, find_devsim, naive, predict,
+    Geometry, PlacementError, Stream, assign, devsim, naive, predict,
 )
 from lachesis_controller.placement import model
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def simulator() -> Path:
-    try:
-        return find_devsim()
-    except devsim.DevsimUnavailable as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(e))
-        pytest.skip(str(e))
 
 
 def two_tenants(trim: bool = True) -> list[Stream]:

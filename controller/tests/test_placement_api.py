@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from conftest import assert_problem, snapshot
 from lachesis_controller.models import Host
-from lachesis_controller.placement import DevsimUnavailable, find_devsim
 
 
 def register(db: Engine, host_id: str, devices: list[dict]) -> None:
@@ -42,17 +41,7 @@ def setup(client: TestClient, db: Engine) -> TestClient:
     return client
 
 
-@pytest.fixture
-def simulated() -> None:
-    try:
-        find_devsim()
-    except DevsimUnavailable as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(e))
-        pytest.skip(str(e))
-
-
-def test_place_read_back_and_recompute(setup: TestClient, simulated: None) -> None:
+def test_place_read_back_and_recompute(setup: TestClient, simulator: Path) -> None:
     client = setup
     r = client.post("/api/v1/placements/h1/nvme0", json={"streams": STREAMS, "overprovisioning": 0.1})
     assert r.status_code == 200, r.text

@@ -6,7 +6,6 @@ runs the same files through the Rust parser)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from conftest import SCHEMAS
-from lachesis_controller.placement import Geometry, Stream, devsim, find_devsim
+from lachesis_controller.placement import Geometry, Stream, devsim
 
 FIXTURES = sorted((SCHEMAS / "fixtures" / "devsim-input").glob("*.json"))
 VALID = [p for p in FIXTURES if p.name.startswith("valid-")]
@@ -29,16 +28,6 @@ def _validator() -> Draft202012Validator:
 
 
 VALIDATOR = _validator()
-
-
-@pytest.fixture(scope="module")
-def simulator() -> Path:
-    try:
-        return find_devsim()
-    except devsim.DevsimUnavailable as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(e))
-        pytest.skip(str(e))
 
 
 def test_there_are_fixtures_of_both_kinds() -> None:

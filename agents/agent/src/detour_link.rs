@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lachesis_fs::detour::{ControllerLink, DetourHeader, Reply, Verdict};
 use lachesis_switch::names::de_name;
 use lachesis_switch::Op;
-use redis::streams::{StreamRangeReply, StreamReadReply};
+use redis::streams::StreamReadReply;
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use tokio::sync::mpsc;
@@ -407,15 +407,7 @@ async fn verdict_loop(
         let r = async {
             let mut con = connect(&client).await?;
             if last.is_none() {
-                let tail: StreamRangeReply = redis::cmd("XREVRANGE")
-                    .arg(&key)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1)
-                    .query_async(&mut con)
-                    .await?;
-                last = Some(tail.ids.first().map_or("0-0".into(), |e| e.id.clone()));
+                last = Some(crate::runner::stream_end(&mut con, &key).await?);
             }
             loop {
                 let reply: Option<StreamReadReply> = redis::cmd("XREAD")
@@ -487,15 +479,7 @@ mod tests {
 
     #[test]
     fn requests_carry_the_header_and_a_valid_trace_context() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let link = RedisLink {
-            host_id: "h1".into(),
-            prefix: "h1.5".into(),
-            next: AtomicU64::new(1),
-            generation: Arc::new(AtomicU64::new(7)),
-            pending: Arc::new(Mutex::new(HashMap::new())),
-            tx,
-        };
+        let (link, mut rx) = link();
         link.copy(DetourHeader {
             rule: "w".into(),
             target: "approve".into(),

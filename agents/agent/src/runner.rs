@@ -210,19 +210,7 @@ async fn session(agent: &mut Agent, backoff: &mut Backoff) -> anyhow::Result<Inf
     // Resync: note where the inbox ends, then apply the latest desired state, then follow the
     // inbox from the noted end, so nothing issued meanwhile is missed.
     let inbox = keys::inbox(&host);
-    let last: StreamRangeReply = redis::cmd("XREVRANGE")
-        .arg(&inbox)
-        .arg("+")
-        .arg("-")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(&mut con)
-        .await?;
-    let mut last_id = last
-        .ids
-        .first()
-        .map(|e| e.id.clone())
-        .unwrap_or_else(|| "0-0".to_string());
+    let mut last_id = stream_end(&mut con, &inbox).await?;
     let desired_key = keys::desired(&host);
     let desired: Option<String> = redis::cmd("GET")
         .arg(&desired_key)
@@ -472,6 +460,26 @@ async fn heartbeat_loop(client: Client, cfg: Config, mut applied: watch::Receive
             }
         }
     }
+}
+
+/// The id of the last entry of stream `key` ("0-0" when empty): reading on from it sees
+/// only what is added afterwards.
+pub(crate) async fn stream_end(
+    con: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+) -> redis::RedisResult<String> {
+    let tail: StreamRangeReply = redis::cmd("XREVRANGE")
+        .arg(key)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(con)
+        .await?;
+    Ok(tail
+        .ids
+        .first()
+        .map_or_else(|| "0-0".to_string(), |e| e.id.clone()))
 }
 
 #[cfg(test)]

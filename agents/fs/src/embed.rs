@@ -59,16 +59,7 @@ pub fn mount(
         true,
         Some(STATE_DIR.to_string()),
     )?;
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName("lachesis".into()),
-        fuser::MountOption::Subtype("lachesis".into()),
-        fuser::MountOption::DefaultPermissions,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(threads.max(1));
-    cfg.clone_fd = true;
-    fuser::spawn_mount(fs, mountpoint, &cfg)
+    fuser::spawn_mount(fs, mountpoint, &crate::fuse::mount_config(threads.max(1)))
 }
 
 #[cfg(test)]

@@ -37,6 +37,22 @@ enum Handle {
     },
 }
 
+/// The FUSE session settings every Lachesis mount uses (standalone and in the agent): the
+/// kernel checks permissions (`default_permissions`), every user may use the mount, and each
+/// worker thread gets its own `/dev/fuse` clone so requests are served in parallel.
+pub fn mount_config(threads: usize) -> fuser::Config {
+    let mut cfg = fuser::Config::default();
+    cfg.mount_options = vec![
+        fuser::MountOption::FSName("lachesis".into()),
+        fuser::MountOption::Subtype("lachesis".into()),
+        fuser::MountOption::DefaultPermissions,
+    ];
+    cfg.acl = fuser::SessionACL::All;
+    cfg.n_threads = Some(threads);
+    cfg.clone_fd = true;
+    cfg
+}
+
 pub struct SwitchFs {
     root: PathBuf,
     root_ino: u64,

@@ -22,47 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Mount a namespace over a backing directory, routing its IO by the rules file.
-    Mount {
-        /// Directory holding the namespace's files.
-        #[arg(long)]
-        backing: PathBuf,
-        #[arg(long)]
-        mountpoint: PathBuf,
-        /// JSON array of rules in the bus `rule` shape; re-read when it changes.
-        #[arg(long)]
-        rules: PathBuf,
-        /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
-        #[arg(long = "tenant")]
-        tenants: Vec<TenantSpec>,
-        /// More tenants, one NAME=uid:N or NAME=cgroup:/PATH a line; re-read when it changes
-        /// (new opens are classified by the new tenants, open files keep theirs).
-        #[arg(long)]
-        tenants_file: Option<PathBuf>,
-        /// Where delegate journals of stage-only routes live [default: BACKING/.lachesis-fs,
-        /// hidden from the namespace].
-        #[arg(long)]
-        state_dir: Option<PathBuf>,
-        /// Written every 250 ms with stage counters (hit ratios) and flow states.
-        #[arg(long)]
-        stats: Option<PathBuf>,
-        /// Never use kernel passthrough (every IO through user space).
-        #[arg(long)]
-        no_passthrough: bool,
-        /// FUSE worker threads.
-        #[arg(long, default_value_t = 4)]
-        threads: usize,
-        /// A request to a remote endpoint (tcp://) unanswered this long fails with EIO.
-        #[arg(long, default_value_t = 5000)]
-        remote_timeout_ms: u64,
-        /// Authenticate to remote endpoints' agents with the shared key in this file (the
-        /// same file as their `serve --forward-key-file`).
-        #[arg(long)]
-        forward_key_file: Option<PathBuf>,
-        /// Write-back cache data older than this is written on in the background, without
-        /// a sync (like the kernel's vm.dirty_expire_centisecs).
-        #[arg(long, default_value_t = 30_000)]
-        dirty_expire_ms: u64,
-    },
+    Mount(MountArgs),
     /// Answer IO forwarded by other agents' remote endpoints (tcp://HOST:PORT/dir) from DIR.
     Serve {
         /// Address to listen on, e.g. 0.0.0.0:7070.
@@ -76,6 +36,49 @@ enum Cmd {
         #[arg(long)]
         forward_key_file: Option<PathBuf>,
     },
+}
+
+#[derive(clap::Args)]
+struct MountArgs {
+    /// Directory holding the namespace's files.
+    #[arg(long)]
+    backing: PathBuf,
+    #[arg(long)]
+    mountpoint: PathBuf,
+    /// JSON array of rules in the bus `rule` shape; re-read when it changes.
+    #[arg(long)]
+    rules: PathBuf,
+    /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
+    #[arg(long = "tenant")]
+    tenants: Vec<TenantSpec>,
+    /// More tenants, one NAME=uid:N or NAME=cgroup:/PATH a line; re-read when it changes
+    /// (new opens are classified by the new tenants, open files keep theirs).
+    #[arg(long)]
+    tenants_file: Option<PathBuf>,
+    /// Where delegate journals of stage-only routes live [default: BACKING/.lachesis-fs,
+    /// hidden from the namespace].
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Written every 250 ms with stage counters (hit ratios) and flow states.
+    #[arg(long)]
+    stats: Option<PathBuf>,
+    /// Never use kernel passthrough (every IO through user space).
+    #[arg(long)]
+    no_passthrough: bool,
+    /// FUSE worker threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// A request to a remote endpoint (tcp://) unanswered this long fails with EIO.
+    #[arg(long, default_value_t = 5000)]
+    remote_timeout_ms: u64,
+    /// Authenticate to remote endpoints' agents with the shared key in this file (the
+    /// same file as their `serve --forward-key-file`).
+    #[arg(long)]
+    forward_key_file: Option<PathBuf>,
+    /// Write-back cache data older than this is written on in the background, without
+    /// a sync (like the kernel's vm.dirty_expire_centisecs).
+    #[arg(long, default_value_t = 30_000)]
+    dirty_expire_ms: u64,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -96,8 +99,20 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let dirty_expire;
-    let (
+    match Cli::parse().cmd {
+        Cmd::Serve {
+            listen,
+            root,
+            forward_key_file,
+        } => serve(&listen, &root, forward_key_file.as_deref()),
+        Cmd::Mount(args) => mount(args),
+    }
+}
+
+/// `lachesis-fs mount`: runs until SIGINT/SIGTERM, reloading the rules and tenants files
+/// when they change.
+fn mount(args: MountArgs) -> ExitCode {
+    let MountArgs {
         backing,
         mountpoint,
         rules,
@@ -107,51 +122,21 @@ fn main() -> ExitCode {
         stats,
         no_passthrough,
         threads,
-    ) = match Cli::parse().cmd {
-        Cmd::Serve {
-            listen,
-            root,
-            forward_key_file,
-        } => return serve(&listen, &root, forward_key_file.as_deref()),
-        Cmd::Mount {
-            backing,
-            mountpoint,
-            rules,
-            tenants,
-            tenants_file,
-            state_dir,
-            stats,
-            no_passthrough,
-            threads,
-            remote_timeout_ms,
-            forward_key_file,
-            dirty_expire_ms,
-        } => {
-            match forward_key_file.as_deref().map(Key::load).transpose() {
-                Ok(k) => lachesis_fs::route::set_forward_key(k),
-                Err(e) => return usage_error(format!("--forward-key-file: {e}")),
-            }
-            if remote_timeout_ms == 0 {
-                return usage_error("--remote-timeout-ms must be at least 1");
-            }
-            if dirty_expire_ms == 0 {
-                return usage_error("--dirty-expire-ms must be at least 1");
-            }
-            dirty_expire = Duration::from_millis(dirty_expire_ms);
-            lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
-            (
-                backing,
-                mountpoint,
-                rules,
-                tenants,
-                tenants_file,
-                state_dir,
-                stats,
-                no_passthrough,
-                threads,
-            )
-        }
-    };
+        remote_timeout_ms,
+        forward_key_file,
+        dirty_expire_ms,
+    } = args;
+    match forward_key_file.as_deref().map(Key::load).transpose() {
+        Ok(k) => lachesis_fs::route::set_forward_key(k),
+        Err(e) => return usage_error(format!("--forward-key-file: {e}")),
+    }
+    if remote_timeout_ms == 0 {
+        return usage_error("--remote-timeout-ms must be at least 1");
+    }
+    if dirty_expire_ms == 0 {
+        return usage_error("--dirty-expire-ms must be at least 1");
+    }
+    lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
     if !backing.is_dir() {
         return usage_error(format!("--backing {}: not a directory", backing.display()));
     }
@@ -201,25 +186,17 @@ fn main() -> ExitCode {
         !no_passthrough,
         hidden,
     ) {
-        Ok(f) => f.with_dirty_expire(dirty_expire),
+        Ok(f) => f.with_dirty_expire(Duration::from_millis(dirty_expire_ms)),
         Err(e) => return usage_error(format!("--backing {}: {e}", backing.display())),
     };
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName("lachesis".into()),
-        fuser::MountOption::Subtype("lachesis".into()),
-        fuser::MountOption::DefaultPermissions,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(threads);
-    cfg.clone_fd = true;
-    let session = match fuser::spawn_mount(fs, &mountpoint, &cfg) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("lachesis-fs: mounting {}: {e}", mountpoint.display());
-            return ExitCode::from(1);
-        }
-    };
+    let session =
+        match fuser::spawn_mount(fs, &mountpoint, &lachesis_fs::fuse::mount_config(threads)) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("lachesis-fs: mounting {}: {e}", mountpoint.display());
+                return ExitCode::from(1);
+            }
+        };
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
