@@ -8,7 +8,7 @@
 use std::fmt;
 
 use lachesis_switch::names::{check_len, de_name};
-use lachesis_switch::{Match, Rule, Tenant};
+use lachesis_switch::{Match, Rule, StageConfig, Tenant};
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
@@ -357,6 +357,9 @@ pub struct DesiredState {
     pub caches: Option<Vec<CacheSize>>,
     pub tenants: Vec<Tenant>,
     pub rules: Vec<Rule>,
+    /// The stages rules name as targets; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageConfig>>,
 }
 
 impl DesiredState {

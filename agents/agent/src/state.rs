@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use lachesis_switch::{Match, RuleTable, Tenant};
+use lachesis_switch::{check_stages, Match, RuleTable, StageConfig, Tenant};
 
 use crate::bus::{Ack, AckSchema, AckStatus, CacheSize, DesiredState, Phase, Timestamp};
 
@@ -42,6 +42,8 @@ pub struct Applied {
     pub tenants: Arc<Vec<Tenant>>,
     /// Per-tenant cache sizes (desired-state `caches`).
     pub caches: Arc<Vec<CacheSize>>,
+    /// The stages rules name (desired-state `stages`), checked as a set.
+    pub stages: Arc<Vec<StageConfig>>,
 }
 
 /// The agent's soft state.
@@ -64,6 +66,7 @@ impl AgentState {
                 table: Arc::new(RuleTable::new()),
                 tenants: Arc::new(Vec::new()),
                 caches: Arc::new(Vec::new()),
+                stages: Arc::new(Vec::new()),
             },
             quiescing: None,
         }
@@ -119,7 +122,10 @@ impl AgentState {
         } else if msg.generation == held {
             Outcome::AlreadyApplied
         } else {
-            match RuleTable::build(msg.rules.iter().cloned()) {
+            let stages = msg.stages.clone().unwrap_or_default();
+            let table = check_stages(&stages)
+                .and_then(|()| RuleTable::build(msg.rules.iter().cloned()).map_err(|e| e.to_string()));
+            match table {
                 Ok(table) => {
                     self.applied = Applied {
                         generation: msg.generation,
@@ -127,6 +133,7 @@ impl AgentState {
                         table: Arc::new(table),
                         tenants: Arc::new(msg.tenants.clone()),
                         caches: Arc::new(msg.caches.clone().unwrap_or_default()),
+                        stages: Arc::new(stages),
                     };
                     // Whatever was quiesced for this or an older generation moves now.
                     if self.quiescing.is_some_and(|q| q <= msg.generation) {
@@ -135,7 +142,7 @@ impl AgentState {
                     Outcome::Applied
                 }
                 Err(e) => Outcome::Invalid {
-                    reason: format!("generation {}: invalid rule table: {e}", msg.generation),
+                    reason: format!("generation {}: invalid rules or stages: {e}", msg.generation),
                 },
             }
         };
@@ -201,6 +208,7 @@ mod tests {
             caches: None,
             tenants: vec![],
             rules,
+            stages: None,
         }
     }
 

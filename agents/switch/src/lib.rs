@@ -9,13 +9,19 @@
 //! - [`table`]: [`RuleTable`], the ordered, indexed table with the Switch API verbs
 //!   (insert, delete, quiesce, resume) and [`RuleTable::lookup`].
 //! - [`names`]: the name pattern shared by tenants and rules, and serde helpers.
+//! - [`stage`]: [`StageConfig`], the stage contract: the stages rules name as targets.
 
 pub mod names;
 pub mod rule;
+pub mod stage;
 pub mod table;
 
 pub use rule::{
     path_prefix_matches, ByteRange, Classifier, ClassifierKind, Detour, DetourKind, DetourTarget,
     DetourWhat, Match, Nullable, Op, Rule, Tenant, MAX_PRIORITY,
+};
+pub use stage::{
+    check_stages, CacheConfig, CacheEngine, EnginePart, Eviction, LogConfig, PartHandle,
+    RateLimitConfig, StageConfig, WriteMode,
 };
 pub use table::{IoHeader, RuleTable, TableError};

@@ -139,6 +139,61 @@ class CacheSize(BusModel):
     size_bytes: int = Field(ge=0)
 
 
+STAGE_NAME_PATTERN = r"^[a-z0-9]([a-z0-9/-]{0,126}[a-z0-9])?$"
+StageName = Annotated[str, Field(pattern=STAGE_NAME_PATTERN, description="What rules name as a stage target.")]
+MAX_BYTES = 1 << 50
+
+
+class PartHandle(BusModel):
+    """The placement broker's reclaim unit handle for one write stream of a cache stage."""
+
+    part: Literal["loc", "klog", "kset", "set-assoc"]
+    handle: int = Field(ge=0, le=65535)
+
+
+class CacheStageConfig(BusModel):
+    """The stage contract (common.schema.json#/$defs/cache_stage)."""
+
+    kind: Literal["cache"]
+    name: StageName
+    owner: Name | None
+    engine: Literal["dram", "loc", "kangaroo", "hybrid"]
+    size_bytes: int = Field(ge=0, le=MAX_BYTES)
+    write_mode: Literal["through", "back", "around"]
+    eviction: Literal["lru", "fifo"]
+    max_dirty_bytes: int = Field(ge=4096, le=MAX_BYTES)
+    device: Name | None
+    placement: list[PartHandle] = Field(max_length=8)
+    next: StageName | None
+
+
+class RateLimitStageConfig(BusModel):
+    kind: Literal["ratelimit"]
+    name: StageName
+    owner: Name | None
+    iops: int | None = Field(ge=1, le=100_000_000)
+    bytes_per_s: int | None = Field(ge=1, le=MAX_BYTES)
+
+    @field_validator("bytes_per_s")
+    @classmethod
+    def _some_limit(cls, value: int | None, info: Any) -> int | None:
+        if value is None and info.data.get("iops") is None:
+            raise ValueError("set iops, bytes_per_s or both")
+        return value
+
+
+class LogStageConfig(BusModel):
+    kind: Literal["log"]
+    name: StageName
+    owner: Name | None
+    dir: str = Field(pattern=r"^/", min_length=2, max_length=4096)
+
+
+StageConfig = Annotated[
+    CacheStageConfig | RateLimitStageConfig | LogStageConfig, Field(discriminator="kind")
+]
+
+
 class DesiredState(BusModel):
     schema_: Literal["lachesis.desired-state/v1"] = Field(alias="schema")
     host_id: HostId
@@ -154,6 +209,8 @@ class DesiredState(BusModel):
     caches: list[CacheSize] = Field(default=None)  # type: ignore[assignment]
     tenants: list[Tenant]
     rules: list[Rule]
+    # Absent: no stages.
+    stages: list[StageConfig] = Field(default=None, max_length=1024)  # type: ignore[assignment]
 
 
 class Device(BusModel):

@@ -1,0 +1,427 @@
+//! The stage contract (`api-schemas/bus/common.schema.json#/$defs/stage`): the typed
+//! description of one data-plane stage that the controller ships in desired state and the
+//! agent builds its stage chains from. Rules name a stage by [`StageConfig::name`].
+//!
+//! Deserialization enforces the schema (unknown fields refused, names and ranges checked), so
+//! a stage that reaches the builder is well-formed; whether the agent can build it (a device
+//! it has, a directory it may write) is the builder's question.
+
+use serde::de::{Deserialize, Deserializer, Error as _};
+use serde::{Serialize, Serializer};
+
+use crate::names::{is_valid_name, name_error};
+
+/// Largest size or rate the schema allows (1 PiB).
+pub const MAX_BYTES: u64 = 1 << 50;
+/// Largest IOPS limit the schema allows.
+pub const MAX_IOPS: u64 = 100_000_000;
+/// Most placement entries one stage carries.
+pub const MAX_PLACEMENT: usize = 8;
+
+/// `^[a-z0-9]([a-z0-9/-]{0,126}[a-z0-9])?$`: what rules name as a stage target.
+pub fn is_valid_stage_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 128
+        && alnum(&b[0])
+        && alnum(&b[b.len() - 1])
+        && b.iter().all(|c| alnum(c) || *c == b'-' || *c == b'/')
+}
+
+fn de_stage_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if is_valid_stage_name(&s) {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!(
+            "invalid stage name {s:?}: expected 1-128 characters of a-z, 0-9, '-' and '/', \
+             starting and ending with a letter or digit"
+        )))
+    }
+}
+
+fn de_opt_stage_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) if is_valid_stage_name(&s) => Ok(Some(s)),
+        Some(s) => Err(D::Error::custom(format!("invalid stage name {s:?}"))),
+    }
+}
+
+fn de_opt_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) if is_valid_name(&s) => Ok(Some(s)),
+        Some(s) => Err(D::Error::custom(name_error(&s))),
+    }
+}
+
+fn bounded<'de, D: Deserializer<'de>>(d: D, field: &str, min: u64, max: u64) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if v < min || v > max {
+        return Err(D::Error::custom(format!("{field}: {v} is outside {min}..={max}")));
+    }
+    Ok(v)
+}
+
+fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    bounded(d, "size_bytes", 0, MAX_BYTES)
+}
+
+fn de_max_dirty<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    bounded(d, "max_dirty_bytes", 4096, MAX_BYTES)
+}
+
+fn de_opt_bounded<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+    max: u64,
+) -> Result<Option<u64>, D::Error> {
+    match Option::<u64>::deserialize(d)? {
+        Some(v) if v == 0 || v > max => Err(D::Error::custom(format!(
+            "{field}: {v} is outside 1..={max}"
+        ))),
+        v => Ok(v),
+    }
+}
+
+fn de_iops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_opt_bounded(d, "iops", MAX_IOPS)
+}
+
+fn de_bytes_per_s<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_opt_bounded(d, "bytes_per_s", MAX_BYTES)
+}
+
+fn de_placement<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PartHandle>, D::Error> {
+    let v = Vec::<PartHandle>::deserialize(d)?;
+    if v.len() > MAX_PLACEMENT {
+        return Err(D::Error::custom(format!(
+            "placement: {} entries, at most {MAX_PLACEMENT}",
+            v.len()
+        )));
+    }
+    Ok(v)
+}
+
+fn de_dir<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    let n = s.chars().count();
+    if !s.starts_with('/') || !(2..=4096).contains(&n) {
+        return Err(D::Error::custom(format!(
+            "dir {s:?}: expected an absolute path of 2 to 4096 characters"
+        )));
+    }
+    Ok(s)
+}
+
+/// One stage of an agent, as the controller ships it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum StageConfig {
+    Cache(CacheConfig),
+    #[serde(rename = "ratelimit")]
+    RateLimit(RateLimitConfig),
+    Log(LogConfig),
+}
+
+impl StageConfig {
+    pub fn name(&self) -> &str {
+        match self {
+            StageConfig::Cache(c) => &c.name,
+            StageConfig::RateLimit(r) => &r.name,
+            StageConfig::Log(l) => &l.name,
+        }
+    }
+
+    pub fn owner(&self) -> Option<&str> {
+        match self {
+            StageConfig::Cache(c) => c.owner.as_deref(),
+            StageConfig::RateLimit(r) => r.owner.as_deref(),
+            StageConfig::Log(l) => l.owner.as_deref(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StageConfig::Cache(_) => "cache",
+            StageConfig::RateLimit(_) => "ratelimit",
+            StageConfig::Log(_) => "log",
+        }
+    }
+}
+
+/// Where a cache stage keeps its blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheEngine {
+    /// In memory.
+    Dram,
+    /// CacheLib's large-object log on flash.
+    Loc,
+    /// Kangaroo (KLog + KSet) on flash.
+    Kangaroo,
+    /// Kangaroo for small objects, the log for large ones.
+    Hybrid,
+}
+
+impl CacheEngine {
+    pub fn on_flash(self) -> bool {
+        self != CacheEngine::Dram
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteMode {
+    /// Writes go on and update the cached blocks.
+    Through,
+    /// Writes are acknowledged once cached and written back later.
+    Back,
+    /// Writes go on and drop the cached blocks.
+    Around,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Eviction {
+    Lru,
+    Fifo,
+}
+
+/// A write stream of a cache engine: what the placement broker hands a handle to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub enum EnginePart {
+    #[serde(rename = "loc")]
+    Loc,
+    #[serde(rename = "klog")]
+    KLog,
+    #[serde(rename = "kset")]
+    KSet,
+    #[serde(rename = "set-assoc")]
+    SetAssoc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartHandle {
+    pub part: EnginePart,
+    pub handle: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    #[serde(deserialize_with = "de_stage_name")]
+    pub name: String,
+    #[serde(deserialize_with = "de_opt_name", serialize_with = "ser_opt")]
+    pub owner: Option<String>,
+    pub engine: CacheEngine,
+    /// The size to install now.
+    #[serde(deserialize_with = "de_size")]
+    pub size_bytes: u64,
+    pub write_mode: WriteMode,
+    pub eviction: Eviction,
+    #[serde(deserialize_with = "de_max_dirty")]
+    pub max_dirty_bytes: u64,
+    /// The agent's device a flash engine lives on; `None`: the agent's first.
+    #[serde(deserialize_with = "de_opt_name", serialize_with = "ser_opt")]
+    pub device: Option<String>,
+    #[serde(deserialize_with = "de_placement")]
+    pub placement: Vec<PartHandle>,
+    /// A second-level cache stage this stage's misses go through.
+    #[serde(deserialize_with = "de_opt_stage_name", serialize_with = "ser_opt")]
+    pub next: Option<String>,
+}
+
+impl CacheConfig {
+    /// The handle `part` writes with (0 when the broker gave it none).
+    pub fn handle(&self, part: EnginePart) -> u16 {
+        self.placement
+            .iter()
+            .find(|p| p.part == part)
+            .map_or(0, |p| p.handle)
+    }
+
+    /// Whether a live stage built from `self` can become `other` by a resize alone (only the
+    /// size differs); any other change builds a new stage.
+    pub fn same_but_size(&self, other: &CacheConfig) -> bool {
+        CacheConfig {
+            size_bytes: other.size_bytes,
+            ..self.clone()
+        } == *other
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, try_from = "RawRateLimit")]
+pub struct RateLimitConfig {
+    pub name: String,
+    #[serde(serialize_with = "ser_opt")]
+    pub owner: Option<String>,
+    #[serde(serialize_with = "ser_opt")]
+    pub iops: Option<u64>,
+    #[serde(serialize_with = "ser_opt")]
+    pub bytes_per_s: Option<u64>,
+}
+
+/// Deserialized first, then checked for the one cross-field rule (some limit is set).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    #[serde(deserialize_with = "de_stage_name")]
+    name: String,
+    #[serde(deserialize_with = "de_opt_name")]
+    owner: Option<String>,
+    #[serde(deserialize_with = "de_iops")]
+    iops: Option<u64>,
+    #[serde(deserialize_with = "de_bytes_per_s")]
+    bytes_per_s: Option<u64>,
+}
+
+impl TryFrom<RawRateLimit> for RateLimitConfig {
+    type Error = String;
+    fn try_from(r: RawRateLimit) -> Result<Self, String> {
+        if r.iops.is_none() && r.bytes_per_s.is_none() {
+            return Err(format!(
+                "ratelimit stage {:?}: set iops, bytes_per_s or both",
+                r.name
+            ));
+        }
+        Ok(RateLimitConfig {
+            name: r.name,
+            owner: r.owner,
+            iops: r.iops,
+            bytes_per_s: r.bytes_per_s,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    #[serde(deserialize_with = "de_stage_name")]
+    pub name: String,
+    #[serde(deserialize_with = "de_opt_name", serialize_with = "ser_opt")]
+    pub owner: Option<String>,
+    #[serde(deserialize_with = "de_dir")]
+    pub dir: String,
+}
+
+/// `None` as `null` (the schema requires these fields, nullable).
+fn ser_opt<T: Serialize, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_some(v),
+        None => s.serialize_none(),
+    }
+}
+
+/// Checks a desired state's stages as a set: unique names, `next` naming a cache stage that
+/// exists and no cycle through `next`.
+pub fn check_stages(stages: &[StageConfig]) -> Result<(), String> {
+    use std::collections::HashMap;
+    let mut by_name: HashMap<&str, &StageConfig> = HashMap::new();
+    for s in stages {
+        if by_name.insert(s.name(), s).is_some() {
+            return Err(format!("stage {:?} is declared twice", s.name()));
+        }
+    }
+    for s in stages {
+        let StageConfig::Cache(c) = s else { continue };
+        let mut seen = vec![c.name.as_str()];
+        let mut at = c;
+        while let Some(next) = &at.next {
+            match by_name.get(next.as_str()) {
+                Some(StageConfig::Cache(n)) => {
+                    if seen.contains(&n.name.as_str()) {
+                        return Err(format!(
+                            "stage {:?}: next stages form a cycle ({} -> {})",
+                            c.name,
+                            seen.join(" -> "),
+                            n.name
+                        ));
+                    }
+                    seen.push(&n.name);
+                    at = n;
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "stage {:?}: next {next:?} is not a cache stage",
+                        at.name
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "stage {:?}: next {next:?} is not a declared stage",
+                        at.name
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(name: &str, next: Option<&str>) -> StageConfig {
+        StageConfig::Cache(CacheConfig {
+            name: name.into(),
+            owner: Some("alpha".into()),
+            engine: CacheEngine::Loc,
+            size_bytes: 1 << 20,
+            write_mode: WriteMode::Through,
+            eviction: Eviction::Lru,
+            max_dirty_bytes: 1 << 20,
+            device: None,
+            placement: vec![PartHandle {
+                part: EnginePart::Loc,
+                handle: 3,
+            }],
+            next: next.map(String::from),
+        })
+    }
+
+    #[test]
+    fn stage_names() {
+        for ok in ["cache/alpha", "a", "qos/gold-1", "a/b/c"] {
+            assert!(is_valid_stage_name(ok), "{ok}");
+        }
+        for bad in ["", "/a", "a/", "Cache", "a b", &"a".repeat(129)] {
+            assert!(!is_valid_stage_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stage_sets_refuse_duplicates_dangling_and_cyclic_next() {
+        assert!(check_stages(&[cache("c/a", Some("c/b")), cache("c/b", None)]).is_ok());
+        let e = check_stages(&[cache("c/a", None), cache("c/a", None)]).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        let e = check_stages(&[cache("c/a", Some("c/x"))]).unwrap_err();
+        assert!(e.contains("not a declared stage"), "{e}");
+        let e = check_stages(&[cache("c/a", Some("c/b")), cache("c/b", Some("c/a"))]).unwrap_err();
+        assert!(e.contains("cycle"), "{e}");
+    }
+
+    #[test]
+    fn handles_and_resizes() {
+        let StageConfig::Cache(a) = cache("c/a", None) else {
+            unreachable!()
+        };
+        assert_eq!(a.handle(EnginePart::Loc), 3);
+        assert_eq!(a.handle(EnginePart::KSet), 0);
+        let bigger = CacheConfig {
+            size_bytes: 2 << 20,
+            ..a.clone()
+        };
+        assert!(a.same_but_size(&bigger));
+        let other_mode = CacheConfig {
+            write_mode: WriteMode::Back,
+            ..a.clone()
+        };
+        assert!(!a.same_but_size(&other_mode));
+    }
+}
