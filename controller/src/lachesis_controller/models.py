@@ -254,3 +254,20 @@ class DevicePlacement(Base):
     model_dlwa: Mapped[float] = mapped_column(Float)
     warnings: Mapped[list[str]] = mapped_column(JSON)
     computed_at: Mapped[datetime]
+
+
+class Stage(Base):
+    """A stage declared through REST (`/api/v1/stages`, Moirai's cache API). Stages declared
+    by policies live in their policy versions; stages/store.py reads both as one list."""
+
+    __tablename__ = "stages"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    # The database itself refuses to drop a tenant that owns a stage.
+    owner: Mapped[str | None] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"), index=True)
+    # The declaration as sent (policy_model's stage kinds), with its defaults filled in.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(128))

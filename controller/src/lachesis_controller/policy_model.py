@@ -3,9 +3,9 @@
 These models are the source of policies/schema/policy.schema.json (policy_schema.py writes
 it; a test keeps the two equal), so the API and the published schema accept the same
 documents. A policy states tenants, the stages their IO may be sent through (caches, QoS
-queues, replica sets, tail-latency routers, FDP placements) and the sRoute rules that send
-it there. Rules and tenants ship to the agents today; stages are stored desired state that
-the agents will enforce as their runtimes land (docs/policies.md says which).
+limits, log writers, replica sets, tail-latency routers, FDP placements) and the sRoute rules
+that send it there. stages/resolve.py turns them into what the agents run (the stage
+contract of desired state); docs/policies.md says what each kind becomes.
 """
 
 from __future__ import annotations
@@ -44,17 +44,38 @@ class StageBase(RequestModel):
 
 class CacheStage(StageBase):
     kind: Literal["cache"]
-    size_bytes: int = Field(ge=1 << 20, le=1 << 50)
+    size_bytes: int = Field(
+        ge=1 << 20, le=1 << 50,
+        description="Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.",
+    )
     level: Literal[1, 2] = 1
     parent: str | None = Field(default=None, description="Level-2 cache stage misses go to.")
-    eviction: Literal["lru", "lfu", "mrc"] = "lru"
+    eviction: Literal["lru", "fifo", "mrc"] = Field(
+        default="lru", description="mrc: LRU, sized by the tenants' miss-ratio curves."
+    )
+    engine: Literal["dram", "loc", "kangaroo", "hybrid"] | None = Field(
+        default=None, description="null: loc on a host with a flash device, else dram."
+    )
+    write_mode: Literal["through", "back", "around"] = "through"
+    max_dirty_bytes: int = Field(default=16 << 20, ge=4096, le=1 << 50)
+    device: Name | None = Field(default=None, description="The host's flash device; null: its first.")
 
 
 class QosStage(StageBase):
     kind: Literal["qos"]
-    priority: Literal["high", "normal", "low"] = "normal"
-    min_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1)
-    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1)
+    priority: Literal["high", "normal", "low"] = Field(
+        default="normal", description="Recorded; not yet enforced by the agents (docs/policies.md)."
+    )
+    min_bandwidth_bytes_per_s: int | None = Field(
+        default=None, ge=1, description="Recorded; not yet enforced by the agents (docs/policies.md)."
+    )
+    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=1 << 50)
+    max_iops: int | None = Field(default=None, ge=1, le=100_000_000)
+
+
+class LogStage(StageBase):
+    kind: Literal["log"]
+    dir: FilePath = Field(description="Where the log writer keeps its log on the host.")
 
 
 class ReplicaSetStage(StageBase):
@@ -76,7 +97,7 @@ class FdpPlacementStage(StageBase):
 
 
 Stage = Annotated[
-    CacheStage | QosStage | ReplicaSetStage | TailLatencyStage | FdpPlacementStage,
+    CacheStage | QosStage | LogStage | ReplicaSetStage | TailLatencyStage | FdpPlacementStage,
     Field(discriminator="kind"),
 ]
 

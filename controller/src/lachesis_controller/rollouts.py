@@ -32,6 +32,8 @@ from sqlalchemy.orm import Session
 from . import metrics
 from .messages import Ack, DesiredState
 from .models import CacheAllocation, Host, Rollout, RolloutTarget, Rule, Tenant
+from .stages import store as stage_store
+from .stages.resolve import shipped_rules, shipped_stages
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +72,18 @@ def build_desired_state(
     tenants = session.scalars(select(Tenant).order_by(Tenant.name)).all()
     rules = session.scalars(select(Rule).order_by(Rule.priority, Rule.name)).all()
     caches = cache_sizes(session)
+    declared = stage_store.declared_stages(session)
+    host = stage_store.host_view(session, host_id)
+    stages = shipped_stages(declared.values(), host, stage_store.allocation_sizes(session))
+    rule_dicts = [
+        {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
+        for r in rules
+        if r.applies_to(host_id)
+    ]
     return encode(
         {
             **({"caches": caches} if caches is not None else {}),
+            **({"stages": stages} if stages else {}),
             "schema": "lachesis.desired-state/v1",
             "host_id": host_id,
             "generation": generation,
@@ -80,13 +91,21 @@ def build_desired_state(
             "issued_at": rfc3339(issued_at),
             "traceparent": traceparent,
             "tenants": [{"name": t.name, "classifiers": t.classifiers} for t in tenants],
-            "rules": [
-                {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
-                for r in rules
-                if r.applies_to(host_id)
-            ],
+            "rules": shipped_rules(rule_dicts, declared, (s["name"] for s in stages)),
         }
     )
+
+
+def resized(message_stages: list[dict[str, Any]], session: Session, host_id: str) -> list[dict[str, Any]]:
+    """The stages of an earlier message with the cache sizes of the allocation in force
+    (a rollback restores rules and stages, never an older allocation)."""
+    declared = stage_store.declared_stages(session).values()
+    host = stage_store.host_view(session, host_id)
+    now = {s["name"]: s for s in shipped_stages(declared, host, stage_store.allocation_sizes(session))}
+    return [
+        {**s, "size_bytes": now[s["name"]]["size_bytes"]} if s["kind"] == "cache" and s["name"] in now else s
+        for s in message_stages
+    ]
 
 
 def cache_sizes(session: Session) -> list[dict[str, Any]] | None:
@@ -407,6 +426,7 @@ def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publica
                 "tenants": state["tenants"], "rules": state["rules"],
                 # Allocations are one-phase and never rolled back: the one in force stays.
                 **({"caches": caches} if caches is not None else {}),
+                **({"stages": resized(state["stages"], session, host.id)} if state.get("stages") else {}),
             }
         )
         back.targets.append(

@@ -1,0 +1,162 @@
+"""Declared stages (policies, REST) -> the stage contract one host runs, and its rules.
+
+This is where the policy vocabulary becomes the agents' vocabulary, once, before shipping
+(api-schemas/README.md, "Stages"):
+
+| declared kind | shipped as |
+|---|---|
+| `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next` |
+| `qos` | a `ratelimit` stage from `max_bandwidth_bytes_per_s` / `max_iops`; without either nothing ships and rules pass over it (priorities and minimums are not enforced yet) |
+| `log` | a `log` stage |
+| `replica_set` | no stage: a rule sending IO there becomes a read rule to `read_set` and a rule for the other ops to `write_set` (file detours) |
+| `tail_latency` | no stage: reads go to the `candidates` (file detours; the switch spreads reads over them) |
+| `fdp_placement` | no stage: the owner's cache stages on that device write with that handle; rules pass over it |
+
+A rule left with no detour after passing over stages is not shipped (it has nothing to do).
+Pure functions of their inputs, so the whole mapping is tested without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Engine -> the write streams it has (placement/streams.py names the same parts).
+ENGINE_PARTS: dict[str, tuple[str, ...]] = {
+    "dram": (),
+    "loc": ("loc",),
+    "kangaroo": ("klog", "kset"),
+    "hybrid": ("klog", "kset", "loc"),
+}
+MAX_NAME = 63
+
+
+@dataclass(frozen=True)
+class HostView:
+    """What the resolution needs to know of one host."""
+
+    host_id: str
+    devices: tuple[str, ...] = ()  # flash devices in registration order
+    # (device, tenant, part) -> handle, from the placement broker's last answer.
+    handles: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+
+
+def applies_to(stage: Mapping[str, Any], host_id: str) -> bool:
+    hosts = stage.get("hosts")
+    return hosts is None or host_id in hosts
+
+
+def _owner_shares(declared: Iterable[Mapping[str, Any]], allocation: Mapping[str, int]) -> dict[str, int]:
+    """Stage name -> allocated bytes: each tenant's allocation goes to its level-1 cache
+    stages, split in proportion to their declared sizes."""
+    by_owner: dict[str, list[Mapping[str, Any]]] = {}
+    for s in declared:
+        if s["kind"] == "cache" and s.get("owner") in allocation and s.get("level", 1) == 1:
+            by_owner.setdefault(s["owner"], []).append(s)
+    out: dict[str, int] = {}
+    for owner, stages in by_owner.items():
+        total = sum(s["size_bytes"] for s in stages)
+        left = int(allocation[owner])
+        for i, s in enumerate(sorted(stages, key=lambda s: s["name"])):
+            share = left if i == len(stages) - 1 else int(allocation[owner] * s["size_bytes"] / total)
+            out[s["name"]] = share
+            left -= share
+    return out
+
+
+def _cache(stage: Mapping[str, Any], host: HostView, size: int, fdp: Mapping[tuple[str, str], int]) -> dict[str, Any]:
+    engine = stage.get("engine") or ("loc" if host.devices else "dram")
+    device = stage.get("device")
+    placement = []
+    if engine != "dram":
+        on = device or (host.devices[0] if host.devices else None)
+        owner = stage.get("owner")
+        for part in ENGINE_PARTS[engine]:
+            handle = fdp.get((on or "", owner or "")) if owner else None
+            if handle is None and owner is not None:
+                handle = host.handles.get((on or "", owner, part))
+            if handle is not None:
+                placement.append({"part": part, "handle": handle})
+    return {
+        "kind": "cache", "name": stage["name"], "owner": stage.get("owner"), "engine": engine,
+        "size_bytes": int(size), "write_mode": stage.get("write_mode", "through"),
+        "eviction": "fifo" if stage.get("eviction") == "fifo" else "lru",
+        "max_dirty_bytes": stage.get("max_dirty_bytes", 16 << 20), "device": device,
+        "placement": placement, "next": stage.get("parent"),
+    }
+
+
+def shipped_stages(
+    declared: Iterable[Mapping[str, Any]], host: HostView, allocation: Mapping[str, int] | None,
+) -> list[dict[str, Any]]:
+    """The stage contract for `host`: every declared data-plane stage that applies to it."""
+    mine = [s for s in declared if applies_to(s, host.host_id)]
+    sized = _owner_shares(mine, allocation or {})
+    fdp = {
+        (s["device"], s["owner"]): s["placement_handle"]
+        for s in mine if s["kind"] == "fdp_placement" and s.get("owner")
+    }
+    out = []
+    for s in sorted(mine, key=lambda s: s["name"]):
+        if s["kind"] == "cache":
+            out.append(_cache(s, host, sized.get(s["name"], s["size_bytes"]), fdp))
+        elif s["kind"] == "qos" and (s.get("max_bandwidth_bytes_per_s") or s.get("max_iops")):
+            out.append({
+                "kind": "ratelimit", "name": s["name"], "owner": s.get("owner"),
+                "iops": s.get("max_iops"), "bytes_per_s": s.get("max_bandwidth_bytes_per_s"),
+            })
+        elif s["kind"] == "log":
+            out.append({"kind": "log", "name": s["name"], "owner": s.get("owner"), "dir": s["dir"]})
+    return out
+
+
+def _files(paths: Iterable[str]) -> list[dict[str, Any]]:
+    return [{"what": "io", "to": {"kind": "file", "target": p}} for p in paths]
+
+
+def _suffixed(name: str, suffix: str) -> str:
+    return name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+
+
+def shipped_rules(
+    rules: Iterable[Mapping[str, Any]], declared: Mapping[str, Mapping[str, Any]], shipped: Iterable[str],
+) -> list[dict[str, Any]]:
+    """The rules as the agents run them: detours to stages that are not data-plane stages
+    resolved to what they stand for (see the module's table). `shipped`: names of the
+    stages in the host's contract."""
+    shipped = set(shipped)
+    out: list[dict[str, Any]] = []
+    for rule in rules:
+        detours: list[dict[str, Any]] = []
+        split: Mapping[str, Any] | None = None
+        for d in rule["detours"]:
+            target = d["to"]["target"]
+            stage = declared.get(target) if d["to"]["kind"] == "stage" else None
+            if stage is None or target in shipped:
+                detours.append(dict(d))
+            elif stage["kind"] == "replica_set" and split is None:
+                split = stage
+            elif stage["kind"] == "tail_latency" and d["what"] == "io":
+                detours.extend(_files(stage["candidates"]))
+            # qos without limits, fdp_placement: nothing on the IO path.
+        base = {k: v for k, v in rule.items() if k not in ("detours",)}
+        if split is None:
+            if detours:
+                out.append({**base, "detours": detours})
+            continue
+        ops = rule["match"].get("ops") or ["read", "write", "create", "delete"]
+        reads = [o for o in ops if o == "read"]
+        others = [o for o in ops if o != "read"]
+        if reads:
+            out.append({
+                **base, "match": {**rule["match"], "ops": reads},
+                "detours": detours + _files(split["read_set"]),
+            })
+        if others:
+            out.append({
+                **base, "name": _suffixed(rule["name"], "-writes") if reads else rule["name"],
+                "match": {**rule["match"], "ops": others},
+                "detours": detours + _files(split["write_set"]),
+            })
+    return out

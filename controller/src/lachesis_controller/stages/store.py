@@ -1,0 +1,43 @@
+"""The declared stages and the per-host inputs of their resolution, from the database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..models import CacheAllocation, DevicePlacement, Host, Stage
+from ..ruleset import policies_in_force
+from .resolve import HostView
+
+
+def declared_stages(session: Session) -> dict[str, dict[str, Any]]:
+    """Name -> declaration, from the policies in force and the REST-declared stages."""
+    out: dict[str, dict[str, Any]] = {}
+    for policy in policies_in_force(session):
+        for stage in policy.compiled.get("stages", []):
+            out[stage["name"]] = {**stage, "source": f"policy/{policy.name}"}
+    for stage in session.scalars(select(Stage).order_by(Stage.name)):
+        out[stage.name] = {**stage.spec, "source": "api"}
+    return out
+
+
+def allocation_sizes(session: Session) -> dict[str, int] | None:
+    """The allocation in force as tenant -> bytes (None: no allocation)."""
+    current = session.get(CacheAllocation, "current")
+    if current is None:
+        return None
+    return {name: max(0, round(share["size_bytes"])) for name, share in current.tenants.items()}
+
+
+def host_view(session: Session, host_id: str) -> HostView:
+    host = session.get(Host, host_id)
+    devices = tuple(d["name"] for d in (host.capabilities.get("devices", []) if host else []))
+    handles = {
+        (p.device, s["tenant"], s["part"]): int(s["handle"])
+        for p in session.scalars(select(DevicePlacement).where(DevicePlacement.host_id == host_id))
+        for s in p.streams
+        if "handle" in s
+    }
+    return HostView(host_id=host_id, devices=devices, handles=handles)

@@ -1,0 +1,105 @@
+"""stages/resolve.py: declared stages and rules -> what one host ships (the stage contract)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT
+from lachesis_controller.messages import DesiredState
+from lachesis_controller.policy_compiler import compile_policy
+from lachesis_controller.policy_model import PolicyDocument
+from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
+
+EXAMPLES = sorted((REPO_ROOT / "policies" / "examples").glob("*.yaml"))
+FLASH = HostView("host-a", devices=("flash0",))
+
+
+def cache(name: str, owner: str | None, size: int = 1 << 30, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": "cache", "owner": owner, "size_bytes": size, "level": 1, "eviction": "lru", **extra}
+
+
+def to_stage(name: str, **match: Any) -> dict[str, Any]:
+    return {"name": f"r-{name.replace('/', '-')}", "priority": 10, "match": match,
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": name}}]}
+
+
+def desired(stages: list[dict[str, Any]], rules: list[dict[str, Any]]) -> DesiredState:
+    return DesiredState.model_validate({
+        "schema": "lachesis.desired-state/v1", "host_id": "host-a", "generation": 1, "rollout_id": None,
+        "issued_at": "2026-11-24T10:00:00Z", "traceparent": None, "tenants": [], "rules": rules,
+        "stages": stages,
+    })
+
+
+def test_allocation_sizes_the_owners_level_one_caches_in_proportion() -> None:
+    declared = [cache("cache/a1", "a", 1 << 30), cache("cache/a2", "a", 3 << 30), cache("cache/b", "b"),
+                cache("cache/shared", None), cache("cache/a-l2", "a", 8 << 30, level=2)]
+    sizes = {s["name"]: s["size_bytes"] for s in shipped_stages(declared, FLASH, {"a": 1000, "b": 7})}
+    assert sizes == {"cache/a1": 250, "cache/a2": 750, "cache/b": 7, "cache/shared": 1 << 30, "cache/a-l2": 8 << 30}
+    # No allocation in force: the declared sizes.
+    assert {s["size_bytes"] for s in shipped_stages(declared[:1], FLASH, None)} == {1 << 30}
+
+
+def test_engine_defaults_by_host_and_placement_handles_come_from_the_broker() -> None:
+    declared = [cache("cache/a", "a", engine="hybrid"), cache("cache/b", "b")]
+    host = HostView("host-a", ("flash0", "flash1"), {("flash0", "a", "klog"): 3, ("flash0", "a", "kset"): 4,
+                                                     ("flash0", "b", "loc"): 5, ("flash1", "a", "loc"): 9})
+    a, b = shipped_stages(declared, host, None)
+    assert a["engine"] == "hybrid" and a["placement"] == [{"part": "klog", "handle": 3}, {"part": "kset", "handle": 4}]
+    assert b["engine"] == "loc" and b["placement"] == [{"part": "loc", "handle": 5}]
+    (dram,) = shipped_stages([cache("cache/b", "b")], HostView("host-b"), None)
+    assert dram["engine"] == "dram" and dram["placement"] == []
+
+
+def test_fdp_placement_overrides_the_broker_for_the_owner() -> None:
+    declared = [cache("cache/logs", "logs", device="nvme0"),
+                {"name": "fdp/logs", "kind": "fdp_placement", "owner": "logs", "device": "nvme0", "placement_handle": 6}]
+    host = HostView("host-a", ("nvme0",), {("nvme0", "logs", "loc"): 1})
+    (only,) = shipped_stages(declared, host, None)
+    assert only["placement"] == [{"part": "loc", "handle": 6}]
+
+
+def test_qos_becomes_a_rate_limit_only_with_a_limit() -> None:
+    declared = [{"name": "qos/gold", "kind": "qos", "owner": "gold", "max_bandwidth_bytes_per_s": 100, "max_iops": None},
+                {"name": "qos/low", "kind": "qos", "owner": "batch", "priority": "low"}]
+    assert shipped_stages(declared, FLASH, None) == [
+        {"kind": "ratelimit", "name": "qos/gold", "owner": "gold", "iops": None, "bytes_per_s": 100}]
+    rules = shipped_rules([to_stage("qos/gold"), to_stage("qos/low")], {s["name"]: s for s in declared}, ["qos/gold"])
+    assert [r["name"] for r in rules] == ["r-qos-gold"], "a rule left with nothing to do is not shipped"
+
+
+def test_replica_sets_split_reads_from_writes_and_tail_latency_spreads_reads() -> None:
+    declared = {
+        "replica/l": {"name": "replica/l", "kind": "replica_set", "write_set": ["/a", "/b", "/c"], "read_set": ["/a", "/b"]},
+        "route/s": {"name": "route/s", "kind": "tail_latency", "candidates": ["/x", "/y"], "hedge_after_ms": 5},
+    }
+    rules = shipped_rules([to_stage("replica/l", tenant="l"), to_stage("route/s", ops=["read"])], declared, [])
+    files = {r["name"]: (r["match"].get("ops"), [d["to"]["target"] for d in r["detours"]]) for r in rules}
+    assert files == {
+        "r-replica-l": (["read"], ["/a", "/b"]),
+        "r-replica-l-writes": (["write", "create", "delete"], ["/a", "/b", "/c"]),
+        "r-route-s": (["read"], ["/x", "/y"]),
+    }
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("host", [FLASH, HostView("host-a")], ids=["flash", "no-device"])
+def test_every_example_resolves_to_a_valid_desired_state(example: Path, host: HostView) -> None:
+    compiled = compile_policy(PolicyDocument.model_validate(yaml.safe_load(example.read_text())))
+    declared = {s["name"]: s for s in compiled.stages}
+    stages = shipped_stages(compiled.stages, host, None)
+    rules = shipped_rules(
+        [{k: v for k, v in r.items() if k != "hosts"} for r in compiled.rules], declared, [s["name"] for s in stages]
+    )
+    message = desired(stages, rules)
+    shipped = {s.name for s in message.stages}
+    for rule in rules:
+        for d in rule["detours"]:
+            if d["to"]["kind"] == "stage":
+                assert d["to"]["target"] in shipped, f"{rule['name']} names {d['to']['target']}, which is not shipped"
+    json.dumps(message.dump())
