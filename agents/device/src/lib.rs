@@ -1,4 +1,4 @@
-//! Lachesis device layer: one [`BlockDevice`] trait with FDP placement handles, and three
+//! Lachesis device layer: one [`BlockDevice`] trait with FDP placement handles, and four
 //! backends behind it.
 //!
 //! - [`uring::UringDevice`]: io_uring on a file or block device with O_DIRECT, registered
@@ -7,11 +7,15 @@
 //!   with the FDP data placement directive, deallocate, RUH status and the FDP log pages.
 //! - [`sim::SimSsd`]: a simulated FDP SSD with greedy garbage collection that measures
 //!   device-level write amplification (DLWA) instead of assuming it.
+//! - [`measured::MeasuredDevice`]: a device that measures: data in a file through
+//!   [`uring::UringDevice`], and the simulator's FTL run beside it on every write and trim, so
+//!   DLWA is measured under real IO (per placement handle).
 //!
 //! [`model`] is the FDP paper's analytic DLWA model the simulator is checked against.
 
 pub mod buf;
 pub mod device;
+pub mod measured;
 pub mod model;
 pub mod nvme;
 pub mod sim;

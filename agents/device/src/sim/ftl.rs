@@ -11,7 +11,7 @@ use crate::nvme::logpage::RuhType;
 
 use super::config::{Layout, SimConfig};
 use super::gc::VictimIndex;
-use super::stats::{EventLog, SimStats};
+use super::stats::{EventLog, HandleCounters, SimStats};
 
 /// Marks an unmapped logical page, an invalid physical page, or an empty list link.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -122,6 +122,55 @@ impl Media {
     }
 }
 
+/// Per-handle accounting: which handle wrote each logical page's current data, and each
+/// handle's counters. Optional because it costs two bytes per logical page and a few stores per
+/// write that trace simulation does not need.
+pub(crate) struct HandleLedger {
+    /// Global handle index (group × handles + handle) per logical page; meaningful only while
+    /// the page is mapped.
+    owner: Vec<u16>,
+    pub(crate) counters: Vec<HandleCounters>,
+}
+
+impl HandleLedger {
+    fn new(logical_pages: u32, handles: u32) -> HandleLedger {
+        HandleLedger {
+            owner: vec![0; logical_pages as usize],
+            counters: vec![HandleCounters::default(); handles as usize],
+        }
+    }
+
+    /// The host wrote `lpn` through global handle `h`; `overwrote` if it held data before.
+    #[inline]
+    fn host_write(&mut self, lpn: u32, h: u32, overwrote: bool) {
+        let o = &mut self.owner[lpn as usize];
+        if overwrote {
+            self.counters[usize::from(*o)].valid_pages -= 1;
+        }
+        *o = h as u16;
+        let c = &mut self.counters[h as usize];
+        c.host_pages_written += 1;
+        c.valid_pages += 1;
+    }
+
+    #[inline]
+    fn deallocated(&mut self, lpn: u32) {
+        let c = &mut self.counters[usize::from(self.owner[lpn as usize])];
+        c.pages_deallocated += 1;
+        c.valid_pages -= 1;
+    }
+
+    #[inline]
+    pub(crate) fn relocated(&mut self, lpn: u32) {
+        self.counters[usize::from(self.owner[lpn as usize])].gc_pages_written += 1;
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.owner.capacity() * std::mem::size_of::<u16>()
+            + self.counters.capacity() * std::mem::size_of::<HandleCounters>()
+    }
+}
+
 /// All simulator state. Page numbers are `u32`: physical page = unit × pages_per_ru + offset.
 pub(crate) struct Ftl {
     pub(crate) layout: Layout,
@@ -142,10 +191,12 @@ pub(crate) struct Ftl {
     pub(crate) stats: SimStats,
     pub(crate) events: EventLog,
     pub(crate) media: Media,
+    /// Per-handle counters, when asked for ([`super::SimSsd::with_handle_accounting`]).
+    pub(crate) ledger: Option<HandleLedger>,
 }
 
 impl Ftl {
-    pub(crate) fn new(cfg: &SimConfig) -> Result<Ftl> {
+    pub(crate) fn new(cfg: &SimConfig, handle_accounting: bool) -> Result<Ftl> {
         let layout = cfg.layout()?;
         let mut next_domain = 1;
         let ruh_domain = cfg
@@ -197,6 +248,8 @@ impl Ftl {
             stats: SimStats::default(),
             events: EventLog::new(cfg.max_events),
             media,
+            ledger: handle_accounting
+                .then(|| HandleLedger::new(layout.logical_pages, layout.groups * layout.ruhs)),
             layout,
         })
     }
@@ -294,6 +347,9 @@ impl Ftl {
         self.p2l[ppn as usize] = lpn;
         self.rus[(ppn / self.layout.pages_per_ru) as usize].valid += 1;
         self.stats.host_pages_written += 1;
+        if let Some(l) = &mut self.ledger {
+            l.host_write(lpn, group * self.layout.ruhs + ruh, old != NIL);
+        }
         Ok(())
     }
 
@@ -314,6 +370,9 @@ impl Ftl {
             self.invalidate(old);
             self.l2p[lpn as usize] = NIL;
             self.stats.pages_deallocated += 1;
+            if let Some(l) = &mut self.ledger {
+                l.deallocated(lpn);
+            }
         }
     }
 
@@ -329,6 +388,22 @@ impl Ftl {
             Some(ru) => self.layout.pages_per_ru - self.rus[ru as usize].written,
             None => self.layout.pages_per_ru,
         }
+    }
+
+    /// Bytes of heap the simulator's metadata takes (maps, unit table, victim index, ledger).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.l2p.capacity() * size_of::<u32>()
+            + self.p2l.capacity() * size_of::<u32>()
+            + self.rus.capacity() * size_of::<RuMeta>()
+            + self
+                .free
+                .iter()
+                .map(|q| q.capacity() * size_of::<u32>())
+                .sum::<usize>()
+            + (self.host_open.capacity() + self.gc_open.capacity()) * size_of::<Option<u32>>()
+            + self.victims.heap_bytes()
+            + self.ledger.as_ref().map_or(0, HandleLedger::heap_bytes)
     }
 
     /// Checks internal invariants (tests): valid counts match the maps, every mapped page
@@ -365,6 +440,30 @@ impl Ftl {
             return Err(format!(
                 "{live} live physical pages but {mapped} mapped logical pages"
             ));
+        }
+        if let Some(l) = &self.ledger {
+            let mut valid = vec![0u64; l.counters.len()];
+            for (lpn, &ppn) in self.l2p.iter().enumerate() {
+                if ppn != NIL {
+                    valid[usize::from(l.owner[lpn])] += 1;
+                }
+            }
+            for (h, c) in l.counters.iter().enumerate() {
+                if c.valid_pages != valid[h] {
+                    return Err(format!(
+                        "handle {h} counts {} valid pages, the maps say {}",
+                        c.valid_pages, valid[h]
+                    ));
+                }
+            }
+            let host: u64 = l.counters.iter().map(|c| c.host_pages_written).sum();
+            let gc: u64 = l.counters.iter().map(|c| c.gc_pages_written).sum();
+            if host != self.stats.host_pages_written || gc != self.stats.gc_pages_written {
+                return Err(format!(
+                    "handles sum to {host} host and {gc} relocated pages, the device counts {} and {}",
+                    self.stats.host_pages_written, self.stats.gc_pages_written
+                ));
+            }
         }
         Ok(())
     }

@@ -31,6 +31,14 @@ impl VictimIndex {
         }
     }
 
+    pub(crate) fn heap_bytes(&self) -> usize {
+        (self.heads.capacity()
+            + self.min_hint.capacity()
+            + self.next.capacity()
+            + self.prev.capacity())
+            * std::mem::size_of::<u32>()
+    }
+
     #[inline]
     fn head_index(&self, domain: u32, valid: u32) -> usize {
         domain as usize * self.buckets_per_domain + valid as usize
@@ -136,6 +144,9 @@ impl Ftl {
             self.l2p[lpn as usize] = dst;
             self.p2l[dst as usize] = lpn;
             self.rus[(dst / ppr) as usize].valid += 1;
+            if let Some(l) = &mut self.ledger {
+                l.relocated(lpn);
+            }
             first_lba.get_or_insert(lpn);
             moved += 1;
         }

@@ -13,7 +13,7 @@ mod stats;
 pub mod workload;
 
 pub use config::SimConfig;
-pub use stats::SimStats;
+pub use stats::{HandleCounters, SimStats};
 
 use crate::device::{BlockDevice, Error, FdpLogs, Geometry, Placement, PlacementHandle, Result};
 use crate::nvme::logpage::{FdpConfig, FdpConfigurations, FdpEvent, FdpStats, RuhStatus};
@@ -40,7 +40,18 @@ pub struct WearSummary {
 impl SimSsd {
     /// Builds an empty (fully deallocated) device.
     pub fn new(config: SimConfig) -> Result<SimSsd> {
-        let ftl = Ftl::new(&config)?;
+        SimSsd::build(config, false)
+    }
+
+    /// Builds an empty device that also keeps [`HandleCounters`] per placement handle (which
+    /// handle wrote each logical page, so relocations are charged to it): two more bytes per
+    /// logical page. See [`SimSsd::handle_counters`].
+    pub fn with_handle_accounting(config: SimConfig) -> Result<SimSsd> {
+        SimSsd::build(config, true)
+    }
+
+    fn build(config: SimConfig, handle_accounting: bool) -> Result<SimSsd> {
+        let ftl = Ftl::new(&config, handle_accounting)?;
         let l = ftl.layout;
         let handles = l.groups * l.ruhs;
         let geometry = Geometry {
@@ -81,6 +92,24 @@ impl SimSsd {
     /// Page-granular counters.
     pub fn stats(&self) -> SimStats {
         self.ftl.stats
+    }
+
+    /// Per-placement-handle counters, indexed by handle, if the device was built
+    /// [`SimSsd::with_handle_accounting`].
+    pub fn handle_counters(&self) -> Option<&[HandleCounters]> {
+        self.ftl.ledger.as_ref().map(|l| l.counters.as_slice())
+    }
+
+    /// Bytes of heap the simulator's metadata takes: the logical-to-physical and reverse maps
+    /// (4 bytes per logical and per physical page), the unit table and victim index, the
+    /// per-handle ledger (2 bytes per logical page) if kept. Excludes a backing file.
+    pub fn metadata_bytes(&self) -> usize {
+        self.ftl.heap_bytes()
+    }
+
+    /// Reclaim units the device has, over all reclaim groups.
+    pub fn reclaim_units(&self) -> u32 {
+        self.ftl.layout.total_rus
     }
 
     /// Cumulative FDP statistics (what log page 0x22 would report).

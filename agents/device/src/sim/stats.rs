@@ -42,6 +42,28 @@ impl SimStats {
     }
 }
 
+/// Page-granular counters of one placement handle, kept when the simulator was built with
+/// [`super::SimSsd::with_handle_accounting`]. Relocated pages are charged to the handle whose
+/// host write put the data there, wherever garbage collection has moved it since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandleCounters {
+    /// Pages the host wrote through this handle.
+    pub host_pages_written: u64,
+    /// Pages of this handle's data garbage collection relocated.
+    pub gc_pages_written: u64,
+    /// Pages of this handle's data the host deallocated.
+    pub pages_deallocated: u64,
+    /// Logical pages whose current data this handle wrote (still mapped).
+    pub valid_pages: u64,
+}
+
+impl HandleCounters {
+    /// Pages programmed on media for this handle: host writes plus relocations.
+    pub fn media_pages_written(&self) -> u64 {
+        self.host_pages_written + self.gc_pages_written
+    }
+}
+
 /// Bounded FDP event log, oldest first, plus a count of every event ever recorded.
 #[derive(Debug)]
 pub(crate) struct EventLog {
