@@ -501,6 +501,10 @@ pub fn device_reports(devices: &[Device]) -> Vec<DeviceTelemetry> {
                 name: d.name.clone(),
                 host_bytes_written: written,
                 media_bytes_written: None,
+                kind: Some(crate::telemetry::DeviceKindReport::Block),
+                placement_handles: None,
+                reclaim_unit_bytes: None,
+                handles: None,
             })
         })
         .collect()
@@ -593,6 +597,7 @@ fn telemetry_loop(
             interval_s: cfg.interval.as_secs_f64(),
             tenants: engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
             devices: device_reports(&cfg.devices),
+            stages: None,
         };
         bus.publish(&msg);
         // A slow Redis must not make reports pile up.

@@ -58,6 +58,9 @@ pub struct Telemetry {
     pub interval_s: f64,
     pub tenants: Vec<TenantTelemetry>,
     pub devices: Vec<DeviceTelemetry>,
+    /// The installed stages and their counters; absent: no data path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageTelemetry>>,
 }
 
 /// IO the tenant's applications issued (syscall and io_uring layers), cumulative since the
@@ -203,6 +206,85 @@ pub struct DeviceTelemetry {
     pub host_bytes_written: u64,
     /// None when the device does not report media writes.
     pub media_bytes_written: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DeviceKindReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_handles: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_unit_bytes: Option<u64>,
+    /// Per placement handle (a measuring device), in handle order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handles: Option<Vec<HandleTelemetry>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StageKindReport {
+    #[default]
+    Cache,
+    Ratelimit,
+    Log,
+}
+
+fn de_stage_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if lachesis_switch::stage::is_valid_stage_name(&s) {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!("invalid stage name {s:?}")))
+    }
+}
+
+/// What backs a device, as telemetry names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKindReport {
+    File,
+    Block,
+    Nvme,
+    /// Data in a file, an FDP SSD's FTL simulated beside it (media bytes measured).
+    Measured,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandleTelemetry {
+    pub handle: u16,
+    pub host_bytes_written: u64,
+    pub media_bytes_written: Option<u64>,
+}
+
+/// One installed stage (`desired-state` stages) and its counters, cumulative since the stage
+/// was built. The cache fields are set for cache stages only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StageTelemetry {
+    #[serde(deserialize_with = "de_stage_name")]
+    pub name: String,
+    pub kind: StageKindReport,
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<lachesis_switch::CacheEngine>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hits: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misses: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_read_hit: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_read_miss: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_written: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evictions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writebacks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_bytes: Option<u64>,
 }
 
 fn de_host_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -224,7 +224,12 @@ fn agent_made_telemetry_validates() {
             name: "flash0".into(),
             host_bytes_written: 4096,
             media_bytes_written: None,
+            kind: None,
+            placement_handles: None,
+            reclaim_unit_bytes: None,
+            handles: None,
         }],
+        stages: None,
     };
     let json = serde_json::to_value(&msg).unwrap();
     // The size of a report is a benchmark figure (docs/benchmarks/ebpf.md).

@@ -321,10 +321,40 @@ class TelemetryTenant(BusModel):
     cache: TelemetryCache = Field(default=None)  # type: ignore[assignment]
 
 
+class TelemetryHandle(BusModel):
+    handle: int = Field(ge=0, le=65535)
+    host_bytes_written: Counter
+    media_bytes_written: Counter | None
+
+
 class TelemetryDevice(BusModel):
     name: Name
     host_bytes_written: Counter
     media_bytes_written: Counter | None
+    # Absent from agents that do not know them (older agents, plain devices).
+    kind: Literal["file", "block", "nvme", "measured"] = Field(default=None)  # type: ignore[assignment]
+    placement_handles: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    reclaim_unit_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    handles: list[TelemetryHandle] = Field(default=None, max_length=65536)  # type: ignore[assignment]
+
+
+class TelemetryStage(BusModel):
+    """One installed stage and its counters; the cache fields only for cache stages."""
+
+    name: StageName
+    kind: Literal["cache", "ratelimit", "log"]
+    owner: Name | None
+    engine: Literal["dram", "loc", "kangaroo", "hybrid"] = Field(default=None)  # type: ignore[assignment]
+    size_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    installed_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    hits: Counter = Field(default=None)  # type: ignore[assignment]
+    misses: Counter = Field(default=None)  # type: ignore[assignment]
+    bytes_read_hit: Counter = Field(default=None)  # type: ignore[assignment]
+    bytes_read_miss: Counter = Field(default=None)  # type: ignore[assignment]
+    bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
+    evictions: Counter = Field(default=None)  # type: ignore[assignment]
+    writebacks: Counter = Field(default=None)  # type: ignore[assignment]
+    dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
 
 
 class Telemetry(BusModel):
@@ -334,3 +364,5 @@ class Telemetry(BusModel):
     interval_s: int | float = Field(gt=0)
     tenants: list[TelemetryTenant]
     devices: list[TelemetryDevice]
+    # Absent: the agent has no data path.
+    stages: list[TelemetryStage] = Field(default=None, max_length=1024)  # type: ignore[assignment]
