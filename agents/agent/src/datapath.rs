@@ -263,6 +263,29 @@ impl FlowControl for Datapath {
             }
         }
     }
+
+    fn admitted(&self) -> Option<u64> {
+        Some(self.held_counts().0)
+    }
+
+    fn waiting(&self) -> u64 {
+        self.held_counts().1
+    }
+}
+
+impl Datapath {
+    /// (IO admitted so far, IO waiting) summed over the flows the current quiesce holds.
+    fn held_counts(&self) -> (u64, u64) {
+        let inner = self.lock();
+        let mut sum = (0, 0);
+        for (m, held) in inner.mounts.iter().zip(&inner.held) {
+            for name in held {
+                let (admitted, waiting) = m.switch.flow_counts(name);
+                sum = (sum.0 + admitted, sum.1 + waiting as u64);
+            }
+        }
+        sum
+    }
 }
 
 #[cfg(test)]
@@ -339,6 +362,7 @@ mod tests {
         assert!(quiesced("data"));
         assert!(!quiesced("logs"));
         assert_eq!(dp.in_flight(), 0);
+        assert_eq!((dp.admitted(), dp.waiting()), (Some(0), 0));
         // A table without a route that compiles is refused and the old rules stay.
         let bad = Rule::new(
             "bad",

@@ -24,6 +24,12 @@ pub trait FlowControl: Send + Sync {
     fn in_flight(&self) -> u64;
     /// Admit IO of every flow again; IO held back by the quiesce proceeds.
     fn resume(&self);
+    /// IO of the quiesced flows admitted so far (a count that only grows), or `None` where
+    /// the data path does not count it. Logged at drain and at resume: the same count at both
+    /// shows that no IO of the flows was admitted in between, without comparing clocks.
+    fn admitted(&self) -> Option<u64>;
+    /// IO of the quiesced flows waiting for the resume.
+    fn waiting(&self) -> u64;
 }
 
 /// How a drain ended.
@@ -98,6 +104,8 @@ struct Inner {
     quiesced: Vec<Match>,
     ops: HashMap<u64, OwnedHeader>,
     next_id: u64,
+    /// Callers of `admit_wait` waiting for a resume.
+    waiting: u64,
 }
 
 /// In-process [`FlowControl`]: counts the operations in flight and refuses new ones of
@@ -148,12 +156,24 @@ impl InFlightGate {
 
     /// Admit an operation, waiting while its flow is quiesced.
     pub async fn admit_wait(self: &Arc<Self>, h: &IoHeader<'_>) -> OpGuard {
+        /// Counts the caller in [`InFlightGate::waiting`] until it is admitted or gives up.
+        struct Waiting<'a>(&'a InFlightGate);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.lock().waiting -= 1;
+            }
+        }
+        let mut waiting = None;
         loop {
             // Registered before the check, so a resume between the check and the await
             // is not lost.
             let resumed = self.resumed.notified();
             if let Some(guard) = self.admit(h) {
                 return guard;
+            }
+            if waiting.is_none() {
+                self.lock().waiting += 1;
+                waiting = Some(Waiting(self));
             }
             resumed.await;
         }
@@ -193,11 +213,62 @@ impl FlowControl for InFlightGate {
         self.lock().quiesced.clear();
         self.resumed.notify_waiters();
     }
+
+    /// Not counted: this gate refuses IO of a quiesced flow outright ([`Self::admit`]).
+    fn admitted(&self) -> Option<u64> {
+        None
+    }
+
+    fn waiting(&self) -> u64 {
+        self.lock().waiting
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
+    use std::task::Poll;
+
+    /// A gate that signals each `in_flight` question asked after the first (the drain's
+    /// first look, which decides what it waited for).
+    struct Counted {
+        gate: Arc<InFlightGate>,
+        calls: std::sync::atomic::AtomicU64,
+        asked: Notify,
+    }
+
+    impl Counted {
+        fn new(gate: Arc<InFlightGate>) -> Arc<Self> {
+            Arc::new(Counted {
+                gate,
+                calls: Default::default(),
+                asked: Notify::new(),
+            })
+        }
+    }
+
+    impl FlowControl for Counted {
+        fn quiesce(&self, flows: &[Match]) {
+            self.gate.quiesce(flows)
+        }
+        fn in_flight(&self) -> u64 {
+            let n = self.gate.in_flight();
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1 {
+                self.asked.notify_one();
+            }
+            n
+        }
+        fn resume(&self) {
+            self.gate.resume()
+        }
+        fn admitted(&self) -> Option<u64> {
+            self.gate.admitted()
+        }
+        fn waiting(&self) -> u64 {
+            self.gate.waiting()
+        }
+    }
 
     fn read(tenant: &str) -> IoHeader<'_> {
         IoHeader::new(Op::Read)
@@ -218,18 +289,22 @@ mod tests {
         assert_eq!(gate.in_flight(), 1);
         assert_eq!(gate.total_in_flight(), 2);
 
+        // Nothing finishes the IO: the drain gives up, however long it waits.
         assert_eq!(
-            drain(gate.as_ref(), Duration::from_millis(20)).await,
+            drain(gate.as_ref(), Duration::ZERO).await,
             Drained::TimedOut { left: 1 }
         );
-        let g = Arc::clone(&gate);
+        // The IO finishes once the drain has begun (has asked the gate twice: for what it
+        // waits for, then in its loop): it waited for one and then saw none.
+        let counted = Counted::new(gate.clone());
+        let c = Arc::clone(&counted);
         let finisher = tokio::spawn(async move {
-            sleep(Duration::from_millis(30)).await;
+            c.asked.notified().await;
             drop(before);
-            g.total_in_flight()
+            c.gate.total_in_flight()
         });
         assert_eq!(
-            drain(gate.as_ref(), Duration::from_secs(5)).await,
+            drain(counted.as_ref(), Duration::from_secs(60)).await,
             Drained::Done { waited_for: 1 }
         );
         assert_eq!(finisher.await.unwrap(), 1);
@@ -243,17 +318,19 @@ mod tests {
         gate.quiesce(&[Match::any().tenant("a")]);
         gate.quiesce(&[Match::any().tenant("a")]);
         assert!(gate.is_quiesced());
-        let g = Arc::clone(&gate);
-        let waiter = tokio::spawn(async move {
-            let _guard = g.admit_wait(&read("a")).await;
-        });
-        sleep(Duration::from_millis(20)).await;
-        assert!(!waiter.is_finished(), "admitted while quiesced");
+        // Polled once: refused and waiting, not admitted.
+        let h = read("a");
+        let mut waiter = std::pin::pin!(gate.admit_wait(&h));
+        assert!(
+            std::future::poll_fn(|cx| Poll::Ready(waiter.as_mut().poll(cx).is_pending())).await
+        );
+        assert_eq!((gate.waiting(), gate.total_in_flight()), (1, 0));
         gate.resume();
-        tokio::time::timeout(Duration::from_secs(5), waiter)
+        let guard = tokio::time::timeout(Duration::from_secs(60), waiter)
             .await
-            .expect("resume woke the waiter")
-            .unwrap();
+            .expect("resume woke the waiter");
+        assert_eq!((gate.waiting(), gate.total_in_flight()), (0, 1));
+        drop(guard);
         assert!(!gate.is_quiesced());
         assert_eq!(
             drain(gate.as_ref(), Duration::ZERO).await,

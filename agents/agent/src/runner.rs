@@ -166,6 +166,10 @@ fn or_dash(v: &Option<String>) -> &str {
     v.as_deref().unwrap_or("-")
 }
 
+fn count_or_dash(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
 async fn control_loop(mut agent: Agent) -> Infallible {
     let mut backoff = Backoff::new(agent.cfg.min_backoff, agent.cfg.max_backoff);
     loop {
@@ -291,7 +295,14 @@ async fn handle_message(
             agent.flows.quiesce(flows);
             match drain(agent.flows.as_ref(), agent.cfg.drain_timeout).await {
                 Drained::Done { waited_for } => {
-                    info!(generation = msg.generation, rollout_id = %rollout, waited_for, "drain");
+                    // `admitted` here and at the resume: equal, nothing was admitted between.
+                    info!(
+                        generation = msg.generation,
+                        rollout_id = %rollout,
+                        waited_for,
+                        admitted = %count_or_dash(agent.flows.admitted()),
+                        "drain"
+                    );
                     ack.drained = Some(waited_for);
                 }
                 Drained::TimedOut { left } => {
@@ -326,8 +337,16 @@ async fn handle_message(
                 "install"
             );
             if quiescing.is_some() && agent.state.quiescing().is_none() {
+                // Counted before the resume lets the held IO in: `released` were waiting.
+                let (admitted, released) = (agent.flows.admitted(), agent.flows.waiting());
                 agent.flows.resume();
-                info!(generation = msg.generation, rollout_id = %rollout, "resume");
+                info!(
+                    generation = msg.generation,
+                    rollout_id = %rollout,
+                    admitted = %count_or_dash(admitted),
+                    released,
+                    "resume"
+                );
             }
             info!(
                 generation = msg.generation,

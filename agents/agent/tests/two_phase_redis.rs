@@ -12,13 +12,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lachesis_agent::flow_gate::InFlightGate;
+use lachesis_agent::flow_gate::{FlowControl, InFlightGate};
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_switch::{IoHeader, Op};
 use serde_json::{json, Value};
 
 const HOST: &str = "phase-host";
-const DEADLINE: Duration = Duration::from_secs(10);
+/// Bounds waits that only turn a hang into a failure.
+const DEADLINE: Duration = Duration::from_secs(60);
 
 fn find_redis_server() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("REDIS_SERVER") {
@@ -160,31 +161,73 @@ fn web_read() -> IoHeader<'static> {
         .at(0, 4096)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
+/// Polls `done` until it holds (the deadline only turns a hang into a failure).
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < DEADLINE, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A redis-server and an agent following it with `gate` as its data path; `None` (test
+/// skipped) without redis-server.
+struct Running {
+    _redis: Redis,
+    url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    agent: tokio::task::JoinHandle<()>,
+}
+
+fn start_agent(gate: &Arc<InFlightGate>, drain_timeout: Duration) -> Option<Running> {
     let Some(bin) = find_redis_server() else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "redis-server missing under CI"
         );
         eprintln!("skipped: redis-server not found");
-        return;
+        return None;
     };
-    let (_redis, url) = start_redis(&bin);
-    let gate = InFlightGate::new();
+    let (redis, url) = start_redis(&bin);
     let mut cfg = Config::new(HOST);
     cfg.block = Duration::from_millis(200);
-    cfg.drain_timeout = Duration::from_millis(700);
+    cfg.drain_timeout = drain_timeout;
     let agent = Agent::new(
         cfg,
         redis::Client::open(url.as_str()).unwrap(),
         lachesis_agent::registration(HOST, vec![]),
     )
-    .with_flow_control(Arc::clone(&gate) as Arc<_>);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(agent.run(async move {
+    .with_flow_control(Arc::clone(gate) as Arc<_>);
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(agent.run(async move {
         let _ = stop_rx.await;
     }));
+    Some(Running {
+        _redis: redis,
+        url,
+        stop,
+        agent,
+    })
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(DEADLINE, self.agent)
+            .await
+            .expect("agent stops")
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
+    let gate = InFlightGate::new();
+    // The drain waits as long as the test holds the IO (the timeout is a hang guard here).
+    let Some(run) = start_agent(&gate, DEADLINE) else {
+        return;
+    };
+    let url = run.url.clone();
 
     publish(&url, &desired(1, None, "cache/web"));
     wait_ack(&url, 1, None).await;
@@ -192,8 +235,7 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
     // A read of the flow is in flight when the quiesce arrives.
     let in_flight = gate.admit(&web_read()).expect("not quiesced yet");
     publish(&url, &desired(2, Some("quiesce"), "cache/web-2"));
-    tokio::time::sleep(Duration::from_millis(250)).await;
-    assert!(gate.is_quiesced());
+    wait_until("the agent to quiesce the flow", || gate.is_quiesced()).await;
     assert!(
         gate.admit(&web_read()).is_none(),
         "new IO of the flow admitted while quiesced"
@@ -207,6 +249,8 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
     drop(in_flight);
     let ack = wait_ack(&url, 2, Some("quiesce")).await;
     assert_eq!(ack["status"], "applied");
+    // The drain began with the read in flight and ended only once none was: the ack
+    // came after the read finished.
     assert_eq!(ack["drained"], 1);
     assert_eq!(ack["rules_installed"], 1);
 
@@ -215,7 +259,7 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
     let waiter = tokio::spawn(async move {
         drop(g.admit_wait(&web_read()).await);
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until("the reader to wait at the gate", || gate.waiting() == 1).await;
     assert!(!waiter.is_finished());
     publish(&url, &desired(2, Some("install"), "cache/web-2"));
     let ack = wait_ack(&url, 2, Some("install")).await;
@@ -225,8 +269,22 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
         .expect("resumed")
         .unwrap();
     assert!(!gate.is_quiesced());
+    assert_eq!(gate.waiting(), 0);
+    run.stop().await;
+}
 
-    // IO that never finishes: the drain gives up and the quiesce is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_never_finishes_refuses_the_quiesce_and_the_rollback_resumes() {
+    let gate = InFlightGate::new();
+    // The IO below never finishes, so the drain times out whatever its timeout: a short
+    // one only keeps the test short.
+    let Some(run) = start_agent(&gate, Duration::from_millis(200)) else {
+        return;
+    };
+    let url = run.url.clone();
+    publish(&url, &desired(2, None, "cache/web-2"));
+    wait_ack(&url, 2, None).await;
+
     let stuck = gate.admit(&web_read()).unwrap();
     publish(&url, &desired(3, Some("quiesce"), "cache/web-3"));
     let ack = wait_ack(&url, 3, Some("quiesce")).await;
@@ -236,6 +294,8 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
         reason.contains("drain timed out") && reason.contains("1 operation"),
         "{reason}"
     );
+    // Refused, but still quiesced: the rollback's install resumes the flow.
+    assert!(gate.is_quiesced());
     // The controller rolls back with a newer generation; its install resumes the flow.
     let mut back = desired(4, Some("install"), "cache/web-2");
     back["restores"] = json!(2);
@@ -243,10 +303,5 @@ async fn quiesce_waits_for_in_flight_io_and_install_resumes() {
     wait_ack(&url, 4, Some("install")).await;
     assert!(!gate.is_quiesced());
     drop(stuck);
-
-    let _ = stop_tx.send(());
-    tokio::time::timeout(DEADLINE, running)
-        .await
-        .expect("agent stops")
-        .unwrap();
+    run.stop().await;
 }

@@ -7,20 +7,26 @@
 //! exclusive for writes. Neighbouring blocks of one file fall on neighbouring stripes, so
 //! an IO of up to `STRIPES` blocks never waits on itself; two unrelated blocks may share a
 //! stripe, which only costs them some parallelism.
+//!
+//! [`BlockLocks::waits`] counts the acquisitions that had to wait (contention, in the stats
+//! file); tests use it to know that an IO is blocked on a block lock without sleeping.
 
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 const BLOCK: u64 = 4096;
 const STRIPES: usize = 4096;
 
 pub struct BlockLocks {
     stripes: Vec<RwLock<()>>,
+    waits: AtomicU64,
 }
 
 impl Default for BlockLocks {
     fn default() -> Self {
         BlockLocks {
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            waits: AtomicU64::new(0),
         }
     }
 }
@@ -49,52 +55,83 @@ impl BlockLocks {
     pub fn read(&self, file: u64, off: u64, len: u64) -> Vec<RwLockReadGuard<'_, ()>> {
         self.stripes_of(file, off, len)
             .into_iter()
-            .map(|i| self.stripes[i].read().unwrap_or_else(|e| e.into_inner()))
+            .map(|i| match self.stripes[i].try_read() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    self.waits.fetch_add(1, Ordering::Relaxed);
+                    self.stripes[i].read().unwrap_or_else(|e| e.into_inner())
+                }
+            })
             .collect()
     }
 
     pub fn write(&self, file: u64, off: u64, len: u64) -> Vec<RwLockWriteGuard<'_, ()>> {
         self.stripes_of(file, off, len)
             .into_iter()
-            .map(|i| self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
+            .map(|i| match self.stripes[i].try_write() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    self.waits.fetch_add(1, Ordering::Relaxed);
+                    self.stripes[i].write().unwrap_or_else(|e| e.into_inner())
+                }
+            })
             .collect()
+    }
+
+    /// Stripe acquisitions that found the stripe taken and waited for it.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
     use std::time::Duration;
 
     #[test]
     fn a_read_of_a_block_waits_for_its_writer_other_blocks_do_not() {
         let l = BlockLocks::default();
+        let released = AtomicBool::new(false);
         std::thread::scope(|s| {
             let w = l.write(7, 4096, 4096);
             let (tx, rx) = mpsc::channel();
-            let l = &l;
+            let (l, released) = (&l, &released);
             let tx2 = tx.clone();
-            // Overlaps the written block by one byte.
+            // Overlaps the written block by one byte: it must get its lock only after the
+            // writer let go (it reports whether that had happened when it got it).
             s.spawn(move || {
                 let _r = l.read(7, 8191, 2);
-                tx.send("overlapping").unwrap();
+                tx.send(("overlapping", released.load(Ordering::SeqCst)))
+                    .unwrap();
             });
             s.spawn(move || {
                 let _r = l.read(7, 8192, 4096);
-                tx2.send("next block").unwrap();
+                tx2.send(("next block", released.load(Ordering::SeqCst)))
+                    .unwrap();
             });
-            assert_eq!(
-                rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-                "next block"
+            // The deadlines only turn a hang into a failure.
+            let guard = Duration::from_secs(60);
+            assert_eq!(rx.recv_timeout(guard).unwrap(), ("next block", false));
+            // The overlapping reader is blocked on the writer's stripe: wait until it waits.
+            let t = std::time::Instant::now();
+            while l.waits() == 0 {
+                assert!(t.elapsed() < guard, "the overlapping read never waited");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(
+                rx.try_recv().is_err(),
+                "a read passed a writer of its block"
             );
-            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            released.store(true, Ordering::SeqCst);
             drop(w);
-            assert_eq!(
-                rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-                "overlapping"
-            );
+            assert_eq!(rx.recv_timeout(guard).unwrap(), ("overlapping", true));
         });
+        assert_eq!(l.waits(), 1);
     }
 
     #[test]

@@ -75,7 +75,7 @@ impl Reply {
     pub fn answer(&self, verdict: Verdict) {
         let mut v = self.slot.verdict.lock().unwrap_or_else(|e| e.into_inner());
         if v.is_none() {
-            *v = Some((verdict, Instant::now()));
+            *v = Some((verdict, (self.slot.clock)()));
             self.slot.done.notify_all();
         }
     }
@@ -85,6 +85,8 @@ struct Slot {
     verdict: Mutex<Option<(Verdict, Instant)>>,
     done: Condvar,
     sent: Instant,
+    /// The detours' clock: when the verdict came, for its TTL.
+    clock: Clock,
 }
 
 impl Slot {
@@ -142,9 +144,15 @@ pub struct DetourStats {
 pub struct Detours {
     link: Arc<dyn ControllerLink>,
     deadline: Duration,
+    clock: Clock,
     state: Mutex<State>,
     stats: Mutex<DetourStats>,
 }
+
+/// Where the detours read the time for verdict TTLs and overdue headers: `Instant::now` in
+/// the product; tests inject a clock they advance, so a TTL expires when the test says and
+/// not after a sleep.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 /// The errno of an IO whose verdict did not come within the deadline.
 pub const TIMEOUT_ERRNO: i32 = libc::ETIMEDOUT;
@@ -156,9 +164,17 @@ impl Detours {
         Detours {
             link,
             deadline,
+            clock: Arc::new(Instant::now),
             state: Mutex::new(State::default()),
             stats: Mutex::new(DetourStats::default()),
         }
+    }
+
+    /// Reads TTL and overdue times from `clock` instead of `Instant::now` (the deadline a
+    /// held IO waits for its verdict stays real time).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     pub fn deadline(&self) -> Duration {
@@ -182,7 +198,7 @@ impl Detours {
             header.tenant.clone(),
             header.op,
         );
-        let now = Instant::now();
+        let now = (self.clock)();
         let (slot, send) = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             if st.generation != generation {
@@ -221,6 +237,7 @@ impl Detours {
                         verdict: Mutex::new(None),
                         done: Condvar::new(),
                         sent: now,
+                        clock: self.clock.clone(),
                     });
                     st.waiting.insert(key.clone(), s.clone());
                     (s, true)
@@ -233,7 +250,7 @@ impl Detours {
         } else {
             self.count(|s| s.coalesced += 1);
         }
-        let verdict = slot.wait(now + self.deadline);
+        let verdict = slot.wait(Instant::now() + self.deadline);
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if verdict.is_some() && st.waiting.get(&key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
             st.waiting.remove(&key);
@@ -304,13 +321,28 @@ mod tests {
             self.asked.lock().unwrap()[i].1.answer(v);
         }
         fn wait_sent(&self, n: usize) {
-            let t = Instant::now();
-            while self.sent() < n {
-                assert!(t.elapsed() < Duration::from_secs(5), "never sent {n}");
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            wait_until(&format!("header {n} sent"), || self.sent() >= n);
         }
     }
+
+    /// Polls `done` until it holds; the deadline only turns a hang into a failure.
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let t = Instant::now();
+        while !done() {
+            assert!(t.elapsed() < Duration::from_secs(60), "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A clock that moves only when the test says.
+    fn fake_clock() -> (Clock, Arc<Mutex<Duration>>) {
+        let (base, offset) = (Instant::now(), Arc::new(Mutex::new(Duration::ZERO)));
+        let o = offset.clone();
+        (Arc::new(move || base + *o.lock().unwrap()), offset)
+    }
+
+    /// Long enough never to pass in a test: a held IO waits for the test's answer.
+    const NEVER: Duration = Duration::from_secs(3600);
 
     fn header(op: Op) -> DetourHeader {
         DetourHeader {
@@ -345,15 +377,18 @@ mod tests {
     #[test]
     fn concurrent_ios_share_one_header_and_proceed_is_remembered_per_generation() {
         let link = Arc::new(Recorder::default());
-        let d = Arc::new(Detours::new(link.clone(), Duration::from_secs(10)));
+        let d = Arc::new(Detours::new(link.clone(), NEVER));
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let d = d.clone();
                 std::thread::spawn(move || d.hold(header(Op::Write), 1))
             })
             .collect();
-        link.wait_sent(1);
-        std::thread::sleep(Duration::from_millis(50));
+        // All four are holding: one sent the header, three wait on its answer.
+        wait_until("four IOs holding", || {
+            let s = d.stats();
+            s.asked + s.coalesced == 4
+        });
         // Four IOs, one header.
         assert_eq!(link.sent(), 1);
         assert!(
@@ -377,14 +412,16 @@ mod tests {
     #[test]
     fn a_ttl_expires_and_a_zero_ttl_is_for_this_io_only() {
         let link = Arc::new(Recorder::default());
-        let d = Arc::new(Detours::new(link.clone(), Duration::from_secs(10)));
+        let (clock, now) = fake_clock();
+        let d = Arc::new(Detours::new(link.clone(), NEVER).with_clock(clock));
         let ttl = |ms| Verdict::Proceed {
             ttl: Some(Duration::from_millis(ms)),
         };
         held_then_answered(&d, &link, Op::Write, 1, 0, ttl(100)).unwrap();
+        *now.lock().unwrap() += Duration::from_millis(99);
         d.hold(header(Op::Write), 1).unwrap();
         assert_eq!(link.sent(), 1, "asked again within the TTL");
-        std::thread::sleep(Duration::from_millis(150));
+        *now.lock().unwrap() += Duration::from_millis(1);
         held_then_answered(&d, &link, Op::Write, 1, 1, ttl(0)).unwrap();
         // A zero TTL let only that IO through: the next one asks again.
         held_then_answered(&d, &link, Op::Write, 1, 2, Verdict::Proceed { ttl: None }).unwrap();
@@ -393,7 +430,7 @@ mod tests {
     #[test]
     fn deny_fails_with_its_errno_and_is_not_remembered() {
         let link = Arc::new(Recorder::default());
-        let d = Arc::new(Detours::new(link.clone(), Duration::from_secs(10)));
+        let d = Arc::new(Detours::new(link.clone(), NEVER));
         let deny = Verdict::Deny {
             errno: libc::EACCES,
         };
@@ -407,11 +444,11 @@ mod tests {
     fn no_answer_fails_with_etimedout_after_the_deadline_and_the_next_io_asks_again() {
         let link = Arc::new(Recorder::default());
         let d = Detours::new(link.clone(), Duration::from_millis(100));
-        let t0 = Instant::now();
         let e = d.hold(header(Op::Write), 1).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
-        assert!(t0.elapsed() >= Duration::from_millis(100));
-        assert_eq!(d.stats().timed_out, 1);
+        // It asked and waited on that header: the one sent, never answered, timed out.
+        assert_eq!(link.sent(), 1);
+        assert_eq!((d.stats().asked, d.stats().timed_out), (1, 1));
         // The overdue header is sent again rather than waited on.
         let _ = d.hold(header(Op::Write), 1);
         assert_eq!(link.sent(), 2);

@@ -1,6 +1,11 @@
 //! Quiesce and drain of flows (a flow = the IO one rule matches), for consistent rollouts:
 //! quiesce stops admitting the flow's IO, drain waits until its in-flight IO has finished,
 //! resume lets held IO go on.
+//!
+//! Per flow the gates also count the IO admitted so far and the IO waiting at a quiesced
+//! gate: the agent logs them at drain and resume, so a log shows that no IO of a quiesced
+//! flow was admitted in between and that IO was held (tests order events by these counters,
+//! not by clocks).
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
@@ -10,6 +15,10 @@ use std::time::{Duration, Instant};
 struct Flow {
     quiesced: bool,
     in_flight: usize,
+    /// IO admitted since the flow was first seen (only grows).
+    admitted: u64,
+    /// IO waiting for the flow to resume.
+    waiting: usize,
 }
 
 #[derive(Default)]
@@ -52,11 +61,23 @@ impl Gates {
             };
         };
         let mut flows = self.lock();
+        let mut waited = false;
         loop {
             let fl = flows.entry(name.to_string()).or_default();
             if !fl.quiesced {
+                if waited {
+                    fl.waiting -= 1;
+                }
                 fl.in_flight += 1;
+                fl.admitted += 1;
                 break;
+            }
+            if !waited {
+                waited = true;
+                fl.waiting += 1;
+                if fl.waiting == 1 {
+                    tracing::info!(flow = name, "IO held at the quiesced flow");
+                }
             }
             flows = self.changed.wait(flows).unwrap_or_else(|e| e.into_inner());
         }
@@ -106,6 +127,16 @@ impl Gates {
     pub fn in_flight(&self, flow: &str) -> usize {
         self.lock().get(flow).map_or(0, |f| f.in_flight)
     }
+
+    /// IO of `flow` admitted so far.
+    pub fn admitted(&self, flow: &str) -> u64 {
+        self.lock().get(flow).map_or(0, |f| f.admitted)
+    }
+
+    /// IO of `flow` waiting at its quiesced gate.
+    pub fn waiting(&self, flow: &str) -> usize {
+        self.lock().get(flow).map_or(0, |f| f.waiting)
+    }
 }
 
 #[cfg(test)]
@@ -119,24 +150,39 @@ mod tests {
         let g = Arc::new(Gates::default());
         let a = g.admit(Some("r1"));
         g.quiesce("r1");
-        // One IO in flight: drain times out until it finishes.
-        assert!(!g.drain("r1", Duration::from_millis(50)));
+        // One IO in flight, which nothing finishes: drain gives up, whatever the timeout.
+        assert!(!g.drain("r1", Duration::ZERO));
         let done = Arc::new(AtomicBool::new(false));
         let (g2, d2) = (g.clone(), done.clone());
         let held = std::thread::spawn(move || {
             let _x = g2.admit(Some("r1"));
             d2.store(true, Ordering::SeqCst);
         });
-        std::thread::sleep(Duration::from_millis(50));
+        // The new IO reached the gate and waits there (the deadline only turns a hang into
+        // a failure).
+        let t = Instant::now();
+        while g.waiting("r1") == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the IO never reached the gate"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert!(!done.load(Ordering::SeqCst), "a quiesced flow admitted IO");
+        assert_eq!(g.admitted("r1"), 1);
         // Other flows and unmatched IO are not held.
         drop(g.admit(Some("r2")));
         drop(g.admit(None));
         drop(a);
-        assert!(g.drain("r1", Duration::from_millis(50)));
+        assert!(g.drain("r1", Duration::ZERO));
+        assert!(!done.load(Ordering::SeqCst), "drained, but still quiesced");
         g.resume("r1");
         held.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
-        assert_eq!(g.in_flight("r1"), 0);
+        assert_eq!(
+            (g.in_flight("r1"), g.waiting("r1"), g.admitted("r1")),
+            (0, 0, 2)
+        );
+        assert_eq!(g.admitted("r2"), 1);
     }
 }

@@ -59,7 +59,8 @@ struct MountArgs {
     /// hidden from the namespace].
     #[arg(long)]
     state_dir: Option<PathBuf>,
-    /// Written every 250 ms with stage counters (hit ratios) and flow states.
+    /// Written every 250 ms with stage counters (hit ratios) and flow states, numbered
+    /// (`snapshot`), so a reader can wait for one taken after a given moment.
     #[arg(long)]
     stats: Option<PathBuf>,
     /// Never use kernel passthrough (every IO through user space).
@@ -205,6 +206,7 @@ fn mount(args: MountArgs) -> ExitCode {
     let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let mut seen: Option<SystemTime> = mtime(&rules);
     let mut seen_tenants = tenants_file.as_ref().and_then(mtime);
+    let mut snapshot: u64 = 0;
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(250));
         let now = mtime(&rules);
@@ -230,7 +232,12 @@ fn mount(args: MountArgs) -> ExitCode {
         }
         if let Some(p) = &stats {
             let tmp = p.with_extension("tmp");
-            let body = serde_json::to_vec_pretty(&switch.stats()).unwrap_or_default();
+            // Taken, written and renamed in turn: a reader that sees snapshot n knows that
+            // n + 1 was not renamed yet when it looked, so n + 2 is taken after it looked.
+            let mut stats = switch.stats();
+            stats["snapshot"] = snapshot.into();
+            snapshot += 1;
+            let body = serde_json::to_vec_pretty(&stats).unwrap_or_default();
             if std::fs::write(&tmp, body)
                 .and_then(|_| std::fs::rename(&tmp, p))
                 .is_err()

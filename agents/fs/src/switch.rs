@@ -680,6 +680,11 @@ impl Switch {
         self.gates.resume(rule)
     }
 
+    /// IO of rule `rule`'s flow admitted so far, and IO waiting at its quiesced gate.
+    pub fn flow_counts(&self, rule: &str) -> (u64, usize) {
+        (self.gates.admitted(rule), self.gates.waiting(rule))
+    }
+
     /// Stage counters and delegate state, for the stats file.
     pub fn stats(&self) -> serde_json::Value {
         let stages: Vec<_> = self
@@ -700,6 +705,8 @@ impl Switch {
                     serde_json::json!({
                         "quiesced": self.gates.is_quiesced(&r.name),
                         "in_flight": self.gates.in_flight(&r.name),
+                        "admitted": self.gates.admitted(&r.name),
+                        "waiting": self.gates.waiting(&r.name),
                     }),
                 )
             })
@@ -715,6 +722,7 @@ impl Switch {
             })).collect::<Vec<_>>(),
             "user_bytes_read": self.user_read.load(Ordering::Relaxed),
             "user_bytes_written": self.user_written.load(Ordering::Relaxed),
+            "block_lock_waits": self.blocks.waits(),
         })
     }
 }

@@ -27,19 +27,37 @@ impl ControllerLink for FakeController {
     }
 }
 
+/// Longer than any test: a held IO waits for the answer the test gives.
+const NEVER: Duration = Duration::from_secs(3600);
+
+/// Polls `probe` until it returns something; the deadline only turns a hang into a failure.
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let t = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "never: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits until an IO of rule `flow` waits at its quiesced gate.
+fn wait_held_at_gate(sw: &Switch, flow: &str) {
+    wait_for("an IO waiting at the quiesced gate", || {
+        (sw.stats()["flows"][flow]["waiting"] == 1).then_some(())
+    });
+}
+
 impl FakeController {
     fn wait_asked(&self, n: usize) -> DetourHeader {
-        let t = Instant::now();
-        loop {
-            if let Some((h, _)) = self.asked.lock().unwrap().get(n - 1) {
-                return h.clone();
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "header {n} never sent"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for(&format!("header {n} sent"), || {
+            self.asked
+                .lock()
+                .unwrap()
+                .get(n - 1)
+                .map(|(h, _)| h.clone())
+        })
     }
     fn answer(&self, i: usize, v: Verdict) {
         self.asked.lock().unwrap()[i].1.answer(v);
@@ -125,11 +143,7 @@ fn a_held_write_waits_outside_the_gate_and_goes_where_the_rules_say_after_the_ve
             &[hdr.clone(), det("file", "io", dir)],
         )
     };
-    let (sw, ctl) = linked(
-        &t.path().join("s"),
-        &format!("[{}]", ask_to(&r1s)),
-        Duration::from_secs(10),
-    );
+    let (sw, ctl) = linked(&t.path().join("s"), &format!("[{}]", ask_to(&r1s)), NEVER);
     let c = Arc::new(ctx(&b, Some("t"), "/data/f"));
     let (sw2, c2) = (sw.clone(), c.clone());
     let writer = std::thread::spawn(move || sw2.write(&c2, &[7u8; 4096], 0));
@@ -156,28 +170,29 @@ fn a_held_write_waits_outside_the_gate_and_goes_where_the_rules_say_after_the_ve
             true
         )
     );
-    std::thread::sleep(Duration::from_millis(50));
+    // Unanswered, it waits (where it goes once answered shows it did not go before).
     assert!(
         !writer.is_finished(),
         "the write went on before the verdict"
     );
-    // The held IO is not in flight: the controller can quiesce and drain its flow at once.
+    // The held IO is not in flight: the controller can quiesce and drain its flow at once
+    // (a drain that may not wait at all).
+    assert_eq!(sw.stats()["flows"]["ask"]["in_flight"], 0);
     sw.quiesce("ask");
-    let t0 = Instant::now();
-    assert!(sw.drain("ask", Duration::from_secs(2)));
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(sw.drain("ask", Duration::ZERO));
     // Meanwhile the controller moves the rule's writes to r2, then lets the write go: it is
     // admitted once the flow resumes, and takes the new route.
     sw.replace_rules(config::parse_rules(&format!("[{}]", ask_to(&r2s))).unwrap())
         .unwrap();
     ctl.answer(0, Verdict::Proceed { ttl: None });
-    std::thread::sleep(Duration::from_millis(50));
+    wait_held_at_gate(&sw, "ask");
     assert!(
         !writer.is_finished(),
         "a quiesced flow admitted the released IO"
     );
     sw.resume("ask");
     writer.join().unwrap().unwrap();
+    assert_eq!(sw.stats()["flows"]["ask"]["waiting"], 0);
     assert_eq!(std::fs::read(r2.join("data/f")).unwrap(), vec![7u8; 4096]);
     assert!(!r1.join("data/f").exists());
     // Asked under the previous table, so the next write asks again; this answer is
@@ -208,22 +223,19 @@ fn a_held_quiesced_flow_is_admitted_only_after_resume() {
         r#""write""#,
         &[det("controller", "header", "approve")],
     );
-    let (sw, ctl) = linked(
-        &t.path().join("s"),
-        &format!("[{ask}]"),
-        Duration::from_secs(10),
-    );
+    let (sw, ctl) = linked(&t.path().join("s"), &format!("[{ask}]"), NEVER);
     let c = Arc::new(ctx(&b, None, "/data/f"));
     sw.quiesce("ask");
     let (sw2, c2) = (sw.clone(), c.clone());
     let writer = std::thread::spawn(move || sw2.write(&c2, b"hello", 0));
     ctl.wait_asked(1);
     ctl.answer(0, Verdict::Proceed { ttl: None });
-    std::thread::sleep(Duration::from_millis(50));
+    wait_held_at_gate(&sw, "ask");
     assert!(
         !writer.is_finished(),
         "a quiesced flow admitted the released IO"
     );
+    assert_eq!(sw.stats()["flows"]["ask"]["admitted"], 0);
     sw.resume("ask");
     writer.join().unwrap().unwrap();
     // A header-only rule sends the IO to its original destination, the backing file.
@@ -249,20 +261,26 @@ fn without_a_verdict_the_write_fails_with_etimedout_and_changes_nothing() {
     );
     let (sw, ctl) = linked(&t.path().join("s"), &rules, Duration::from_millis(200));
     let c = ctx(&b, None, "/data/f");
-    let t0 = Instant::now();
     let e = sw.write(&c, &[1u8; 4096], 0).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ETIMEDOUT));
-    assert!(t0.elapsed() >= Duration::from_millis(200));
+    // It asked, and the one header it waited on never got an answer.
+    assert_eq!(ctl.asked.lock().unwrap().len(), 1);
+    let detours = &sw.stats()["detours"];
+    assert_eq!(
+        (&detours["asked"], &detours["timed_out"]),
+        (&1.into(), &1.into())
+    );
     assert_eq!(std::fs::metadata(b.join("data/f")).unwrap().len(), 0);
     assert!(!r1.join("data/f").exists());
-    // A denial carries its errno.
+    // A denial carries its errno (a switch whose IO waits as long as the test needs).
+    let (sw, ctl) = linked(&t.path().join("s2"), &rules, NEVER);
     let sw2 = sw.clone();
     let writer = std::thread::spawn(move || {
         let c = ctx(&b, None, "/data/f");
         sw2.write(&c, &[1u8; 4096], 0)
     });
-    ctl.wait_asked(2);
-    ctl.answer(1, Verdict::Deny { errno: libc::EPERM });
+    ctl.wait_asked(1);
+    ctl.answer(0, Verdict::Deny { errno: libc::EPERM });
     assert_eq!(
         writer.join().unwrap().unwrap_err().raw_os_error(),
         Some(libc::EPERM)
@@ -286,7 +304,7 @@ fn a_header_after_other_detours_is_a_copy_and_does_not_hold() {
             ]
         )
     );
-    let (sw, ctl) = linked(&t.path().join("s"), &rules, Duration::from_secs(10));
+    let (sw, ctl) = linked(&t.path().join("s"), &rules, NEVER);
     let c = ctx(&b, Some("t"), "/data/f");
     sw.write(&c, b"abc", 10).unwrap();
     assert!(ctl.asked.lock().unwrap().is_empty());

@@ -7,13 +7,18 @@ use common::ctx;
 
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use lachesis_fs::remote::frame::Frame;
 use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::remote::Client;
 use lachesis_fs::{config, Switch, SwitchOptions};
+
+/// Bounds the waits that only turn a hang into a failure, and the client timeouts of tests
+/// that are not about the timeout.
+const GUARD: Duration = Duration::from_secs(60);
 
 fn listener() -> (TcpListener, String) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -43,9 +48,10 @@ fn replies_out_of_order_reach_the_request_with_their_id() {
                 .write_to(&mut w)
                 .unwrap();
         }
-        std::thread::sleep(Duration::from_secs(2));
+        // Keep the connection until the client closes it (it sends nothing more).
+        assert!(Frame::read_from(&mut r).is_err());
     });
-    let c = Arc::new(Client::new(&addr, Duration::from_secs(5)));
+    let c = Arc::new(Client::new(&addr, GUARD));
     let threads: Vec<_> = (0..N)
         .map(|i| {
             let c = c.clone();
@@ -64,22 +70,35 @@ fn replies_out_of_order_reach_the_request_with_their_id() {
 #[test]
 fn an_unanswered_request_fails_with_eio_after_the_timeout() {
     let (l, addr) = listener();
+    let (got, requests) = mpsc::channel();
     std::thread::spawn(move || {
-        // Accepts and reads, never answers.
-        let held: Vec<TcpStream> = l.incoming().map(|s| s.unwrap()).collect();
-        drop(held);
+        // Accepts and reads, never answers, never hangs up.
+        let mut held: Vec<TcpStream> = vec![];
+        for s in l.incoming() {
+            let s = s.unwrap();
+            let got = got.clone();
+            let r = s.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(r);
+                while let Ok(q) = Frame::read_from(&mut r) {
+                    let _ = got.send(q.path);
+                }
+            });
+            held.push(s);
+        }
     });
     let c = Client::new(&addr, Duration::from_millis(300));
-    let t0 = Instant::now();
-    let e = c.write("/f", b"x", 0).unwrap_err();
+    // On a thread, so a client that waits for ever fails the test instead of hanging it.
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || done.send(c.write("/f", b"x", 0)).unwrap());
+    let e = result
+        .recv_timeout(GUARD)
+        .expect("the client hung")
+        .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO));
-    // It waited for the timeout, and not for ever (the bound only catches a hang, so a
-    // loaded machine cannot make it flake).
-    let waited = t0.elapsed();
-    assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(30),
-        "{waited:?}"
-    );
+    // The request reached the server, whose connection stayed up: the error is the
+    // unanswered request's, not a failed connection's.
+    assert_eq!(requests.recv_timeout(GUARD).unwrap(), "/f");
     // Nothing listening at all: EIO too, not a hang.
     let (l2, gone) = listener();
     drop(l2);
@@ -117,7 +136,7 @@ fn a_dropped_connection_is_replaced_and_a_corrupted_frame_drops_it() {
             }
         }
     });
-    let c = Client::new(&addr, Duration::from_secs(5));
+    let c = Client::new(&addr, GUARD);
     // The write lost with the first connection is sent again on a new one.
     c.write("/a", b"hello", 0).unwrap();
     assert_eq!(std::fs::read(d.path().join("a")).unwrap(), b"hello");
@@ -127,10 +146,11 @@ fn a_dropped_connection_is_replaced_and_a_corrupted_frame_drops_it() {
     assert_eq!(&buf, b"hello");
 }
 
-/// A store whose sync is slow and that logs what happened when.
+/// A store whose sync is slow and that logs what happened, in order; the test adds when
+/// the client saw the acknowledgement.
 struct SlowSync {
     inner: DirStore,
-    log: Mutex<Vec<(&'static str, Instant)>>,
+    log: Mutex<Vec<&'static str>>,
 }
 
 impl Store for SlowSync {
@@ -138,13 +158,16 @@ impl Store for SlowSync {
         self.inner.read(p, off, len)
     }
     fn write(&self, p: &str, off: u64, data: &[u8]) -> std::io::Result<()> {
-        self.log.lock().unwrap().push(("write", Instant::now()));
+        self.log.lock().unwrap().push("write");
         self.inner.write(p, off, data)
     }
     fn sync(&self, p: &str) -> std::io::Result<()> {
+        // Slow, so that a server acknowledging before the sync returned would be caught:
+        // the order of the log decides, this delay only widens that window (a correct
+        // server passes however long or short it is).
         std::thread::sleep(Duration::from_millis(300));
         let r = self.inner.sync(p);
-        self.log.lock().unwrap().push(("synced", Instant::now()));
+        self.log.lock().unwrap().push("synced");
         r
     }
     fn truncate(&self, p: &str, size: u64) -> std::io::Result<()> {
@@ -166,13 +189,14 @@ fn a_write_is_acknowledged_only_after_it_is_durable() {
         log: Mutex::new(vec![]),
     });
     let addr = real_server(store.clone());
-    let c = Client::new(&addr, Duration::from_secs(5));
+    let c = Client::new(&addr, GUARD);
     c.write("/w", &[7u8; 4096], 8192).unwrap();
-    let acked = Instant::now();
-    let log = store.log.lock().unwrap().clone();
-    let what: Vec<_> = log.iter().map(|e| e.0).collect();
-    assert_eq!(what, ["write", "synced"]);
-    assert!(log[1].1 <= acked, "acknowledged before the data was synced");
+    store.log.lock().unwrap().push("acked");
+    assert_eq!(
+        *store.log.lock().unwrap(),
+        ["write", "synced", "acked"],
+        "acknowledged before the data was synced"
+    );
     assert_eq!(c.getattr("/w").unwrap(), 12288);
     // Errors on the remote come back as their errno.
     assert_eq!(
@@ -264,7 +288,8 @@ fn scatter_over_two_agents_and_a_local_directory() {
                          {{"what": "io", "to": {{"kind": "file", "target": "tcp://{bb}/ep"}}}}]}}]"#,
         loc.display()
     );
-    lachesis_fs::route::set_remote_timeout(Duration::from_millis(2000));
+    // Process-wide, and the tests run in parallel: every test sets the same generous value.
+    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
@@ -299,7 +324,8 @@ fn an_unreachable_remote_fails_the_io_with_eio() {
         r#"[{{"name": "off", "priority": 1, "match": {{}},
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
     );
-    lachesis_fs::route::set_remote_timeout(Duration::from_millis(500));
+    // Refused at once (nothing listens): the timeout is not what ends it.
+    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
@@ -319,7 +345,7 @@ fn a_client_with_the_wrong_key_is_refused_and_writes_nothing() {
     let key = Key::from_bytes(b"the-shared-forwarding-key").unwrap();
     let k = key.clone();
     std::thread::spawn(move || server::serve(l, store, Some(k)));
-    let t = Duration::from_secs(5);
+    let t = GUARD;
     let wrong = Client::with_key(
         &addr,
         t,
@@ -346,31 +372,41 @@ fn a_client_with_the_wrong_key_is_refused_and_writes_nothing() {
     assert!(!d.path().join("g").exists());
 }
 
-/// A store that writes the first half of each write, pauses, then the second half: a read
-/// in the pause would see part of each version of the block.
-struct HalfWrites(DirStore);
+/// A store that, once armed, writes the first half of a write, says so, and writes the
+/// second half only when the test lets it: a read in between would see part of each
+/// version of the block.
+struct HalfWrites {
+    inner: DirStore,
+    armed: AtomicBool,
+    halfway: Mutex<mpsc::Sender<()>>,
+    go_on: Mutex<mpsc::Receiver<()>>,
+}
 
 impl Store for HalfWrites {
     fn read(&self, p: &str, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        self.0.read(p, off, len)
+        self.inner.read(p, off, len)
     }
     fn write(&self, p: &str, off: u64, data: &[u8]) -> std::io::Result<()> {
+        if !self.armed.swap(false, Ordering::SeqCst) {
+            return self.inner.write(p, off, data);
+        }
         let half = data.len() / 2;
-        self.0.write(p, off, &data[..half])?;
-        std::thread::sleep(Duration::from_millis(150));
-        self.0.write(p, off + half as u64, &data[half..])
+        self.inner.write(p, off, &data[..half])?;
+        self.halfway.lock().unwrap().send(()).unwrap();
+        self.go_on.lock().unwrap().recv().unwrap();
+        self.inner.write(p, off + half as u64, &data[half..])
     }
     fn sync(&self, p: &str) -> std::io::Result<()> {
-        self.0.sync(p)
+        self.inner.sync(p)
     }
     fn truncate(&self, p: &str, size: u64) -> std::io::Result<()> {
-        self.0.truncate(p, size)
+        self.inner.truncate(p, size)
     }
     fn size(&self, p: &str) -> std::io::Result<u64> {
-        self.0.size(p)
+        self.inner.size(p)
     }
     fn rename(&self, a: &str, b: &str) -> std::io::Result<()> {
-        self.0.rename(a, b)
+        self.inner.rename(a, b)
     }
 }
 
@@ -381,12 +417,20 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
     std::fs::create_dir_all(&b).unwrap();
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(b.join("f"), vec![0u8; 4096]).unwrap();
-    let addr = real_server(Arc::new(HalfWrites(DirStore::new(&root).unwrap())));
+    let (halfway_tx, halfway) = mpsc::channel();
+    let (go_on, go_on_rx) = mpsc::channel();
+    let store = Arc::new(HalfWrites {
+        inner: DirStore::new(&root).unwrap(),
+        armed: AtomicBool::new(false),
+        halfway: Mutex::new(halfway_tx),
+        go_on: Mutex::new(go_on_rx),
+    });
+    let addr = real_server(store.clone());
     let rules = format!(
         r#"[{{"name": "off", "priority": 1, "match": {{"tenant": "a", "ops": ["write"]}},
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
     );
-    lachesis_fs::route::set_remote_timeout(Duration::from_millis(5000));
+    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
@@ -396,11 +440,26 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
     sw.write(&a, &[1u8; 4096], 0).unwrap();
     let reader = ctx(&b, None, "/f");
     let mut buf = vec![0u8; 4096];
+    let read_done = AtomicBool::new(false);
+    let waits = || sw.stats()["block_lock_waits"].as_u64().unwrap();
+    let waits_before = waits();
+    store.armed.store(true, Ordering::SeqCst);
     std::thread::scope(|s| {
         s.spawn(|| sw.write(&a, &[2u8; 4096], 0).unwrap());
-        // In the middle of the remote's half-done write.
-        std::thread::sleep(Duration::from_millis(60));
-        sw.read(&reader, &mut buf, 0).unwrap();
+        // The remote holds half of the new bytes; the read starts now and the write goes on
+        // once the read is either blocked on the block's lock or (a torn read) done.
+        halfway.recv_timeout(GUARD).unwrap();
+        let read = s.spawn(|| {
+            sw.read(&reader, &mut buf, 0).unwrap();
+            read_done.store(true, Ordering::SeqCst);
+        });
+        let t = std::time::Instant::now();
+        while waits() == waits_before && !read_done.load(Ordering::SeqCst) {
+            assert!(t.elapsed() < GUARD, "the read neither waited nor finished");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        go_on.send(()).unwrap();
+        read.join().unwrap();
     });
     assert!(
         buf.iter().all(|x| *x == buf[0]) && buf[0] != 0,

@@ -3,10 +3,12 @@
 mod common;
 use common::ctx;
 
+use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::{config, Switch, SwitchOptions};
 
 fn switch(state: &Path, rules: &str) -> Switch {
@@ -83,38 +85,104 @@ fn scatter_writes_every_replica_and_the_read_set_decides_who_serves_reads() {
     );
 }
 
+/// A remote store whose writes wait until the test lets them finish: an IO that stays in
+/// flight exactly as long as the test says.
+struct HeldWrites {
+    inner: DirStore,
+    started: Mutex<mpsc::Sender<()>>,
+    finish: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Store for HeldWrites {
+    fn read(&self, p: &str, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.inner.read(p, off, len)
+    }
+    fn write(&self, p: &str, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.started.lock().unwrap().send(()).unwrap();
+        self.finish.lock().unwrap().recv().unwrap();
+        self.inner.write(p, off, data)
+    }
+    fn sync(&self, p: &str) -> std::io::Result<()> {
+        self.inner.sync(p)
+    }
+    fn truncate(&self, p: &str, size: u64) -> std::io::Result<()> {
+        self.inner.truncate(p, size)
+    }
+    fn size(&self, p: &str) -> std::io::Result<u64> {
+        self.inner.size(p)
+    }
+    fn rename(&self, a: &str, b: &str) -> std::io::Result<()> {
+        self.inner.rename(a, b)
+    }
+}
+
+/// Polls `done` until it holds; the deadline only turns a hang into a failure.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < GUARD, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+const GUARD: Duration = Duration::from_secs(60);
+
 #[test]
 fn quiesce_holds_a_flow_and_drain_waits_for_it() {
     let t = tempfile::tempdir().unwrap();
-    let b = t.path().join("b");
+    let (b, root) = (t.path().join("b"), t.path().join("remote"));
     std::fs::create_dir_all(&b).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    let (started_tx, started) = mpsc::channel();
+    let (finish, finish_rx) = mpsc::channel();
+    let store = Arc::new(HeldWrites {
+        inner: DirStore::new(&root).unwrap(),
+        started: Mutex::new(started_tx),
+        finish: Mutex::new(finish_rx),
+    });
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || server::serve(l, store, None));
+    // A held remote write must not fail on the client's timeout while the test holds it.
+    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Arc::new(switch(
         &t.path().join("s"),
-        r#"[{"name": "slow", "priority": 1, "match": {"tenant": "t"},
-             "detours": [{"what": "io", "to": {"kind": "stage", "target": "ratelimit:bytes_per_sec=1MiB,burst=4KiB"}}]}]"#,
+        &format!(
+            r#"[{{"name": "slow", "priority": 1, "match": {{"tenant": "t"}},
+                 "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
+        ),
     ));
+    let flow = |what: &str| sw.stats()["flows"]["slow"][what].as_u64().unwrap();
     let c = Arc::new(ctx(&b, Some("t"), "/f"));
     let (sw2, c2) = (sw.clone(), c.clone());
-    let inflight = std::thread::spawn(move || sw2.write(&c2, &vec![1u8; 256 << 10], 0).unwrap());
-    std::thread::sleep(Duration::from_millis(30));
+    let inflight = std::thread::spawn(move || sw2.write(&c2, b"first", 0).unwrap());
+    // The write is admitted and at the remote, which holds it: in flight until let go.
+    started.recv_timeout(GUARD).unwrap();
+    assert_eq!(flow("in_flight"), 1);
     sw.quiesce("slow");
     assert!(
-        !sw.drain("slow", Duration::from_millis(10)),
-        "a 256 KiB write at 1 MiB/s is still in flight"
+        !sw.drain("slow", Duration::ZERO),
+        "the held write is in flight"
     );
-    assert!(sw.drain("slow", Duration::from_secs(2)));
+    finish.send(()).unwrap();
+    assert!(sw.drain("slow", GUARD));
     inflight.join().unwrap();
     let (sw3, c3) = (sw.clone(), c.clone());
     let held = std::thread::spawn(move || sw3.write(&c3, b"x", 0).unwrap());
-    std::thread::sleep(Duration::from_millis(50));
+    // The new write reached the quiesced gate and waits there, not admitted.
+    wait_until("the write waiting at the gate", || flow("waiting") == 1);
     assert!(!held.is_finished(), "a quiesced flow admitted IO");
+    assert_eq!(flow("admitted"), 1);
     // IO of other tenants is not held.
     sw.write(&ctx(&b, None, "/g"), b"y", 0).unwrap();
     sw.resume("slow");
+    started.recv_timeout(GUARD).unwrap();
+    finish.send(()).unwrap();
     held.join().unwrap();
-    let mut buf = [0u8; 1];
+    assert_eq!((flow("admitted"), flow("waiting")), (2, 0));
+    let mut buf = [0u8; 5];
     sw.read(&c, &mut buf, 0).unwrap();
-    assert_eq!(&buf, b"x");
+    assert_eq!(&buf, b"xirst");
 }
 
 #[test]
