@@ -103,3 +103,17 @@ def test_every_example_resolves_to_a_valid_desired_state(example: Path, host: Ho
             if d["to"]["kind"] == "stage":
                 assert d["to"]["target"] in shipped, f"{rule['name']} names {d['to']['target']}, which is not shipped"
     json.dumps(message.dump())
+
+
+def test_devices_with_handles_are_placed_automatically_and_stay_put_under_resizes() -> None:
+    host = HostView("host-a", ("flash0",), geometry={"flash0": (8, 1 << 30)})
+    declared = [cache("cache/a", "a", engine="hybrid"), cache("cache/b", "b"), cache("cache/shared", None)]
+    first = {s["name"]: s["placement"] for s in shipped_stages(declared, host, {"a": 100 << 20, "b": 900 << 20})}
+    handles = [p["handle"] for ps in first.values() for p in ps]
+    assert len(handles) == 4 and len(set(handles)) == 4, f"each stream its own handle: {first}"
+    assert first["cache/shared"] == [], "a shared stage has no owner's stream"
+    later = {s["name"]: s["placement"] for s in shipped_stages(declared, host, {"a": 900 << 20, "b": 100 << 20})}
+    assert later == first
+    # One handle: nothing to place.
+    one = HostView("host-a", ("flash0",), geometry={"flash0": (1, 1 << 30)})
+    assert all(s["placement"] == [] for s in shipped_stages(declared, one, None))

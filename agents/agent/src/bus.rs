@@ -255,6 +255,8 @@ pub enum DeviceKind {
     Block,
     /// An NVMe namespace (character device for passthrough).
     Nvme,
+    /// Data in a file with an FDP SSD's FTL simulated beside it (`lachesis_device::measured`).
+    Measured,
 }
 
 /// One flash device of the host.
@@ -269,6 +271,9 @@ pub struct Device {
     pub size_bytes: u64,
     pub fdp: bool,
     pub placement_handles: u32,
+    /// Nominal reclaim unit size; absent: unknown or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_unit_bytes: Option<u64>,
 }
 
 /// What the kernel offers.

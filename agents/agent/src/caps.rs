@@ -8,12 +8,23 @@ use lachesis_switch::names::{is_valid_name, name_error};
 
 use crate::bus::{Capabilities, Device, DeviceKind, Kernel};
 
-/// A `--device NAME=PATH:SIZE` argument.
+/// How a device is driven (`devices.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Data in a file, an FDP SSD's FTL simulated beside it: media bytes are measured.
+    Measured,
+    /// io_uring on the file or block device.
+    Uring,
+}
+
+/// A `--device NAME=[BACKEND:]PATH:SIZE` argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceSpec {
     pub name: String,
     pub path: PathBuf,
     pub size_bytes: u64,
+    /// None: measured for a file, uring for a block device.
+    pub backend: Option<Backend>,
 }
 
 /// Parse a size: a number of bytes, optionally with a unit: `B`, `KiB`, `MiB`, `GiB`, `TiB`
@@ -58,13 +69,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Parse `NAME=PATH:SIZE` (the path may itself contain `:` and `=`; the size is after the
-/// last `:`).
+/// Parse `NAME=[BACKEND:]PATH:SIZE` (BACKEND `measured` or `uring`; the path may itself
+/// contain `:` and `=`; the size is after the last `:`).
 pub fn parse_device_spec(s: &str) -> Result<DeviceSpec, String> {
-    let usage = "expected NAME=PATH:SIZE, e.g. flash0=/var/lib/lachesis/flash0.img:1GiB";
+    let usage = "expected NAME=[measured:|uring:]PATH:SIZE, e.g. flash0=/var/lib/lachesis/flash0.img:1GiB";
     let (name, rest) = s
         .split_once('=')
         .ok_or_else(|| format!("invalid device {s:?}: {usage}"))?;
+    let (backend, rest) = match rest.split_once(':') {
+        Some(("measured", r)) => (Some(Backend::Measured), r),
+        Some(("uring", r)) => (Some(Backend::Uring), r),
+        _ => (None, rest),
+    };
     let (path, size) = rest
         .rsplit_once(':')
         .ok_or_else(|| format!("invalid device {s:?}: {usage}"))?;
@@ -79,6 +95,7 @@ pub fn parse_device_spec(s: &str) -> Result<DeviceSpec, String> {
         name: name.to_string(),
         path: PathBuf::from(path),
         size_bytes,
+        backend,
     })
 }
 
@@ -130,6 +147,7 @@ pub fn prepare_device(spec: &DeviceSpec) -> Result<Device, String> {
         size_bytes: spec.size_bytes,
         fdp: false,
         placement_handles: 0,
+        reclaim_unit_bytes: None,
     })
 }
 
@@ -228,8 +246,13 @@ mod tests {
         assert_eq!(d.name, "flash0");
         assert_eq!(d.path, PathBuf::from("/var/lib/lachesis/flash0.img"));
         assert_eq!(d.size_bytes, 1 << 30);
+        assert_eq!(d.backend, None);
         let d = parse_device_spec("f=/odd:path=x:4096").unwrap();
         assert_eq!(d.path, PathBuf::from("/odd:path=x"));
+        let d = parse_device_spec("f=uring:/dev/vdb:1GiB").unwrap();
+        assert_eq!((d.backend, d.path), (Some(Backend::Uring), PathBuf::from("/dev/vdb")));
+        let d = parse_device_spec("f=measured:/x:1GiB").unwrap();
+        assert_eq!(d.backend, Some(Backend::Measured));
         for bad in [
             "flash0",
             "flash0=/x",
@@ -252,6 +275,7 @@ mod tests {
             name: "flash0".into(),
             path: path.clone(),
             size_bytes: 64 << 20,
+            backend: None,
         };
         let d = prepare_device(&spec).unwrap();
         assert_eq!(d.kind, DeviceKind::File);
@@ -279,6 +303,7 @@ mod tests {
             name: "d".into(),
             path: dir.path().to_path_buf(),
             size_bytes: 1,
+            backend: None,
         };
         assert!(prepare_device(&on_dir)
             .unwrap_err()

@@ -8,6 +8,7 @@ pub mod bus;
 pub mod caps;
 pub mod datapath;
 pub mod detour_link;
+pub mod devices;
 pub mod flow_gate;
 pub mod metrics_engine;
 pub mod runner;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use lachesis_agent::bus::is_valid_host_id;
-use lachesis_agent::caps::{parse_device_spec, prepare_device, DeviceSpec};
+use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::detour_link::RedisLink;
 use lachesis_fs::detour::Detours;
@@ -263,16 +263,13 @@ fn run(args: RunArgs) -> ExitCode {
         )
         .init();
 
-    let mut devices = Vec::new();
-    for spec in &args.devices {
-        match prepare_device(spec) {
-            Ok(d) => devices.push(d),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+    let devices = match lachesis_agent::devices::open_all(&args.devices) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
         }
-    }
+    };
     if let Some(path) = &args.forward_key_file {
         match lachesis_fs::remote::auth::Key::load(path) {
             Ok(key) => lachesis_fs::route::set_forward_key(Some(key)),
@@ -312,7 +309,10 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        let registration = lachesis_agent::registration(&args.host_id, devices);
+        let registration = lachesis_agent::registration(
+            &args.host_id,
+            devices.iter().map(|d| d.info.clone()).collect(),
+        );
         let caps = &registration.capabilities;
         info!(
             host_id = %args.host_id,
@@ -332,7 +332,8 @@ fn run(args: RunArgs) -> ExitCode {
         let telemetry_cfg = TelemetryConfig {
             host_id: args.host_id.clone(),
             interval: Duration::from_millis(args.telemetry_interval_ms),
-            devices: registration.capabilities.devices.clone(),
+            devices: devices.clone(),
+            stages: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
         let datapath = (!args.mounts.is_empty())

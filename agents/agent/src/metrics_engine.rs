@@ -33,9 +33,11 @@ mod shadow_cache;
 pub use shadow_cache::ShadowCache;
 
 use crate::bus::{keys, CacheSize, Device, DeviceKind, Timestamp};
+use crate::devices::OpenDevice;
 use crate::state::Applied;
 use crate::telemetry::{
-    CurveAlgorithm, DeviceTelemetry, LatencyP99, Telemetry, TelemetryCurve, TelemetrySchema,
+    CurveAlgorithm, DeviceTelemetry, LatencyP99, StageTelemetry, Telemetry, TelemetryCurve,
+    TelemetrySchema,
     TenantTelemetry, STREAM, STREAM_MAXLEN,
 };
 
@@ -521,12 +523,18 @@ fn block_bytes_written(dev: &Path) -> Option<u64> {
 }
 
 /// Settings of the telemetry thread.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TelemetryConfig {
     pub host_id: String,
     pub interval: Duration,
-    pub devices: Vec<Device>,
+    /// The opened `--device`s (their counters go out with every report).
+    pub devices: Arc<Vec<OpenDevice>>,
+    /// The data path's stages and their counters, when the agent has one.
+    pub stages: Option<StageSource>,
 }
+
+/// Where the telemetry thread reads the installed stages from (the data path).
+pub type StageSource = Arc<dyn Fn() -> Vec<StageTelemetry> + Send + Sync>;
 
 /// Start the telemetry thread: it keeps `engine` (if eBPF metrics are on) in step with
 /// `applied` and publishes every `cfg.interval` until `stop` is set. Without an engine it still
@@ -596,8 +604,8 @@ fn telemetry_loop(
             sent_at: Timestamp::now(),
             interval_s: cfg.interval.as_secs_f64(),
             tenants: engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
-            devices: device_reports(&cfg.devices),
-            stages: None,
+            devices: crate::devices::reports(&cfg.devices),
+            stages: cfg.stages.as_ref().map(|s| s()),
         };
         bus.publish(&msg);
         // A slow Redis must not make reports pile up.

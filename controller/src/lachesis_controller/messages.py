@@ -216,10 +216,11 @@ class DesiredState(BusModel):
 class Device(BusModel):
     name: Name
     path: str = Field(min_length=1)
-    kind: Literal["file", "block", "nvme"]
+    kind: Literal["file", "block", "nvme", "measured"]
     size_bytes: int = Field(ge=0)
     fdp: bool
     placement_handles: int = Field(ge=0)
+    reclaim_unit_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
 
 
 class Kernel(BusModel):

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..placement import Placement, Stream, assign
+
 # Engine -> the write streams it has (placement/streams.py names the same parts).
 ENGINE_PARTS: dict[str, tuple[str, ...]] = {
     "dram": (),
@@ -38,8 +40,45 @@ class HostView:
 
     host_id: str
     devices: tuple[str, ...] = ()  # flash devices in registration order
-    # (device, tenant, part) -> handle, from the placement broker's last answer.
+    # (device, tenant, part) -> handle, from a placement an operator asked the broker for
+    # (POST /api/v1/placements); devices without one are placed automatically.
     handles: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    # device -> (placement handles, capacity bytes), as registered.
+    geometry: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+# The measuring device's default spare share (agents/device/src/measured.rs).
+AUTO_OVERPROVISIONING = 0.07
+
+
+def auto_placements(declared: Iterable[Mapping[str, Any]], host: HostView) -> dict[str, Placement]:
+    """Device -> the broker's placement of the owned flash cache stages' streams on it, for
+    devices with placement handles and no operator-requested placement. Spaces are the
+    declared sizes, not the allocation, and writes are taken in proportion to space: the
+    handles stay put while the allocation loop resizes stages (a new handle would rebuild
+    a stage cold)."""
+    by_device: dict[str, dict[str, float]] = {}
+    for s in declared:
+        if s["kind"] != "cache" or not s.get("owner") or not applies_to(s, host.host_id):
+            continue
+        engine = s.get("engine") or ("loc" if host.devices else "dram")
+        device = s.get("device") or (host.devices[0] if host.devices else None)
+        if device is None or engine == "dram" or any(k[0] == device for k in host.handles):
+            continue
+        for part in ENGINE_PARTS[engine]:
+            by_device.setdefault(device, {})[f"{s['owner']}/{part}"] = float(s["size_bytes"])
+    out = {}
+    for device, spaces in by_device.items():
+        handles, _ = host.geometry.get(device, (0, 0))
+        if handles < 2:
+            continue
+        total = sum(spaces.values())
+        streams = [
+            Stream(name.split("/")[0], name.split("/")[1], space=v / total, writes=v / total)
+            for name, v in sorted(spaces.items())
+        ]
+        out[device] = assign(streams, handles, AUTO_OVERPROVISIONING)
+    return out
 
 
 def applies_to(stage: Mapping[str, Any], host_id: str) -> bool:
@@ -92,6 +131,12 @@ def shipped_stages(
 ) -> list[dict[str, Any]]:
     """The stage contract for `host`: every declared data-plane stage that applies to it."""
     mine = [s for s in declared if applies_to(s, host.host_id)]
+    auto = {
+        (device, *name.split("/")): handle
+        for device, placement in auto_placements(mine, host).items()
+        for name, handle in placement.handles.items()
+    }
+    host = HostView(host.host_id, host.devices, {**auto, **host.handles}, host.geometry)
     sized = _owner_shares(mine, allocation or {})
     fdp = {
         (s["device"], s["owner"]): s["placement_handle"]

@@ -40,4 +40,8 @@ def host_view(session: Session, host_id: str) -> HostView:
         for s in p.streams
         if "handle" in s
     }
-    return HostView(host_id=host_id, devices=devices, handles=handles)
+    geometry = {
+        d["name"]: (int(d.get("placement_handles", 0)), int(d.get("size_bytes", 0)))
+        for d in (host.capabilities.get("devices", []) if host else [])
+    }
+    return HostView(host_id=host_id, devices=devices, handles=handles, geometry=geometry)
