@@ -31,7 +31,7 @@ from typing import Any
 
 from .bus import TELEMETRY, Bus
 from .consumers import StreamConsumer
-from .messages import Telemetry, TelemetryCurve, TelemetryDevice, TelemetryTenant, parse_timestamp
+from .messages import Telemetry, TelemetryCurve, TelemetryDevice, TelemetryStage, TelemetryTenant, parse_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,26 @@ class _HostDevice:
     series: deque[tuple[datetime, float, float | None]] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
 
 
+@dataclass(frozen=True)
+class StagePoint:
+    at: datetime
+    size_bytes: int | None
+    installed_bytes: int | None
+    # Hits over block reads of the stage over the interval ending at `at` (None: no reads).
+    hit_ratio: float | None
+
+
+@dataclass
+class HostStage:
+    """The last report of one stage from one host, with its series."""
+
+    host_id: str
+    at: datetime
+    interval_s: float
+    counters: TelemetryStage
+    series: deque[StagePoint] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
+
+
 @dataclass
 class TenantTelemetryView:
     name: str
@@ -140,6 +160,7 @@ class TelemetryStore:
         self._series: dict[str, deque[Point]] = {}
         self._updated: dict[str, datetime] = {}
         self._devices: dict[tuple[str, str], _HostDevice] = {}
+        self._stages: dict[tuple[str, str], HostStage] = {}
         self.messages = 0
 
     def ingest(self, msg: Telemetry) -> None:
@@ -166,7 +187,23 @@ class TelemetryStore:
                 series.append(Point(at, self._tenant_rates(t.name, at), _ratio(self._tenant_cache(t.name, at))))
         for d in msg.devices:
             self._ingest_device(msg.host_id, at, interval, d)
+        for s in msg.stages or []:
+            self._ingest_stage(msg.host_id, at, interval, s)
         self.messages += 1
+
+    def _ingest_stage(self, host_id: str, at: datetime, interval: float, s: TelemetryStage) -> None:
+        key = (host_id, s.name)
+        prev = self._stages.get(key)
+        if prev is not None and at <= prev.at:
+            return
+        entry = HostStage(host_id, at, interval, s)
+        if prev is not None:
+            entry.series = prev.series
+            ratio = None
+            if s.hits is not None and s.misses is not None and prev.counters.hits is not None:
+                ratio = _ratio((_delta(s.hits, prev.counters.hits), _delta(s.misses, prev.counters.misses or 0)))
+            entry.series.append(StagePoint(at, s.size_bytes, s.installed_bytes, ratio))
+        self._stages[key] = entry
 
     def _ingest_device(self, host_id: str, at: datetime, interval: float, d: TelemetryDevice) -> None:
         key = (host_id, d.name)
@@ -246,6 +283,22 @@ class TelemetryStore:
             if cache is not None:
                 out[name] = cache
         return out
+
+    def stages(self) -> list[HostStage]:
+        """Every stage's latest report, by host then name; reports older than the agent's
+        last one (a stage it no longer runs) are left out."""
+        last = {}
+        for (host, _), e in self._stages.items():
+            last[host] = max(e.at, last.get(host, e.at))
+        return [e for (host, _), e in sorted(self._stages.items()) if e.at == last[host]]
+
+    def device_reports(self) -> list[tuple[str, TelemetryDevice, float | None]]:
+        """(host, latest report, DLWA over the last interval or since the start) per device."""
+        return [(host, e.counters, e.dlwa) for (host, _), e in sorted(self._devices.items())]
+
+    def device_series(self, host: str, name: str) -> list[tuple[datetime, float, float | None]]:
+        e = self._devices.get((host, name))
+        return list(e.series) if e is not None else []
 
     def devices(self) -> list[tuple[str, str, float | None, float | None]]:
         """(host, device, write bytes/s, DLWA) of every device, latest report."""

@@ -1,0 +1,264 @@
+"""Stages: Moirai's cache API (create, configure, remove, stats) on the agents' real stages.
+
+A stage is declared here or by a policy (policies own theirs: change them through the
+policy). Every change is a new generation for the hosts the stage applies to; the agents
+build, resize in place or replace the stage (api-schemas/README.md, "Stages"). What each host
+runs and measures comes back on telemetry and is served with the declaration.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from sqlalchemy.orm import Session
+
+from .. import audit, rollouts
+from ..authz import Principal, forbidden, require_tenant
+from ..config import Settings
+from ..db import utcnow
+from ..models import Rule, Stage, Tenant
+from ..policy_model import Stage as StageSpec
+from ..problems import ProblemError, conflict, invalid, not_found, problem_responses
+from ..schemas import RequestModel
+from ..stages import store
+from ..stages.resolve import shipped_stages
+from ..telemetry import current_traceparent
+from ..telemetry_store import HostStage, TelemetryStore
+from .changes import ship
+from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+
+router = APIRouter(prefix="/stages", tags=["stages"])
+
+WRITE_ERRORS = problem_responses(400, 401, 403, 404, 409, 415, 422)
+STAGE_SPEC: TypeAdapter[Any] = TypeAdapter(StageSpec)
+
+
+class StageHost(BaseModel):
+    """One host's instance of a stage: what desired state asks for and what the agent reports."""
+
+    host_id: str
+    allocated_bytes: int | None = Field(description="Cache size shipped to the host (the allocation while one is in force).")
+    reported_at: datetime | None
+    installed_bytes: int | None = Field(description="Size the engine holds now.")
+    hits: int | None
+    misses: int | None
+    hit_ratio: float | None = Field(description="Hits over block reads since the stage was built.")
+    bytes_read_hit: int | None
+    bytes_read_miss: int | None
+    bytes_written: int | None
+    evictions: int | None
+    writebacks: int | None
+    dirty_bytes: int | None
+
+
+class StageOut(BaseModel):
+    name: str
+    kind: str
+    owner: str | None
+    source: str = Field(description="api, or policy/NAME for a stage a policy declares.")
+    declared: dict[str, Any] = Field(description="The declaration, as given (defaults filled in).")
+    hosts: list[StageHost]
+
+
+class StageChange(StageOut):
+    rollout_id: str
+
+
+class StagePatch(RequestModel):
+    """Configure a stage: the fields to change (Moirai's configure; resize with size_bytes)."""
+
+    size_bytes: int | None = Field(default=None, ge=1 << 20, le=1 << 50)
+    write_mode: Literal["through", "back", "around"] | None = None
+    eviction: Literal["lru", "fifo", "mrc"] | None = None
+    engine: Literal["dram", "loc", "kangaroo", "hybrid"] | None = None
+    max_dirty_bytes: int | None = Field(default=None, ge=4096, le=1 << 50)
+    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=1 << 50)
+    max_iops: int | None = Field(default=None, ge=1, le=100_000_000)
+
+
+def _telemetry(request: Request) -> TelemetryStore:
+    return request.app.state.telemetry  # type: ignore[no-any-return]
+
+
+def _host_rows(session: Session, declared: dict[str, Any], reports: list[HostStage]) -> list[StageHost]:
+    by_host = {r.host_id: r for r in reports if r.counters.name == declared["name"]}
+    sizes = store.allocation_sizes(session)
+    everything = store.declared_stages(session).values()
+    out = []
+    for host_id in rollouts.all_host_ids(session):
+        shipped = {s["name"]: s for s in shipped_stages(everything, store.host_view(session, host_id), sizes)}
+        if declared["name"] not in shipped and host_id not in by_host:
+            continue
+        r = by_host.get(host_id)
+        c = r.counters if r is not None else None
+        hits, misses = (c.hits, c.misses) if c is not None else (None, None)
+        out.append(StageHost(
+            host_id=host_id,
+            allocated_bytes=shipped.get(declared["name"], {}).get("size_bytes"),
+            reported_at=r.at if r is not None else None,
+            installed_bytes=c.installed_bytes if c else None,
+            hits=hits, misses=misses,
+            hit_ratio=hits / (hits + misses) if hits is not None and misses is not None and hits + misses > 0 else None,
+            bytes_read_hit=c.bytes_read_hit if c else None, bytes_read_miss=c.bytes_read_miss if c else None,
+            bytes_written=c.bytes_written if c else None, evictions=c.evictions if c else None,
+            writebacks=c.writebacks if c else None, dirty_bytes=c.dirty_bytes if c else None,
+        ))
+    return out
+
+
+def _out(session: Session, declared: dict[str, Any], reports: list[HostStage]) -> StageOut:
+    spec = {k: v for k, v in declared.items() if k != "source"}
+    return StageOut(
+        name=declared["name"], kind=declared["kind"], owner=declared.get("owner"), source=declared["source"],
+        declared=spec, hosts=_host_rows(session, declared, reports),
+    )
+
+
+def _get(session: Session, principal: Principal, name: str) -> dict[str, Any]:
+    declared = store.declared_stages(session).get(name)
+    if declared is None or not principal.sees_tenant(declared.get("owner")):
+        raise not_found("stage", name)
+    return declared
+
+
+def _check(session: Session, spec: dict[str, Any], principal: Principal, action: str) -> None:
+    owner = spec.get("owner")
+    if owner is None and principal.tenant is not None:
+        raise forbidden(principal, f"{action} (shared stages belong to all tenants)")
+    require_tenant(principal, owner, action)
+    errors = []
+    for field in ("owner", "shared_with"):
+        names = [owner] if field == "owner" else spec.get("shared_with", [])
+        for i, name in enumerate(names):
+            if name is not None and session.get(Tenant, name) is None:
+                errors.append((field if field == "owner" else f"shared_with[{i}]", f"no tenant named {name!r}"))
+    parent = spec.get("parent")
+    if parent is not None:
+        p = store.declared_stages(session).get(parent)
+        if p is None or p["kind"] != "cache" or p.get("level") != 2:
+            errors.append(("parent", f"{parent!r} is not a declared level-2 cache stage"))
+    if errors:
+        raise invalid(errors)
+
+
+def _rollout(session: Session, settings: Settings, cause: str, spec: dict[str, Any]) -> tuple[str, list[rollouts.Publication]]:
+    hosts = spec.get("hosts")
+    rollout, publications = rollouts.start_rollout(
+        session, cause=cause, trigger="stage",
+        host_ids=rollouts.all_host_ids(session) if hosts is None else hosts,
+        now=utcnow(), timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+    )
+    return rollout.id, publications
+
+
+def _validated(body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return STAGE_SPEC.validate_python(body).model_dump(mode="json")  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        raise invalid(
+            (".".join(str(p) for p in e["loc"]) or "body", e["msg"]) for e in exc.errors()
+        ) from None
+
+
+@router.get("", response_model=list[StageOut], summary="Every declared stage with what each host runs and measures")
+async def list_stages(request: Request, session: SessionDep, principal: PrincipalDep) -> list[StageOut]:
+    reports = _telemetry(request).stages()
+    with session.begin():
+        return [
+            _out(session, s, reports) for s in store.declared_stages(session).values()
+            if principal.sees_tenant(s.get("owner"))
+        ]
+
+
+@router.get("/{name:path}/stats", response_model=list[StageHost], responses=problem_responses(401, 403, 404),
+            summary="A stage's statistics per host (getCacheStats)")
+async def stage_stats(name: str, request: Request, session: SessionDep, principal: PrincipalDep) -> list[StageHost]:
+    with session.begin():
+        return _out(session, _get(session, principal, name), _telemetry(request).stages()).hosts
+
+
+@router.get("/{name:path}", response_model=StageOut, responses=problem_responses(401, 403, 404))
+async def get_stage(name: str, request: Request, session: SessionDep, principal: PrincipalDep) -> StageOut:
+    with session.begin():
+        return _out(session, _get(session, principal, name), _telemetry(request).stages())
+
+
+@router.post("", status_code=201, response_model=StageChange, responses=WRITE_ERRORS,
+             summary="Create a stage (a cache, a rate limit, a log writer, ...) on the hosts it names")
+async def create_stage(
+    body: StageSpec, request: Request, response: Response, session: SessionDep, bus: BusDep,
+    settings: SettingsDep, principal: PrincipalDep,
+) -> StageChange:
+    spec = body.model_dump(mode="json")
+    with session.begin():
+        if spec["name"] in store.declared_stages(session):
+            raise conflict("name", f"stage {spec['name']!r} already exists")
+        _check(session, spec, principal, f"create stage {spec['name']!r}")
+        now = utcnow()
+        session.add(Stage(name=spec["name"], kind=spec["kind"], owner=spec.get("owner"), spec=spec,
+                          created_at=now, updated_at=now, created_by=principal.actor))
+        session.flush()
+        rollout_id, publications = _rollout(session, settings, f"stage {spec['name']} created", spec)
+        audit.record(session, principal, "stage.create", kind="stage", name=spec["name"], tenant=spec.get("owner"),
+                     before=None, after=spec, rollout_id=rollout_id)
+        out = _out(session, {**spec, "source": "api"}, _telemetry(request).stages())
+    await ship(bus, publications, response, rollout_id)
+    response.headers["Location"] = f"/api/v1/stages/{spec['name']}"
+    return StageChange(**out.model_dump(), rollout_id=rollout_id)
+
+
+def _own(session: Session, principal: Principal, name: str, action: str) -> Stage:
+    declared = _get(session, principal, name)
+    if declared["source"] != "api":
+        raise ProblemError(409, f"stage {name!r} is declared by {declared['source']}; change it there", kind="conflict")
+    row = session.get(Stage, name)
+    assert row is not None
+    _check(session, row.spec, principal, action)
+    return row
+
+
+@router.patch("/{name:path}", response_model=StageChange, responses=WRITE_ERRORS,
+              summary="Configure a stage: resize it, change its write mode or limits (live, no remount)")
+async def configure_stage(
+    name: str, patch: StagePatch, request: Request, response: Response, session: SessionDep, bus: BusDep,
+    settings: SettingsDep, principal: PrincipalDep,
+) -> StageChange:
+    changes = patch.model_dump(exclude_unset=True)
+    if not changes:
+        raise invalid([("body", "name at least one field to change")])
+    with session.begin():
+        row = _own(session, principal, name, f"configure stage {name!r}")
+        before = dict(row.spec)
+        spec = _validated({**row.spec, **changes})
+        row.spec, row.updated_at = spec, utcnow()
+        session.flush()
+        rollout_id, publications = _rollout(session, settings, f"stage {name} configured", spec)
+        audit.record(session, principal, "stage.configure", kind="stage", name=name, tenant=spec.get("owner"),
+                     before=before, after=spec, rollout_id=rollout_id)
+        out = _out(session, {**spec, "source": "api"}, _telemetry(request).stages())
+    await ship(bus, publications, response, rollout_id)
+    return StageChange(**out.model_dump(), rollout_id=rollout_id)
+
+
+@router.delete("/{name:path}", status_code=204, responses=WRITE_ERRORS,
+               summary="Remove a stage (the agents write back what it holds first)")
+async def delete_stage(
+    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep, principal: PrincipalDep,
+) -> None:
+    with session.begin():
+        row = _own(session, principal, name, f"delete stage {name!r}")
+        users = [r.name for r in session.query(Rule).all()
+                 if any(d["to"]["kind"] == "stage" and d["to"]["target"] == name for d in r.detours)]
+        children = [s["name"] for s in store.declared_stages(session).values() if s.get("parent") == name]
+        if users or children:
+            raise conflict("name", f"stage {name!r} is still used by {', '.join(['rule ' + u for u in users] + ['stage ' + c for c in children])}")
+        spec = dict(row.spec)
+        session.delete(row)
+        session.flush()
+        rollout_id, publications = _rollout(session, settings, f"stage {name} deleted", spec)
+        audit.record(session, principal, "stage.delete", kind="stage", name=name, tenant=spec.get("owner"),
+                     before=spec, after=None, rollout_id=rollout_id)
+    await ship(bus, publications, response, rollout_id)
