@@ -236,6 +236,25 @@ def test_tenant_token_changes_only_its_tenants_rules(
     assert seeded.delete("/api/v1/rules/web-write", headers=web).status_code == 200
 
 
+def test_tenant_token_changes_only_its_tenants_stages_and_sees_no_devices(
+    seeded: TestClient, make_token: Callable[..., str], state_db: Engine
+) -> None:
+    web = bearer(make_token("web-ops", "operator", tenant="web"))
+    cache = {"name": "cache/db", "kind": "cache", "owner": "db", "size_bytes": 1 << 20}
+    before = snapshot(state_db)
+    assert_forbidden(seeded.post("/api/v1/stages", json=cache, headers=web))
+    assert_forbidden(seeded.post("/api/v1/stages", json={**cache, "owner": None}, headers=web))
+    assert_forbidden(seeded.get("/api/v1/devices", headers=web))
+    assert snapshot(state_db) == before
+    assert seeded.post("/api/v1/stages", json=cache, headers=ADMIN_HEADERS).status_code == 201
+    assert_problem(seeded.get("/api/v1/stages/cache/db", headers=web), 404)
+    assert [s["name"] for s in seeded.get("/api/v1/stages", headers=web).json()] == []
+    assert_problem(seeded.patch("/api/v1/stages/cache/db", json={"size_bytes": 2 << 20}, headers=web), 404)
+    own = seeded.post("/api/v1/stages", json={**cache, "name": "cache/web", "owner": "web"}, headers=web)
+    assert own.status_code == 201, own.text
+    assert seeded.patch("/api/v1/stages/cache/web", json={"size_bytes": 2 << 20}, headers=web).status_code == 200
+
+
 def test_tenant_viewer_cannot_write_its_own_rules(
     seeded: TestClient, make_token: Callable[..., str]
 ) -> None:

@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy.engine import make_url
 
 from . import __version__, consumers, problems
-from .api import allocations, audit, health, hosts, placements, policies, rollouts, rules, stages, switch, telemetry, tenants, tokens, whoami
+from .api import allocations, audit, devices, health, hosts, placements, policies, rollouts, rules, stages, switch, telemetry, tenants, tokens, whoami
 from .api.auth import BearerAuthMiddleware, bearer_scheme
 from .bus import Bus, make_redis, redact_url
 from .config import Settings
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, switch, telemetry, detours_api):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, switch, telemetry, detours_api):
         api.include_router(module.router)
     app.include_router(api)
 
