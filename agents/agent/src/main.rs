@@ -72,9 +72,11 @@ struct RunArgs {
     )]
     redis_url: String,
 
-    /// A flash device; a missing PATH is created as a sparse file of SIZE (e.g. 1GiB,
-    /// 512MiB, 4096). Repeatable.
-    #[arg(long = "device", value_name = "NAME=PATH:SIZE", value_parser = parse_device_spec)]
+    /// A flash device the cache stages live on; a missing PATH is created as a sparse file of
+    /// SIZE (e.g. 1GiB, 512MiB, 4096). BACKEND: `measured` (the default for a file: the data
+    /// in the file, an FDP SSD's FTL simulated beside it so DLWA is measured) or `uring`
+    /// (plain io_uring; the default for a block device). Repeatable.
+    #[arg(long = "device", value_name = "NAME=[BACKEND:]PATH:SIZE", value_parser = parse_device_spec)]
     devices: Vec<DeviceSpec>,
 
     /// How often to refresh the heartbeat key.

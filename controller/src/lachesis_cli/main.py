@@ -6,6 +6,9 @@ timed out; 2 bad input (file, arguments, or the controller refused the request).
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import sys
 import time
 from enum import Enum
@@ -284,6 +287,88 @@ def status(output_format: OutputOption = Format.table, url: UrlOption = None) ->
     if not is_ready:
         typer.echo(describe_problem(ready, "GET /readyz"), err=True)
         raise typer.Exit(EXIT_FAILED)
+
+
+SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
+
+
+def _size(value: str) -> int:
+    match = SIZE.match(value)
+    if match is None:
+        raise typer.BadParameter(f"{value!r} is not a size like 64MiB, 1GiB or 4096")
+    n = int(match.group(1)) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[match.group(2)]
+    if not (1 << 20) <= n <= (1 << 50):
+        raise typer.BadParameter(f"{value!r} is outside 1MiB..1PiB")
+    return n
+
+
+def _home() -> Path:
+    """The deployment's state directory (`./lachesis` sets LACHESIS_HOME to it)."""
+    home = Path(os.environ.get("LACHESIS_HOME") or ".")
+    return home if (home / "mnt").exists() else home / ".lachesis"
+
+
+def _default_traces() -> list[Path]:
+    """The shared real traces (`./lachesis demo` names their folder in LACHESIS_TRACES), one
+    file per trace: the oracleGeneral copy of the CloudPhysics trace is the same trace."""
+    root = Path(os.environ.get("LACHESIS_TRACES") or "../shared/traces")
+    return sorted(root.glob("*.csv")) + sorted(root.glob("arc/*.lis.zst"))
+
+
+@app.command()
+def demo(
+    traces: Annotated[list[Path] | None, typer.Argument(help="Trace files (ARC .lis/.lis.zst, oracleGeneral, CloudPhysics CSV, MSR); default: the shared traces")] = None,
+    seconds: Annotated[float, typer.Option("--seconds", min=5, max=3600, help="Replay time of each phase")] = 60.0,
+    cache_bytes: Annotated[str, typer.Option("--cache-bytes", help="Flash cache capacity the tenants share, e.g. 32MiB")] = "32MiB",
+    compare_equal_split: Annotated[bool, typer.Option("--compare-equal-split", help="First run the same replays with the cache split equally")] = False,
+    output_format: OutputOption = Format.table,
+    url: UrlOption = None,
+) -> None:
+    """Show the closed loop: one tenant per trace replays through the data path with its own
+    flash cache stage; the allocation loop sizes the stages from the tenants' curves."""
+    from .demo import run as demo_run
+    from .demo.traces import TraceError
+
+    size = _size(cache_bytes)
+    paths = traces or _default_traces()
+    if not paths:
+        raise _fail(CliError("no traces given and none found in ../shared/traces"))
+    try:
+        with _client(url) as client:
+            result = demo_run.run(client, _home(), paths, seconds, size, compare_equal_split)
+    except TraceError as exc:
+        raise _fail(CliError(str(exc))) from None
+    except CliError as exc:
+        raise _fail(exc) from None
+    if output_format is Format.json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    typer.echo(output_demo(result))
+
+
+def output_demo(result: dict[str, Any]) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:5.1f}%"
+
+    def mib(x: int | None) -> str:
+        return "-" if x is None else f"{x / (1 << 20):8.1f}"
+
+    lines = []
+    phases = ([("equal split", result["equal_split"])] if "equal_split" in result else []) + [
+        ("allocation loop", {"hit_ratio": result["loop"]["hit_ratio"], "tenants": result["tenants"]})]
+    for label, phase in phases:
+        lines.append(f"{label}: aggregate hit ratio {pct(phase['hit_ratio'])}")
+        lines.append(f"  {'tenant':<28} {'requests':>9} {'alloc MiB':>9} {'inst MiB':>9} {'hit':>7} {'predicted':>9}")
+        for t in phase["tenants"]:
+            lines.append(f"  {t['name']:<28} {t['requests']:>9} {mib(t['allocated_bytes'])} {mib(t['installed_bytes'])}"
+                         f" {pct(t['hit_ratio']):>7} {pct(t['predicted_hit_ratio']):>9}")
+    lines.append("devices:")
+    for d in result["devices"]:
+        dlwa = "-" if d["dlwa"] is None else f"{d['dlwa']:.3f}"
+        predicted = "-" if d["predicted_dlwa"] is None else f"{d['predicted_dlwa']:.3f}"
+        lines.append(f"  {d['host']}/{d['name']} ({d['kind']}, {d['placement_handles']} handles): "
+                     f"DLWA {dlwa} measured, {predicted} predicted")
+    return "\n".join(lines)
 
 
 hosts_app = typer.Typer(help="Enrol hosts: give an agent its own Redis user.", no_args_is_help=True)

@@ -1,0 +1,262 @@
+"""The demo's phases over the REST API of a running deployment (`./lachesis up`).
+
+One tenant per trace, each in its own cgroup (classified by it), replaying its miniature
+trace as 4 KiB reads and writes of its own file in the data path's mount. Each tenant's rule
+sends its IO through its own flash cache stage. With --compare-equal-split the same replays
+first run with the cache split equally (fixed-size guarantees of C/n pin the allocation),
+then on fresh stages with the guarantees gone, so the allocation loop sizes the stages from
+the tenants' miss-ratio curves. Hit ratios are the real stages' counters over each phase.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..client import Client
+from ..errors import EXIT_FAILED, CliError
+from . import traces
+
+BLOCK = 4096
+# References per second the replays may issue together through FUSE on a small host; the
+# scaling rate is picked so a phase replays each trace about once.
+REPLAY_IOPS = 4000
+DEMO = "lachesis-demo"
+
+
+def log(message: str) -> None:
+    print(f"demo: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Tenant:
+    name: str
+    trace: Path
+    mini: traces.Miniature
+    cgroup: Path
+    file: Path  # in the mount
+    stage: str = ""
+    requests: int = 0
+    counters: dict[str, Any] = field(default_factory=dict)
+
+
+def cgroup2_mount() -> Path:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, mnt, kind, *_ = line.split()
+        if kind == "cgroup2":
+            return Path(mnt)
+    raise CliError("no cgroup2 mount on this host: the demo classifies tenants by cgroup", EXIT_FAILED)
+
+
+def slug(path: Path) -> str:
+    stem = re.sub(r"\.(lis|zst|csv|bin)$", "", path.name.lower())
+    stem = re.sub(r"\.(lis|oraclegeneral)$", "", stem)
+    return re.sub(r"[^a-z0-9]+", "-", stem).strip("-")[:40] or "trace"
+
+
+class Demo:
+    def __init__(self, client: Client, home: Path, seconds: float, cache_bytes: int) -> None:
+        self.client = client
+        self.home = home
+        self.seconds = seconds
+        self.cache_bytes = cache_bytes
+        self.tenants: list[Tenant] = []
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    def prepare(self, paths: list[Path]) -> None:
+        # Bad input first: nothing is asked of the controller before every trace reads.
+        read = [traces.read(p) for p in paths]
+        host = self._host()
+        mount, backing = self.home / "mnt", self.home / "data"
+        if not (backing.is_dir() and mount.is_dir() and mount.stat().st_dev != backing.stat().st_dev):
+            raise CliError(f"{mount} is not the data path's mount: start the deployment with './lachesis up'", EXIT_FAILED)
+        total = sum(t.keys.size for t in read)
+        rate = min(1.0, REPLAY_IOPS * self.seconds / total)
+        log(f"host {host}; {len(read)} traces, {total:,} references; replaying a miniature of each at R = {rate:.4f}")
+        root = cgroup2_mount() / DEMO
+        root.mkdir(exist_ok=True)
+        (backing / "demo").mkdir(exist_ok=True)
+        names: set[str] = set()
+        for t in read:
+            name = base = f"demo-{slug(t.path)}"
+            i = 2
+            while name in names:
+                name, i = f"{base}-{i}", i + 1
+            names.add(name)
+            mini = traces.miniature(t, rate)
+            cgroup = root / name
+            cgroup.mkdir(exist_ok=True)
+            # Sparse: reads of holes are full 4 KiB blocks of zeros, cached like any other.
+            with open(backing / "demo" / f"{name}.dat", "ab") as f:
+                f.truncate(max(mini.blocks, 1) * BLOCK)
+            self.tenants.append(Tenant(name, t.path, mini, cgroup, mount / "demo" / f"{name}.dat"))
+            log(f"  {name}: {mini.refs.size:,} of {mini.full_references:,} references, {mini.blocks:,} blocks")
+        for t in self.tenants:
+            body = {"name": t.name, "classifiers": [{"kind": "cgroup", "value": f"/{DEMO}/{t.name}"}],
+                    "description": f"lachesis demo: {t.trace.name}"}
+            if self.client.request("POST", "/api/v1/tenants", json=body, ok=(409,)).status_code == 409:
+                self.client.request("PUT", f"/api/v1/tenants/{t.name}", json=body)
+
+    def _host(self) -> str:
+        hosts = [h for h in self.client.get("/api/v1/hosts") if h.get("alive", True)]
+        if not hosts:
+            raise CliError("no agent has registered: start the deployment with './lachesis up'", EXIT_FAILED)
+        return str(hosts[0]["id"])
+
+    # --- phases ------------------------------------------------------------------------------
+
+    def phase(self, label: str, equal: bool) -> dict[str, Any]:
+        n = len(self.tenants)
+        share = self.cache_bytes // n
+        log(f"phase {label}: {'cache split equally' if equal else 'allocation loop on'}, {self.seconds:g} s")
+        for t in self.tenants:
+            if equal:
+                self.client.request("PUT", f"/api/v1/allocations/guarantees/{t.name}",
+                                    json={"guarantee": {"kind": "fixed_size", "size_bytes": share}})
+            else:
+                self.client.request("DELETE", f"/api/v1/allocations/guarantees/{t.name}", ok=(404,))
+        # Both phases start from the equal split; stating the capacity turns the loop on. With
+        # the stored guarantees (equal phase) it cannot move; without them it follows the curves.
+        flat = {t.name: {"sizes": [0.0, float(self.cache_bytes)], "miss_ratios": [1.0, 1.0], "weight": 0.0}
+                for t in self.tenants}
+        fixed = {t.name: {"kind": "fixed_size", "size_bytes": share} for t in self.tenants}
+        self.client.request("POST", "/api/v1/allocations/proposals",
+                            json={"capacity_bytes": self.cache_bytes, "curves": flat, "guarantees": fixed})
+        self.client.request("POST", "/api/v1/allocations/apply")
+        # Fresh stages for every phase: no phase starts warm from another's contents.
+        for t in self.tenants:
+            old, t.stage = t.stage, f"cache/{t.name}-{label}"
+            stage = {"name": t.stage, "kind": "cache", "owner": t.name, "size_bytes": max(share, 1 << 20),
+                     "engine": "loc", "write_mode": "through"}
+            self.client.request("POST", "/api/v1/stages", json=stage)
+            rule = {"name": f"{t.name}-cached", "priority": 10, "match": {"tenant": t.name},
+                    "detours": [{"what": "io", "to": {"kind": "stage", "target": t.stage}}]}
+            if self.client.request("POST", "/api/v1/rules", json=rule, ok=(409,)).status_code == 409:
+                self.client.request("PUT", f"/api/v1/rules/{rule['name']}", json=rule)
+            if old:
+                self.client.request("DELETE", f"/api/v1/stages/{old}", ok=(404,))
+        self._wait_installed()
+        before = self._stage_counters()
+        results = self._replay()
+        after = self._stage_counters()
+        return self._report(results, before, after)
+
+    def _wait_installed(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            stages = self._stage_counters()
+            if all(t.stage in stages and stages[t.stage].get("installed_bytes") is not None for t in self.tenants):
+                return
+            time.sleep(0.5)
+        raise CliError("the agent did not report the demo's stages installed within 120 s "
+                       "(see .lachesis/log/agent.log)", EXIT_FAILED)
+
+    def _stage_counters(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for s in self.client.get("/api/v1/stages"):
+            hosts = [h for h in s["hosts"] if h.get("reported_at")]
+            if hosts:
+                out[s["name"]] = {**hosts[0], "allocated_bytes": hosts[0]["allocated_bytes"]}
+        return out
+
+    def _replay(self) -> dict[str, dict[str, int]]:
+        until = time.time() + self.seconds
+        work = Path(tempfile.mkdtemp(prefix="lachesis-demo-"))
+        procs = {}
+        for t in self.tenants:
+            refs = work / f"{t.name}.npz"
+            np.savez(refs, refs=t.mini.refs, writes=t.mini.writes)
+            procs[t.name] = subprocess.Popen(
+                [sys.executable, "-m", "lachesis_cli.demo.replay", "--refs", str(refs), "--file", str(t.file),
+                 "--cgroup", str(t.cgroup), "--until", repr(until)],
+                stdout=subprocess.PIPE, text=True,
+            )
+        start = time.time()
+        while any(p.poll() is None for p in procs.values()):
+            time.sleep(1.0)
+            done = int(time.time() - start)
+            if done % 10 == 0 and done:
+                sizes = {n: s.get("allocated_bytes") for n, s in self._stage_counters().items()}
+                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) >> 20}MiB' for n, v in sorted(sizes.items()))}")
+        results = {}
+        for name, p in procs.items():
+            out, _ = p.communicate()
+            if p.returncode != 0:
+                raise CliError(f"the replay of {name} failed (exit {p.returncode})", EXIT_FAILED)
+            results[name] = json.loads(out.strip().splitlines()[-1])
+        return results
+
+    def _report(self, results: dict[str, dict[str, int]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        for t in self.tenants:
+            b, a = before.get(t.stage, {}), after.get(t.stage, {})
+            hits = (a.get("hits") or 0) - (b.get("hits") or 0)
+            misses = (a.get("misses") or 0) - (b.get("misses") or 0)
+            allocated = a.get("allocated_bytes")
+            rows.append({
+                "name": t.name, "trace": str(t.trace),
+                "requests": results[t.name]["reads"] + results[t.name]["writes"],
+                "allocated_bytes": allocated, "installed_bytes": a.get("installed_bytes"),
+                "hits": hits, "misses": misses,
+                "hit_ratio": hits / (hits + misses) if hits + misses else None,
+                "predicted_hit_ratio": self._predicted(t.name, allocated),
+            })
+        hits = sum(r["hits"] for r in rows)
+        total = hits + sum(r["misses"] for r in rows)
+        return {"hit_ratio": hits / total if total else None, "tenants": rows}
+
+    def _predicted(self, tenant: str, size: int | None) -> float | None:
+        """The tenant's curve at its allocated size: what the allocator expected."""
+        view = self.client.get_optional(f"/api/v1/tenants/{tenant}/telemetry")
+        curve = view.get("curve") if view else None
+        if not curve or size is None:
+            return None
+        sizes = [p["size_bytes"] for p in curve["points"]]
+        ratios = [p["miss_ratio"] for p in curve["points"]]
+        return float(1.0 - np.interp(size, sizes, ratios))
+
+    def devices(self) -> list[dict[str, Any]]:
+        return [
+            {"host": d["host"], "name": d["name"], "kind": d["kind"], "placement_handles": d["placement_handles"],
+             "host_bytes_written": d["host_bytes_written"], "media_bytes_written": d["media_bytes_written"],
+             "dlwa": d["dlwa"], "predicted_dlwa": d["predicted_dlwa"]}
+            for d in self.client.get("/api/v1/devices")
+        ]
+
+    # --- clean-up ----------------------------------------------------------------------------
+
+    def clean_up(self) -> None:
+        """Remove what the demo made, so it can run again (the curves and files stay)."""
+        for t in self.tenants:
+            self.client.request("DELETE", f"/api/v1/rules/{t.name}-cached", ok=(404,))
+            if t.stage:
+                self.client.request("DELETE", f"/api/v1/stages/{t.stage}", ok=(404,))
+            self.client.request("DELETE", f"/api/v1/allocations/guarantees/{t.name}", ok=(404,))
+
+
+def run(client: Client, home: Path, paths: list[Path], seconds: float, cache_bytes: int, compare: bool,
+        progress: Callable[[str], None] = log) -> dict[str, Any]:
+    demo = Demo(client, home, seconds, cache_bytes)
+    demo.prepare(paths)
+    result: dict[str, Any] = {}
+    try:
+        if compare:
+            result["equal_split"] = demo.phase("equal", equal=True)
+        loop = demo.phase("loop", equal=False)
+    finally:
+        demo.clean_up()
+    result["tenants"] = loop["tenants"]
+    result["loop"] = {"hit_ratio": loop["hit_ratio"]}
+    result["devices"] = demo.devices()
+    return result
