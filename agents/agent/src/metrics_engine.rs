@@ -29,6 +29,7 @@ use lachesis_switch::{ClassifierKind, Tenant};
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
+pub mod datapath_curves;
 mod shadow_cache;
 pub use shadow_cache::ShadowCache;
 
@@ -531,6 +532,8 @@ pub struct TelemetryConfig {
     pub devices: Arc<Vec<OpenDevice>>,
     /// The data path's stages and their counters, when the agent has one.
     pub stages: Option<StageSource>,
+    /// Curves of the IO through the data path, per tenant (`datapath_curves.rs`).
+    pub datapath_curves: Option<Arc<datapath_curves::DatapathCurves>>,
 }
 
 /// Where the telemetry thread reads the installed stages from (the data path).
@@ -603,7 +606,11 @@ fn telemetry_loop(
             host_id: cfg.host_id.clone(),
             sent_at: Timestamp::now(),
             interval_s: cfg.interval.as_secs_f64(),
-            tenants: engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
+            tenants: with_datapath_curves(
+                engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
+                &tenants,
+                cfg.datapath_curves.as_deref(),
+            ),
             devices: crate::devices::reports(&cfg.devices),
             stages: cfg.stages.as_ref().map(|s| s()),
         };
@@ -611,6 +618,34 @@ fn telemetry_loop(
         // A slow Redis must not make reports pile up.
         next = next.max(Instant::now());
     }
+}
+
+/// A tenant whose IO goes through the data path gets the switch's curve (the kernel cannot
+/// attribute that IO to it: `datapath_curves.rs`), its references counting both paths' blocks;
+/// without the eBPF engine such a tenant still gets a report, with its curve only.
+pub fn with_datapath_curves(
+    mut reports: Vec<TenantTelemetry>,
+    desired: &[Tenant],
+    curves: Option<&datapath_curves::DatapathCurves>,
+) -> Vec<TenantTelemetry> {
+    let Some(curves) = curves else {
+        return reports;
+    };
+    let names: Vec<String> = desired.iter().map(|t| t.name.clone()).collect();
+    curves.retain(&names);
+    for r in reports.iter_mut() {
+        if curves.references(&r.name) > 0 {
+            let kernel = r.curve.as_ref().map_or(0, |c| c.references);
+            r.curve = curves.curve(&r.name, kernel);
+        }
+    }
+    for name in names {
+        if curves.references(&name) > 0 && !reports.iter().any(|r| r.name == name) {
+            let zero = TenantStats::default();
+            reports.push(tenant_report(&name, &zero, &zero, curves.curve(&name, 0)));
+        }
+    }
+    reports
 }
 
 /// One blocking connection for `XADD`; a failed report is dropped (the next one carries the

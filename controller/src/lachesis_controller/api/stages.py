@@ -36,6 +36,13 @@ WRITE_ERRORS = problem_responses(400, 401, 403, 404, 409, 415, 422)
 STAGE_SPEC: TypeAdapter[Any] = TypeAdapter(StageSpec)
 
 
+class StagePointOut(BaseModel):
+    at: datetime
+    size_bytes: int | None = Field(description="The size desired state asked for then.")
+    installed_bytes: int | None
+    hit_ratio: float | None = Field(description="Hits over block reads in the interval ending at `at`.")
+
+
 class StageHost(BaseModel):
     """One host's instance of a stage: what desired state asks for and what the agent reports."""
 
@@ -52,6 +59,7 @@ class StageHost(BaseModel):
     evictions: int | None
     writebacks: int | None
     dirty_bytes: int | None
+    series: list[StagePointOut] = Field(description="Per reporting interval, oldest first (bounded).")
 
 
 class StageOut(BaseModel):
@@ -105,6 +113,8 @@ def _host_rows(session: Session, declared: dict[str, Any], reports: list[HostSta
             bytes_read_hit=c.bytes_read_hit if c else None, bytes_read_miss=c.bytes_read_miss if c else None,
             bytes_written=c.bytes_written if c else None, evictions=c.evictions if c else None,
             writebacks=c.writebacks if c else None, dirty_bytes=c.dirty_bytes if c else None,
+            series=[StagePointOut(at=p.at, size_bytes=p.size_bytes, installed_bytes=p.installed_bytes,
+                                  hit_ratio=p.hit_ratio) for p in (r.series if r is not None else [])],
         ))
     return out
 

@@ -1,0 +1,130 @@
+//! Miss-ratio curves of the IO that goes through the data path, per tenant.
+//!
+//! The eBPF programs attribute a block IO to the cgroup that issued it. IO through the FUSE
+//! switch reaches the block layer from the agent's own threads, so the kernel cannot tell
+//! whose it was; the switch can (it classifies every open). It reports each 4 KiB block a
+//! tenant's IO touches here, before any stage, which is what the tenant's cache sees: the
+//! FUSE mount is direct-IO, so no page cache sits between the application and the switch.
+//! Same estimator, sizes and key space as the kernel path (fixed-size SHARDS over 4 KiB
+//! blocks), so the two kinds of curve mean the same thing to the allocator.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use lachesis_mrc::{MrcEstimator, Op, ShardsFixedSize, Unit};
+
+use crate::telemetry::TelemetryCurve;
+
+struct TenantRefs {
+    estimator: ShardsFixedSize,
+    references: u64,
+}
+
+/// Per tenant: a SHARDS estimator over (file, block) keys and a reference count.
+pub struct DatapathCurves {
+    sizes: Vec<u64>,
+    sample_keys: usize,
+    tenants: Mutex<HashMap<String, TenantRefs>>,
+}
+
+impl std::fmt::Debug for DatapathCurves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatapathCurves").finish_non_exhaustive()
+    }
+}
+
+/// One key per (file, block): splitmix-style mixing keeps blocks of different files apart
+/// (the sampler hashes the key again).
+fn key(file: u64, block: u64) -> u64 {
+    file.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ block
+}
+
+impl DatapathCurves {
+    /// `sizes`: cache sizes in 4 KiB blocks (the kernel path's `curve_sizes`).
+    pub fn new(sizes: Vec<u64>, sample_keys: usize) -> Self {
+        DatapathCurves {
+            sizes,
+            sample_keys,
+            tenants: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The tenant's IO touched the 4 KiB blocks of `[off, off + len)` of `file`.
+    pub fn record(&self, tenant: &str, file: u64, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let (first, last) = (off / 4096, (off + len - 1) / 4096);
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        if !tenants.contains_key(tenant) {
+            let estimator = ShardsFixedSize::new(Unit::Objects, self.sizes.clone(), self.sample_keys, true)
+                .expect("S_max above zero");
+            tenants.insert(
+                tenant.to_string(),
+                TenantRefs {
+                    estimator,
+                    references: 0,
+                },
+            );
+        }
+        let t = tenants.get_mut(tenant).expect("inserted");
+        for b in first..=last {
+            t.estimator.record(key(file, b), 4096, Op::Read);
+            t.references += 1;
+        }
+    }
+
+    /// Blocks the tenant's IO touched through the data path (cumulative).
+    pub fn references(&self, tenant: &str) -> u64 {
+        let tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        tenants.get(tenant).map_or(0, |t| t.references)
+    }
+
+    /// The tenant's curve, its references counting `extra` more (the kernel's count of the
+    /// tenant's other block IO); None before its first reference.
+    pub fn curve(&self, tenant: &str, extra: u64) -> Option<TelemetryCurve> {
+        let tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        let t = tenants.get(tenant)?;
+        let c = t.estimator.curve();
+        super::tenant_curve(&c.sizes, &c.miss_ratio, t.references + extra)
+    }
+
+    /// Forget tenants that are no longer in desired state.
+    pub fn retain(&self, tenants: &[String]) {
+        let mut map = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|name, _| tenants.contains(name));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_over_a_small_set_has_a_knee_at_its_size() {
+        let c = DatapathCurves::new(super::super::curve_sizes(), 8192);
+        // 1,000 distinct blocks of one file, read 20 times over in order.
+        for _ in 0..20 {
+            for b in 0..1000u64 {
+                c.record("t", 7, b * 4096, 4096);
+            }
+        }
+        assert_eq!(c.references("t"), 20_000);
+        let curve = c.curve("t", 0).unwrap();
+        assert_eq!(curve.references, 20_000);
+        let at = |bytes: u64| {
+            let i = curve.sizes.iter().rposition(|&s| s <= bytes).unwrap();
+            curve.miss_ratios[i]
+        };
+        // LRU on a loop larger than the cache misses everything; at the loop's size only the
+        // first pass misses (1/20).
+        assert!(at(512 * 4096) > 0.9, "{:?}", curve.miss_ratios);
+        assert!(at(1024 * 4096) < 0.1, "{:?}", curve.miss_ratios);
+        assert!(c.curve("other", 0).is_none());
+        // A multi-block IO counts each block.
+        c.record("u", 1, 4095, 2);
+        assert_eq!(c.references("u"), 2);
+        c.retain(&["u".to_string()]);
+        assert_eq!(c.references("t"), 0);
+    }
+}
