@@ -336,6 +336,7 @@ fn run(args: RunArgs) -> ExitCode {
             interval: Duration::from_millis(args.telemetry_interval_ms),
             devices: devices.clone(),
             stages: None,
+            datapath_curves: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
         let datapath = (!args.mounts.is_empty())
