@@ -11,6 +11,9 @@
 # Extra arguments go to the bench binary: --reps N, --sim-reps N (full
 # simulations are slow, default 1), --salts N (hashes for the MAE spread),
 # --traces cloudphysics,oltp,p3, --no-sim. Honours CARGO_TARGET_DIR.
+#
+# The comparison with libCacheSim is bench/mrc/vs_libcachesim.sh (run after
+# this one with VS_LIBCACHESIM=1).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,4 +46,8 @@ if [ "${PLOTS:-1}" = 1 ]; then
     plot cloudphysics cloudPhysicsIO.oracleGeneral.bin 0.1 "CloudPhysics"
     plot oltp arc/OLTP.lis.zst 0.01 "ARC OLTP"
     plot p3 arc/P3.lis.zst 0.01 "ARC P3"
+fi
+
+if [ "${VS_LIBCACHESIM:-0}" = 1 ]; then
+    "$here/vs_libcachesim.sh"
 fi

@@ -52,3 +52,51 @@ impl<E: MrcEstimator + ?Sized> MrcEstimator for Box<E> {
         (**self).label()
     }
 }
+
+/// The mean curve of several estimators over the same sizes, e.g. the same
+/// sampled estimator with independent hashes (salts): `n` samples at rate
+/// `R` cost what one at `n R` does, and average out the luck of one draw.
+pub struct Mean<E> {
+    parts: Vec<E>,
+}
+
+impl<E: MrcEstimator> Mean<E> {
+    /// Panics if `parts` is empty.
+    pub fn new(parts: Vec<E>) -> Self {
+        assert!(!parts.is_empty(), "a mean of no estimators");
+        Mean { parts }
+    }
+}
+
+impl<E: MrcEstimator> MrcEstimator for Mean<E> {
+    #[inline]
+    fn record(&mut self, key: u64, size: u32, op: Op) {
+        self.parts.iter_mut().for_each(|p| p.record(key, size, op));
+    }
+
+    fn curve(&self) -> Curve {
+        let mut curves = self.parts.iter().map(|p| p.curve());
+        let mut mean = curves.next().expect("at least one part");
+        for c in curves {
+            mean.miss_ratio
+                .iter_mut()
+                .zip(&c.miss_ratio)
+                .for_each(|(m, x)| *m += x);
+        }
+        let n = self.parts.len() as f64;
+        mean.miss_ratio.iter_mut().for_each(|m| *m /= n);
+        mean
+    }
+
+    fn decay(&mut self, factor: f64) {
+        self.parts.iter_mut().for_each(|p| p.decay(factor));
+    }
+
+    fn footprint_bytes(&self) -> usize {
+        self.parts.iter().map(|p| p.footprint_bytes()).sum()
+    }
+
+    fn label(&self) -> String {
+        format!("{}x {}", self.parts.len(), self.parts[0].label())
+    }
+}

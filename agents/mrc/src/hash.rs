@@ -30,10 +30,22 @@ pub fn mix64(key: u64) -> u64 {
 /// `hash(key) mod P`: the value compared against the sampling threshold.
 /// `salt` picks another hash of the same family (0 is the default): a
 /// different salt is an independent sample, which is how the benchmark
-/// measures the spread of sampled curves rather than one draw.
+/// measures the spread of sampled curves rather than one draw, and how
+/// several samples are averaged. The salt is spread over all 64 bits before
+/// it is mixed in: XOR-ing a small salt into the key only permutes keys
+/// within aligned groups of block numbers, and a block trace that reads whole
+/// groups then samples the same number of keys with every salt.
 #[inline(always)]
 pub fn sample_value(key: u64, salt: u64) -> u64 {
-    mix64(key ^ salt) & (P - 1)
+    sample_hash(key, salt) & (P - 1)
+}
+
+/// The whole 64-bit hash whose low bits are [`sample_value`]; its high bits
+/// feed the distinct-key sketch ([`crate::distinct::Hll`]), so a reference
+/// is hashed once for both.
+#[inline(always)]
+pub fn sample_hash(key: u64, salt: u64) -> u64 {
+    mix64(key ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 /// Threshold `T` for sampling rate `rate` (clamped to `1..=P`).

@@ -11,6 +11,7 @@
 
 pub mod curve;
 pub mod decay;
+pub mod distinct;
 pub mod error;
 pub mod estimator;
 pub mod exact;

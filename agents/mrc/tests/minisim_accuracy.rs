@@ -8,14 +8,19 @@ mod common;
 
 use common::Trace;
 use lachesis_mrc::curve::{sizes_over, Spacing};
+use lachesis_mrc::estimator::Mean;
 use lachesis_mrc::{ExactLru, MiniSim, MrcEstimator, PolicyKind, Unit};
 
 const POLICIES: [PolicyKind; 3] = [PolicyKind::Fifo, PolicyKind::Rrip, PolicyKind::S3Fifo];
 
-/// (policy, MAE of adjusted minisim, MAE without adjustment) per policy.
-/// 20 sizes, and one thread per policy: the full simulations of P3 are most
-/// of this crate's test time.
-fn measure(t: &Trace, rate: f64) -> Vec<(PolicyKind, f64, f64)> {
+/// Independent samples averaged by [`mean_of_samples`].
+const SAMPLES: u64 = 4;
+
+/// (policy, MAE of adjusted minisim, MAE without adjustment, MAE of the
+/// mean of [`SAMPLES`] adjusted samples) per policy. 20 sizes, and one
+/// thread per policy: the full simulations of P3 are most of this crate's
+/// test time.
+fn measure(t: &Trace, rate: f64) -> Vec<(PolicyKind, f64, f64, f64)> {
     let sizes = sizes_over(common::unique(&t.requests), 20, Spacing::Linear);
     assert_eq!(sizes.len(), 20);
     std::thread::scope(|scope| {
@@ -27,20 +32,32 @@ fn measure(t: &Trace, rate: f64) -> Vec<(PolicyKind, f64, f64)> {
                     let mut full = MiniSim::full(p, Unit::Objects, sizes.clone()).unwrap();
                     let mut mini =
                         MiniSim::new(p, Unit::Objects, sizes.clone(), rate, true).unwrap();
-                    let mut raw = MiniSim::new(p, Unit::Objects, sizes, rate, false).unwrap();
+                    let mut raw =
+                        MiniSim::new(p, Unit::Objects, sizes.clone(), rate, false).unwrap();
+                    let mut mean = Mean::new(
+                        (0..SAMPLES)
+                            .map(|salt| {
+                                MiniSim::new(p, Unit::Objects, sizes.clone(), rate, true)
+                                    .unwrap()
+                                    .with_salt(salt)
+                            })
+                            .collect(),
+                    );
                     for r in &t.requests {
                         full.record(r.key, r.size, r.op);
                         mini.record(r.key, r.size, r.op);
                         raw.record(r.key, r.size, r.op);
+                        mean.record(r.key, r.size, r.op);
                     }
                     let f = full.curve();
                     let (a, b) = (mini.curve().mae(&f).unwrap(), raw.curve().mae(&f).unwrap());
+                    let m = mean.curve().mae(&f).unwrap();
                     println!(
-                        "{:<12} R={rate} {:<7} minisim adj {a:.4} (no adj {b:.4})",
+                        "{:<12} R={rate} {:<7} minisim adj {a:.4} (no adj {b:.4}, mean of {SAMPLES} samples {m:.4})",
                         t.name,
                         p.name()
                     );
-                    (p, a, b)
+                    (p, a, b, m)
                 })
             })
             .collect();
@@ -51,23 +68,32 @@ fn measure(t: &Trace, rate: f64) -> Vec<(PolicyKind, f64, f64)> {
     })
 }
 
+/// FIFO and S3-FIFO at R = 0.01 on the ARC traces (the full simulations are
+/// libCacheSim's curves, see `s3fifo_variant.rs`): one sample, divided by its
+/// rate measured on keys, within 0.005; the mean of four within 0.003.
+fn check_arc(t: &Trace) {
+    for (p, adj, _, mean) in measure(t, 0.01) {
+        assert!(adj <= 0.02, "{p:?} {adj}");
+        if p != PolicyKind::Rrip {
+            assert!(adj <= 0.005, "{p:?} one sample {adj}");
+            assert!(mean <= 0.003, "{p:?} mean of {SAMPLES} samples {mean}");
+        }
+    }
+}
+
 #[test]
 fn oltp_minisim_tracks_full_simulation() {
-    for (p, adj, _) in measure(common::oltp(), 0.01) {
-        assert!(adj <= 0.02, "{p:?} {adj}");
-    }
+    check_arc(common::oltp());
 }
 
 #[test]
 fn p3_minisim_tracks_full_simulation() {
-    for (p, adj, _) in measure(common::p3(), 0.01) {
-        assert!(adj <= 0.02, "{p:?} {adj}");
-    }
+    check_arc(common::p3());
 }
 
 #[test]
 fn cloudphysics_minisim_tracks_full_simulation() {
-    for (p, adj, raw) in measure(common::cloudphysics(), 0.1) {
+    for (p, adj, raw, _) in measure(common::cloudphysics(), 0.1) {
         assert!(adj <= 0.02, "{p:?} {adj}");
         assert!(raw > 2.0 * adj, "{p:?}: the adjustment should matter here");
     }

@@ -41,6 +41,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "on")]
     pub adj: OnOff,
 
+    /// Minisim: divide by the sample's rate measured on keys (its distinct
+    /// keys over the stream's, from a HyperLogLog sketch) rather than by
+    /// --rate. Only with a correction.
+    #[arg(long, value_enum, default_value = "on")]
+    pub key_rate: OnOffArg,
+
+    /// Minisim: the mean of this many independent samples (hash salts
+    /// 0..N), each at --rate; costs N times one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub samples: u32,
+
     /// Policies for minisim and full-sim (comma-separated: lru, fifo, rrip, s3fifo).
     #[arg(long, value_delimiter = ',', default_value = "lru")]
     pub policy: Vec<String>,
@@ -114,6 +125,12 @@ pub enum OnOff {
     Shards,
     Both,
     All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOffArg {
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

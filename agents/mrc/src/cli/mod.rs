@@ -6,10 +6,11 @@ mod args;
 mod output;
 
 pub use args::Args;
-use args::{Algorithm, OnOff, OutputFormat, SpacingArg, UnitArg};
+use args::{Algorithm, OnOff, OnOffArg, OutputFormat, SpacingArg, UnitArg};
 
 use ahash::{AHashMap, AHashSet};
 use lachesis_mrc::curve::sizes_over;
+use lachesis_mrc::estimator::Mean;
 use lachesis_mrc::plot::{plot_curves, PlotError, Series};
 use lachesis_mrc::trace::{self, Format, Progress, Request};
 use lachesis_mrc::{
@@ -213,9 +214,19 @@ fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliErr
             Algorithm::Minisim => {
                 for &p in &policies {
                     for &adj in adjs {
-                        let estimator = Box::new(
-                            MiniSim::new(p, unit, s.clone(), args.rate, true)?.with_adjustment(adj),
-                        );
+                        let sims = (0..args.samples as u64)
+                            .map(|salt| {
+                                Ok(MiniSim::new(p, unit, s.clone(), args.rate, true)?
+                                    .with_adjustment(adj)
+                                    .with_key_rate(args.key_rate == OnOffArg::On)
+                                    .with_salt(salt))
+                            })
+                            .collect::<Result<Vec<_>, MrcError>>()?;
+                        let estimator: Box<dyn MrcEstimator> = if sims.len() == 1 {
+                            Box::new(sims.into_iter().next().expect("one sample"))
+                        } else {
+                            Box::new(Mean::new(sims))
+                        };
                         runs.push(Run {
                             algorithm,
                             policy: Some(p),

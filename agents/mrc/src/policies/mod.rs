@@ -13,6 +13,8 @@ pub use lru::Lru;
 pub use rrip::Rrip;
 pub use s3fifo::S3Fifo;
 
+pub(crate) use list::set_bytes;
+
 use crate::error::MrcError;
 use serde::Serialize;
 
@@ -105,12 +107,19 @@ mod tests {
     #[test]
     fn oversized_objects_are_not_admitted() {
         for p in PolicyKind::ALL {
-            let mut c = p.build(10);
-            assert!(!c.access(1, 11));
-            assert!(!c.access(1, 11), "{p:?}");
+            let mut c = p.build(100);
+            assert!(!c.access(1, 101));
+            assert!(!c.access(1, 101), "{p:?}");
             assert!(!c.access(2, 5));
             assert!(c.access(2, 5), "{p:?}");
         }
+        // S3-FIFO (as libCacheSim): an object enters through the small queue
+        // (10% of the cache), so one as large as that queue is refused.
+        let mut c = PolicyKind::S3Fifo.build(100);
+        assert!(!c.access(3, 10));
+        assert!(!c.access(3, 10));
+        assert!(!c.access(4, 9));
+        assert!(c.access(4, 9));
     }
 
     #[test]
