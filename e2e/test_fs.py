@@ -39,6 +39,19 @@ def stage_rule(name: str, prio: int, target: str, tenant: str | None = None, pre
     return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}]}
 
 
+def replace_rules_file(path: Path, rules: list[dict]) -> None:
+    """Writes the rules to `path` by rename, with an mtime after the old file's (the mount
+    reloads on a changed mtime; two writes within one tick of the file system's clock would
+    otherwise look unchanged)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rules))
+    if path.exists():
+        old = path.stat().st_mtime_ns
+        if tmp.stat().st_mtime_ns <= old:
+            os.utime(tmp, ns=(old + 1, old + 1))
+    tmp.rename(path)
+
+
 def file_rule(name: str, prio: int, dirs: list[str], **match) -> dict:
     return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "file", "target": d}} for d in dirs]}
 
@@ -63,9 +76,18 @@ class Mount:
         self.proc: subprocess.Popen | None = None
 
     def set_rules(self, rules: list[dict]) -> None:
-        tmp = self.rules_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rules))
-        tmp.rename(self.rules_file)
+        """Replaces the rules file (the mount reloads it when its mtime changes)."""
+        replace_rules_file(self.rules_file, rules)
+
+    def reloads(self) -> int:
+        """How many times the mount has reloaded its rules file so far."""
+        return self.log.read_text(errors="replace").count("rules reloaded from") if self.log.exists() else 0
+
+    def set_rules_and_wait(self, rules: list[dict]) -> None:
+        """Replaces the rules and waits until the mount has loaded them."""
+        before = self.reloads()
+        self.set_rules(rules)
+        wait_for("the mount to reload its rules", lambda: self.reloads() > before)
 
     def start(self) -> None:
         argv = [str(FS_BIN), "mount", "--backing", str(self.backing), "--mountpoint", str(self.mnt), "--rules", str(self.rules_file), "--stats", str(self.stats_file)]
@@ -90,10 +112,17 @@ class Mount:
         # os.path.ismount() then says False although the mount is still there.
         subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False, capture_output=True)
 
+    def read_stats(self) -> dict | None:
+        return json.loads(self.stats_file.read_text()) if self.stats_file.exists() else None
+
     def stats(self) -> dict:
-        """Stats as of now (the file is rewritten every 250 ms)."""
-        time.sleep(0.6)
-        return json.loads(self.stats_file.read_text())
+        """Stats counting everything done before the call: the file is rewritten (atomically)
+        with numbered snapshots, and while snapshot n is there, n + 1 may have been taken
+        already but n + 2 is taken after this call."""
+        now = self.read_stats()
+        after = now["snapshot"] + 2 if now else 1
+        return wait_for("a stats snapshot taken after the call",
+                        lambda: (s := self.read_stats()) and s["snapshot"] >= after and s)
 
     def stage(self, tenant: str | None) -> dict:
         (s,) = [s["stats"] for s in self.stats()["stages"] if s["tenant"] == tenant and s["stats"]["kind"] == "cache"]
@@ -219,41 +248,54 @@ def test_endpoint_routing_with_delegates_never_stale(base: Path, mounts: list[Mo
     acked = base / "acked"
     acked.write_bytes(b"\0" * 8 * blocks)
     acked.chmod(0o666)
+    stop = base / "stop-writer"
     writer = subprocess.Popen(
-        ["python3", "-c", WRITER, str(m.mnt / "f"), str(acked), str(blocks), "30000"], user=1001, stderr=subprocess.PIPE
+        ["python3", "-c", WRITER, str(m.mnt / "f"), str(acked), str(blocks), str(stop)], user=1001, stderr=subprocess.PIPE
     )
     seen_versions = 0
     reads = 0
-    with (m.mnt / "f").open("rb", buffering=0) as f, acked.open("rb", buffering=0) as a:
-        flips = 0
-        next_flip = time.monotonic() + 0.3
-        while writer.poll() is None or reads == 0:
-            b = random.randrange(blocks)
-            floor = struct.unpack_from("<Q", os.pread(a.fileno(), 8, 8 * b))[0]
-            data = os.pread(f.fileno(), bs, b * bs)
-            reads += 1
-            if floor == 0 and data == orig[b * bs : (b + 1) * bs]:
-                continue
-            # Every 16-byte record must belong to this block and be no older than the acked
-            # version, and the block must be one version throughout: the switch's block locks
-            # keep a read racing a write of the block from seeing part of each.
-            versions = set()
-            for off in range(0, bs, 16):
-                ver, blk = struct.unpack_from("<QQ", data, off)
-                assert blk == b, f"block {b} holds a record of block {blk} at offset {off}"
-                assert ver >= floor, f"stale read of block {b}: version {ver} < acked {floor}"
-                versions.add(ver)
-            assert len(versions) == 1, f"torn read of block {b}: versions {sorted(versions)}"
-            seen_versions += 1
-            # Rules change while IO runs: the route goes away and comes back.
-            if time.monotonic() > next_flip:
-                next_flip += 0.3
-                flips += 1
-                m.set_rules([] if flips % 2 else [route])
+    # Rules change while IO runs: the route goes away and comes back, each change made once
+    # the mount loaded the one before; the writer is stopped after four loaded changes.
+    flips = loaded = 0
+    applied = m.reloads()
+    hang_guard = time.monotonic() + 300
+    try:
+        with (m.mnt / "f").open("rb", buffering=0) as f, acked.open("rb", buffering=0) as a:
+            while writer.poll() is None or reads == 0:
+                assert time.monotonic() < hang_guard, f"stuck: {flips} changes, {loaded} loaded, {reads} reads"
+                b = random.randrange(blocks)
+                floor = struct.unpack_from("<Q", os.pread(a.fileno(), 8, 8 * b))[0]
+                data = os.pread(f.fileno(), bs, b * bs)
+                reads += 1
+                if floor == 0 and data == orig[b * bs : (b + 1) * bs]:
+                    continue
+                # Every 16-byte record must belong to this block and be no older than the acked
+                # version, and the block must be one version throughout: the switch's block locks
+                # keep a read racing a write of the block from seeing part of each.
+                versions = set()
+                for off in range(0, bs, 16):
+                    ver, blk = struct.unpack_from("<QQ", data, off)
+                    assert blk == b, f"block {b} holds a record of block {blk} at offset {off}"
+                    assert ver >= floor, f"stale read of block {b}: version {ver} < acked {floor}"
+                    versions.add(ver)
+                assert len(versions) == 1, f"torn read of block {b}: versions {sorted(versions)}"
+                seen_versions += 1
+                if seen_versions % 32:
+                    continue
+                if flips > loaded and (now := m.reloads()) > applied:
+                    applied, loaded = now, loaded + 1
+                if flips == loaded:
+                    if loaded >= 4 and seen_versions > 100:
+                        stop.touch()
+                    else:
+                        flips += 1
+                        m.set_rules([] if flips % 2 else [route])
+    finally:
+        if writer.poll() is None and not stop.exists():
+            writer.kill()
     assert writer.wait() == 0, writer.stderr.read()
-    assert seen_versions > 100 and flips >= 2
-    m.set_rules([route])
-    time.sleep(0.6)
+    assert seen_versions > 100 and loaded >= 4
+    m.set_rules_and_wait([route])
     # Every block reads back its last version; written ranges live on the endpoint.
     final = [struct.unpack_from("<Q", acked.read_bytes(), 8 * b)[0] for b in range(blocks)]
     data = (m.mnt / "f").read_bytes()
@@ -271,10 +313,12 @@ def test_endpoint_routing_with_delegates_never_stale(base: Path, mounts: list[Mo
 
 WRITER = r"""
 import os, random, struct, sys
-path, acked, blocks, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+path, acked, blocks, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 fd = os.open(path, os.O_RDWR)
 a = os.open(acked, os.O_RDWR)
-for v in range(1, n + 1):
+v = 0
+while not os.path.exists(stop):
+    v += 1
     b = random.randrange(blocks)
     os.pwrite(fd, struct.pack("<QQ", v, b) * 256, b * 4096)
     os.pwrite(a, struct.pack("<Q", v), 8 * b)
@@ -431,9 +475,8 @@ def test_write_back_reaches_the_backing_file_without_a_sync(base: Path, mounts: 
         writer.stdin.write(data)
         writer.stdin.flush()
         assert writer.stdout.readline() == b"written\n"
-        t0 = time.monotonic()
-        wait_for("the flusher", lambda: (m.backing / "wb" / "f").read_bytes() == data, timeout=5)
-        assert time.monotonic() - t0 < 3
+        # No close, no fsync: only the flusher (dirty data older than 300 ms) can bring it.
+        wait_for("the flusher", lambda: (m.backing / "wb" / "f").read_bytes() == data)
         # Whole blocks went through the flusher (pieces of blocks a split request cut are
         # written through at once).
         assert m.stage(None)["writebacks"] >= 200

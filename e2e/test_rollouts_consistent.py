@@ -43,7 +43,7 @@ def three(cluster: Cluster) -> Iterator[Cluster]:
         assert api.post("/api/v1/tenants", json=TENANT).status_code == 201
         created = api.post("/api/v1/rules", json=rule(OLD_DETOURS))
         assert created.status_code == 201, created.text
-    done = cluster.wait_rollout_done(created.json()["rollout_id"], timeout=10)
+    done = cluster.wait_rollout_done(created.json()["rollout_id"], timeout=30)
     assert done["state"] == "succeeded" and done["phase"] is None  # a new rule: one phase
     yield cluster
 
@@ -65,21 +65,30 @@ def steps(cluster: Cluster, host: str, rollout_id: str) -> list[str]:
     return found
 
 
+def acks_of(cluster: Cluster, rollout_id: str) -> list[dict]:
+    """The agents' acks of the rollout, in the order they entered the ack stream."""
+    acks = (json.loads(fields["msg"]) for _, fields in cluster.redis().xrange("lachesis:acks"))
+    return [a for a in acks if a.get("rollout_id") == rollout_id]
+
+
 def desired(cluster: Cluster, host: str) -> dict:
     return json.loads(cluster.redis().get(f"lachesis:agent:{host}:desired"))
 
 
 def test_moving_a_flow_quiesces_drains_installs_and_resumes_at_every_agent(three: Cluster) -> None:
     rollout_id = move_the_flow(three)
-    done = three.wait_rollout_done(rollout_id, timeout=10)
+    done = three.wait_rollout_done(rollout_id, timeout=30)
     assert done["state"] == "succeeded", done
     assert done["phase"] == "install"
     assert all(t["phase"] == "install" and t["drained_at"] and t["status"] == "applied" for t in done["targets"])
-    # Nobody installed before everybody drained.
-    last_drained = max(t["drained_at"] for t in done["targets"])
-    assert all(t["acked_at"] >= last_drained for t in done["targets"])
+    # Nobody installed before everybody drained: in the ack stream (Redis orders its entries)
+    # every agent's drain ack comes before any agent's install ack.
+    acks = [(a["host_id"], a.get("phase") or "install") for a in acks_of(three, rollout_id)]
+    first = {(h, p): acks.index((h, p)) for h in HOSTS for p in ("quiesce", "install") if (h, p) in acks}
+    assert len(first) == 2 * len(HOSTS), acks
+    assert max(first[h, "quiesce"] for h in HOSTS) < min(first[h, "install"] for h in HOSTS), acks
     for host in HOSTS:
-        assert wait_for(f"{host}'s log", lambda h=host: steps(three, h, rollout_id) == STEPS, timeout=5)
+        assert wait_for(f"{host}'s log", lambda h=host: steps(three, h, rollout_id) == STEPS, timeout=30)
         assert desired(three, host)["rules"][0]["detours"] == NEW_DETOURS
     # Each agent ran as its own Redis user: it cannot read a neighbour's state.
     with pytest.raises(redis.exceptions.NoPermissionError):
@@ -97,21 +106,21 @@ def test_killing_an_agent_mid_rollout_rolls_all_three_back(three: Cluster) -> No
         targets = {t["host_id"]: t["phase"] for t in three.rollout(rollout_id)["targets"]}
         return targets == {"node-1": "drained", "node-2": "drained", "node-3": "quiesce"}
 
-    wait_for("node-1 and node-2 to drain", drained_but_node_3, timeout=10)
+    wait_for("node-1 and node-2 to drain", drained_but_node_3, timeout=30)
     victim.kill9()
     failed = wait_for(
         "the rollout to fail and roll back",
-        lambda: (r := three.rollout(rollout_id))["rolled_back_by"] and r, timeout=15,
+        lambda: (r := three.rollout(rollout_id))["rolled_back_by"] and r, timeout=30,
     )
     assert failed["state"] == "failed", failed
     assert "node-3 stopped heartbeating" in failed["reason"]
     back_id = failed["rolled_back_by"]
     for host in ("node-1", "node-2"):
         assert wait_for(f"{host} to resume", lambda h=host: steps(three, h, rollout_id) == ["quiesce", "drain"] and
-                        steps(three, h, back_id) == ["install", "resume"], timeout=10)
+                        steps(three, h, back_id) == ["install", "resume"], timeout=30)
     # The dead agent comes back and finds the rollback waiting for it.
     victim.start()
-    back = three.wait_rollout_done(back_id, timeout=20)
+    back = three.wait_rollout_done(back_id, timeout=30)
     assert back["state"] == "succeeded", back
     for host in HOSTS:
         state = desired(three, host)

@@ -108,7 +108,7 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
         assert r.status_code == 201, r.text
         running.wait_rollout_done(r.json()["rollout_id"], timeout=30)
     # The tenant is mapped and reported (idle) before any IO, so the series starts at zero.
-    wait_for("an idle report of the tenant", lambda: len(telemetry(running, "ddjob")["series"]) >= 2, timeout=20)
+    wait_for("an idle report of the tenant", lambda: len(telemetry(running, "ddjob")["series"]) >= 2, timeout=30)
 
     data_dir = Path(os.environ.get("LACHESIS_TEST_DIR", "/var/tmp"))
     data = data_dir / f"lachesis-e2e-{os.getpid()}.dat"
@@ -123,7 +123,7 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
         done = body["series"][-1]["read_iops"] == 0 and totals(body)["read_bytes"] > 0
         return body if done else None
 
-    body = wait_for("the tenant's IO to be reported and go idle again", settled, timeout=20)
+    body = wait_for("the tenant's IO to be reported and go idle again", settled, timeout=30)
     t = totals(body)
     assert t["write_bytes"] == pytest.approx(BLOCKS * BLOCK, rel=1e-6)
     assert t["write_ops"] == pytest.approx(BLOCKS, rel=1e-6)
@@ -160,7 +160,7 @@ def test_a_bad_telemetry_message_is_dropped_and_changes_nothing(
     with running.api() as api:
         r = api.post("/api/v1/tenants", json=tenant)
         assert r.status_code == 201, r.text
-    before = wait_for("reports of the tenant", lambda: (b := telemetry(running, "quiet"))["series"] and b, timeout=20)
+    before = wait_for("reports of the tenant", lambda: (b := telemetry(running, "quiet"))["series"] and b, timeout=30)
     # Claims huge IO for the tenant, but its curve has one miss ratio for two sizes.
     at = (datetime.now().astimezone() + timedelta(seconds=0.2)).isoformat()
     bad = {
@@ -178,6 +178,6 @@ def test_a_bad_telemetry_message_is_dropped_and_changes_nothing(
     # Two more agent reports after it: no rate jumped, no curve of 7 references appeared.
     n = len(before["series"])
     after = wait_for("two more reports", lambda: len((b := telemetry(running, "quiet"))["series"]) >= n + 2 and b,
-                     timeout=20)
+                     timeout=30)
     assert all(p["read_bytes_per_s"] < 10**9 for p in after["series"]), after["series"]
     assert after["curve"] is None or after["curve"]["references"] != 7

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,8 +23,8 @@ from sqlalchemy.engine import Engine
 
 from lachesis_controller.app import create_app
 from lachesis_controller.config import Settings
-from lachesis_controller.db import make_engine, migrate
-from lachesis_controller.models import Base
+from lachesis_controller.db import make_engine, migrate, utcnow
+from lachesis_controller.models import Base, Rollout
 from lachesis_controller.placement import devsim
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +37,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; the timeout only bounds a hung test."""
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll until predicate() is truthy; the timeout only bounds a hung test (keep it
+    generous: no test asserts a duration)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -336,7 +337,7 @@ class FakeAgent:
         raw = self.redis.get(f"lachesis:agent:{self.host_id}:desired")
         return None if raw is None else json.loads(raw)
 
-    def wait_desired(self, generation: int, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_desired(self, generation: int, timeout: float = 30.0) -> dict[str, Any]:
         return wait_until(
             lambda: (d := self.desired()) is not None and d["generation"] == generation and d,
             timeout=timeout, what=f"{self.host_id} desired generation {generation}",
@@ -389,7 +390,17 @@ def enroll(client: TestClient, agent: FakeAgent) -> dict[str, Any]:
     return state
 
 
-def wait_rollout(client: TestClient, rollout_id: str, timeout: float = 10.0) -> dict[str, Any]:
+def pass_deadline(client: TestClient, *rollout_ids: str) -> None:
+    """Moves the rollouts' deadlines into the past, so the reconciler's next pass finds them
+    overdue: a test orders "after the deadline" by this event instead of waiting for a clock."""
+    with client.app.state.sessions.begin() as session:  # type: ignore[attr-defined]
+        for rollout_id in rollout_ids:
+            rollout = session.get(Rollout, rollout_id)
+            assert rollout is not None, rollout_id
+            rollout.deadline = utcnow() - timedelta(seconds=1)
+
+
+def wait_rollout(client: TestClient, rollout_id: str, timeout: float = 30.0) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         body = client.get(f"/api/v1/rollouts/{rollout_id}").json()
         return body if body["state"] != "pending" else None

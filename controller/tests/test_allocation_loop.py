@@ -132,14 +132,28 @@ def test_infeasible_guarantees_keep_the_current_allocation() -> None:
 
 
 def test_run_publishes_rollouts_and_stops() -> None:
-    loop, _, _, published = make(interval_s=0.01)
+    # Steps are counted by the curve source (read once per step), not by the time they take.
+    steps = 0
+
+    class Counting(Source):
+        def __call__(self) -> dict[str, TenantCurve]:
+            nonlocal steps
+            steps += 1
+            return super().__call__()
+
+    clock, published = Clock(), []
+    loop = AllocationLoop(Counting(), published.append, LoopConfig(capacity=1000, interval_s=0.01), clock=clock)
 
     async def go() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(loop.run(stop))
-        await asyncio.sleep(0.1)
+        # Two steps done (the third has begun): the first rolled out, the second (the fake
+        # clock stands still, within the reaction time) did not.
+        while steps < 3:
+            await asyncio.sleep(0.01)
         stop.set()
-        await asyncio.wait_for(task, 2)
+        await task
 
-    asyncio.run(go())
+    asyncio.run(asyncio.wait_for(go(), 60))  # the timeout only turns a hang into a failure
     assert len(published) == 1 and published[0].reason == "first allocation"
+    assert loop.last is not None and not loop.last.rolled_out

@@ -39,8 +39,11 @@ class FakeStore:
             "broken": FakeCurve([5, 5], [1, 1]),
         }
         self.rates = {"loop": FakeRates(100.0, 100.0), "web": FakeRates(100.0, 100.0)}
+        # The loop reads the curves once per step: the test counts its steps by this.
+        self.reads = 0
 
     def latest_curves(self) -> dict[str, FakeCurve]:
+        self.reads += 1
         return self.curves
 
     def tenant_rates(self) -> dict[str, FakeRates]:
@@ -122,7 +125,9 @@ def test_loop_waits_for_a_capacity_then_writes_the_current_allocation(sessions: 
     async def go() -> None:
         stop = asyncio.Event()
         task = start(sessions, store, stop, LoopConfig(capacity=0.0, interval_s=0.02))
-        await asyncio.sleep(0.2)
+        # Two steps done without a capacity (the third has begun) wrote nothing.
+        while store.reads < 3:
+            await asyncio.sleep(0.01)
         with sessions() as s:
             assert s.get(CacheAllocation, "current") is None  # no capacity stated yet
         now = utcnow()
@@ -134,15 +139,15 @@ def test_loop_waits_for_a_capacity_then_writes_the_current_allocation(sessions: 
             s.add(CacheAllocation(state="proposed", capacity_bytes=1000, epsilon_bytes=1, method="optimal",
                                   utility=0, upper_bound=0, optimal=True, tenants={}, computed_at=now,
                                   computed_by="test"))
-        for _ in range(100):
-            await asyncio.sleep(0.05)
+        while True:
+            await asyncio.sleep(0.02)
             with sessions() as s:
                 if s.get(CacheAllocation, "current") is not None:
                     break
         stop.set()
-        await asyncio.wait_for(task, 2)
+        await task
 
-    asyncio.run(go())
+    asyncio.run(asyncio.wait_for(go(), 60))  # the timeout only turns a hang into a failure
     with sessions() as s:
         row = s.get(CacheAllocation, "current")
         assert row is not None and row.computed_by == "allocation-loop"

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, enroll, make_settings, now_rfc3339, rule_body, wait_rollout, wait_until
-from lachesis_controller.app import create_app
+from conftest import TENANT, FakeAgent, enroll, now_rfc3339, pass_deadline, rule_body, wait_rollout, wait_until
 from lachesis_controller.rollouts import moved_flows
 from test_bus_contract import validator
 
@@ -157,18 +155,21 @@ def test_a_refused_install_rolls_every_host_back(client: TestClient, agents: Age
     assert_rolled_back(client, done, [a, b])
 
 
-def test_a_quiesce_without_acks_times_out_and_rolls_back(tmp_path: Path, redis_url: str, agents: Agents) -> None:
-    with TestClient(create_app(make_settings(tmp_path, redis_url, rollout_timeout_s=1.5))) as client:
-        a, b = setup_two_hosts(client, agents)
-        rollout_id = move_r1(client)
-        phase_ack(a, wait_phase(a, 3, "quiesce"))
-        done = wait_until(
-            lambda: (r := client.get(f"/api/v1/rollouts/{rollout_id}").json())["rolled_back_by"] and r,
-            timeout=15, what="the rollback",
-        )
-        assert done["state"] == "timed_out"
-        assert "from: host-b (quiesce);" in done["reason"]
-        assert_rolled_back(client, done, [a, b])
+def test_a_quiesce_without_acks_times_out_and_rolls_back(client: TestClient, agents: Agents) -> None:
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+    phase_ack(a, wait_phase(a, 3, "quiesce"))
+    wait_until(lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
+               == {"host-a": "drained", "host-b": "quiesce"}, what="host-a's drain recorded")
+    # The deadline passes after host-a drained, before host-b answered.
+    pass_deadline(client, rollout_id)
+    done = wait_until(
+        lambda: (r := client.get(f"/api/v1/rollouts/{rollout_id}").json())["rolled_back_by"] and r,
+        what="the rollback",
+    )
+    assert done["state"] == "timed_out"
+    assert "from: host-b (quiesce);" in done["reason"]
+    assert_rolled_back(client, done, [a, b])
 
 
 def test_a_dead_agent_fails_the_rollout_before_the_deadline(client: TestClient, agents: Agents) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, assert_problem, enroll, make_settings, snapshot, wait_until
+from conftest import TENANT, FakeAgent, assert_problem, enroll, make_settings, pass_deadline, snapshot, wait_until
 from lachesis_controller.app import create_app
 from test_rollouts_two_phase import phase_ack, wait_phase
 
@@ -58,14 +58,18 @@ def test_quiesce_holds_until_resume_and_changes_no_rules(client: TestClient, age
     assert_problem(client.post("/api/v1/switch/resume", json={}), 409)
 
 
-def test_held_quiesce_outlives_the_deadline_once_drained(tmp_path: Path, redis_url: str, agents: Agents) -> None:
-    with TestClient(create_app(make_settings(tmp_path, redis_url, rollout_timeout_s=0.5))) as client:
-        a, _ = two_hosts(client, agents)
-        rollout = client.post("/api/v1/switch/quiesce", json={"hosts": ["host-a"]}).json()
-        phase_ack(a, wait_phase(a, 3, "quiesce"))
-        wait_until(lambda: client.get(f"/api/v1/rollouts/{rollout['id']}").json()["targets"][0]["phase"] == "drained")
-        threading.Event().wait(1.0)
-        assert client.get(f"/api/v1/rollouts/{rollout['id']}").json()["state"] == "pending"
+def test_held_quiesce_outlives_the_deadline_once_drained(client: TestClient, agents: Agents) -> None:
+    a, _ = two_hosts(client, agents)
+    rollout = client.post("/api/v1/switch/quiesce", json={"hosts": ["host-a"]}).json()
+    phase_ack(a, wait_phase(a, 3, "quiesce"))
+    wait_until(lambda: client.get(f"/api/v1/rollouts/{rollout['id']}").json()["targets"][0]["phase"] == "drained")
+    # A control that is not drained: host-b never acks its quiesce.
+    control = client.post("/api/v1/switch/quiesce", json={"hosts": ["host-b"]}).json()
+    # Both deadlines pass; the reconciler pass that times out the control saw both overdue.
+    pass_deadline(client, rollout["id"], control["id"])
+    timed_out = wait_until(lambda: (r := client.get(f"/api/v1/rollouts/{control['id']}").json())["state"] != "pending" and r)
+    assert timed_out["state"] == "timed_out", timed_out
+    assert client.get(f"/api/v1/rollouts/{rollout['id']}").json()["state"] == "pending"
 
 
 def test_drain_answers_once_every_host_drained(client: TestClient, agents: Agents) -> None:
@@ -79,10 +83,15 @@ def test_drain_answers_once_every_host_drained(client: TestClient, agents: Agent
     caller.start()
     qa, qb = wait_phase(a, 3, "quiesce"), wait_phase(b, 3, "quiesce")
     phase_ack(a, qa)
-    threading.Event().wait(0.3)
+    rollout_id = qa["rollout_id"]
+    wait_until(lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
+               == {"host-a": "drained", "host-b": "quiesce"})
     assert caller.is_alive(), "drain answered before every host drained"
     phase_ack(b, qb)
-    caller.join(10)
+    caller.join(60)
+    assert not caller.is_alive()
+    # The answer is the state it answered on: every host drained (an answer on host-a's
+    # drain alone would show host-b still quiescing).
     response = result["response"]
     assert response.status_code == 200, response.text  # type: ignore[attr-defined]
     body = response.json()  # type: ignore[attr-defined]
@@ -96,7 +105,7 @@ def test_a_refused_drain_is_502_and_resumes_everyone(client: TestClient, agents:
     caller.start()
     phase_ack(a, wait_phase(a, 3, "quiesce"))
     phase_ack(b, wait_phase(b, 3, "quiesce"), status="rejected", reason="drain timed out")
-    caller.join(10)
+    caller.join(60)
     body = assert_problem(result["r"], 502)
     assert "host-b" in body["detail"]
     # The rollback installs the state they ran, which resumes the flows.

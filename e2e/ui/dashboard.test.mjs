@@ -110,7 +110,8 @@ function logs() {
     .join("\n");
 }
 
-async function waitFor(what, predicate, timeoutMs = 15000, intervalMs = 100) {
+// The timeout only turns a hang into a failure: keep it generous (no step asserts a duration).
+async function waitFor(what, predicate, timeoutMs = 30000, intervalMs = 100) {
   const deadline = Date.now() + timeoutMs;
   let last;
   while (Date.now() < deadline) {
@@ -462,18 +463,23 @@ async function run() {
       log(`SKIP step 5: ${noCgroup}`);
     } else if (has("/api/v1/policies") && telemetryArgs.length) {
       tenantIo(cgroup, path.join(tmp, "reports.dat"));
-      const ioDone = Date.now();
+      // Reports are told apart by their place in the stream, not by clocks: an agent's first
+      // report after this mark may have been taken while the IO still ran, its second not.
+      const redis = (...args) => spawnSync("redis-cli", ["-u", redisUrl, "--raw", ...args], { encoding: "utf8" }).stdout;
+      const mark = redis("XREVRANGE", "lachesis:telemetry", "+", "-", "COUNT", "1").split("\n")[0].trim() || "0-0";
       const curve = await waitFor("an agent's telemetry with a curve for tenant reports", async () => {
-        // --raw: one line per element, so each message's JSON is a line of its own
-        const out = spawnSync("redis-cli", ["-u", redisUrl, "--raw", "XREVRANGE", "lachesis:telemetry", "+", "-", "COUNT", "4"], { encoding: "utf8" }).stdout;
-        for (const line of out.split("\n").filter((l) => l.startsWith("{"))) {
+        // --raw: one line per element: an entry's id, then its field and the message's JSON
+        const seen = {};
+        for (const line of redis("XRANGE", "lachesis:telemetry", `(${mark}`, "+").split("\n")) {
+          if (!line.startsWith("{")) continue;
           const msg = JSON.parse(line);
-          if (Date.parse(msg.sent_at) <= ioDone) continue; // reported while the IO still ran
+          seen[msg.host_id] = (seen[msg.host_id] ?? 0) + 1;
+          if (seen[msg.host_id] < 2) continue; // maybe taken while the IO still ran
           const t = msg.tenants.find((x) => x.name === "reports" && x.curve);
           if (t) return t.curve;
         }
         return null;
-      }, 20000, 250);
+      }, 60000, 250);
       const above = curve.miss_ratios[curve.sizes.findIndex((s) => s > 40 << 20)];
       assert(curve.miss_ratios[0] === 1 && above < 0.5, `the measured curve has its knee at the 32 MiB file: ${JSON.stringify(curve)}`);
       log(`step 5: the agents measured the tenant's IO: ${curve.references} references, miss ratio ${above} above 32 MiB`);
@@ -486,7 +492,7 @@ async function run() {
           const text = await page.textContent('[data-testid="curve-caption"]');
           const m = /^Allocated 64 MiB: expected hit rate ([\d.]+)%/.exec(text ?? "");
           return m && Math.abs(Number(m[1]) - (1 - above) * 100) < 0.1 ? text : null;
-        }, 15000, 250);
+        }, 30000, 250);
         await page.waitForSelector('[data-testid="tenant-stages"]:has-text("cache/reports")');
         await page.waitForSelector('[data-testid="rule-row-reports-cached"]');
         // The tenant keeps reading while the other pages are looked at: live IOPS, not a quiet system.
