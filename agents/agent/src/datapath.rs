@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lachesis_fs::detour::Detours;
 use lachesis_fs::embed::{self, STATE_DIR};
 use lachesis_fs::{Switch, SwitchOptions};
-use lachesis_switch::{Match, Rule, Tenant};
+use lachesis_switch::{Match, Rule, StageConfig, Tenant};
 use tracing::{info, warn};
 
 use crate::flow_gate::FlowControl;
@@ -132,7 +132,12 @@ impl Datapath {
 
     /// Installs `rules` in every switch, mounting the namespaces first if not yet mounted.
     /// On error the switches keep their previous rules.
-    pub fn install(&self, rules: Vec<Rule>, tenants: &[Tenant]) -> Result<(), String> {
+    pub fn install(
+        &self,
+        rules: Vec<Rule>,
+        stages: &[StageConfig],
+        tenants: &[Tenant],
+    ) -> Result<(), String> {
         let mut inner = self.lock();
         if inner.mounts.is_empty() && !self.specs.is_empty() {
             let (classifier, ignored) = embed::classifier_of(tenants);
@@ -144,6 +149,8 @@ impl Datapath {
                 let opts = SwitchOptions {
                     state_dir: spec.backing.join(STATE_DIR),
                     rules: rules.clone(),
+                    stages: stages.to_vec(),
+                    devices: Default::default(),
                 };
                 let switch = Arc::new(match &inner.detours {
                     Some(d) => Switch::with_controller(opts, d.clone())?,
@@ -176,11 +183,15 @@ impl Datapath {
             return Ok(());
         }
         // All or nothing: check that every switch takes the rules before changing any.
-        let before: Vec<Vec<Rule>> = inner.mounts.iter().map(|m| m.switch.rules()).collect();
+        let before: Vec<(Vec<Rule>, Vec<StageConfig>)> = inner
+            .mounts
+            .iter()
+            .map(|m| (m.switch.rules(), m.switch.stages()))
+            .collect();
         for (i, m) in inner.mounts.iter().enumerate() {
-            if let Err(e) = m.switch.replace_rules(rules.clone()) {
-                for (m, old) in inner.mounts.iter().zip(&before).take(i) {
-                    let _ = m.switch.replace_rules(old.clone());
+            if let Err(e) = m.switch.set_rules(rules.clone(), stages) {
+                for (m, (old, old_stages)) in inner.mounts.iter().zip(&before).take(i) {
+                    let _ = m.switch.set_rules(old.clone(), old_stages);
                 }
                 return Err(format!("switch at {}: {e}", m.spec.mountpoint.display()));
             }
@@ -220,6 +231,7 @@ impl Installer for Datapath {
         Datapath::install(
             self,
             applied.table.rules().cloned().collect(),
+            &applied.stages,
             &applied.tenants,
         )
     }
@@ -341,6 +353,8 @@ mod tests {
                     to_ep("data", Match::any().path_prefix("/data")),
                     to_ep("logs", Match::any().path_prefix("/logs")),
                 ],
+                stages: vec![],
+                devices: Default::default(),
             })
             .unwrap(),
         );
@@ -374,10 +388,14 @@ mod tests {
                 "nosuchstage",
             )],
         );
-        assert!(dp.install(vec![bad], &[]).is_err());
+        assert!(dp.install(vec![bad], &[], &[]).is_err());
         assert_eq!(switch.rules().len(), 2);
-        dp.install(vec![to_ep("data", Match::any().path_prefix("/data"))], &[])
-            .unwrap();
+        dp.install(
+            vec![to_ep("data", Match::any().path_prefix("/data"))],
+            &[],
+            &[],
+        )
+        .unwrap();
         assert_eq!(switch.rules().len(), 1);
         dp.resume();
         assert!(!quiesced("data"));

@@ -29,6 +29,11 @@ pub struct EngineStats {
 /// placement handle(s), so a hybrid cache can put a small-object engine and the log side by
 /// side (`hybrid::SmallFactory` builds the small engine from a `Span`). Tests and cachebench use
 /// [`crate::dev::DataSim`], the simulated FDP SSD with its data in memory.
+///
+/// Resizing: [`Engine::resize`] changes how much of its span an engine uses while it runs,
+/// keeping what still fits. Engines whose layout depends on their size (Kangaroo, the
+/// set-associative cache, the hybrid's small-object part) cannot; they answer `Ok(false)` and
+/// their owner rebuilds them at the new size (empty).
 pub trait Engine: Send {
     /// The value stored under `key`, or `None` on a miss (also when the data fails its checksum).
     fn get(&mut self, key: &[u8]) -> crate::Result<Option<Vec<u8>>>;
@@ -41,4 +46,12 @@ pub trait Engine: Send {
     fn stats(&self) -> EngineStats;
     /// Bytes of DRAM the engine's index and buffers use, counted from the real structures.
     fn dram_bytes(&self) -> usize;
+    /// Uses `bytes` of its span from now on (the span itself does not change): growing
+    /// takes effect at once, shrinking evicts what lies past the new end. Returns `Ok(false)`,
+    /// changing nothing, when the engine cannot resize in place (the default); an error when
+    /// it can but not to that size.
+    fn resize(&mut self, bytes: u64) -> crate::Result<bool> {
+        let _ = bytes;
+        Ok(false)
+    }
 }

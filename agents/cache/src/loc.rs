@@ -396,6 +396,11 @@ impl Engine for Loc {
         self.stats.clone()
     }
 
+    fn resize(&mut self, bytes: u64) -> Result<bool> {
+        Loc::resize(self, bytes)?;
+        Ok(true)
+    }
+
     fn dram_bytes(&self) -> usize {
         // The index as hashbrown lays it out: one (key, value) pair and one control byte per
         // bucket; plus the open region's buffer and the per-region bookkeeping.

@@ -103,6 +103,38 @@ impl Delegates {
         })
     }
 
+    /// Replaces every route `with` gives a replacement for (the stage it ran through was
+    /// written back and replaced or removed). Journals name stages, not instances: they
+    /// stay as they are.
+    pub fn retarget(&self, with: impl Fn(&Arc<Route>) -> Option<Arc<Route>>) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let mut done: Vec<(Arc<Route>, Arc<Route>)> = Vec::new();
+        for m in map.values_mut() {
+            for r in m.values_mut() {
+                if let Some((_, new)) = done.iter().find(|(old, _)| Arc::ptr_eq(old, r)) {
+                    *r = new.clone();
+                } else if let Some(new) = with(r) {
+                    done.push((r.clone(), new.clone()));
+                    *r = new;
+                }
+            }
+        }
+    }
+
+    /// Every route a delegate points at now (each once).
+    pub fn routes(&self) -> Vec<Arc<Route>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Arc<Route>> = Vec::new();
+        for m in map.values() {
+            for (_, _, r) in m.iter() {
+                if !out.iter().any(|x| Arc::ptr_eq(x, r)) {
+                    out.push(r.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Whether any range of `path` is delegated.
     pub fn has(&self, path: &str) -> bool {
         self.map

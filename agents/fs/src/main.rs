@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use lachesis_fs::classify::{load_tenants, Classifier, TenantSpec};
 use lachesis_fs::fuse::SwitchFs;
 use lachesis_fs::remote::auth::Key;
+use lachesis_fs::stage::Devices;
 use lachesis_fs::{config, Switch, SwitchOptions};
 
 #[derive(Parser)]
@@ -45,9 +46,16 @@ struct MountArgs {
     backing: PathBuf,
     #[arg(long)]
     mountpoint: PathBuf,
-    /// JSON array of rules in the bus `rule` shape; re-read when it changes.
+    /// JSON array of rules in the bus `rule` shape, or {"rules": [...], "stages": [...]}
+    /// with the stages (desired-state `stages` shape) the rules name; re-read when it changes.
     #[arg(long)]
     rules: PathBuf,
+    /// A device flash cache stages may live on (repeatable; the first is the default):
+    /// NAME=PATH:SIZE (io_uring on a file or block device; a missing file is created
+    /// sparse) or NAME=measured:PATH:SIZE[:KEY=VALUE,...] (data in the file, the simulated
+    /// FDP SSD's FTL beside it, see lachesis_device::measured).
+    #[arg(long = "device", value_name = "NAME=SPEC")]
+    devices: Vec<String>,
     /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
     #[arg(long = "tenant")]
     tenants: Vec<TenantSpec>,
@@ -126,6 +134,7 @@ fn mount(args: MountArgs) -> ExitCode {
         remote_timeout_ms,
         forward_key_file,
         dirty_expire_ms,
+        devices,
     } = args;
     match forward_key_file.as_deref().map(Key::load).transpose() {
         Ok(k) => lachesis_fs::route::set_forward_key(k),
@@ -162,7 +171,11 @@ fn mount(args: MountArgs) -> ExitCode {
         Ok(t) => Classifier::new(t),
         Err(e) => return usage_error(format!("--tenants-file: {e}")),
     };
-    let rule_list = match config::load_rules(&rules) {
+    let devices = match open_devices(&devices) {
+        Ok(d) => d,
+        Err(e) => return usage_error(format!("--device {e}")),
+    };
+    let file = match config::load(&rules) {
         Ok(r) => r,
         Err(e) => return usage_error(e),
     };
@@ -175,7 +188,9 @@ fn mount(args: MountArgs) -> ExitCode {
     };
     let switch = match Switch::new(SwitchOptions {
         state_dir,
-        rules: rule_list,
+        rules: file.rules,
+        stages: file.stages,
+        devices,
     }) {
         Ok(s) => Arc::new(s),
         Err(e) => return usage_error(e),
@@ -212,7 +227,7 @@ fn mount(args: MountArgs) -> ExitCode {
         let now = mtime(&rules);
         if now != seen {
             seen = now;
-            match config::load_rules(&rules).and_then(|r| switch.replace_rules(r)) {
+            match config::load(&rules).and_then(|f| switch.set_rules(f.rules, &f.stages)) {
                 Ok(()) => tracing::info!("rules reloaded from {}", rules.display()),
                 Err(e) => tracing::error!("keeping the old rules: {e}"),
             }
@@ -253,6 +268,45 @@ fn mount(args: MountArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Opens every `--device NAME=SPEC` (see `MountArgs::devices`).
+fn open_devices(specs: &[String]) -> Result<Devices, String> {
+    use lachesis_device::measured::{parse_size, MeasuredSpec};
+    use lachesis_device::uring::{UringConfig, UringDevice};
+    let mut list = Vec::new();
+    for s in specs {
+        let (name, spec) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: expected NAME=PATH:SIZE or NAME=measured:PATH:SIZE"))?;
+        let err = |e: lachesis_device::Error| format!("{name}: {e}");
+        let dev = if spec.starts_with("measured:") {
+            lachesis_cache::share(
+                MeasuredSpec::parse(spec)
+                    .and_then(|m| m.open())
+                    .map_err(err)?,
+            )
+        } else {
+            let (path, size) = spec
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{s:?}: expected NAME=PATH:SIZE"))?;
+            let size = parse_size(size).map_err(err)?;
+            lachesis_cache::share(
+                UringDevice::open(
+                    path,
+                    UringConfig {
+                        create_size: Some(size),
+                        // Stages take turns on the device under its lock: any thread submits.
+                        single_issuer: false,
+                        ..Default::default()
+                    },
+                )
+                .map_err(err)?,
+            )
+        };
+        list.push((name.to_string(), dev));
+    }
+    Devices::new(list)
 }
 
 /// `lachesis-fs serve`: runs until killed.

@@ -104,6 +104,11 @@ impl<V: Clone> RangeMap<V> {
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &V)> {
         self.map.iter().map(|(&s, (e, v))| (s, *e, v))
     }
+
+    /// Every value, to change in place (the intervals stay).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.map.values_mut().map(|(_, v)| v)
+    }
 }
 
 #[cfg(test)]

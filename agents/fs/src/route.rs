@@ -5,12 +5,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use lachesis_switch::{Detour, DetourKind, DetourWhat, Rule};
+use lachesis_switch::{Detour, DetourKind, DetourWhat, Rule, StageConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::header_log::HeaderLog;
 use crate::remote::{Client, RemoteTarget};
-use crate::stage::{Stage, StageSpec};
+use crate::stage::cache::CacheStage;
+use crate::stage::Stage;
 
 /// A remote endpoint of a route: the target and the (shared) connection to its agent.
 pub struct RemoteEndpoint {
@@ -41,8 +42,8 @@ pub fn set_forward_key(key: Option<crate::remote::auth::Key>) {
     *FORWARD_KEY.lock().unwrap_or_else(|e| e.into_inner()) = key;
 }
 
-/// The serialisable description of a route: the rule's tenant (stage instances are per
-/// tenant and target) and its detours. Delegates persist this.
+/// The serialisable description of a route: the rule's tenant and its detours (stages by
+/// name). Delegates persist this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteSpec {
     pub tenant: Option<String>,
@@ -92,6 +93,11 @@ impl Route {
         self.stages.is_empty() && self.endpoints.is_empty()
     }
 
+    /// Whether a stage of this route may hold bytes its next stages do not have yet.
+    pub fn holds_data(&self) -> bool {
+        self.stages.iter().any(|s| s.holds_data())
+    }
+
     /// Whether the newest bytes of what this route writes may live off the backing file, so
     /// reads of the written ranges must follow (a delegate).
     pub fn needs_delegate(&self) -> bool {
@@ -105,30 +111,69 @@ impl Route {
     }
 }
 
-/// Stage instances by (tenant, target): two tenants' rules naming the same stage target get
-/// two stages (isolation); rules without a tenant share one.
-/// (rule tenant, stage target)
-type StageKey = (Option<String>, String);
+/// A declared stage, built: the config it was built from and the instance every route
+/// naming it shares.
+pub struct LiveStage {
+    pub config: StageConfig,
+    pub stage: Arc<dyn Stage>,
+    /// The same instance as a cache stage (resizes, stats), when it is one.
+    pub cache: Option<Arc<CacheStage>>,
+}
 
+/// The declared stages by name.
+pub type StageSet = HashMap<String, Arc<LiveStage>>;
+
+/// The stage instances in force (one per declared name: a stage several tenants' rules
+/// name is one instance; isolation is by declaring separate stages), and the other things
+/// routes share: connections to remote agents and header logs.
 #[derive(Default)]
 pub struct StageRegistry {
-    stages: Mutex<HashMap<StageKey, Arc<dyn Stage>>>,
+    stages: Mutex<Arc<StageSet>>,
     /// One client (one connection) per remote agent address, shared by every route.
     clients: Mutex<HashMap<String, Arc<Client>>>,
     /// One header log per file, shared by every rule naming it, so its lines never interleave.
     header_logs: Mutex<HashMap<PathBuf, Arc<HeaderLog>>>,
 }
 
+/// The stages an IO detour to stage `name` runs through: the stage, then, for a cache stage
+/// with `next`, the next one and so on.
+fn chain_of(set: &StageSet, name: &str) -> Result<Vec<Arc<dyn Stage>>, String> {
+    let mut out = Vec::new();
+    let mut at = Some(name.to_string());
+    while let Some(n) = at {
+        let live = set.get(&n).ok_or_else(|| {
+            let mut known: Vec<&str> = set.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            format!(
+                "stage {n:?} is not declared (declared stages: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )
+        })?;
+        out.push(live.stage.clone());
+        at = match &live.config {
+            StageConfig::Cache(c) => c.next.clone(),
+            _ => None,
+        };
+    }
+    Ok(out)
+}
+
 impl StageRegistry {
-    fn get(&self, tenant: &Option<String>, target: &str) -> Result<Arc<dyn Stage>, String> {
-        let mut m = self.stages.lock().unwrap_or_else(|e| e.into_inner());
-        let k = (tenant.clone(), target.to_string());
-        if let Some(s) = m.get(&k) {
-            return Ok(s.clone());
-        }
-        let s = StageSpec::parse(target)?.build()?;
-        m.insert(k, s.clone());
-        Ok(s)
+    /// The stages in force.
+    pub fn current(&self) -> Arc<StageSet> {
+        self.stages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Puts `set` in force (the switch built it and compiled its rules against it).
+    pub fn replace(&self, set: Arc<StageSet>) {
+        *self.stages.lock().unwrap_or_else(|e| e.into_inner()) = set;
     }
 
     fn client(&self, addr: &str) -> Arc<Client> {
@@ -165,17 +210,26 @@ impl StageRegistry {
         m.values().cloned().collect()
     }
 
-    /// Every stage instance with its tenant and target.
-    pub fn all(&self) -> Vec<(Option<String>, String, Arc<dyn Stage>)> {
-        let m = self.stages.lock().unwrap_or_else(|e| e.into_inner());
-        m.iter()
-            .map(|((t, n), s)| (t.clone(), n.clone(), s.clone()))
-            .collect()
+    /// Compiles a route against the stages in force; a stage it names must be declared.
+    pub fn build(&self, spec: RouteSpec) -> Result<Route, String> {
+        self.build_in(spec, &self.current(), false)
     }
 
-    /// Compiles a route; stages are created on first use.
-    pub fn build(&self, spec: RouteSpec) -> Result<Route, String> {
-        let mut stages = Vec::new();
+    /// Compiles a route a delegate journal or an earlier table recorded: a stage no longer
+    /// declared is left out (its data was written back before it went, or is gone with
+    /// it), with a warning.
+    pub fn build_recovered(&self, spec: RouteSpec) -> Result<Route, String> {
+        self.build_in(spec, &self.current(), true)
+    }
+
+    /// Compiles a route against `stages`; `lenient`: leave out stages not declared there.
+    pub fn build_in(
+        &self,
+        spec: RouteSpec,
+        set: &StageSet,
+        lenient: bool,
+    ) -> Result<Route, String> {
+        let mut stages: Vec<Arc<dyn Stage>> = Vec::new();
         let mut endpoints = Vec::new();
         let mut ask = None;
         let mut copies = Vec::new();
@@ -203,7 +257,24 @@ impl StageRegistry {
                 continue;
             }
             match d.to.kind {
-                DetourKind::Stage => stages.push(self.get(&spec.tenant, &d.to.target)?),
+                DetourKind::Stage => match chain_of(set, &d.to.target) {
+                    Ok(chain) => {
+                        for s in chain {
+                            // One stage twice in a route would hold its own locks twice.
+                            if stages.iter().any(|x| Arc::ptr_eq(x, &s)) {
+                                return Err(format!(
+                                    "detours[{i}]: stage {:?} (or a stage its next chain reaches) is already on this route",
+                                    d.to.target
+                                ));
+                            }
+                            stages.push(s);
+                        }
+                    }
+                    Err(e) if lenient => {
+                        tracing::warn!("route of tenant {:?}: {e}; left out", spec.tenant);
+                    }
+                    Err(e) => return Err(format!("detours[{i}]: {e}")),
+                },
                 DetourKind::File => endpoints.push(match RemoteTarget::parse(&d.to.target)? {
                     Some(target) => Endpoint::Remote(Arc::new(RemoteEndpoint {
                         client: self.client(&target.addr),

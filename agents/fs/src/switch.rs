@@ -1,30 +1,37 @@
 //! The sSwitch core, independent of FUSE: match an IO's header against the rule table, hold it
 //! while its flow is quiesced, run it through its route, keep delegates and cache coherence.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use lachesis_switch::{IoHeader, Op, Rule, RuleTable};
+use lachesis_switch::{check_stages, IoHeader, Op, Rule, RuleTable, StageConfig};
 
 use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
 use crate::gate::Gates;
-use crate::route::{under, RemoteEndpoint, Route, RouteSpec, StageRegistry};
-use crate::stage::{Backend, Chain, Stage};
+use crate::route::{under, LiveStage, RemoteEndpoint, Route, RouteSpec, StageRegistry, StageSet};
+use crate::stage::space::Reservation;
+use crate::stage::{Backend, Chain, Devices, Stage, StageStats};
 
 pub struct SwitchOptions {
     /// Where delegates of stage-only routes and clears are journaled.
     pub state_dir: PathBuf,
     pub rules: Vec<Rule>,
+    /// The stages the rules name (desired-state `stages`, the stage contract).
+    pub stages: Vec<StageConfig>,
+    /// The devices flash cache engines may live on (the first is the default); shared by
+    /// every switch of the agent. Empty: flash engines are refused.
+    pub devices: Devices,
 }
 
 /// A file as the switch sees it: who opened it, its namespace path, a stable id and the open
 /// backing file.
+#[derive(Clone)]
 pub struct FileCtx {
     pub tenant: Option<String>,
     /// Absolute path in the namespace, e.g. `/db/main.sqlite`.
@@ -38,7 +45,10 @@ pub struct FileCtx {
 struct Compiled {
     table: RuleTable,
     routes: HashMap<String, Arc<Route>>,
-    /// Every stage instance, for cache coherence across routes.
+    /// The stages the table was compiled against, as declared.
+    stage_configs: Vec<StageConfig>,
+    /// Every stage instance (declared, and any older one a delegate still runs through), for
+    /// cache coherence across routes.
     stages: Vec<Arc<dyn Stage>>,
     endpoint_dirs: Vec<PathBuf>,
     remotes: Vec<Arc<RemoteEndpoint>>,
@@ -51,6 +61,14 @@ static TABLE_GENERATION: AtomicU64 = AtomicU64::new(1);
 pub struct Switch {
     compiled: RwLock<Arc<Compiled>>,
     registry: StageRegistry,
+    devices: Devices,
+    /// Files written through a stage that holds data, by id: a stage that shrinks, is
+    /// replaced or removed writes their data back to their routes. A write through such a
+    /// stage holds this shared until its data is in the stage, so pruning (exclusive) never
+    /// forgets a file with data in flight.
+    held: RwLock<HashMap<u64, FileCtx>>,
+    /// Write-backs and resizes that failed after a new stage set was in force (logged).
+    reconcile_errors: AtomicU64,
     delegates: Delegates,
     gates: Gates,
     /// The way to the controller for `header -> controller` detours; `None` (standalone
@@ -191,15 +209,21 @@ impl Switch {
             tenant: None,
             detours: vec![],
         })?);
-        let compiled = compile(&registry, opts.rules)?;
+        check_stages(&opts.stages)?;
+        let plan = plan(&StageSet::new(), &opts.stages, &opts.devices)?;
+        let compiled = compile(&registry, opts.rules, &plan.set, opts.stages)?;
         check_controller(&compiled, detours.is_some())?;
+        registry.replace(plan.set);
         let delegates = Delegates::open(&opts.state_dir, &compiled.endpoint_dirs, |s| {
-            registry.build(s.clone()).map(Arc::new)
+            registry.build_recovered(s.clone()).map(Arc::new)
         })
         .map_err(|e| format!("state dir {}: {e}", opts.state_dir.display()))?;
         let sw = Switch {
             compiled: RwLock::new(Arc::new(compiled)),
             registry,
+            devices: opts.devices,
+            held: RwLock::new(HashMap::new()),
+            reconcile_errors: AtomicU64::new(0),
             delegates,
             gates: Gates::default(),
             detours,
@@ -217,12 +241,27 @@ impl Switch {
         Ok(sw)
     }
 
+    /// The declared stages and those delegates still run through.
     fn refresh_stage_list(&self) {
+        let mut stages: Vec<Arc<dyn Stage>> = self
+            .registry
+            .current()
+            .values()
+            .map(|l| l.stage.clone())
+            .collect();
+        for r in self.delegates.routes() {
+            for s in &r.stages {
+                if !stages.iter().any(|x| Arc::ptr_eq(x, s)) {
+                    stages.push(s.clone());
+                }
+            }
+        }
         let mut w = self.compiled.write().unwrap_or_else(|e| e.into_inner());
         let c = Compiled {
             table: w.table.clone(),
             routes: w.routes.clone(),
-            stages: self.registry.all().into_iter().map(|(_, _, s)| s).collect(),
+            stage_configs: w.stage_configs.clone(),
+            stages,
             endpoint_dirs: w.endpoint_dirs.clone(),
             remotes: w.remotes.clone(),
             generation: w.generation,
@@ -237,31 +276,192 @@ impl Switch {
             .clone()
     }
 
-    /// Replaces the rule table (Switch API), keeping stage instances and delegates. On error
-    /// nothing changes.
-    pub fn replace_rules(&self, rules: Vec<Rule>) -> Result<(), String> {
+    /// Puts a rule table and its stages in force (Switch API; the one entry point). Each
+    /// rule's `{what: io, to: {kind: stage, target: NAME}}` detour names a stage of
+    /// `stages` (a cache stage with `next` runs as the chain NAME, next, next's next...).
+    ///
+    /// Stages are reconciled with those in force, by name: an unchanged stage keeps its
+    /// live instance; a cache stage whose size alone changed is resized in place
+    /// ([`crate::stage::cache::CacheStage::resize`]; a write-back stage that shrinks writes
+    /// its dirty data back first); any other change builds a new instance and, like a
+    /// removed stage, the old one writes back what it holds and goes. Fails, changing
+    /// nothing, on a stage set that does not check, a target no stage declares, a stage
+    /// that cannot be built (no such device, device full, ...) or a route that does not
+    /// compile. Write-backs and resizes run after the new table is in force; their
+    /// failures are logged (an old stage that could not write back stays reachable by the
+    /// delegates of its data).
+    pub fn set_rules(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
-        self.replace_rules_locked(rules)
+        self.set_rules_locked(rules, stages)
     }
 
-    fn replace_rules_locked(&self, rules: Vec<Rule>) -> Result<(), String> {
-        let c = compile(&self.registry, rules)?;
+    fn set_rules_locked(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
+        check_stages(stages)?;
+        let old = self.registry.current();
+        let plan = plan(&old, stages, &self.devices)?;
+        let c = compile(&self.registry, rules, &plan.set, stages.to_vec())?;
         check_controller(&c, self.detours.is_some())?;
+        self.registry.replace(plan.set.clone());
         *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
         self.refresh_stage_list();
+        self.apply(plan);
         Ok(())
     }
 
+    /// The second half of a reconcile, with the new table in force: resizes, then the old
+    /// stages' last write-back.
+    fn apply(&self, plan: Plan) {
+        let fail = |what: &str, name: &str, e: &dyn std::fmt::Display| {
+            self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(stage = name, "{what}: {e}");
+        };
+        for rs in plan.resizes {
+            let name = rs.live.config.name();
+            let cache = rs.live.cache.as_ref().expect("resizes are of cache stages");
+            if rs.size < rs.from && rs.live.stage.holds_data() {
+                if let Err(e) = self.write_back_stage(&rs.live.stage) {
+                    fail("writing back before a shrink", name, &e);
+                }
+            }
+            match cache.resize(rs.size, rs.reserved) {
+                Ok(()) => tracing::info!(
+                    stage = name,
+                    from = rs.from,
+                    to = rs.size,
+                    installed = cache.installed_bytes(),
+                    "cache stage resized"
+                ),
+                Err(e) => fail("resizing", name, &e),
+            }
+        }
+        let mut gone: Vec<Arc<dyn Stage>> = Vec::new();
+        let mut kept: Vec<Arc<dyn Stage>> = Vec::new();
+        for live in &plan.retired {
+            let name = live.config.name();
+            live.stage.retire();
+            match self.write_back_stage(&live.stage) {
+                // A log's data stays in its log: reads of it keep going there.
+                Ok(()) if live.config.kind() != "log" => gone.push(live.stage.clone()),
+                Ok(()) => kept.push(live.stage.clone()),
+                Err(e) => {
+                    fail("writing back a replaced or removed stage", name, &e);
+                    kept.push(live.stage.clone());
+                }
+            }
+            tracing::info!(stage = name, "stage replaced or removed");
+        }
+        if !gone.is_empty() {
+            // Delegates that ran through a stage that went now take the stages in force by
+            // the same names (a name no longer declared is left out: its data is written
+            // back).
+            let on = |r: &Route, list: &[Arc<dyn Stage>]| {
+                r.stages
+                    .iter()
+                    .any(|s| list.iter().any(|x| Arc::ptr_eq(x, s)))
+            };
+            self.delegates.retarget(|r| {
+                if !on(r, &gone) || on(r, &kept) {
+                    return None;
+                }
+                self.registry
+                    .build_recovered(r.spec.clone())
+                    .map(Arc::new)
+                    .map_err(|e| tracing::warn!("delegate route kept: {e}"))
+                    .ok()
+            });
+        }
+        self.refresh_stage_list();
+        self.prune_held();
+    }
+
+    /// Writes back to their routes the data `stage` holds of every file (no sync).
+    fn write_back_stage(&self, stage: &Arc<dyn Stage>) -> io::Result<()> {
+        // Before the list: a file is in `held` before it gets data in a stage, and is not
+        // pruned while this is held.
+        let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+        let files = stage.dirty_files();
+        let mut first_err = None;
+        for id in files {
+            let res = (|| {
+                let ctx = held.get(&id).ok_or_else(|| {
+                    io::Error::other(format!(
+                        "file {id} has data in the stage but no known route"
+                    ))
+                })?;
+                let (route, i) = self
+                    .routes_of(ctx)
+                    .into_iter()
+                    .find_map(|r| {
+                        let i = r.stages.iter().position(|s| Arc::ptr_eq(s, stage))?;
+                        Some((r, i))
+                    })
+                    .ok_or_else(|| {
+                        io::Error::other(format!("{}: no route runs through the stage", ctx.path))
+                    })?;
+                let end = End {
+                    sw: self,
+                    ctx,
+                    route: &route,
+                    read_from: 0,
+                };
+                stage.write_back_file(
+                    id,
+                    &Chain {
+                        stages: &route.stages[i + 1..],
+                        end: &end,
+                    },
+                )
+            })();
+            if let Err(e) = res {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// `held`, shared, with `ctx` in it: taken by a write through a stage that holds data.
+    fn hold(&self, ctx: &FileCtx) -> RwLockReadGuard<'_, HashMap<u64, FileCtx>> {
+        loop {
+            let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+            if held.contains_key(&ctx.id) {
+                return held;
+            }
+            drop(held);
+            self.held
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(ctx.id)
+                .or_insert_with(|| ctx.clone());
+        }
+    }
+
+    /// Forgets the files no stage has data of (`only`: just that one).
+    fn prune_held_of(&self, only: Option<u64>) {
+        let stages = self.current().stages.clone();
+        let mut held = self.held.write().unwrap_or_else(|e| e.into_inner());
+        let dirty: HashSet<u64> = stages.iter().flat_map(|s| s.dirty_files()).collect();
+        held.retain(|id, _| dirty.contains(id) || only.is_some_and(|o| o != *id));
+    }
+
+    fn prune_held(&self) {
+        self.prune_held_of(None)
+    }
+
+    /// The stages in force, as declared.
+    pub fn stages(&self) -> Vec<StageConfig> {
+        self.current().stage_configs.clone()
+    }
+
     /// Switch API Insert: adds one rule (fails, changing nothing, on a duplicate name or a
-    /// route that does not compile).
+    /// route that does not compile). The stages stay.
     pub fn insert_rule(&self, rule: Rule) -> Result<(), String> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         let mut rules = self.rules();
         rules.push(rule);
-        self.replace_rules_locked(rules)
+        self.set_rules_locked(rules, &self.stages())
     }
 
-    /// Switch API Delete: removes the rule of that name.
+    /// Switch API Delete: removes the rule of that name. The stages stay.
     pub fn delete_rule(&self, name: &str) -> Result<Rule, String> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         let mut rules = self.rules();
@@ -270,12 +470,33 @@ impl Switch {
             .position(|r| r.name == name)
             .ok_or_else(|| format!("no rule named {name:?}"))?;
         let gone = rules.remove(i);
-        self.replace_rules_locked(rules)?;
+        self.set_rules_locked(rules, &self.stages())?;
         Ok(gone)
     }
 
     pub fn rules(&self) -> Vec<Rule> {
         self.current().table.rules().cloned().collect()
+    }
+
+    /// Every declared stage's counters (Moirai's getCacheStats), by name.
+    pub fn stage_stats(&self) -> Vec<StageStats> {
+        let set = self.registry.current();
+        let mut out: Vec<StageStats> = set
+            .iter()
+            .map(|(name, live)| {
+                let mut s = live.stage.counters();
+                s.name = name.clone();
+                s.kind = live.config.kind().to_string();
+                s.owner = live.config.owner().map(str::to_string);
+                if let StageConfig::Cache(c) = &live.config {
+                    s.engine = Some(c.engine);
+                    s.size_bytes = c.size_bytes;
+                }
+                s
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     /// Whether a file may be opened with kernel passthrough: no rule can match its IO and no
@@ -476,6 +697,8 @@ impl Switch {
             stages: &route.stages,
             end: &end,
         };
+        // Until its data is in the stage, known as a file a stage holds data of.
+        let _held = route.holds_data().then(|| self.hold(ctx));
         // Until the delegate is recorded: readers see the old bytes where they were or the
         // new ones where they now are.
         let _blocks = self.blocks.write(ctx.id, off, len);
@@ -493,7 +716,18 @@ impl Switch {
                 s.invalidate(ctx.id, off, len);
             }
         }
-        self.delegates.record(&ctx.path, off, off + len, &route)
+        self.delegates.record(&ctx.path, off, off + len, &route)?;
+        drop((_blocks, _held));
+        // A stage still over its dirty limit (other files' data): every file's goes on. This
+        // write is done; a failure here leaves the data dirty, to go on later.
+        for s in &route.stages {
+            if s.over_dirty_limit() {
+                if let Err(e) = self.write_back_stage(s) {
+                    tracing::warn!(path = ctx.path, "writing back over the dirty limit: {e}");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Makes the file durable on every route that may hold its bytes.
@@ -521,6 +755,7 @@ impl Switch {
     pub fn closed(&self, ctx: &FileCtx) -> io::Result<()> {
         if self.current().stages.iter().any(|s| s.holds_data()) {
             self.sync(ctx)?;
+            self.prune_held_of(Some(ctx.id));
         }
         Ok(())
     }
@@ -598,6 +833,10 @@ impl Switch {
     /// The file at `path` (id `id`) was unlinked.
     pub fn unlinked(&self, path: &str, id: u64) -> io::Result<()> {
         self.truncated(path, id, 0)?;
+        self.held
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         self.forget_endpoint_files();
         for d in &self.current().endpoint_dirs {
             let _ = std::fs::remove_file(under(d, path));
@@ -608,6 +847,18 @@ impl Switch {
     /// `from` was renamed to `to`; endpoint copies and delegates follow.
     pub fn renamed(&self, from: &str, to: &str) -> io::Result<()> {
         self.forget_endpoint_files();
+        for ctx in self
+            .held
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .values_mut()
+        {
+            if let Some(rest) = ctx.path.strip_prefix(from) {
+                if rest.is_empty() || rest.starts_with('/') {
+                    ctx.path = format!("{to}{rest}");
+                }
+            }
+        }
         for d in &self.current().endpoint_dirs {
             let src = under(d, from);
             if src.exists() {
@@ -687,12 +938,17 @@ impl Switch {
 
     /// Stage counters and delegate state, for the stats file.
     pub fn stats(&self) -> serde_json::Value {
-        let stages: Vec<_> = self
-            .registry
-            .all()
+        let set = self.registry.current();
+        let mut names: Vec<&String> = set.keys().collect();
+        names.sort();
+        let stages: Vec<_> = names
             .into_iter()
-            .map(|(t, target, s)| {
-                serde_json::json!({"tenant": t, "target": target, "stats": s.stats()})
+            .map(|n| {
+                let live = &set[n];
+                let owner = live.config.owner();
+                // `tenant` and `target`: the owner and the name, as before stages were named.
+                serde_json::json!({"name": n, "kind": live.config.kind(), "owner": owner,
+                    "tenant": owner, "target": n, "stats": live.stage.stats()})
             })
             .collect();
         let c = self.current();
@@ -720,6 +976,7 @@ impl Switch {
                 "appended": l.appended.load(Ordering::Relaxed),
                 "failed": l.failed.load(Ordering::Relaxed),
             })).collect::<Vec<_>>(),
+            "reconcile_errors": self.reconcile_errors.load(Ordering::Relaxed),
             "user_bytes_read": self.user_read.load(Ordering::Relaxed),
             "user_bytes_written": self.user_written.load(Ordering::Relaxed),
             "block_lock_waits": self.blocks.waits(),
@@ -727,14 +984,89 @@ impl Switch {
     }
 }
 
-fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, String> {
+/// What a reconcile does: the new stage set (kept, resized and new instances) and what
+/// becomes of the old ones.
+struct Plan {
+    set: Arc<StageSet>,
+    resizes: Vec<Resize>,
+    /// Old instances no longer in the set (replaced or removed).
+    retired: Vec<Arc<LiveStage>>,
+}
+
+struct Resize {
+    live: Arc<LiveStage>,
+    from: u64,
+    size: u64,
+    /// The regions a growth needs, taken before anything changed.
+    reserved: Option<Reservation>,
+}
+
+/// Reconciles `stages` with `old` by name without changing anything live: keeps, plans
+/// resizes (taking the device space a growth needs), builds new instances. An error drops
+/// what was built and taken.
+fn plan(old: &StageSet, stages: &[StageConfig], devices: &Devices) -> Result<Plan, String> {
+    let mut set = StageSet::new();
+    let mut resizes = Vec::new();
+    for cfg in stages {
+        let name = cfg.name();
+        let prev = old.get(name);
+        let live = match prev.map(|l| (l, &l.config, cfg, &l.cache)) {
+            Some((l, a, b, _)) if a == b => l.clone(),
+            Some((l, StageConfig::Cache(a), StageConfig::Cache(b), Some(cache)))
+                if a.same_but_size(b) =>
+            {
+                let reserved = cache.reserve(b.size_bytes).map_err(|e| {
+                    format!("stage {name:?}: growing to {} bytes: {e}", b.size_bytes)
+                })?;
+                let live = Arc::new(LiveStage {
+                    config: cfg.clone(),
+                    stage: l.stage.clone(),
+                    cache: l.cache.clone(),
+                });
+                resizes.push(Resize {
+                    live: live.clone(),
+                    from: a.size_bytes,
+                    size: b.size_bytes,
+                    reserved,
+                });
+                live
+            }
+            _ => {
+                let b = crate::stage::build(cfg, devices)?;
+                Arc::new(LiveStage {
+                    config: cfg.clone(),
+                    stage: b.stage,
+                    cache: b.cache,
+                })
+            }
+        };
+        set.insert(name.to_string(), live);
+    }
+    let retired = old
+        .iter()
+        .filter(|(n, l)| !set.get(*n).is_some_and(|x| Arc::ptr_eq(&x.stage, &l.stage)))
+        .map(|(_, l)| l.clone())
+        .collect();
+    Ok(Plan {
+        set: Arc::new(set),
+        resizes,
+        retired,
+    })
+}
+
+fn compile(
+    registry: &StageRegistry,
+    rules: Vec<Rule>,
+    set: &StageSet,
+    stage_configs: Vec<StageConfig>,
+) -> Result<Compiled, String> {
     let table = RuleTable::build(rules).map_err(|e| e.to_string())?;
     let mut routes = HashMap::new();
     let mut endpoint_dirs = Vec::new();
     let mut remotes: Vec<Arc<RemoteEndpoint>> = Vec::new();
     for r in table.rules() {
         let route = registry
-            .build(RouteSpec::of_rule(r))
+            .build_in(RouteSpec::of_rule(r), set, false)
             .map_err(|e| format!("rule {:?}: {e}", r.name))?;
         for r in &route.remotes {
             if !remotes.iter().any(|x| x.target == r.target) {
@@ -751,7 +1083,8 @@ fn compile(registry: &StageRegistry, rules: Vec<Rule>) -> Result<Compiled, Strin
     Ok(Compiled {
         table,
         routes,
-        stages: registry.all().into_iter().map(|(_, _, s)| s).collect(),
+        stage_configs,
+        stages: set.values().map(|l| l.stage.clone()).collect(),
         endpoint_dirs,
         remotes,
         generation: TABLE_GENERATION.fetch_add(1, Ordering::Relaxed),

@@ -82,6 +82,8 @@ fn linked(state: &Path, rules: &str, deadline: Duration) -> (Arc<Switch>, Arc<Fa
         SwitchOptions {
             state_dir: state.to_path_buf(),
             rules: config::parse_rules(rules).unwrap(),
+            stages: vec![],
+            devices: Default::default(),
         },
         Arc::new(Detours::new(link.clone(), deadline)),
     )
@@ -104,6 +106,8 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
     let e = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&hold).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
     .err()
     .expect("refused");
@@ -120,6 +124,8 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
         SwitchOptions {
             state_dir: t.path().join("s2"),
             rules: config::parse_rules(&io).unwrap(),
+            stages: vec![],
+            devices: Default::default(),
         },
         Arc::new(Detours::new(link, Duration::from_secs(1))),
     )
@@ -182,8 +188,11 @@ fn a_held_write_waits_outside_the_gate_and_goes_where_the_rules_say_after_the_ve
     assert!(sw.drain("ask", Duration::ZERO));
     // Meanwhile the controller moves the rule's writes to r2, then lets the write go: it is
     // admitted once the flow resumes, and takes the new route.
-    sw.replace_rules(config::parse_rules(&format!("[{}]", ask_to(&r2s))).unwrap())
-        .unwrap();
+    sw.set_rules(
+        config::parse_rules(&format!("[{}]", ask_to(&r2s))).unwrap(),
+        &[],
+    )
+    .unwrap();
     ctl.answer(0, Verdict::Proceed { ttl: None });
     wait_held_at_gate(&sw, "ask");
     assert!(

@@ -13,6 +13,8 @@ fn switch(state: &Path, rules: &str) -> Result<Switch, String> {
     Switch::new(SwitchOptions {
         state_dir: state.to_path_buf(),
         rules: config::parse_rules(rules).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
 }
 
@@ -172,7 +174,7 @@ fn header_detours_to_stages_and_remote_files_are_refused() {
     )
     .unwrap();
     let bad = config::parse_rules(&rule(cases[0].0)).unwrap();
-    assert!(sw.replace_rules(bad).is_err());
+    assert!(sw.set_rules(bad, &[]).is_err());
     let b = t.path().join("b");
     std::fs::create_dir_all(&b).unwrap();
     sw.write(&ctx(&b, None, "/f"), b"x", 0).unwrap();

@@ -220,6 +220,8 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");
@@ -256,7 +258,7 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
                          {{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep/"}}}}]}}]"#
     );
     let e = sw
-        .replace_rules(config::parse_rules(&bad).unwrap())
+        .set_rules(config::parse_rules(&bad).unwrap(), &[])
         .unwrap_err();
     assert!(e.contains("named twice"), "{e}");
     assert_eq!(sw.rules().len(), 1);
@@ -293,6 +295,8 @@ fn scatter_over_two_agents_and_a_local_directory() {
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -329,6 +333,8 @@ fn an_unreachable_remote_fails_the_io_with_eio() {
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -434,6 +440,8 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
+        stages: vec![],
+        devices: Default::default(),
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");

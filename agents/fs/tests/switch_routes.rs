@@ -11,10 +11,14 @@ use std::time::{Duration, Instant};
 use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::{config, Switch, SwitchOptions};
 
+/// A switch with the rules (and stages) of a rules file's text.
 fn switch(state: &Path, rules: &str) -> Switch {
+    let f = config::parse(rules).unwrap();
     Switch::new(SwitchOptions {
         state_dir: state.to_path_buf(),
-        rules: config::parse_rules(rules).unwrap(),
+        rules: f.rules,
+        stages: f.stages,
+        devices: Default::default(),
     })
     .unwrap()
 }
@@ -66,8 +70,11 @@ fn scatter_writes_every_replica_and_the_read_set_decides_who_serves_reads() {
         sw2.read(&c, &mut buf, 8192).unwrap();
         assert_eq!(buf, [5u8; 4096], "primary-only read set reads r1");
     }
-    sw2.replace_rules(config::parse_rules(&rules(&format!("{}, {}", det(&r1), det(&r2)))).unwrap())
-        .unwrap();
+    sw2.set_rules(
+        config::parse_rules(&rules(&format!("{}, {}", det(&r1), det(&r2)))).unwrap(),
+        &[],
+    )
+    .unwrap();
     let mut sources = std::collections::HashSet::new();
     for _ in 0..4 {
         sw2.read(&c, &mut buf, 8192).unwrap();
@@ -191,8 +198,12 @@ fn log_stage_route_is_followed_by_other_tenants_and_survives_restart() {
     let b = t.path().join("b");
     std::fs::create_dir_all(&b).unwrap();
     let rules = format!(
-        r#"[{{"name": "log", "priority": 1, "match": {{"tenant": "t", "ops": ["write"], "path_prefix": "/f"}},
-             "detours": [{{"what": "io", "to": {{"kind": "stage", "target": "log:dir={}"}}}}]}}]"#,
+        r#"{{"rules": [{{"name": "log", "priority": 1, "match": {{"tenant": "t", "ops": ["write"], "path_prefix": "/f"}},
+             "detours": [{{"what": "io", "to": {{"kind": "stage", "target": "log/t"}}}}]}}],
+            "stages": [{{"kind": "log", "name": "log/t", "owner": "t", "dir": "{}"}},
+                       {{"kind": "cache", "name": "cache/g", "owner": null, "engine": "dram",
+                         "size_bytes": 1048576, "write_mode": "through", "eviction": "lru",
+                         "max_dirty_bytes": 4096, "device": null, "placement": [], "next": null}}]}}"#,
         t.path().join("log").display()
     );
     {
@@ -209,10 +220,10 @@ fn log_stage_route_is_followed_by_other_tenants_and_survives_restart() {
     assert_eq!(&buf, b"hello log");
     assert!(!sw.can_passthrough("/f"));
     assert!(sw.can_passthrough("/g"));
-    // Switch API insert/delete; a bad rule changes nothing.
-    let r = config::parse_rules(
+    // Switch API insert/delete (the declared stages stay); a bad rule changes nothing.
+    let r: Vec<lachesis_switch::Rule> = serde_json::from_str(
         r#"[{"name": "g", "priority": 5, "match": {"path_prefix": "/g"},
-             "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache"}}]}]"#,
+             "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/g"}}]}]"#,
     )
     .unwrap();
     sw.insert_rule(r[0].clone()).unwrap();
@@ -223,8 +234,9 @@ fn log_stage_route_is_followed_by_other_tenants_and_survives_restart() {
         .contains("duplicate"));
     let mut bad = r[0].clone();
     bad.name = "bad".into();
-    bad.detours[0].to.target = "cache:mode=sideways".into();
-    assert!(sw.insert_rule(bad).unwrap_err().contains("sideways"));
+    bad.detours[0].to.target = "cache/nosuch".into();
+    let e = sw.insert_rule(bad).unwrap_err();
+    assert!(e.contains("\"cache/nosuch\" is not declared"), "{e}");
     assert_eq!(sw.rules().len(), 2);
     assert_eq!(sw.delete_rule("g").unwrap().name, "g");
     assert!(sw.delete_rule("g").is_err());

@@ -1,15 +1,22 @@
-//! Cache stage: 4 KiB blocks of a file in a cache [`Engine`] (key = file id + block number),
-//! in one of three write modes.
+//! Cache stage: 4 KiB blocks of a file in a cache engine (key = file id + block number), in
+//! one of three write modes, built from a [`CacheConfig`] (see `engines.rs` for the engines).
+//!
+//! Dirty blocks of the write-back mode live in the stage's own map until they are written
+//! back, not only in the engine: the engine may evict, resize or be rebuilt at will and no
+//! acknowledged write is lost. Every write of dirty bytes to `next` happens under one lock
+//! per stage (`wb`), so two write-backs of a block never reach `next` out of order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use lachesis_cache::Engine;
+use lachesis_switch::{CacheConfig, WriteMode};
 
-use super::{Backend, Stage};
+use super::engines::BlockEngine;
+use super::space::{Devices, Reservation};
+use super::{Backend, Clock, Stage, StageStats};
 
 pub const BLOCK: u64 = 4096;
 
@@ -17,51 +24,45 @@ pub const BLOCK: u64 = 4096;
 pub enum Mode {
     /// Writes go to `next` and update the cached blocks.
     WriteThrough,
-    /// Writes are acknowledged once cached; dirty blocks go to `next` on sync, close or when
-    /// more than `max_dirty` bytes are dirty.
+    /// Writes are acknowledged once cached; dirty blocks go to `next` on sync, close, when
+    /// more than `max_dirty` bytes are dirty (the writing file's blocks at once, the other
+    /// files' by the switch right after), when they are older than the flusher's age, and
+    /// before the stage shrinks or goes away.
     WriteBack,
     /// Writes go to `next` and drop the cached blocks (only reads fill the cache).
     WriteAround,
 }
 
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "write-through" => Ok(Mode::WriteThrough),
-            "write-back" => Ok(Mode::WriteBack),
-            "write-around" => Ok(Mode::WriteAround),
-            m => Err(format!(
-                "stage cache: mode {m:?} is not write-through, write-back or write-around"
-            )),
+impl From<WriteMode> for Mode {
+    fn from(m: WriteMode) -> Mode {
+        match m {
+            WriteMode::Through => Mode::WriteThrough,
+            WriteMode::Back => Mode::WriteBack,
+            WriteMode::Around => Mode::WriteAround,
         }
     }
 }
 
-fn key(file: u64, block: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&file.to_le_bytes());
-    k[8..].copy_from_slice(&block.to_le_bytes());
-    k
-}
-
 struct Inner {
-    engine: Box<dyn Engine>,
+    engine: BlockEngine,
     /// Write-back blocks not yet in `next`, ordered so write-back is sequential. The engine
     /// may evict at will, so the dirty copy is kept here until it is written back.
     dirty: BTreeMap<(u64, u64), Vec<u8>>,
     /// Highest block ever cached per file, so a truncate can drop every block past the end.
-    max_block: std::collections::HashMap<u64, u64>,
+    max_block: HashMap<u64, u64>,
     /// Since when each file has had dirty blocks (per file, as the kernel keeps an inode's
     /// dirtied_when): the flusher writes back a file whose oldest dirty data is too old.
-    dirtied: std::collections::HashMap<u64, Instant>,
+    dirtied: HashMap<u64, Instant>,
+    /// The stage was replaced or removed: writes pass through to `next` (dirty copies of
+    /// the blocks they touch first), nothing becomes dirty any more.
+    retired: bool,
 }
 
 impl Inner {
     fn set(&mut self, file: u64, b: u64, data: &[u8]) -> lachesis_cache::Result<bool> {
         let m = self.max_block.entry(file).or_insert(0);
         *m = (*m).max(b);
-        self.engine.set(&key(file, b), data)
+        self.engine.set(file, b, data)
     }
 }
 
@@ -69,13 +70,20 @@ pub struct CacheStage {
     mode: Mode,
     max_dirty_blocks: usize,
     inner: Mutex<Inner>,
+    /// Held while dirty bytes go to `next` (write-back, and writes that pass a dirty block
+    /// on), never while waiting for `inner`'s holder to need it: `wb` before `inner`.
+    wb: Mutex<()>,
+    clock: Clock,
     hits: AtomicU64,
     misses: AtomicU64,
+    bytes_read_hit: AtomicU64,
+    bytes_read_miss: AtomicU64,
+    bytes_written: AtomicU64,
     writebacks: AtomicU64,
 }
 
 impl CacheStage {
-    pub fn new(engine: Box<dyn Engine>, mode: Mode, max_dirty: u64) -> Self {
+    pub fn new(engine: BlockEngine, mode: Mode, max_dirty: u64) -> Self {
         CacheStage {
             mode,
             max_dirty_blocks: (max_dirty / BLOCK).max(1) as usize,
@@ -84,15 +92,44 @@ impl CacheStage {
                 dirty: BTreeMap::new(),
                 max_block: Default::default(),
                 dirtied: Default::default(),
+                retired: false,
             }),
+            wb: Mutex::new(()),
+            clock: std::sync::Arc::new(Instant::now),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            bytes_read_hit: AtomicU64::new(0),
+            bytes_read_miss: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
             writebacks: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    /// The stage `config` describes, its flash engine on one of `devices`.
+    pub fn from_config(config: &CacheConfig, devices: &Devices) -> Result<Self, String> {
+        Ok(Self::new(
+            BlockEngine::build(config, devices)?,
+            config.write_mode.into(),
+            config.max_dirty_bytes,
+        ))
+    }
+
+    /// Reads the time (when a file got dirty, how old its dirty data is) from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_wb(&self) -> MutexGuard<'_, ()> {
+        self.wb.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// (hits, misses) of block reads.
@@ -100,8 +137,33 @@ impl CacheStage {
         (self.hits.load(Relaxed), self.misses.load(Relaxed))
     }
 
-    /// Writes back dirty blocks (of `file`, or all when `None`).
+    /// Bytes the engine may use now.
+    pub fn installed_bytes(&self) -> u64 {
+        self.lock().engine.installed()
+    }
+
+    /// Bytes of one region of the engine's device (0: DRAM, sized to the byte).
+    pub fn region_bytes(&self) -> u64 {
+        self.lock().engine.region_bytes()
+    }
+
+    /// Takes from the device what a resize to `size` needs beyond what the engine holds, so
+    /// a full device refuses before anything changes. `None`: nothing to take.
+    pub fn reserve(&self, size: u64) -> Result<Option<Reservation>, String> {
+        self.lock().engine.reserve(size)
+    }
+
+    /// Changes the engine's size (see `engines.rs`: in place or rebuilt). Dirty blocks are
+    /// not the engine's and stay; a write-back stage that shrinks writes them back first
+    /// (the switch does, it knows the files' routes).
+    pub fn resize(&self, size: u64, reserved: Option<Reservation>) -> Result<(), String> {
+        self.lock().engine.resize(size, reserved)
+    }
+
+    /// Writes back dirty blocks (of `file`, or all when `None`). A block `next` refuses
+    /// stays dirty (unless a newer write replaced it meanwhile).
     fn write_back(&self, file: Option<u64>, next: &dyn Backend) -> io::Result<()> {
+        let _wb = self.lock_wb();
         let blocks: Vec<((u64, u64), Vec<u8>)> = {
             let mut inner = self.lock();
             let keys: Vec<(u64, u64)> = inner
@@ -111,18 +173,26 @@ impl CacheStage {
                 .copied()
                 .collect();
             match file {
-                Some(f) => inner.dirtied.remove(&f),
-                None => {
-                    inner.dirtied.clear();
-                    None
+                Some(f) => {
+                    inner.dirtied.remove(&f);
                 }
-            };
+                None => inner.dirtied.clear(),
+            }
             keys.into_iter()
                 .map(|k| (k, inner.dirty.remove(&k).expect("listed")))
                 .collect()
         };
-        for ((f, b), data) in blocks {
-            next.write_at(f, &data, b * BLOCK)?;
+        let mut rest = blocks.into_iter();
+        while let Some(((f, b), data)) = rest.next() {
+            if let Err(e) = next.write_at(f, &data, b * BLOCK) {
+                let now = (self.clock)();
+                let mut inner = self.lock();
+                for ((f, b), d) in std::iter::once(((f, b), data)).chain(rest) {
+                    inner.dirty.entry((f, b)).or_insert(d);
+                    inner.dirtied.entry(f).or_insert(now);
+                }
+                return Err(e);
+            }
             self.writebacks.fetch_add(1, Relaxed);
         }
         Ok(())
@@ -130,6 +200,36 @@ impl CacheStage {
 
     fn engine_err(e: lachesis_cache::Error) -> io::Error {
         io::Error::other(e)
+    }
+
+    /// A write to a retired write-back stage: on to `next`, after the dirty copies of the
+    /// blocks it covers only in part (the caller holds `wb`).
+    fn pass_through(
+        &self,
+        mut inner: MutexGuard<'_, Inner>,
+        file: u64,
+        data: &[u8],
+        off: u64,
+        next: &dyn Backend,
+    ) -> io::Result<()> {
+        let end = off + data.len() as u64;
+        let mut older = Vec::new();
+        let mut b = off / BLOCK;
+        while b * BLOCK < end {
+            if let Some(d) = inner.dirty.remove(&(file, b)) {
+                if !(off <= b * BLOCK && (b + 1) * BLOCK <= end) {
+                    older.push((b, d));
+                }
+            }
+            inner.engine.delete(file, b).map_err(Self::engine_err)?;
+            b += 1;
+        }
+        drop(inner);
+        for (b, d) in older {
+            next.write_at(file, &d, b * BLOCK)?;
+            self.writebacks.fetch_add(1, Relaxed);
+        }
+        next.write_at(file, data, off)
     }
 }
 
@@ -144,28 +244,34 @@ impl Stage for CacheStage {
                 let mut inner = self.lock();
                 match inner.dirty.get(&(file, b)) {
                     Some(d) => Some(d.clone()),
-                    None => inner.engine.get(&key(file, b)).map_err(Self::engine_err)?,
+                    None => inner.engine.get(file, b).map_err(Self::engine_err)?,
                 }
             };
-            let avail = match cached {
+            let from = off.max(bstart);
+            let (avail, hit) = match cached {
                 Some(d) if d.len() == BLOCK as usize => {
-                    self.hits.fetch_add(1, Relaxed);
                     block.copy_from_slice(&d);
-                    BLOCK as usize
+                    (BLOCK as usize, true)
                 }
                 _ => {
-                    self.misses.fetch_add(1, Relaxed);
                     let n = next.read_at(file, &mut block, bstart)?;
                     // Only whole blocks are cached: a short tail block would go stale when the
                     // file grows past it.
                     if n == BLOCK as usize {
                         self.lock().set(file, b, &block).map_err(Self::engine_err)?;
                     }
-                    n
+                    (n, false)
                 }
             };
-            let from = off.max(bstart);
             let to = end.min(bstart + avail as u64);
+            let got = to.saturating_sub(from);
+            if hit {
+                self.hits.fetch_add(1, Relaxed);
+                self.bytes_read_hit.fetch_add(got, Relaxed);
+            } else {
+                self.misses.fetch_add(1, Relaxed);
+                self.bytes_read_miss.fetch_add(got, Relaxed);
+            }
             if to > from {
                 buf[(from - off) as usize..(to - off) as usize]
                     .copy_from_slice(&block[(from - bstart) as usize..(to - bstart) as usize]);
@@ -180,52 +286,64 @@ impl Stage for CacheStage {
 
     fn write(&self, file: u64, data: &[u8], off: u64, next: &dyn Backend) -> io::Result<()> {
         let end = off + data.len() as u64;
+        self.bytes_written.fetch_add(data.len() as u64, Relaxed);
+        let whole = |b: u64| off <= b * BLOCK && (b + 1) * BLOCK <= end;
         if self.mode != Mode::WriteBack {
             next.write_at(file, data, off)?;
-        }
-        let mut over_limit = false;
-        let mut partial = Vec::new();
-        {
             let mut inner = self.lock();
             let mut b = off / BLOCK;
             while b * BLOCK < end {
                 let bstart = b * BLOCK;
-                let k = key(file, b);
-                let whole = off <= bstart && bstart + BLOCK <= end;
-                let slice = || &data[(bstart - off) as usize..(bstart + BLOCK - off) as usize];
-                match self.mode {
-                    Mode::WriteAround => {
-                        inner.engine.delete(&k).map_err(Self::engine_err)?;
-                    }
-                    Mode::WriteThrough if whole => {
-                        inner.set(file, b, slice()).map_err(Self::engine_err)?;
-                    }
-                    Mode::WriteThrough => {
-                        inner.engine.delete(&k).map_err(Self::engine_err)?;
-                    }
-                    Mode::WriteBack if whole => {
-                        inner.dirtied.entry(file).or_insert_with(Instant::now);
-                        inner.dirty.insert((file, b), slice().to_vec());
-                        inner.set(file, b, slice()).map_err(Self::engine_err)?;
-                    }
-                    Mode::WriteBack => {
-                        // A partial block is written through (after its dirty copy, so the
-                        // order of bytes in `next` stays the order of writes).
-                        if let Some(d) = inner.dirty.remove(&(file, b)) {
-                            partial.push((b, Some(d)));
-                        } else {
-                            partial.push((b, None));
-                        }
-                        inner.engine.delete(&k).map_err(Self::engine_err)?;
-                    }
+                if self.mode == Mode::WriteThrough && whole(b) && !inner.retired {
+                    let slice = &data[(bstart - off) as usize..(bstart + BLOCK - off) as usize];
+                    inner.set(file, b, slice).map_err(Self::engine_err)?;
+                } else {
+                    inner.engine.delete(file, b).map_err(Self::engine_err)?;
                 }
                 b += 1;
             }
-            over_limit = over_limit || inner.dirty.len() > self.max_dirty_blocks;
+            return Ok(());
         }
+        // Write-back. Writes that cover blocks only in part send bytes to `next`: they hold
+        // `wb`, and so does a write that finds the stage retired.
+        let aligned = off.is_multiple_of(BLOCK) && end.is_multiple_of(BLOCK);
+        let mut wb = (!aligned).then(|| self.lock_wb());
+        let mut inner = loop {
+            let inner = self.lock();
+            if inner.retired && wb.is_none() {
+                drop(inner);
+                wb = Some(self.lock_wb());
+                continue;
+            }
+            break inner;
+        };
+        if inner.retired {
+            return self.pass_through(inner, file, data, off, next);
+        }
+        let mut partial = Vec::new();
+        let mut b = off / BLOCK;
+        while b * BLOCK < end {
+            let bstart = b * BLOCK;
+            if whole(b) {
+                let slice = &data[(bstart - off) as usize..(bstart + BLOCK - off) as usize];
+                let now = (self.clock)();
+                inner.dirtied.entry(file).or_insert(now);
+                inner.dirty.insert((file, b), slice.to_vec());
+                inner.set(file, b, slice).map_err(Self::engine_err)?;
+            } else {
+                // A partial block is written through (after its dirty copy, so the order of
+                // bytes in `next` stays the order of writes).
+                partial.push((b, inner.dirty.remove(&(file, b))));
+                inner.engine.delete(file, b).map_err(Self::engine_err)?;
+            }
+            b += 1;
+        }
+        let over_limit = inner.dirty.len() > self.max_dirty_blocks;
+        drop(inner);
         for (b, d) in partial {
             if let Some(d) = d {
                 next.write_at(file, &d, b * BLOCK)?;
+                self.writebacks.fetch_add(1, Relaxed);
             }
             let from = off.max(b * BLOCK);
             let to = end.min((b + 1) * BLOCK);
@@ -235,8 +353,11 @@ impl Stage for CacheStage {
                 from,
             )?;
         }
+        drop(wb);
         if over_limit {
-            self.write_back(None, next)?;
+            // `next` is this file's route: only this file's blocks can go there (the switch
+            // writes back the other files' when the stage stays over its limit).
+            self.write_back(Some(file), next)?;
         }
         Ok(())
     }
@@ -251,15 +372,35 @@ impl Stage for CacheStage {
     }
 
     fn flush_expired(&self, file: u64, max_age: Duration, next: &dyn Backend) -> io::Result<()> {
+        let now = (self.clock)();
         let expired = self
             .lock()
             .dirtied
             .get(&file)
-            .is_some_and(|t| t.elapsed() >= max_age);
+            .is_some_and(|t| now.saturating_duration_since(*t) >= max_age);
         if expired {
             self.write_back(Some(file), next)?;
         }
         Ok(())
+    }
+
+    fn write_back_file(&self, file: u64, next: &dyn Backend) -> io::Result<()> {
+        self.write_back(Some(file), next)
+    }
+
+    fn over_dirty_limit(&self) -> bool {
+        self.lock().dirty.len() > self.max_dirty_blocks
+    }
+
+    fn dirty_files(&self) -> Vec<u64> {
+        let inner = self.lock();
+        let mut files: Vec<u64> = inner.dirty.keys().map(|(f, _)| *f).collect();
+        files.dedup();
+        files
+    }
+
+    fn retire(&self) {
+        self.lock().retired = true;
     }
 
     fn invalidate(&self, file: u64, off: u64, len: u64) {
@@ -268,7 +409,7 @@ impl Stage for CacheStage {
         let mut b = off / BLOCK;
         while b.saturating_mul(BLOCK) < end {
             inner.dirty.remove(&(file, b));
-            let _ = inner.engine.delete(&key(file, b));
+            let _ = inner.engine.delete(file, b);
             b += 1;
         }
     }
@@ -286,31 +427,84 @@ impl Stage for CacheStage {
         }
     }
 
+    fn counters(&self) -> StageStats {
+        let inner = self.lock();
+        let e = inner.engine.stats();
+        StageStats {
+            kind: "cache".into(),
+            engine: Some(inner.engine.config().engine),
+            size_bytes: inner.engine.config().size_bytes,
+            installed_bytes: inner.engine.installed(),
+            hits: self.hits.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            bytes_read_hit: self.bytes_read_hit.load(Relaxed),
+            bytes_read_miss: self.bytes_read_miss.load(Relaxed),
+            bytes_written: self.bytes_written.load(Relaxed),
+            evictions: e.evictions,
+            dirty_bytes: inner.dirty.len() as u64 * BLOCK,
+            writebacks: self.writebacks.load(Relaxed),
+            ..StageStats::default()
+        }
+    }
+
     fn stats(&self) -> serde_json::Value {
-        let e = self.lock().engine.stats();
-        let (h, m) = self.hit_counts();
-        serde_json::json!({
-            "kind": "cache",
-            "mode": format!("{:?}", self.mode),
-            "hits": h,
-            "misses": m,
-            "hit_ratio": if h + m > 0 { h as f64 / (h + m) as f64 } else { 0.0 },
-            "evictions": e.evictions,
-            "objects": e.objects,
-            "writebacks": self.writebacks.load(Relaxed),
+        let objects = self.lock().engine.stats().objects;
+        let c = self.counters();
+        let (h, m) = (c.hits, c.misses);
+        let mut v = serde_json::to_value(&c).unwrap_or_default();
+        v["mode"] = format!("{:?}", self.mode).into();
+        v["hit_ratio"] = (if h + m > 0 {
+            h as f64 / (h + m) as f64
+        } else {
+            0.0
         })
+        .into();
+        v["objects"] = objects.into();
+        v
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stage::mem_engine::MemEngine;
     use crate::stage::testing::MemFiles;
+    use lachesis_switch::{CacheEngine, Eviction};
     use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+
+    fn config(engine: CacheEngine, mode: WriteMode, size: u64) -> CacheConfig {
+        CacheConfig {
+            name: "cache/t".into(),
+            owner: None,
+            engine,
+            size_bytes: size,
+            write_mode: mode,
+            eviction: Eviction::Lru,
+            max_dirty_bytes: 1 << 20,
+            device: None,
+            placement: vec![],
+            next: None,
+        }
+    }
 
     fn stage(mode: Mode, cap: usize) -> CacheStage {
-        CacheStage::new(Box::new(MemEngine::new(cap)), mode, 1 << 20)
+        let wm = match mode {
+            Mode::WriteThrough => WriteMode::Through,
+            Mode::WriteBack => WriteMode::Back,
+            Mode::WriteAround => WriteMode::Around,
+        };
+        CacheStage::from_config(
+            &config(CacheEngine::Dram, wm, cap as u64),
+            &Devices::default(),
+        )
+        .unwrap()
+    }
+
+    /// A clock that moves only when the test says.
+    fn fake_clock() -> (Clock, Arc<Mutex<Duration>>) {
+        let (base, offset) = (Instant::now(), Arc::new(Mutex::new(Duration::ZERO)));
+        let o = offset.clone();
+        (Arc::new(move || base + *o.lock().unwrap()), offset)
     }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -396,7 +590,8 @@ mod tests {
     #[test]
     fn flusher_writes_back_only_files_dirty_for_longer_than_the_age() {
         let mem = MemFiles::default();
-        let wb = stage(Mode::WriteBack, 1 << 20);
+        let (clock, now) = fake_clock();
+        let wb = stage(Mode::WriteBack, 1 << 20).with_clock(clock);
         wb.write(1, &[7u8; 8192], 0, &mem).unwrap();
         wb.flush_expired(1, Duration::from_secs(60), &mem).unwrap();
         assert_eq!(
@@ -404,7 +599,7 @@ mod tests {
             0,
             "young dirty data stays"
         );
-        std::thread::sleep(Duration::from_millis(30));
+        *now.lock().unwrap() += Duration::from_millis(30);
         wb.write(2, &[8u8; 4096], 0, &mem).unwrap();
         // File 1's oldest dirty block is 30 ms old, file 2's is new.
         for f in [1, 2] {
@@ -435,15 +630,30 @@ mod tests {
         assert_eq!(b, [2u8; 4096]);
     }
 
+    /// The agent's devices: io_uring on a sparse file.
+    fn uring_devices(path: &std::path::Path, size: u64) -> Devices {
+        use lachesis_device::uring::{UringConfig, UringDevice};
+        let dev = UringDevice::open(
+            path,
+            UringConfig {
+                create_size: Some(size),
+                single_issuer: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        Devices::new(vec![("flash0".into(), lachesis_cache::share(dev))]).unwrap()
+    }
+
     #[test]
     fn flash_engine_through_the_device_layer() {
         let d = tempfile::tempdir().unwrap();
-        let spec = crate::stage::StageSpec::parse(&format!(
-            "cache:engine=flash,capacity=64MiB,device={}",
-            d.path().join("cache.img").display()
-        ))
+        let devices = uring_devices(&d.path().join("cache.img"), 128 << 20);
+        let c = CacheStage::from_config(
+            &config(CacheEngine::Loc, WriteMode::Through, 64 << 20),
+            &devices,
+        )
         .unwrap();
-        let c = spec.build().unwrap();
         let mem = MemFiles::default();
         mem.write_at(1, &pattern(64 << 10, 3), 0).unwrap();
         let mut a = vec![0u8; 64 << 10];
@@ -459,19 +669,93 @@ mod tests {
             "served from the flash engine"
         );
         assert_eq!(c.stats()["hits"], 16);
+        assert_eq!(c.installed_bytes(), 64 << 20);
         // Far more than the capacity: the engine evicts regions and keeps answering.
-        let small = crate::stage::StageSpec::parse(&format!(
-            "cache:engine=flash,capacity=8MiB,device={}",
-            d.path().join("small.img").display()
-        ))
-        .unwrap()
-        .build()
+        let small = CacheStage::from_config(
+            &config(CacheEngine::Loc, WriteMode::Through, 8 << 20),
+            &devices,
+        )
         .unwrap();
         mem.write_at(2, &pattern(24 << 20, 5), 0).unwrap();
         let mut buf = vec![0u8; 128 << 10];
         for i in 0..(24 * 8) {
             small.read(2, &mut buf, i * (128 << 10), &mem).unwrap();
         }
+        for i in (0..(24 * 8)).rev() {
+            small.read(2, &mut buf, i * (128 << 10), &mem).unwrap();
+            assert_eq!(
+                buf[..],
+                mem.content(2)[(i * (128 << 10)) as usize..][..128 << 10]
+            );
+        }
+        assert!(small.counters().evictions > 0);
+    }
+
+    #[test]
+    fn a_retired_write_back_stage_passes_writes_on_and_empties() {
+        let mem = MemFiles::default();
+        let wb = stage(Mode::WriteBack, 1 << 20);
+        wb.write(1, &[1u8; 8192], 0, &mem).unwrap();
+        assert_eq!(wb.dirty_files(), vec![1]);
+        wb.retire();
+        // A write covering block 1 in part: block 1's dirty copy goes first, then the write;
+        // block 0 stays dirty until the last write-back.
+        wb.write(1, &[2u8; 100], 4096 + 50, &mem).unwrap();
+        let mut want = vec![0u8; 8192];
+        want[4096..].fill(1);
+        want[4096 + 50..4096 + 150].fill(2);
+        assert_eq!(mem.content(1)[4096..], want[4096..]);
+        assert_eq!(wb.counters().dirty_bytes, 4096);
+        wb.write_back_file(1, &mem).unwrap();
+        want[..4096].fill(1);
+        assert_eq!(mem.content(1), want);
+        assert!(wb.dirty_files().is_empty());
+        // Later whole-block writes go on at once and leave nothing dirty.
+        wb.write(1, &[3u8; 4096], 0, &mem).unwrap();
+        assert_eq!(mem.content(1)[..4096], [3u8; 4096]);
+        assert!(wb.dirty_files().is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_back_keeps_the_blocks_dirty() {
+        struct Refusing;
+        impl Backend for Refusing {
+            fn read_at(&self, _: u64, _: &mut [u8], _: u64) -> io::Result<usize> {
+                Ok(0)
+            }
+            fn write_at(&self, _: u64, _: &[u8], _: u64) -> io::Result<()> {
+                Err(io::Error::other("disk full"))
+            }
+            fn sync(&self, _: u64) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mem = MemFiles::default();
+        let wb = stage(Mode::WriteBack, 1 << 20);
+        wb.write(1, &[5u8; 3 * 4096], 0, &mem).unwrap();
+        assert!(wb.write_back_file(1, &Refusing).is_err());
+        assert_eq!(wb.counters().dirty_bytes, 3 * 4096);
+        wb.write_back_file(1, &mem).unwrap();
+        assert_eq!(mem.content(1), vec![5u8; 3 * 4096]);
+    }
+
+    #[test]
+    fn counters_count_blocks_and_bytes_of_hits_and_misses() {
+        let mem = MemFiles::default();
+        mem.write_at(1, &[4u8; 3 * 4096], 0).unwrap();
+        let c = stage(Mode::WriteThrough, 1 << 20);
+        let mut buf = vec![0u8; 6000];
+        c.read(1, &mut buf, 100, &mem).unwrap();
+        c.read(1, &mut buf, 100, &mem).unwrap();
+        c.write(1, &[1u8; 10], 0, &mem).unwrap();
+        let s = c.counters();
+        assert_eq!((s.hits, s.misses), (2, 2));
+        assert_eq!((s.bytes_read_hit, s.bytes_read_miss), (6000, 6000));
+        assert_eq!(
+            (s.bytes_written, s.installed_bytes, s.size_bytes),
+            (10, 1 << 20, 1 << 20)
+        );
+        assert_eq!(s.engine, Some(CacheEngine::Dram));
     }
 
     #[test]

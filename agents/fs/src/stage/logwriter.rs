@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::{Backend, Stage};
+use super::{Backend, Stage, StageStats};
 use crate::rangemap::RangeMap;
 
 const MAGIC: u32 = 0x4c41_4c47; // "LALG"
@@ -33,6 +33,7 @@ pub struct LogWriter {
     log: File,
     inner: Mutex<Inner>,
     appends: std::sync::atomic::AtomicU64,
+    bytes_written: std::sync::atomic::AtomicU64,
 }
 
 impl LogWriter {
@@ -80,6 +81,7 @@ impl LogWriter {
             log,
             inner: Mutex::new(inner),
             appends: Default::default(),
+            bytes_written: Default::default(),
         })
     }
 
@@ -157,6 +159,8 @@ impl Stage for LogWriter {
         );
         self.appends
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -178,6 +182,16 @@ impl Stage for LogWriter {
 
     fn truncate(&self, file: u64, size: u64) {
         self.invalidate(file, size, u64::MAX - size);
+    }
+
+    fn counters(&self) -> StageStats {
+        StageStats {
+            kind: "log".into(),
+            bytes_written: self
+                .bytes_written
+                .load(std::sync::atomic::Ordering::Relaxed),
+            ..StageStats::default()
+        }
     }
 
     fn stats(&self) -> serde_json::Value {

@@ -8,17 +8,40 @@ pub struct MemEngine {
     lru: LruCache<Vec<u8>, Vec<u8>>,
     capacity: usize,
     used: usize,
+    /// FIFO: a hit does not move the object (evicted in insertion order).
+    fifo: bool,
     stats: EngineStats,
 }
 
 impl MemEngine {
-    /// An engine holding at most `capacity` bytes of keys and values.
+    /// An LRU engine holding at most `capacity` bytes of keys and values.
     pub fn new(capacity: usize) -> Self {
         MemEngine {
             lru: LruCache::unbounded(),
             capacity,
             used: 0,
+            fifo: false,
             stats: EngineStats::default(),
+        }
+    }
+
+    /// The same, evicting in insertion order (hits do not refresh an object).
+    pub fn fifo(capacity: usize) -> Self {
+        MemEngine {
+            fifo: true,
+            ..Self::new(capacity)
+        }
+    }
+
+    fn evict_to(&mut self, capacity: usize) {
+        while self.used > capacity {
+            match self.lru.pop_lru() {
+                Some((k, v)) => {
+                    self.used -= k.len() + v.len();
+                    self.stats.evictions += 1;
+                }
+                None => break,
+            }
         }
     }
 }
@@ -26,7 +49,11 @@ impl MemEngine {
 impl Engine for MemEngine {
     fn get(&mut self, key: &[u8]) -> lachesis_cache::Result<Option<Vec<u8>>> {
         self.stats.gets += 1;
-        let v = self.lru.get(key).cloned();
+        let v = if self.fifo {
+            self.lru.peek(key).cloned()
+        } else {
+            self.lru.get(key).cloned()
+        };
         if v.is_some() {
             self.stats.hits += 1;
         }
@@ -41,15 +68,7 @@ impl Engine for MemEngine {
             self.stats.rejected_sets += 1;
             return Ok(false);
         }
-        while self.used + size > self.capacity {
-            match self.lru.pop_lru() {
-                Some((k, v)) => {
-                    self.used -= k.len() + v.len();
-                    self.stats.evictions += 1;
-                }
-                None => break,
-            }
-        }
+        self.evict_to(self.capacity - size);
         self.lru.put(key.to_vec(), value.to_vec());
         self.used += size;
         self.stats.app_bytes_written += size as u64;
@@ -71,6 +90,14 @@ impl Engine for MemEngine {
     fn dram_bytes(&self) -> usize {
         // Keys and values plus the LRU's per-entry node (two pointers and two Vec headers).
         self.used + self.lru.len() * (2 * 8 + 2 * 24)
+    }
+
+    /// In place: growing takes effect at once, shrinking evicts the least recently used (or,
+    /// FIFO, the oldest) objects down to the new capacity.
+    fn resize(&mut self, bytes: u64) -> lachesis_cache::Result<bool> {
+        self.capacity = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.evict_to(self.capacity);
+        Ok(true)
     }
 }
 
@@ -104,5 +131,27 @@ mod tests {
         assert!(!e.set(b"huge", &[0; 100]).unwrap());
         assert!(e.delete(b"a").unwrap());
         assert!(!e.delete(b"a").unwrap());
+    }
+
+    #[test]
+    fn fifo_ignores_hits_and_resize_evicts_down() {
+        let mut e = MemEngine::fifo(3 * 11);
+        for k in [b"a", b"b", b"c"] {
+            e.set(k, &[0; 10]).unwrap();
+        }
+        e.get(b"a").unwrap();
+        e.set(b"d", &[1; 10]).unwrap();
+        assert!(
+            e.get(b"a").unwrap().is_none(),
+            "FIFO evicts the oldest, hit or not"
+        );
+        assert!(e.resize(11).unwrap());
+        assert_eq!(e.stats().objects, 1);
+        assert!(e.get(b"d").unwrap().is_some());
+        assert!(e.resize(5 * 11).unwrap());
+        for k in [b"e", b"f", b"g", b"h"] {
+            e.set(k, &[0; 10]).unwrap();
+        }
+        assert_eq!(e.stats().objects, 5);
     }
 }

@@ -1,15 +1,58 @@
 //! Waypoint stages: an IO passes through the route's stages in order before it reaches its
 //! endpoint. Each stage sees the IO and a `next` backend standing for the rest of the route.
+//!
+//! Stages are built from the stage contract ([`StageConfig`], desired-state `stages`):
+//! [`build`] makes one instance per declared stage; rules name them by name.
 
+#[cfg(test)]
 use std::collections::HashMap;
 use std::io;
-use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
+
+use lachesis_switch::{CacheEngine, StageConfig};
+use serde::{Deserialize, Serialize};
 
 pub mod cache;
+pub mod engines;
 pub mod logwriter;
 pub mod mem_engine;
 pub mod ratelimit;
+pub mod space;
+
+pub use space::Devices;
+
+/// Where a stage reads the time: `Instant::now` in the product; tests inject a clock they
+/// move, so ages expire when the test says and not after a sleep.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// A stage's counters for telemetry (cache statistics, Moirai's getCacheStats). Byte and
+/// block counters are cumulative since the stage was built; `size_bytes` is the size asked
+/// for, `installed_bytes` what its engine may use now (see `engines.rs` for the rounding).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageStats {
+    pub name: String,
+    /// `cache`, `ratelimit` or `log`.
+    pub kind: String,
+    pub owner: Option<String>,
+    /// Cache stages: the engine.
+    pub engine: Option<CacheEngine>,
+    pub size_bytes: u64,
+    pub installed_bytes: u64,
+    /// Block reads served by the stage / sent on.
+    pub hits: u64,
+    pub misses: u64,
+    /// Bytes of reads served by the stage / sent on.
+    pub bytes_read_hit: u64,
+    pub bytes_read_miss: u64,
+    /// Bytes written through the stage.
+    pub bytes_written: u64,
+    pub evictions: u64,
+    /// Bytes acknowledged and not yet written back (write-back caches).
+    pub dirty_bytes: u64,
+    /// Blocks written back.
+    pub writebacks: u64,
+}
 
 /// The rest of a route, as a stage sees it. `file` is a stable file id (the backing inode).
 pub trait Backend: Sync {
@@ -34,7 +77,7 @@ pub trait Stage: Send + Sync {
     }
     /// Writes back to `next` what this stage has held of `file` for longer than `max_age`
     /// (the background flusher's call; nothing is made durable, as with the kernel's
-    /// dirty_expire write-back).
+    /// dirty_expire write-back). The age is measured on the stage's clock.
     fn flush_expired(
         &self,
         _file: u64,
@@ -43,10 +86,31 @@ pub trait Stage: Send + Sync {
     ) -> io::Result<()> {
         Ok(())
     }
+    /// Writes back to `next` everything this stage holds of `file` that `next` does not
+    /// have yet (no sync): before the stage shrinks or goes away.
+    fn write_back_file(&self, _file: u64, _next: &dyn Backend) -> io::Result<()> {
+        Ok(())
+    }
+    /// Whether the stage holds more unwritten data than its limit even after the writing
+    /// file's went on: the switch then writes back every file's.
+    fn over_dirty_limit(&self) -> bool {
+        false
+    }
+    /// Files of which this stage holds bytes `next` does not have yet (that
+    /// [`Stage::write_back_file`] can write back).
+    fn dirty_files(&self) -> Vec<u64> {
+        Vec::new()
+    }
+    /// The stage was replaced or removed from the switch's stages: from now on it keeps no
+    /// new data of its own (a write-back cache passes writes on), so one last write-back
+    /// empties it.
+    fn retire(&self) {}
     /// Another route wrote `[off, off+len)` of `file`: drop what this stage keeps of it.
     fn invalidate(&self, _file: u64, _off: u64, _len: u64) {}
     /// The file was truncated to `size`.
     fn truncate(&self, _file: u64, _size: u64) {}
+    /// Counters for telemetry; the switch fills in name and owner.
+    fn counters(&self) -> StageStats;
     /// Counters for the stats file.
     fn stats(&self) -> serde_json::Value;
 }
@@ -102,152 +166,35 @@ impl Backend for Chain<'_> {
     }
 }
 
-/// A stage target of a rule: `KIND[:key=value,...]`, e.g. `cache:mode=write-back,capacity=64MiB`,
-/// `ratelimit:bytes_per_sec=10MiB,burst=1MiB`, `log:dir=/var/lib/lachesis/log1`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageSpec {
-    pub kind: String,
-    pub params: HashMap<String, String>,
+/// A stage built from its config: the instance routes use, and the cache stage behind it
+/// (for resizes) when it is one.
+pub struct Built {
+    pub stage: Arc<dyn Stage>,
+    pub cache: Option<Arc<cache::CacheStage>>,
 }
 
-impl StageSpec {
-    pub fn parse(target: &str) -> Result<Self, String> {
-        let (kind, rest) = target.split_once(':').unwrap_or((target, ""));
-        let mut params = HashMap::new();
-        for kv in rest.split(',').filter(|s| !s.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| format!("stage {target:?}: parameter {kv:?} is not key=value"))?;
-            params.insert(k.to_string(), v.to_string());
+/// Builds the stage `config` declares; flash cache engines take their space on `devices`.
+pub fn build(config: &StageConfig, devices: &Devices) -> Result<Built, String> {
+    match config {
+        StageConfig::Cache(c) => {
+            let s = Arc::new(cache::CacheStage::from_config(c, devices)?);
+            Ok(Built {
+                stage: s.clone(),
+                cache: Some(s),
+            })
         }
-        Ok(StageSpec {
-            kind: kind.to_string(),
-            params,
-        })
+        StageConfig::RateLimit(r) => Ok(Built {
+            stage: Arc::new(ratelimit::RateLimit::new(r)),
+            cache: None,
+        }),
+        StageConfig::Log(l) => Ok(Built {
+            stage: Arc::new(
+                logwriter::LogWriter::open(std::path::Path::new(&l.dir))
+                    .map_err(|e| format!("log stage {:?}: {}: {e}", l.name, l.dir))?,
+            ),
+            cache: None,
+        }),
     }
-
-    fn allow_only(&self, keys: &[&str]) -> Result<(), String> {
-        for k in self.params.keys() {
-            if !keys.contains(&k.as_str()) {
-                return Err(format!(
-                    "stage {}: unknown parameter {k:?} (known: {})",
-                    self.kind,
-                    keys.join(", ")
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// A size parameter like `64MiB`, `4KiB`, `1GiB` or plain bytes.
-    pub fn size(&self, key: &str, default: u64) -> Result<u64, String> {
-        match self.params.get(key) {
-            None => Ok(default),
-            Some(v) => parse_size(v).ok_or_else(|| {
-                format!("stage {}: {key}={v:?} is not a size like 64MiB", self.kind)
-            }),
-        }
-    }
-
-    /// Builds the stage this spec describes.
-    pub fn build(&self) -> Result<Arc<dyn Stage>, String> {
-        match self.kind.as_str() {
-            "ratelimit" => {
-                self.allow_only(&["bytes_per_sec", "burst"])?;
-                let rate = self.size("bytes_per_sec", 0)?;
-                if rate == 0 {
-                    return Err("stage ratelimit: bytes_per_sec must be set and above 0".into());
-                }
-                let burst = self.size("burst", rate.max(1 << 20))?;
-                Ok(Arc::new(ratelimit::RateLimit::new(rate, burst)))
-            }
-            "log" => {
-                self.allow_only(&["dir"])?;
-                let dir = self
-                    .params
-                    .get("dir")
-                    .ok_or("stage log: dir=PATH is required")?;
-                Ok(Arc::new(
-                    logwriter::LogWriter::open(std::path::Path::new(dir))
-                        .map_err(|e| format!("stage log: {dir}: {e}"))?,
-                ))
-            }
-            "cache" => {
-                self.allow_only(&["mode", "capacity", "max_dirty", "engine", "device"])?;
-                let mode: cache::Mode = self
-                    .params
-                    .get("mode")
-                    .map(String::as_str)
-                    .unwrap_or("write-through")
-                    .parse()?;
-                let capacity = self.size("capacity", 64 << 20)?;
-                let max_dirty = self.size("max_dirty", 16 << 20)?;
-                let engine: Box<dyn lachesis_cache::Engine> = match self
-                    .params
-                    .get("engine")
-                    .map(String::as_str)
-                    .unwrap_or("dram")
-                {
-                    "dram" => Box::new(mem_engine::MemEngine::new(capacity as usize)),
-                    "flash" => {
-                        let dev = self.params.get("device").ok_or(
-                            "stage cache: engine=flash needs device=PATH (a file or block device)",
-                        )?;
-                        flash_engine(Path::new(dev), capacity)
-                            .map_err(|e| format!("stage cache: device {dev}: {e}"))?
-                    }
-                    e => return Err(format!("stage cache: engine {e:?} is not dram or flash")),
-                };
-                Ok(Arc::new(cache::CacheStage::new(engine, mode, max_dirty)))
-            }
-            k => Err(format!(
-                "unknown stage kind {k:?} (known: cache, ratelimit, log)"
-            )),
-        }
-    }
-}
-
-/// The large-object log engine of `lachesis-cache` on a file or block device through the
-/// io_uring device layer (O_DIRECT).
-fn flash_engine(path: &Path, capacity: u64) -> Result<Box<dyn lachesis_cache::Engine>, String> {
-    use lachesis_device::uring::{UringConfig, UringDevice};
-    let dev = UringDevice::open(
-        path,
-        UringConfig {
-            create_size: Some(capacity),
-            // FUSE worker threads take turns on the engine (under its lock), so the ring must
-            // not belong to the first thread that submits.
-            single_issuer: false,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let span = lachesis_cache::Span {
-        device: lachesis_cache::share(dev),
-        offset: 0,
-        len: capacity,
-    };
-    let mut cfg = lachesis_cache::LocConfig::new(span, lachesis_device::PlacementHandle(0));
-    // At least eight regions, so eviction (a whole region at a time) keeps most of the cache.
-    cfg.region_bytes = (capacity / 8 / 4096 * 4096).clamp(256 << 10, 16 << 20);
-    Ok(Box::new(
-        lachesis_cache::Loc::new(cfg).map_err(|e| e.to_string())?,
-    ))
-}
-
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let mul: u64 = match unit {
-        "" | "B" => 1,
-        "KiB" | "K" | "k" => 1 << 10,
-        "MiB" | "M" => 1 << 20,
-        "GiB" | "G" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mul)
 }
 
 /// A file-like backend over a `HashMap`, for the stage unit tests.
@@ -312,31 +259,79 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lachesis_switch::{LogConfig, RateLimitConfig};
+
+    /// The stages of the contract's fixture, as the controller ships them.
+    pub(crate) fn fixture_stages() -> Vec<StageConfig> {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../api-schemas/fixtures/desired-state/valid-stages.json"
+        ))
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        serde_json::from_value(v["stages"].clone()).unwrap()
+    }
 
     #[test]
-    fn stage_specs_parse_and_refuse_bad_input() {
-        let s = StageSpec::parse("cache:mode=write-back,capacity=8MiB").unwrap();
-        assert_eq!(s.kind, "cache");
-        assert_eq!(s.size("capacity", 0).unwrap(), 8 << 20);
-        assert!(s.build().is_ok());
-        for (t, why) in [
-            ("cache:mode=sideways", "mode"),
-            ("cache:capacity=lots", "not a size"),
-            ("cache:colour=red", "unknown parameter"),
-            ("ratelimit", "bytes_per_sec"),
-            ("log", "dir=PATH"),
-            ("teleport", "unknown stage kind"),
-            ("cache:mode", "not key=value"),
-            ("cache:engine=tape", "not dram or flash"),
-            ("cache:engine=flash", "needs device=PATH"),
-        ] {
-            let e = StageSpec::parse(t)
-                .and_then(|s| s.build().map(|_| ()))
-                .unwrap_err();
-            assert!(e.contains(why), "{t}: {e}");
+    fn every_kind_builds_from_its_config() {
+        let d = tempfile::tempdir().unwrap();
+        let (dev, _) = space::testing::sparse(2 << 30);
+        let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
+        let mut kinds = Vec::new();
+        for mut s in fixture_stages() {
+            if let StageConfig::Log(l) = &mut s {
+                // The fixture's directory is the agent's; build it under a temp dir here.
+                l.dir = d.path().join("log").display().to_string();
+            }
+            let b = build(&s, &devices).unwrap();
+            assert_eq!(b.cache.is_some(), s.kind() == "cache");
+            let c = b.stage.counters();
+            assert_eq!(c.kind, s.kind());
+            if let StageConfig::Cache(cc) = &s {
+                assert_eq!(c.engine, Some(cc.engine));
+                assert_eq!(
+                    (c.size_bytes, c.installed_bytes),
+                    (cc.size_bytes, cc.size_bytes)
+                );
+                assert_eq!(
+                    b.stage.holds_data(),
+                    cc.write_mode == lachesis_switch::WriteMode::Back
+                );
+            }
+            kinds.push(s.kind());
         }
-        assert_eq!(parse_size("4KiB"), Some(4096));
-        assert_eq!(parse_size("12"), Some(12));
-        assert_eq!(parse_size("1TiB"), None);
+        assert_eq!(kinds, ["cache", "cache", "ratelimit", "log"]);
+        // Without a device a flash cache is refused, naming the stage; a DRAM cache needs none.
+        let StageConfig::Cache(mut c) = fixture_stages().remove(0) else {
+            unreachable!()
+        };
+        let e = build(&StageConfig::Cache(c.clone()), &Devices::default())
+            .err()
+            .unwrap();
+        assert!(e.contains("cache/alpha") && e.contains("--device"), "{e}");
+        c.engine = CacheEngine::Dram;
+        assert!(build(&StageConfig::Cache(c), &Devices::default()).is_ok());
+        let e = build(
+            &StageConfig::Log(LogConfig {
+                name: "log/x".into(),
+                owner: None,
+                dir: "/proc/lachesis-no/such".into(),
+            }),
+            &devices,
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("log/x"), "{e}");
+        let r = build(
+            &StageConfig::RateLimit(RateLimitConfig {
+                name: "qos/x".into(),
+                owner: None,
+                iops: None,
+                bytes_per_s: Some(1 << 20),
+            }),
+            &devices,
+        )
+        .unwrap();
+        assert_eq!(r.stage.stats()["bytes_per_sec"], 1 << 20);
     }
 }
