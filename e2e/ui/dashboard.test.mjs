@@ -4,8 +4,10 @@
 // verifier failure marked at their line with nothing changed (tenant & rule editor and policy
 // editor); apply through the editor (a policy after its dry run) and see the rollout reach
 // every agent; see a tenant's miss-ratio curve, made by an agent from real IO in the tenant's
-// cgroup, with the allocated size marked; be refused as a viewer, with the reason on the
-// buttons; and see, with a tenant token, only that tenant.
+// cgroup, with the allocated size marked; see each cache stage's allocated size on every host,
+// followed live through a resize by the REST API, and every device's DLWA measured beside the
+// placement's prediction; be refused as a viewer, with the reason on the buttons; and see, with
+// a tenant token, only that tenant.
 //
 //   node e2e/ui/dashboard.test.mjs        (after `cd ui && npm install && npm run build`)
 //
@@ -175,6 +177,15 @@ function tenantIo(cgroup, file) {
     stdio: "inherit",
   });
   if (r.status !== 0) throw new Error(`the tenant's IO in ${cgroup} failed: ${r.status}`);
+}
+
+const MiB = 1 << 20;
+/** A size as the dashboard prints it (ui/src/components/common.tsx, `bytes`). */
+function sizeText(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  for (; n >= 1024 && i < units.length - 1; i++) n /= 1024;
+  return `${Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
 }
 
 // ------------------------------------------------------------------------------------ the test
@@ -556,6 +567,67 @@ async function run() {
     await shot(page, "09-overview-after-apply");
     log("step 6 ok: tenant, hosts, rules pages");
 
+    // 6b. Cache stages: each stage's size per host as the controller allocates it, changed
+    // through the REST API (Moirai's configure) and followed by the page without a reload.
+    if (has("/api/v1/stages")) {
+      const made = await api("POST", "/api/v1/stages", { name: "cache/analytics", kind: "cache", owner: "analytics", size_bytes: 32 * MiB });
+      assert(made.status === 201, `stage created: ${JSON.stringify(made.body)}`);
+      await page.click('[data-testid="nav-stages"]');
+      /** The page shows, for every host of `name`, the allocated size the API reports (and, if given, that size). */
+      const allocatedShown = (name, expected) =>
+        waitFor(`the allocated size of ${name} on every host${expected ? ` (${sizeText(expected)})` : ""}`, async () => {
+          const stage = (await api("GET", `/api/v1/stages/${name}`)).body;
+          if (!stage.hosts.length) return false;
+          for (const h of stage.hosts) {
+            if (expected && h.allocated_bytes !== expected) return false;
+            const shown = await page.textContent(`[data-testid="stage-${name}"] [data-testid="stage-host-${h.host_id}"] [data-testid="stage-allocated"]`, { timeout: 1000 }).catch(() => null);
+            if (shown !== sizeText(h.allocated_bytes)) return false;
+          }
+          return stage.hosts.map((h) => h.host_id);
+        });
+      const reportsHosts = await allocatedShown("cache/reports");
+      await allocatedShown("cache/analytics", 32 * MiB);
+      const resized = await api("PATCH", "/api/v1/stages/cache/analytics", { size_bytes: 48 * MiB });
+      assert(resized.status === 200, `stage resized: ${JSON.stringify(resized.body)}`);
+      const hostsOfAnalytics = await allocatedShown("cache/analytics", 48 * MiB);
+      assert(JSON.stringify(hostsOfAnalytics) === JSON.stringify(HOSTS), `the stage is on every host: ${hostsOfAnalytics}`);
+      await page.waitForSelector(`[data-testid="stage-tenant-analytics"] [data-testid="tenant-allocated"]:text("${sizeText(48 * MiB * HOSTS.length)}")`);
+      await page.waitForSelector('[data-testid="stage-cache/reports"] [data-testid="stage-source"]:text("policy/reports-cache")');
+      await shot(page, "12-stages-allocated");
+      log(`step 6b ok: cache/reports on ${reportsHosts.join(", ")}, cache/analytics resized to 48 MiB on every host, shown live`);
+    } else {
+      log("step 6b skipped: this controller has no /api/v1/stages");
+    }
+
+    // 6c. Devices: every agent's device as registered and as its telemetry measured it (kind,
+    // placement handles, host and media bytes, DLWA and its history), beside the prediction of
+    // the placement computed above.
+    if (has("/api/v1/devices")) {
+      await page.click('[data-testid="nav-devices"]');
+      for (const h of HOSTS) {
+        const row = `[data-testid="device-row-${h}-flash0"]`;
+        const shown = await waitFor(`${h}'s flash0 as the API reports it`, async () => {
+          const d = (await api("GET", "/api/v1/devices")).body.find((x) => x.host === h && x.name === "flash0");
+          if (!d) return null;
+          const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent));
+          const expected = [h, "flash0", d.kind, String(d.placement_handles)];
+          const dlwa = d.dlwa == null ? "—" : d.dlwa.toFixed(2);
+          return JSON.stringify(cells.slice(0, 4)) === JSON.stringify(expected) && cells[6] === dlwa ? { kind: d.kind, dlwa, handles: d.placement_handles } : null;
+        });
+        await page.waitForSelector(`[data-testid="device-${h}-flash0"] [data-testid="dlwa-chart"] svg, [data-testid="device-${h}-flash0"] [data-testid="dlwa-chart-empty"]`);
+        log(`step 6c: ${h} flash0: ${shown.kind}, ${shown.handles} placement handles, DLWA measured ${shown.dlwa}`);
+      }
+      if (placed) {
+        const predicted = await page.textContent(`[data-testid="device-row-${HOST}-flash0"] [data-testid="row-dlwa-predicted"]`);
+        assert(predicted.startsWith(placed.body.predicted_dlwa.toFixed(2)), `the predicted DLWA is beside the measured one: ${predicted}`);
+        await page.waitForSelector(`[data-testid="device-${HOST}-flash0"] [data-testid="device-handles"]:has-text("analytics/loc"):has-text("reports/kset")`);
+      }
+      await shot(page, "13-devices");
+      log("step 6c ok: every device with its measured and predicted DLWA");
+    } else {
+      log("step 6c skipped: this controller has no /api/v1/devices");
+    }
+
     // 7. A viewer: every button that changes something is off before it tries, and says why.
     if (has("/api/v1/tokens")) {
       const made = await api("POST", "/api/v1/tokens", { name: "ui-viewer", role: "viewer" });
@@ -593,6 +665,13 @@ async function run() {
         const listed = await tenantPage.$$eval(".sidelist li", (els) => els.map((e) => e.textContent));
         assert(JSON.stringify(listed) === JSON.stringify(["reports"]), `the tenant list is its tenant only: ${listed}`);
         await shot(tenantPage, "11-tenant-token");
+        if (has("/api/v1/stages")) {
+          // its own cache stage only; devices are everyone's: not offered
+          await tenantPage.click('[data-testid="nav-stages"]');
+          await tenantPage.waitForSelector('[data-testid="stage-cache/reports"] [data-testid="stage-allocated"]');
+          assert((await tenantPage.$('[data-testid="stage-cache/analytics"]')) === null, "the stages page shows no other tenant's stage");
+          assert((await tenantPage.$('[data-testid="nav-devices"]')) === null, "a tenant token is not offered the devices page");
+        }
         await tenantPage.goto(`${uiUrl}#/tenants/analytics`);
         await tenantPage.waitForSelector('[role="alert"]:has-text("may not read tenant")');
         log("step 8 ok: the tenant token sees reports only");

@@ -8,6 +8,8 @@ import { Hosts } from "./pages/Hosts";
 import { Rules } from "./pages/Rules";
 import { Editor } from "./pages/Editor";
 import { Policies } from "./pages/Policies";
+import { Stages } from "./pages/Stages";
+import { Devices } from "./pages/Devices";
 
 export function Login() {
   const { login } = useSession();
@@ -57,12 +59,17 @@ export function Login() {
   );
 }
 
-const NAV: { label: string; route: Route }[] = [
+type NavItem = { label: string; route: Route; when?: "stages" | "devices" | "policies" };
+
+const NAV: NavItem[] = [
   { label: "Overview", route: { page: "overview" } },
   { label: "Tenants", route: { page: "tenants" } },
+  { label: "Cache stages", route: { page: "stages" }, when: "stages" },
   { label: "Hosts", route: { page: "hosts" } },
+  { label: "Devices", route: { page: "devices" }, when: "devices" },
   { label: "Rules & rollouts", route: { page: "rules" } },
   { label: "Tenant & rule editor", route: { page: "editor" } },
+  { label: "Policies", route: { page: "policies" }, when: "policies" },
 ];
 
 function Page({ route }: { route: Route }) {
@@ -79,6 +86,10 @@ function Page({ route }: { route: Route }) {
       return <Editor />;
     case "policies":
       return <Policies />;
+    case "stages":
+      return <Stages />;
+    case "devices":
+      return <Devices />;
   }
 }
 
@@ -86,7 +97,8 @@ export function App() {
   const { token, logout, access, features } = useSession();
   const route = useRoute();
   if (token === null) return <Login />;
-  const nav = features.policies ? [...NAV, { label: "Policies", route: { page: "policies" } as Route }] : NAV;
+  // Pages of endpoints this controller has; devices are shared by all tenants: not for a tenant's token.
+  const nav = NAV.filter((n) => !n.when || (features[n.when] && !(n.when === "devices" && access.tenant)));
   return (
     <div className="app">
       <header>

@@ -5,6 +5,8 @@ export type Route =
   | { page: "overview" }
   | { page: "tenants"; name?: string }
   | { page: "hosts"; id?: string }
+  | { page: "stages" }
+  | { page: "devices" }
   | { page: "rules"; rollout?: string }
   | { page: "editor" }
   | { page: "policies" };
@@ -18,6 +20,10 @@ export function parseRoute(hash: string): Route {
       return parts[1] ? { page: "hosts", id: parts[1] } : { page: "hosts" };
     case "rules":
       return parts[1] === "rollouts" && parts[2] ? { page: "rules", rollout: parts[2] } : { page: "rules" };
+    case "stages":
+      return { page: "stages" };
+    case "devices":
+      return { page: "devices" };
     case "editor":
       return { page: "editor" };
     case "policies":
@@ -37,6 +43,10 @@ export function href(route: Route): string {
       return route.id ? `#/hosts/${encodeURIComponent(route.id)}` : "#/hosts";
     case "rules":
       return route.rollout ? `#/rules/rollouts/${encodeURIComponent(route.rollout)}` : "#/rules";
+    case "stages":
+      return "#/stages";
+    case "devices":
+      return "#/devices";
     case "editor":
       return "#/editor";
     case "policies":

@@ -1,6 +1,6 @@
 // What the pages show of the controller's telemetry, allocations and placements: joins and
 // derived figures, kept apart from the components so they are tested without a DOM.
-import type { Allocation, Curve, Device, HostOut, Placement, TelemetrySample, TelemetrySummary, TenantTelemetry } from "./api/types";
+import type { Allocation, Curve, CurvePoint, Device, HostOut, Placement, TelemetrySample, TelemetrySummary, TenantTelemetry } from "./api/types";
 
 export function allocationFor(allocations: Allocation[] | null | undefined, tenant: string): Allocation | null {
   return (allocations ?? []).find((a) => a.tenant === tenant) ?? null;
@@ -97,4 +97,25 @@ export function iops(n: number | null | undefined): string {
   if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
   if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
   return n >= 10 || Number.isInteger(n) ? String(Math.round(n)) : n.toFixed(1);
+}
+
+/** A curve's points sorted by size, miss ratios clamped to [0, 1]; invalid points dropped. */
+export function normalPoints(points: CurvePoint[] | null | undefined): { size: number; miss: number }[] {
+  if (!Array.isArray(points)) return [];
+  return points
+    .filter((p) => Number.isFinite(p.size_bytes) && Number.isFinite(p.miss_ratio) && p.size_bytes >= 0)
+    .map((p) => ({ size: p.size_bytes, miss: Math.min(1, Math.max(0, p.miss_ratio)) }))
+    .sort((a, b) => a.size - b.size);
+}
+
+/** Miss ratio at `size` by linear interpolation between the curve's points. */
+export function missAt(points: { size: number; miss: number }[], size: number): number | null {
+  if (!points.length) return null;
+  if (size <= points[0].size) return points[0].miss;
+  for (let i = 1; i < points.length; i++) {
+    const a = points[i - 1];
+    const b = points[i];
+    if (size <= b.size) return a.miss + ((b.miss - a.miss) * (size - a.size)) / (b.size - a.size || 1);
+  }
+  return points[points.length - 1].miss;
 }

@@ -4,6 +4,7 @@ import { vi } from "vitest";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { SessionProvider } from "./api/session";
+import type { DeviceOut, StageOut } from "./api/types";
 
 export const HOST = {
   id: "host-a",
@@ -20,6 +21,99 @@ export const HOST = {
   desired_generation: 2,
   acked_generation: 2,
 };
+
+const MiB = 1 << 20;
+const at = (s: number) => new Date(Date.UTC(2026, 10, 21, 10, 0, s)).toISOString();
+
+/**
+ * GET /api/v1/stages: cache/analytics (a policy's, 64 MiB allocated; installed and measured on
+ * host-a, whose series shows a resize from 32 MiB), cache/db (made through the API, allocated
+ * and not reported yet) and a rate limit. Their shapes are checked against openapi.json.
+ */
+export const STAGES: StageOut[] = [
+  {
+    name: "cache/analytics",
+    kind: "cache",
+    owner: "analytics",
+    source: "policy/analytics-cache",
+    declared: { name: "cache/analytics", kind: "cache", owner: "analytics", size_bytes: 32 * MiB, engine: "loc", write_mode: "through", eviction: "lru", level: 1, shared_with: [] },
+    hosts: [
+      {
+        host_id: "host-a",
+        allocated_bytes: 64 * MiB,
+        reported_at: new Date().toISOString(),
+        installed_bytes: 64 * MiB,
+        hits: 600,
+        misses: 200,
+        hit_ratio: 0.75,
+        bytes_read_hit: 600 * 4096,
+        bytes_read_miss: 200 * 4096,
+        bytes_written: 0,
+        evictions: 12,
+        writebacks: 0,
+        dirty_bytes: 0,
+        series: [
+          { at: at(0), size_bytes: 32 * MiB, installed_bytes: 32 * MiB, hit_ratio: 0.5 },
+          { at: at(5), size_bytes: 64 * MiB, installed_bytes: 32 * MiB, hit_ratio: 0.55 },
+          { at: at(10), size_bytes: 64 * MiB, installed_bytes: 64 * MiB, hit_ratio: 0.8 },
+        ],
+      },
+    ],
+  },
+  {
+    name: "cache/db",
+    kind: "cache",
+    owner: "db",
+    source: "api",
+    declared: { name: "cache/db", kind: "cache", owner: "db", size_bytes: 16 * MiB, engine: "dram", write_mode: "back", eviction: "lru", level: 1, shared_with: ["analytics"] },
+    hosts: [
+      {
+        host_id: "host-a",
+        allocated_bytes: 16 * MiB,
+        reported_at: null,
+        installed_bytes: null,
+        hits: null,
+        misses: null,
+        hit_ratio: null,
+        bytes_read_hit: null,
+        bytes_read_miss: null,
+        bytes_written: null,
+        evictions: null,
+        writebacks: null,
+        dirty_bytes: null,
+        series: [],
+      },
+    ],
+  },
+  { name: "qos/db", kind: "qos", owner: "db", source: "api", declared: { name: "qos/db", kind: "qos", owner: "db", max_iops: 500 }, hosts: [] },
+];
+
+/** GET /api/v1/devices: host-a's flash0, a measuring device with two handles and a prediction. */
+export const DEVICES: DeviceOut[] = [
+  {
+    host: "host-a",
+    name: "flash0",
+    kind: "measured",
+    path: "/tmp/f.img",
+    size_bytes: 64 * MiB,
+    placement_handles: 2,
+    reclaim_unit_bytes: 4 * MiB,
+    host_bytes_written: 100 * MiB,
+    media_bytes_written: 126 * MiB,
+    dlwa: 1.26,
+    predicted_dlwa: 1.1,
+    predicted_by: "simulator",
+    handles: [
+      { handle: 0, host_bytes_written: 60 * MiB, media_bytes_written: 66 * MiB, dlwa: 1.1 },
+      { handle: 1, host_bytes_written: 40 * MiB, media_bytes_written: 60 * MiB, dlwa: 1.5 },
+    ],
+    series: [
+      { at: at(0), write_bytes_per_s: 4 * MiB, dlwa: null },
+      { at: at(5), write_bytes_per_s: 8 * MiB, dlwa: 1.2 },
+      { at: at(10), write_bytes_per_s: 8 * MiB, dlwa: 1.3 },
+    ],
+  },
+];
 
 export const tenant = (name: string) => ({ name, classifiers: [], description: null, created_at: "", updated_at: "" });
 

@@ -101,12 +101,15 @@ describe("parseProblem", () => {
 describe("detectFeatures", () => {
   it("finds the endpoints a newer controller has", () => {
     const f = detectFeatures({ paths: { "/api/v1/hosts": {}, "/api/v1/policies": {}, "/api/v1/audit": {}, "/api/v1/whoami": {} } });
-    expect(f).toEqual({ policies: true, audit: true, whoami: "/api/v1/whoami" });
+    expect(f).toEqual({ policies: true, audit: true, whoami: "/api/v1/whoami", stages: false, devices: false });
+    const loop = detectFeatures({ paths: { "/api/v1/stages": {}, "/api/v1/stages/{name}": {}, "/api/v1/devices": {} } });
+    expect(loop).toMatchObject({ stages: true, devices: true });
   });
 
   it("finds nothing in an older or missing document", () => {
-    expect(detectFeatures({ paths: { "/api/v1/hosts": {} } })).toEqual({ policies: false, audit: false, whoami: null });
-    expect(detectFeatures(null)).toEqual({ policies: false, audit: false, whoami: null });
+    const none = { policies: false, audit: false, whoami: null, stages: false, devices: false };
+    expect(detectFeatures({ paths: { "/api/v1/hosts": {} } })).toEqual(none);
+    expect(detectFeatures(null)).toEqual(none);
   });
 });
 

@@ -129,7 +129,7 @@ export async function orNoData<T>(read: Promise<T>): Promise<T | null> {
 }
 
 /** Paths of the controller's OpenAPI document, to switch on features that exist. */
-export type Features = { policies: boolean; audit: boolean; whoami: string | null };
+export type Features = { policies: boolean; audit: boolean; whoami: string | null; stages: boolean; devices: boolean };
 
 export function detectFeatures(openapi: unknown): Features {
   const paths = Object.keys(
@@ -140,5 +140,7 @@ export function detectFeatures(openapi: unknown): Features {
     policies: paths.includes("/api/v1/policies"),
     audit: paths.some((p) => p.startsWith("/api/v1/audit")),
     whoami,
+    stages: paths.includes("/api/v1/stages"),
+    devices: paths.includes("/api/v1/devices"),
   };
 }

@@ -8,6 +8,7 @@ import type {
   Allocation,
   AuditEvent,
   Change,
+  DeviceOut,
   HostOut,
   Placement,
   PolicyOut,
@@ -15,6 +16,7 @@ import type {
   RolloutOut,
   RuleOut,
   RuleSpec,
+  StageOut,
   TelemetrySummary,
   TenantOut,
   TenantTelemetry,
@@ -37,6 +39,8 @@ export const keys = {
   telemetrySummary: ["telemetry", "summary"] as const,
   allocations: ["allocations"] as const,
   placements: ["placements"] as const,
+  stages: ["stages"] as const,
+  devices: ["devices"] as const,
 };
 
 function usePolled<T>(key: readonly unknown[], path: string, opts: Partial<UseQueryOptions<T>> = {}) {
@@ -50,12 +54,13 @@ function usePolled<T>(key: readonly unknown[], path: string, opts: Partial<UseQu
 }
 
 /** Like usePolled, for data the controller may not have yet: a 404 is null ("no data yet"). */
-function usePolledOptional<T>(key: readonly unknown[], path: string) {
+function usePolledOptional<T>(key: readonly unknown[], path: string, enabled = true) {
   const { client, token, noteError } = useSession();
   return useQuery<T | null>({
     queryKey: [...key, token],
     queryFn: () => orNoData(client.get<T>(path)).catch((e) => Promise.reject(noteError(e, false))),
     refetchInterval: POLL_MS,
+    enabled,
   });
 }
 
@@ -70,11 +75,15 @@ export const useRollout = (id: string | null) =>
   });
 export const usePolicies = (enabled = true) => usePolled<PolicyOut[]>(keys.policies, "/api/v1/policies", { enabled });
 export const useAudit = (limit = 20, enabled = true) => usePolled<AuditEvent[]>(keys.audit, `/api/v1/audit?limit=${limit}`, { enabled });
-export const useTenantTelemetry = (name: string) =>
-  usePolledOptional<TenantTelemetry>(keys.tenantTelemetry(name), `/api/v1/tenants/${encodeURIComponent(name)}/telemetry`);
+export const useTenantTelemetry = (name: string, enabled = true) =>
+  usePolledOptional<TenantTelemetry>(keys.tenantTelemetry(name), `/api/v1/tenants/${encodeURIComponent(name)}/telemetry`, enabled && !!name);
 export const useTelemetrySummary = () => usePolledOptional<TelemetrySummary>(keys.telemetrySummary, "/api/v1/telemetry/summary");
 export const useAllocations = () => usePolledOptional<Allocation[]>(keys.allocations, "/api/v1/allocations");
-export const usePlacements = () => usePolledOptional<Placement[]>(keys.placements, "/api/v1/placements");
+export const usePlacements = (enabled = true) => usePolledOptional<Placement[]>(keys.placements, "/api/v1/placements", enabled);
+/** Every stage the token may see, with each host's allocated and installed size, counters and series. */
+export const useStages = (enabled = true) => usePolledOptional<StageOut[]>(keys.stages, "/api/v1/stages", enabled);
+/** Every device with its measured and predicted DLWA (a tenant token is refused: 403). */
+export const useDevices = (enabled = true) => usePolledOptional<DeviceOut[]>(keys.devices, "/api/v1/devices", enabled);
 export const useReadiness = () =>
   useQuery<Readiness>({
     queryKey: keys.readiness,

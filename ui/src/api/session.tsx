@@ -23,7 +23,7 @@ type Session = {
   noteError(err: unknown, write?: boolean): unknown;
 };
 
-const NO_FEATURES: Features = { policies: false, audit: false, whoami: null };
+const NO_FEATURES: Features = { policies: false, audit: false, whoami: null, stages: false, devices: false };
 const FULL_ACCESS: Access = { canWrite: true, reason: null, role: null, tenant: null, actor: null };
 
 const SessionContext = createContext<Session | null>(null);

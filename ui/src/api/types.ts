@@ -33,13 +33,17 @@ export type RuleOut = RuleSpec & { hosts: string[] | null; created_at: string; u
 /** What a write of a tenant or rule answers: the stored object and the rollout shipping it. */
 export type Change = { name: string; rollout_id: string };
 
+/** A device an agent registered (components.schemas.Device). */
 export type Device = {
   name: string;
   path: string;
-  kind: "file" | "block" | "nvme";
+  /** measured: data in a file with an FDP SSD's FTL simulated beside it (media bytes measured). */
+  kind: "file" | "block" | "nvme" | "measured";
   size_bytes: number;
   fdp: boolean;
   placement_handles: number;
+  /** The device's reclaim unit: the region the cache stages' flash engines size in. */
+  reclaim_unit_bytes?: number;
 };
 
 export type HostOut = {
@@ -190,4 +194,90 @@ export type AuditEvent = {
   resource_kind: string;
   resource_name: string;
   rollout_id: string | null;
+};
+
+/** One reporting interval of a stage on one host (StagePointOut). */
+export type StagePoint = {
+  at: string;
+  /** The size desired state asked for then. */
+  size_bytes: number | null;
+  installed_bytes: number | null;
+  /** Hits over block reads in the interval ending at `at`. */
+  hit_ratio: number | null;
+};
+
+/** One host's instance of a stage: what desired state asks for and what the agent reports (StageHost). */
+export type StageHost = {
+  host_id: string;
+  /** Cache size shipped to the host (the allocation while one is in force). */
+  allocated_bytes: number | null;
+  reported_at: string | null;
+  /** Size the engine holds now. */
+  installed_bytes: number | null;
+  hits: number | null;
+  misses: number | null;
+  /** Hits over block reads since the stage was built. */
+  hit_ratio: number | null;
+  bytes_read_hit: number | null;
+  bytes_read_miss: number | null;
+  bytes_written: number | null;
+  evictions: number | null;
+  writebacks: number | null;
+  dirty_bytes: number | null;
+  /** Per reporting interval, oldest first (bounded). */
+  series: StagePoint[];
+};
+
+/** GET /api/v1/stages: a declared stage (StageOut) with what each host runs and measures. */
+export type StageOut = {
+  name: string;
+  kind: string;
+  owner: string | null;
+  /** api, or policy/NAME for a stage a policy declares. */
+  source: string;
+  /** The declaration, as given (defaults filled in): size_bytes, engine, write_mode, shared_with, ... */
+  declared: Record<string, unknown>;
+  hosts: StageHost[];
+};
+
+/** What a write of a stage answers (StageChange). */
+export type StageChange = StageOut & { rollout_id: string };
+
+/** PATCH /api/v1/stages/{name}: the fields to change (StagePatch). */
+export type StagePatch = {
+  size_bytes?: number | null;
+  write_mode?: "through" | "back" | "around" | null;
+  eviction?: "lru" | "fifo" | "mrc" | null;
+  engine?: "dram" | "loc" | "kangaroo" | "hybrid" | null;
+  max_dirty_bytes?: number | null;
+  max_bandwidth_bytes_per_s?: number | null;
+  max_iops?: number | null;
+};
+
+/** A placement handle's bytes on a device (HandleOut). */
+export type HandleOut = { handle: number; host_bytes_written: number; media_bytes_written: number | null; dlwa: number | null };
+
+/** One reporting interval of a device (DevicePoint): its write rate and the DLWA in that interval. */
+export type DevicePoint = { at: string; write_bytes_per_s: number; dlwa: number | null };
+
+/** GET /api/v1/devices (DeviceOut): a device, what it measured and the broker's prediction. */
+export type DeviceOut = {
+  host: string;
+  name: string;
+  kind: string;
+  path: string;
+  size_bytes: number;
+  placement_handles: number;
+  reclaim_unit_bytes: number | null;
+  /** Since the agent opened the device. */
+  host_bytes_written: number | null;
+  media_bytes_written: number | null;
+  /** Media over host bytes since the agent opened the device. */
+  dlwa: number | null;
+  /** The placement broker's prediction for the streams placed on the device. */
+  predicted_dlwa: number | null;
+  /** simulator or model (the FDP paper's closed form). */
+  predicted_by: string | null;
+  handles: HandleOut[];
+  series: DevicePoint[];
 };

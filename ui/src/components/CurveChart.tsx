@@ -2,27 +2,14 @@
 import { CartesianGrid, Line, LineChart, ReferenceLine, Tooltip, XAxis, YAxis } from "recharts";
 import type { Curve } from "../api/types";
 import { bytes } from "./common";
+import { missAt, normalPoints } from "../telemetry";
 
 /** Points sorted by size, with miss ratios clamped to [0, 1]; invalid points dropped. */
 export function curvePoints(curve: Curve | null | undefined) {
-  if (!curve || !Array.isArray(curve.points)) return [];
-  return curve.points
-    .filter((p) => Number.isFinite(p.size_bytes) && Number.isFinite(p.miss_ratio) && p.size_bytes >= 0)
-    .map((p) => ({ size: p.size_bytes, miss: Math.min(1, Math.max(0, p.miss_ratio)) }))
-    .sort((a, b) => a.size - b.size);
+  return normalPoints(curve?.points);
 }
 
-/** Miss ratio at `size` by linear interpolation between the curve's points. */
-export function missAt(points: { size: number; miss: number }[], size: number): number | null {
-  if (!points.length) return null;
-  if (size <= points[0].size) return points[0].miss;
-  for (let i = 1; i < points.length; i++) {
-    const a = points[i - 1];
-    const b = points[i];
-    if (size <= b.size) return a.miss + ((b.miss - a.miss) * (size - a.size)) / (b.size - a.size || 1);
-  }
-  return points[points.length - 1].miss;
-}
+export { missAt };
 
 /**
  * Ticks for a log-scale size axis: powers of two from `min` or below to `max` or above, every

@@ -8,6 +8,10 @@ import { toCodeMirror } from "./YamlEditor";
 import { ago, bytes } from "./common";
 import { parseRoute, href } from "../router";
 import { ruleFromForm } from "../pages/Rules";
+import { DlwaChart, StageHitChart, StageSizeChart, dlwaDomain, sizeTicks } from "./LoopCharts";
+import { SeriesChart } from "./SeriesChart";
+import { dlwaRows, stageRows } from "../stages";
+import { DEVICES, STAGES } from "../test-controller";
 
 describe("login", () => {
   it("refuses a wrong token and keeps nothing", async () => {
@@ -100,6 +104,54 @@ describe("CurveChart", () => {
   });
 });
 
+describe("loop charts", () => {
+  const rows = stageRows(STAGES[0].hosts[0].series);
+
+  it("draw a stage's measured hit ratio with the prediction as a reference line", () => {
+    render(<StageHitChart rows={rows} predicted={0.7} />);
+    const chart = screen.getByTestId("stage-hit-chart");
+    expect(chart.querySelector("svg")).toBeTruthy();
+    expect(chart.textContent).toContain("predicted 70.0%");
+    expect(chart.textContent).toContain("measured hit ratio");
+  });
+
+  it("draw the allocated and installed size over time", () => {
+    render(<StageSizeChart rows={rows} />);
+    const chart = screen.getByTestId("stage-size-chart");
+    expect(chart.textContent).toContain("allocated");
+    expect(chart.textContent).toContain("installed");
+  });
+
+  it("draw a device's DLWA with the broker's prediction", () => {
+    render(<DlwaChart rows={dlwaRows(DEVICES[0].series)} predicted={1.1} />);
+    expect(screen.getByTestId("dlwa-chart").textContent).toContain("predicted 1.10");
+  });
+
+  it("put size ticks on power-of-two steps from 0 past the largest size", () => {
+    const MiB = 1 << 20;
+    expect(sizeTicks(96 * MiB)).toEqual([0, 32, 64, 96].map((m) => m * MiB));
+    expect(sizeTicks(64 * MiB)).toEqual([0, 16, 32, 48, 64].map((m) => m * MiB));
+    expect(sizeTicks(100 * MiB)).toEqual([0, 32, 64, 96, 128].map((m) => m * MiB));
+    expect(sizeTicks(0)).toEqual([0, 1]);
+  });
+
+  it("put the DLWA axis from 1 past what was measured and predicted", () => {
+    expect(dlwaDomain([], null)).toEqual([1, 1.5]);
+    expect(dlwaDomain([], 2.28)).toEqual([1, 2.4]);
+    expect(dlwaDomain(dlwaRows(DEVICES[0].series), 1.1)).toEqual([1, 1.5]);
+    expect(dlwaDomain([{ t: 0, dlwa: 0.95, write: 1 }, { t: 1, dlwa: 3.04, write: 1 }], null)).toEqual([0.9, 3.2]);
+  });
+
+  it("say so rather than draw one sample or none", () => {
+    render(<StageHitChart rows={rows.slice(0, 1)} predicted={0.7} />);
+    expect(screen.getByTestId("stage-hit-chart-empty").textContent).toBe("Hit ratio over time: one sample so far");
+    render(<DlwaChart rows={[]} predicted={null} />);
+    expect(screen.getByTestId("dlwa-chart-empty").textContent).toBe("DLWA over time: not reported yet");
+    render(<SeriesChart rows={[]} />);
+    expect(screen.getByTestId("series-empty").textContent).toBe("Hit rate and IOPS over time: not reported yet");
+  });
+});
+
 describe("helpers", () => {
   it("place editor diagnostics on whole lines or given ranges", () => {
     const text = "a: 1\nbb: 2\n";
@@ -109,7 +161,7 @@ describe("helpers", () => {
   });
 
   it("route hashes both ways", () => {
-    for (const r of [{ page: "overview" }, { page: "policies" }, { page: "tenants", name: "a b" }, { page: "hosts", id: "h1" }, { page: "rules", rollout: "r1" }, { page: "editor" }] as const) {
+    for (const r of [{ page: "overview" }, { page: "policies" }, { page: "tenants", name: "a b" }, { page: "hosts", id: "h1" }, { page: "rules", rollout: "r1" }, { page: "editor" }, { page: "stages" }, { page: "devices" }] as const) {
       expect(parseRoute(href(r))).toEqual(r);
     }
     expect(parseRoute("#/nonsense")).toEqual({ page: "overview" });

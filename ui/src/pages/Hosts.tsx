@@ -3,6 +3,8 @@ import { Badge, ErrorBox, Loading, NotReported, bytes } from "../components/comm
 import { HostTable } from "./Overview";
 import { describeDetours, describeMatch, rulesForHost } from "../model";
 import { deviceRows } from "../telemetry";
+import { useSession } from "../api/session";
+import { href } from "../router";
 
 const ratio = (x: number | null) => (x == null ? "—" : x.toFixed(2));
 
@@ -11,6 +13,7 @@ export function Hosts({ id }: { id?: string }) {
   const rules = useRules();
   const summary = useTelemetrySummary();
   const placements = usePlacements();
+  const { features, access } = useSession();
   const shown = (hosts.data ?? []).filter((h) => !id || h.id === id);
   return (
     <div>
@@ -77,6 +80,11 @@ export function Hosts({ id }: { id?: string }) {
                 .filter(Boolean)
                 .join("; ")}
             />
+          ) : null}
+          {features.devices && !access.tenant ? (
+            <p className="muted">
+              Host and media bytes per placement handle and DLWA over time: <a href={href({ page: "devices" })}>Devices</a>
+            </p>
           ) : null}
           <h3>
             Rule table <small className="muted">generation {h.acked_generation} acked, {h.desired_generation} desired</small>

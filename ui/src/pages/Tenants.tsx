@@ -1,4 +1,5 @@
-import { useAllocations, usePolicies, useRules, useTenant, useTenantTelemetry, useTenants } from "../api/queries";
+import { useAllocations, usePolicies, useRules, useStages, useTenant, useTenantTelemetry, useTenants } from "../api/queries";
+import { ownedCacheSizes } from "../stages";
 import { useSession } from "../api/session";
 import type { TenantShare } from "../api/types";
 import { ErrorBox, Loading, NotReported, ago, bytes } from "../components/common";
@@ -8,6 +9,7 @@ import { rulesForTenant, tenantStages } from "../model";
 import { allocationFor, iops, latest, percent, seriesRows, tenantCurve } from "../telemetry";
 import { href } from "../router";
 import { RuleTable } from "./Hosts";
+import { TenantStages } from "./Stages";
 
 export function Tenants({ name }: { name?: string }) {
   const tenants = useTenants();
@@ -90,7 +92,10 @@ function TenantTelemetryView({ name }: { name: string }) {
   const { features } = useSession();
   const telemetry = useTenantTelemetry(name);
   const allocation = allocationFor(useAllocations().data, name);
-  const stages = tenantStages(usePolicies(features.policies).data ?? [], name);
+  const policyStages = tenantStages(usePolicies(features.policies && !features.stages).data ?? [], name);
+  const shipped = useStages(features.stages);
+  // The size the curve marks: the shipped stages' where the controller serves them, else the policies'.
+  const stages = features.stages ? ownedCacheSizes(shipped.data, name) : policyStages;
   const rows = seriesRows(telemetry.data?.series);
   const now = latest(rows);
   const curve = telemetry.data?.curve;
@@ -121,6 +126,21 @@ function TenantTelemetryView({ name }: { name: string }) {
   );
 }
 
+/**
+ * The allocator's share and the cache stages serving the tenant: where the controller has
+ * /api/v1/stages, each with what the agents installed and measured; else the policies' stages.
+ */
+function TenantCacheSection({ name }: { name: string }) {
+  const { features } = useSession();
+  return (
+    <section>
+      <h2>Cache</h2>
+      <AllocationLine name={name} />
+      {features.stages ? <TenantStages name={name} /> : <TenantCache name={name} />}
+    </section>
+  );
+}
+
 function TenantDetail({ name }: { name: string }) {
   const tenant = useTenant(name);
   const rules = useRules();
@@ -132,11 +152,7 @@ function TenantDetail({ name }: { name: string }) {
       <h1>{t.name}</h1>
       {t.description ? <p>{t.description}</p> : null}
       <TenantTelemetryView name={t.name} />
-      <section>
-        <h2>Cache</h2>
-        <AllocationLine name={t.name} />
-        <TenantCache name={t.name} />
-      </section>
+      <TenantCacheSection name={t.name} />
       <section>
         <h2>Classifiers</h2>
         <table>

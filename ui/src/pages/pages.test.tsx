@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { render, screen, waitFor, within } from "@testing-library/react";
 import { App } from "../App";
-import { HOST, fakeController, tenant, wrap } from "../test-controller";
+import { DEVICES, HOST, STAGES, fakeController, tenant, wrap } from "../test-controller";
 
 const TELEMETRY = {
   tenant: "analytics",
@@ -192,5 +192,132 @@ describe("rollout detail", () => {
     expect((await screen.findByTestId("rollout-phase")).textContent).toBe("two-phase: quiesce");
     expect(within(screen.getByTestId("target-host-a")).getByTestId("target-phase").textContent).toBe("drained");
     expect(within(screen.getByTestId("target-host-b")).getByTestId("target-phase").textContent).toBe("quiesce");
+  });
+});
+
+const MiB = 1 << 20;
+const shareOf = (size_bytes: number, hit_ratio: number) => ({
+  size_bytes,
+  reserved_bytes: 0,
+  hit_ratio,
+  weight: 1,
+  idle: false,
+  curve_point: { size_bytes, miss_ratio: 1 - hit_ratio, index: 0 },
+});
+/** The stage fixtures with a curve for analytics (30% misses at 64 MiB) and an allocation for db (45% expected). */
+const LOOP = {
+  "/api/v1/hosts": [{ ...HOST, capabilities: { ...HOST.capabilities, devices: [{ ...HOST.capabilities.devices[0], reclaim_unit_bytes: 4 * MiB }] } }],
+  "/api/v1/tenants": [tenant("analytics"), tenant("db")],
+  "/api/v1/stages": STAGES,
+  "/api/v1/devices": DEVICES,
+  "/api/v1/tenants/analytics/telemetry": {
+    ...TELEMETRY,
+    curve: { ...TELEMETRY.curve, points: [{ size_bytes: 16 * MiB, miss_ratio: 0.8 }, { size_bytes: 64 * MiB, miss_ratio: 0.3 }, { size_bytes: 256 * MiB, miss_ratio: 0.1 }] },
+  },
+  "/api/v1/allocations": [
+    { tenant: "analytics", current: shareOf(64 * MiB, 0.69), proposed: null, guarantee: null },
+    { tenant: "db", current: shareOf(16 * MiB, 0.45), proposed: null, guarantee: null },
+  ],
+};
+
+describe("cache stages page", () => {
+  it("shows per tenant and per host the allocated and installed size, the measured and predicted hit ratio, and their history", async () => {
+    signedIn("#/stages");
+    render(wrap(<App />, fakeController({ routes: LOOP })));
+    const analytics = await screen.findByTestId("stage-tenant-analytics");
+    await waitFor(() => expect(within(analytics).getByTestId("tenant-predicted").textContent).toBe("70.0%"));
+    expect(within(analytics).getByTestId("tenant-allocated").textContent).toBe("64 MiB");
+    expect(within(analytics).getByTestId("tenant-installed").textContent).toBe("64 MiB");
+    expect(within(analytics).getByTestId("tenant-hit").textContent).toBe("75.0%");
+    expect(within(screen.getByTestId("stage-tenant-db")).getByTestId("tenant-hit").textContent).toBe("—");
+
+    // cache/analytics on host-a: installed as allocated, the curve's prediction at 64 MiB
+    const stage = screen.getByTestId("stage-cache/analytics");
+    const row = within(stage).getByTestId("stage-host-host-a");
+    expect(within(row).getByTestId("stage-allocated").textContent).toBe("64 MiB");
+    expect(within(row).getByTestId("stage-installed").textContent).toBe("64 MiB");
+    expect(within(row).getByTestId("stage-install-state").textContent).toBe("= allocated");
+    expect(within(row).getByTestId("stage-hit").textContent).toBe("75.0%");
+    expect(within(row).getByTestId("stage-predicted").textContent).toBe("70.0% (curve at 64 MiB)");
+    expect(within(stage).getByTestId("stage-source").textContent).toBe("policy/analytics-cache");
+    const charts = within(stage).getByTestId("stage-charts-host-a");
+    expect(within(charts).getByTestId("stage-hit-chart").querySelector("svg")).toBeTruthy();
+    expect(within(charts).getByTestId("stage-size-chart").querySelector("svg")).toBeTruthy();
+
+    // cache/db: allocated, nothing reported yet; without a curve the allocation's expectation
+    const db = screen.getByTestId("stage-cache/db");
+    expect(within(db).getByTestId("stage-allocated").textContent).toBe("16 MiB");
+    expect(within(db).getByTestId("stage-install-state").textContent).toBe("not reported");
+    await waitFor(() => expect(within(db).getByTestId("stage-predicted").textContent).toBe("45.0% (allocation)"));
+    expect(within(db).getByTestId("not-reported").textContent).toBe("What the agents installed and measured, and its history: not reported yet");
+    expect(within(db).queryByTestId("stage-hit-chart")).toBeNull();
+    expect(within(screen.getByTestId("other-stages")).getByText("qos/db")).toBeTruthy();
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+
+  it("is not offered by a controller without /api/v1/stages", async () => {
+    signedIn("#/");
+    render(wrap(<App />, fakeController()));
+    await screen.findByTestId("host-row-host-a");
+    expect(screen.queryByTestId("nav-stages")).toBeNull();
+    expect(screen.queryByTestId("nav-devices")).toBeNull();
+  });
+});
+
+describe("tenant page with stages", () => {
+  it("shows the cache stages serving the tenant with what each host installed and measured", async () => {
+    signedIn("#/tenants/analytics");
+    render(wrap(<App />, fakeController({ routes: { ...LOOP, "/api/v1/tenants/analytics": tenant("analytics") } })));
+    const stages = await screen.findByTestId("tenant-stages");
+    // its own cache and db's, which is shared with it
+    expect(within(stages).getByTestId("stage-cache/analytics")).toBeTruthy();
+    expect(within(stages).getByTestId("stage-cache/db")).toBeTruthy();
+    const row = within(within(stages).getByTestId("stage-cache/analytics")).getByTestId("stage-host-host-a");
+    expect(within(row).getByTestId("stage-installed").textContent).toBe("64 MiB");
+    await waitFor(() => expect(within(row).getByTestId("stage-predicted").textContent).toBe("70.0% (curve at 64 MiB)"));
+  });
+});
+
+describe("devices page", () => {
+  it("shows each device's DLWA measured beside the prediction, per handle and over time", async () => {
+    signedIn("#/devices");
+    const placement = {
+      host_id: "host-a",
+      device: "flash0",
+      handles: 2,
+      overprovisioning: 0.07,
+      streams: [{ tenant: "analytics", part: "loc", space: 0.5, writes: 0.9, trimmed: false, handle: 1 }],
+      shared: [],
+      predicted_dlwa: 1.1,
+      predicted_by: "simulator",
+      model_dlwa: 1.2,
+      warnings: [],
+      computed_at: "2026-11-21T10:00:00Z",
+    };
+    render(wrap(<App />, fakeController({ routes: { ...LOOP, "/api/v1/placements": [placement] } })));
+    const row = await screen.findByTestId("device-row-host-a-flash0");
+    expect(within(row).getByTestId("row-dlwa").textContent).toBe("1.26");
+    expect(within(row).getByTestId("row-dlwa-predicted").textContent).toBe("1.10 (simulator)");
+    const device = screen.getByTestId("device-host-a-flash0");
+    expect(within(device).getByTestId("device-kind").textContent).toBe("measured");
+    expect(device.textContent).toMatch(/\(\+15% measured over predicted\)/);
+    expect(within(device).getByTestId("device-host-bytes").textContent).toBe("100 MiB");
+    expect(within(device).getByTestId("device-media-bytes").textContent).toBe("126 MiB");
+    expect(within(device).getByTestId("dlwa-chart").querySelector("svg")).toBeTruthy();
+    const handle1 = within(device).getByTestId("handle-1");
+    expect(within(handle1).getByTestId("handle-dlwa").textContent).toBe("1.50");
+    await waitFor(() => expect(handle1.textContent).toMatch(/analytics\/loc/));
+    expect(within(device).getByTestId("handle-0").textContent).toMatch(/unused/);
+    expect(screen.getByTestId("nav-devices").className).toBe("current");
+  });
+
+  it("is not offered to a tenant's token, and shows the controller's refusal if opened", async () => {
+    signedIn("#/devices");
+    const routes = { ...LOOP, "/api/v1/whoami": { actor: "token:a", role: "viewer", tenant: "analytics", write_refusal: "read-only" } };
+    const refusals = { "/api/v1/devices": { status: 403, detail: "token:a (viewer scoped to tenant 'analytics') may not read devices (they are shared by all tenants)" } };
+    render(wrap(<App />, fakeController({ routes, refusals })));
+    expect((await screen.findByRole("alert")).textContent).toMatch(/may not read devices/);
+    await waitFor(() => expect(screen.getByTestId("nav-stages")).toBeTruthy());
+    expect(screen.queryByTestId("nav-devices")).toBeNull();
   });
 });
