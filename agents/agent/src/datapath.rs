@@ -18,13 +18,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lachesis_fs::detour::Detours;
 use lachesis_fs::embed::{self, STATE_DIR};
-use lachesis_fs::{Switch, SwitchOptions};
+use lachesis_fs::stage::Devices;
+use lachesis_fs::{IoObserver, Switch, SwitchOptions};
 use lachesis_switch::{Match, Rule, StageConfig, Tenant};
 use tracing::{info, warn};
 
 use crate::flow_gate::FlowControl;
 use crate::runner::Installer;
 use crate::state::Applied;
+use crate::telemetry::{StageKindReport, StageTelemetry};
 
 /// `BACKING:MOUNTPOINT`, both existing directories.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +77,10 @@ struct Inner {
 pub struct Datapath {
     specs: Vec<MountSpec>,
     threads: usize,
+    /// The flash devices the cache stages live on (one region allocator for every mount).
+    devices: Devices,
+    /// Told of every tenant's IO through the switches (the data path's curves).
+    observer: Option<IoObserver>,
     inner: Mutex<Inner>,
 }
 
@@ -113,11 +119,63 @@ pub fn may_overlap(a: &Match, b: &Match) -> bool {
 
 impl Datapath {
     pub fn new(specs: Vec<MountSpec>, threads: usize) -> Arc<Self> {
+        Self::with_devices(specs, threads, Devices::default(), None)
+    }
+
+    /// A data path whose flash cache stages live on `devices`, its tenants' IO told to
+    /// `observer`.
+    pub fn with_devices(
+        specs: Vec<MountSpec>,
+        threads: usize,
+        devices: Devices,
+        observer: Option<IoObserver>,
+    ) -> Arc<Self> {
         Arc::new(Datapath {
             specs,
             threads,
+            devices,
+            observer,
             inner: Mutex::new(Inner::default()),
         })
+    }
+
+    /// Every stage and its counters, summed over the mounts (each mount runs its own
+    /// instance of every stage), in telemetry's form.
+    pub fn stage_reports(&self) -> Vec<StageTelemetry> {
+        let inner = self.lock();
+        let mut by_name: std::collections::BTreeMap<String, StageTelemetry> = Default::default();
+        for m in &inner.mounts {
+            for s in m.switch.stage_stats() {
+                let cache = s.kind == "cache";
+                let e = by_name.entry(s.name.clone()).or_insert_with(|| StageTelemetry {
+                    name: s.name.clone(),
+                    kind: match s.kind.as_str() {
+                        "cache" => StageKindReport::Cache,
+                        "ratelimit" => StageKindReport::Ratelimit,
+                        _ => StageKindReport::Log,
+                    },
+                    owner: s.owner.clone(),
+                    engine: s.engine,
+                    ..Default::default()
+                });
+                if !cache {
+                    continue;
+                }
+                let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0) + b);
+                // The size asked for is the same at every mount; what is installed adds up.
+                e.size_bytes = Some(s.size_bytes);
+                add(&mut e.installed_bytes, s.installed_bytes);
+                add(&mut e.hits, s.hits);
+                add(&mut e.misses, s.misses);
+                add(&mut e.bytes_read_hit, s.bytes_read_hit);
+                add(&mut e.bytes_read_miss, s.bytes_read_miss);
+                add(&mut e.bytes_written, s.bytes_written);
+                add(&mut e.evictions, s.evictions);
+                add(&mut e.writebacks, s.writebacks);
+                add(&mut e.dirty_bytes, s.dirty_bytes);
+            }
+        }
+        by_name.into_values().collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -150,12 +208,15 @@ impl Datapath {
                     state_dir: spec.backing.join(STATE_DIR),
                     rules: rules.clone(),
                     stages: stages.to_vec(),
-                    devices: Default::default(),
+                    devices: self.devices.clone(),
                 };
                 let switch = Arc::new(match &inner.detours {
                     Some(d) => Switch::with_controller(opts, d.clone())?,
                     None => Switch::new(opts)?,
                 });
+                if let Some(o) = &self.observer {
+                    switch.set_observer(o.clone());
+                }
                 let session = embed::mount(
                     &spec.backing,
                     &spec.mountpoint,

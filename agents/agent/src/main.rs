@@ -17,7 +17,10 @@ use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::detour_link::RedisLink;
+use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
 use lachesis_fs::detour::Detours;
+use lachesis_fs::stage::Devices;
+use lachesis_fs::IoObserver;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
@@ -331,7 +334,7 @@ fn run(args: RunArgs) -> ExitCode {
         let mut cfg = Config::new(args.host_id.clone());
         cfg.heartbeat_interval = Duration::from_millis(args.heartbeat_interval_ms);
         cfg.heartbeat_ttl = Duration::from_secs(args.heartbeat_ttl_s);
-        let telemetry_cfg = TelemetryConfig {
+        let mut telemetry_cfg = TelemetryConfig {
             host_id: args.host_id.clone(),
             interval: Duration::from_millis(args.telemetry_interval_ms),
             devices: devices.clone(),
@@ -339,8 +342,37 @@ fn run(args: RunArgs) -> ExitCode {
             datapath_curves: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
-        let datapath = (!args.mounts.is_empty())
-            .then(|| Datapath::new(args.mounts.clone(), args.mount_threads as usize));
+        let datapath = if args.mounts.is_empty() {
+            None
+        } else {
+            let pools = match Devices::new(
+                devices.iter().map(|d| (d.info.name.clone(), d.shared.clone())).collect(),
+            ) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: --device: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let curves = Arc::new(DatapathCurves::new(
+                metrics_engine::curve_sizes(),
+                metrics_engine::DEFAULT_SAMPLE_KEYS,
+            ));
+            let tap = curves.clone();
+            let observer: IoObserver = Arc::new(move |tenant: &str, file, off, len| {
+                tap.record(tenant, file, off, len)
+            });
+            let dp = Datapath::with_devices(
+                args.mounts.clone(),
+                args.mount_threads as usize,
+                pools,
+                Some(observer),
+            );
+            let reports = dp.clone();
+            telemetry_cfg.stages = Some(Arc::new(move || reports.stage_reports()));
+            telemetry_cfg.datapath_curves = Some(curves);
+            Some(dp)
+        };
         if let Some(dp) = &datapath {
             agent = agent
                 .with_flow_control(dp.clone())

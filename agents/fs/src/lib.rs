@@ -21,4 +21,4 @@ pub mod stage;
 pub mod switch;
 pub mod uring;
 
-pub use switch::{Switch, SwitchOptions};
+pub use switch::{IoObserver, Switch, SwitchOptions};

@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use lachesis_switch::{check_stages, IoHeader, Op, Rule, RuleTable, StageConfig};
@@ -28,6 +28,10 @@ pub struct SwitchOptions {
     /// every switch of the agent. Empty: flash engines are refused.
     pub devices: Devices,
 }
+
+/// Told of every read and write a tenant's IO makes through the switch, before any stage:
+/// (tenant, file id, offset, length). The agent builds the tenant's miss-ratio curve from it.
+pub type IoObserver = Arc<dyn Fn(&str, u64, u64, u64) + Send + Sync>;
 
 /// A file as the switch sees it: who opened it, its namespace path, a stable id and the open
 /// backing file.
@@ -89,6 +93,8 @@ pub struct Switch {
     /// Bytes read and written through user space (passthrough IO never counts here).
     user_read: std::sync::atomic::AtomicU64,
     user_written: std::sync::atomic::AtomicU64,
+    /// Told of each tenant's IO (`set_observer`).
+    observer: OnceLock<IoObserver>,
 }
 
 /// The end of a route: the backing file, or the endpoint replicas (local and remote).
@@ -235,6 +241,7 @@ impl Switch {
             edit: Mutex::new(()),
             user_read: Default::default(),
             user_written: Default::default(),
+            observer: OnceLock::new(),
         };
         // Stages the journals brought back count for coherence too.
         sw.refresh_stage_list();
@@ -613,6 +620,17 @@ impl Switch {
         }
     }
 
+    /// Tells `observer` of every tenant's IO from now on (once; later calls are ignored).
+    pub fn set_observer(&self, observer: IoObserver) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn observe(&self, ctx: &FileCtx, off: u64, len: u64) {
+        if let (Some(o), Some(t)) = (self.observer.get(), ctx.tenant.as_deref()) {
+            o(t, ctx.id, off, len);
+        }
+    }
+
     /// Reads at `off`, up to the file's size.
     pub fn read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let size = ctx.backing.metadata()?.len();
@@ -620,6 +638,7 @@ impl Switch {
             return Ok(0);
         }
         let len = buf.len().min((size - off) as usize);
+        self.observe(ctx, off, len as u64);
         let buf = &mut buf[..len];
         let end = off + len as u64;
         // Held across the delegate lookup too: a concurrent write moves both bytes and route.
@@ -678,6 +697,7 @@ impl Switch {
     pub fn write(&self, ctx: &FileCtx, data: &[u8], off: u64) -> io::Result<()> {
         let len = data.len() as u64;
         self.user_written.fetch_add(len, Ordering::Relaxed);
+        self.observe(ctx, off, len);
         let (flow, route) = self.lookup_held(ctx, Op::Write, off, len)?;
         let _admitted = self.gates.admit(flow.as_deref());
         if !route.is_plain() {

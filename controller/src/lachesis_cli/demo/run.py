@@ -254,9 +254,11 @@ def run(client: Client, home: Path, paths: list[Path], seconds: float, cache_byt
         if compare:
             result["equal_split"] = demo.phase("equal", equal=True)
         loop = demo.phase("loop", equal=False)
+        # While the stages still exist: the broker's prediction is for the streams placed.
+        devices = demo.devices()
     finally:
         demo.clean_up()
     result["tenants"] = loop["tenants"]
     result["loop"] = {"hit_ratio": loop["hit_ratio"]}
-    result["devices"] = demo.devices()
+    result["devices"] = devices
     return result
