@@ -109,6 +109,8 @@ class Cluster:
     secure: bool = False
     redis_password: str = field(default_factory=lambda: secrets.token_hex(16))
     agent_urls: dict[str, str] = field(default_factory=dict)
+    # More arguments of an agent's `run` (a --device here replaces the default flash0).
+    agent_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def redis_url(self) -> str:
@@ -175,7 +177,9 @@ class Cluster:
             name,
             [str(AGENT_BIN), "run", "--host-id", host_id,
              "--redis-url", self.agent_urls.get(host_id, self.redis_url),
-             "--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB",
+             *([] if "--device" in self.agent_args.get(host_id, [])
+               else ["--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB"]),
+             *self.agent_args.get(host_id, []),
              "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
             {"RUST_LOG": "info"},
         )

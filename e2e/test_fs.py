@@ -28,7 +28,16 @@ FS_BIN = Path(os.environ.get("LACHESIS_FS_BIN", ROOT / "agents" / "target" / "re
 MiB = 1 << 20
 
 
-def stage_rule(name: str, prio: int, target: str, tenant: str | None = None, prefix: str | None = None, ops: list[str] | None = None) -> dict:
+def cache(name: str, size: int, mode: str = "through", engine: str = "dram", owner: str | None = None,
+          max_dirty: int = 16 * 1024 * 1024) -> dict:
+    """A cache stage in the stage contract's shape (api-schemas: common.schema.json#/$defs/stage)."""
+    return {"kind": "cache", "name": name, "owner": owner, "engine": engine, "size_bytes": size,
+            "write_mode": mode, "eviction": "lru", "max_dirty_bytes": max_dirty, "device": None,
+            "placement": [], "next": None}
+
+
+def stage_rule(name: str, prio: int, stage: dict, tenant: str | None = None, prefix: str | None = None, ops: list[str] | None = None) -> tuple[dict, dict]:
+    """A rule sending its IO through `stage`, with the stage (the mount's rules file declares both)."""
     match: dict = {}
     if tenant:
         match["tenant"] = tenant
@@ -36,15 +45,22 @@ def stage_rule(name: str, prio: int, target: str, tenant: str | None = None, pre
         match["path_prefix"] = prefix
     if ops:
         match["ops"] = ops
-    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}]}
+    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "stage", "target": stage["name"]}}]}, stage
 
 
-def replace_rules_file(path: Path, rules: list[dict]) -> None:
+def rules_file(items: list) -> list | dict:
+    """A rules file from rules and (rule, stage) pairs: `{"rules", "stages"}` when any stage."""
+    rules = [i[0] if isinstance(i, tuple) else i for i in items]
+    stages = {i[1]["name"]: i[1] for i in items if isinstance(i, tuple)}
+    return {"rules": rules, "stages": list(stages.values())} if stages else rules
+
+
+def replace_rules_file(path: Path, rules: list) -> None:
     """Writes the rules to `path` by rename, with an mtime after the old file's (the mount
     reloads on a changed mtime; two writes within one tick of the file system's clock would
     otherwise look unchanged)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rules))
+    tmp.write_text(json.dumps(rules_file(rules)))
     if path.exists():
         old = path.stat().st_mtime_ns
         if tmp.stat().st_mtime_ns <= old:
@@ -171,7 +187,7 @@ def run(*argv: str, **kw) -> subprocess.CompletedProcess:
 
 def test_large_files_cp_cat_sha256(base: Path, mounts: list[Mount]) -> None:
     # /wb goes through a write-back cache stage in user space; everything else is passthrough.
-    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=16MiB", prefix="/wb")])
+    m = mount(mounts, base, [stage_rule("wb", 10, cache("cache/wb", 16 * MiB, "back"), prefix="/wb")])
     src = base / "src.bin"
     with src.open("wb") as f:
         f.write(os.urandom(96 * MiB))
@@ -194,7 +210,7 @@ def test_large_files_cp_cat_sha256(base: Path, mounts: list[Mount]) -> None:
 
 
 def test_sqlite_write_heavy_integrity(base: Path, mounts: list[Mount]) -> None:
-    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=4MiB,max_dirty=1MiB", prefix="/db")])
+    m = mount(mounts, base, [stage_rule("wb", 10, cache("cache/wb", 4 * MiB, "back", max_dirty=MiB), prefix="/db")])
     (m.mnt / "db").mkdir()
     for path in (m.mnt / "db" / "cached.sqlite", m.mnt / "plain.sqlite"):
         con = sqlite3.connect(path)
@@ -226,7 +242,7 @@ def test_sqlite_write_heavy_integrity(base: Path, mounts: list[Mount]) -> None:
 
 def test_fio_verify_crc32c(base: Path, mounts: list[Mount]) -> None:
     require(shutil.which("fio") is not None, "fio")
-    m = mount(mounts, base, [stage_rule("wt", 10, "cache:mode=write-through,capacity=8MiB", prefix="/cache"), file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep")])
+    m = mount(mounts, base, [stage_rule("wt", 10, cache("cache/wt", 8 * MiB), prefix="/cache"), file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep")])
     for d in ("cache", "ep", "pt"):
         (m.mnt / d).mkdir()
         p = run("fio", "--name=v", f"--filename={m.mnt / d / 'f'}", "--size=24M", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0", "--ioengine=psync", "--direct=1", "--output-format=json")
@@ -343,21 +359,21 @@ def _hit_ratio_of_a(m: Mount, tenant_of_a: str | None) -> float:
 
 @pytest.mark.parametrize("engine", ["dram", "flash"])
 def test_two_tenants_isolated_in_their_own_cache_stages(base: Path, mounts: list[Mount], engine: str) -> None:
-    def target(who: str) -> str:
-        # The flash engine (lachesis-cache's log on the io_uring device layer) needs a device
-        # file of its own per stage.
-        dev = f",engine=flash,device={base / f'{who}.img'}" if engine == "flash" else ""
-        return f"cache:mode=write-through,capacity=8MiB{dev}"
+    def target(who: str | None) -> dict:
+        # The flash engine (lachesis-cache's log) lives on the mount's device, each stage in
+        # regions of its own.
+        return cache(f"cache/{who or 'shared'}", 8 * MiB, engine="loc" if engine == "flash" else "dram", owner=who)
 
+    device = ["--device", f"flash0={base / 'flash0.img'}:64MiB"] if engine == "flash" else []
     tenants = ["a=uid:1001", "b=uid:1002"]
-    m = mount(mounts, base, [stage_rule("a", 10, target("a"), tenant="a"), stage_rule("b", 10, target("b"), tenant="b")], tenants)
+    m = mount(mounts, base, [stage_rule("a", 10, target("a"), tenant="a"), stage_rule("b", 10, target("b"), tenant="b")], tenants, extra=device)
     (m.mnt / "ws").write_bytes(os.urandom(2 * MiB))
     (m.mnt / "scan").write_bytes(os.urandom(48 * MiB))
     isolated = _hit_ratio_of_a(m, "a")
     assert m.stage("b")["misses"] > 3000, "the scan went through b's own stage"
     m.stop()
     # Control: the same workload with one stage shared by both tenants loses a's working set.
-    m2 = Mount(base, [stage_rule("shared", 10, target("shared"))], tenants)
+    m2 = Mount(base, [stage_rule("shared", 10, target(None))], tenants, extra=device)
     m2.start()
     mounts.append(m2)
     shared = _hit_ratio_of_a(m2, None)
@@ -396,7 +412,7 @@ def test_bad_rules_exit_2_with_a_message(base: Path) -> None:
     (base / "b").mkdir()
     (base / "m").mkdir()
     bad = base / "rules.json"
-    bad.write_text(json.dumps([{"name": "x", "priority": 1, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache:mode=sideways"}}]}]))
+    bad.write_text(json.dumps([{"name": "x", "priority": 1, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/undeclared"}}]}]))
     p = subprocess.run([str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2
     assert "rule \"x\"" in p.stderr and "sideways" in p.stderr
@@ -449,7 +465,7 @@ def test_o_direct_reaches_the_backing_file_without_the_page_cache(base: Path, mo
     require(shutil.which("fincore") is not None, "fincore (util-linux)")
     # /u goes through user space (a write-through cache stage); fio with O_DIRECT writes and
     # verifies one file, plain buffered IO another.
-    m = mount(mounts, base, [stage_rule("wt", 10, "cache:mode=write-through,capacity=4MiB", prefix="/u")])
+    m = mount(mounts, base, [stage_rule("wt", 10, cache("cache/wt", 4 * MiB), prefix="/u")])
     (m.mnt / "u").mkdir()
     for name, direct in (("direct", 1), ("buffered", 0)):
         run("fio", "--name=d", f"--filename={m.mnt / 'u' / name}", "--size=8M", "--rw=write", "--bs=64k", f"--direct={direct}", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0")
@@ -466,7 +482,7 @@ def test_o_direct_reaches_the_backing_file_without_the_page_cache(base: Path, mo
 
 
 def test_write_back_reaches_the_backing_file_without_a_sync(base: Path, mounts: list[Mount]) -> None:
-    m = mount(mounts, base, [stage_rule("wb", 10, "cache:mode=write-back,capacity=16MiB", prefix="/wb")], extra=["--dirty-expire-ms", "300"])
+    m = mount(mounts, base, [stage_rule("wb", 10, cache("cache/wb", 16 * MiB, "back"), prefix="/wb")], extra=["--dirty-expire-ms", "300"])
     (m.mnt / "wb").mkdir()
     data = os.urandom(MiB)
     # The writer keeps the file open (no close, no fsync) until told to exit.

@@ -14,13 +14,26 @@ import tempfile
 import time
 from pathlib import Path
 
+def _cache(name: str, engine: str) -> dict:
+    """A 512 MiB write-through cache stage (the stage contract: api-schemas, #/$defs/stage)."""
+    return {"kind": "cache", "name": name, "owner": None, "engine": engine, "size_bytes": 512 << 20,
+            "write_mode": "through", "eviction": "lru", "max_dirty_bytes": 16 << 20, "device": None,
+            "placement": [], "next": None}
+
+
+def _to_stage(name: str, prefix: str, stage: str) -> dict:
+    return {"name": name, "priority": 20, "match": {"path_prefix": prefix}, "detours": [{"what": "io", "to": {"kind": "stage", "target": stage}}]}
+
+
 FLOWS = {
     # flow: (directory in the namespace, rule that routes it or None for passthrough)
     "passthrough": ("pt", None),
     "user-space (endpoint)": ("user", lambda ep: {"name": "user", "priority": 10, "match": {"path_prefix": "/user"}, "detours": [{"what": "io", "to": {"kind": "file", "target": str(ep)}}]}),
-    "cache stage (DRAM engine, write-through)": ("cache", lambda ep: {"name": "cache", "priority": 20, "match": {"path_prefix": "/cache"}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache:mode=write-through,capacity=512MiB"}}]}),
-    "cache stage (flash engine, write-through)": ("flash", lambda ep: {"name": "flash", "priority": 30, "match": {"path_prefix": "/flash"}, "detours": [{"what": "io", "to": {"kind": "stage", "target": f"cache:mode=write-through,capacity=512MiB,engine=flash,device={ep.parent / 'cache.img'}"}}]}),
+    "cache stage (DRAM engine, write-through)": ("cache", lambda ep: _to_stage("cache", "/cache", "cache/dram")),
+    "cache stage (flash engine, write-through)": ("flash", lambda ep: _to_stage("flash", "/flash", "cache/flash")),
 }
+# The stages the flows name; the flash one lives on the mount's device (--device).
+STAGES = [_cache("cache/dram", "dram"), _cache("cache/flash", "loc")]
 
 
 def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, float]:
@@ -82,9 +95,10 @@ def main() -> None:
     for d in (backing, mnt, ep):
         d.mkdir()
     rules = [r(ep) for _, r in FLOWS.values() if r]
-    (work / "rules.json").write_text(json.dumps(rules))
+    (work / "rules.json").write_text(json.dumps({"rules": rules, "stages": STAGES}))
     log = (work / "fs.log").open("w")
-    fs = subprocess.Popen([args.fs_bin, "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(work / "rules.json")], stdout=log, stderr=log)
+    fs = subprocess.Popen([args.fs_bin, "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(work / "rules.json"),
+                           "--device", f"flash0={work / 'cache.img'}:768MiB"], stdout=log, stderr=log)
     try:
         deadline = time.time() + 10
         while not os.path.ismount(mnt):
