@@ -117,3 +117,29 @@ def test_devices_with_handles_are_placed_automatically_and_stay_put_under_resize
     # One handle: nothing to place.
     one = HostView("host-a", ("flash0",), geometry={"flash0": (1, 1 << 30)})
     assert all(s["placement"] == [] for s in shipped_stages(declared, one, None))
+
+
+def test_flash_stages_larger_than_their_device_are_scaled_to_fit() -> None:
+    host = HostView("host-a", ("flash0",), geometry={"flash0": (8, 1 << 30)})
+    declared = [cache("cache/a", "a", 16 << 30), cache("cache/b", "b", 48 << 30), cache("cache/m", "m", 1 << 30, engine="dram")]
+    sizes = {s["name"]: s["size_bytes"] for s in shipped_stages(declared, host, None)}
+    assert sizes["cache/m"] == 1 << 30, "memory stages are not on the device"
+    assert sizes["cache/a"] + sizes["cache/b"] <= 0.9 * (1 << 30)
+    assert sizes["cache/b"] == pytest.approx(3 * sizes["cache/a"], rel=1e-6)
+    # What fits is shipped as declared.
+    small = [cache("cache/a", "a", 100 << 20)]
+    assert shipped_stages(small, host, None)[0]["size_bytes"] == 100 << 20
+
+
+def test_automatic_handles_stay_put_when_tenants_come_and_go() -> None:
+    geometry = {"flash0": (8, 1 << 30)}
+    declared = [cache("cache/m", "m"), cache("cache/t", "t")]
+    first = shipped_stages(declared, HostView("host-a", ("flash0",), geometry=geometry), None)
+    previous = {("flash0", s["owner"], p["part"]): p["handle"] for s in first for p in s["placement"]}
+    # Tenant "a" sorts before both: the broker alone would give it handle 0 and move them.
+    more = declared + [cache("cache/a", "a")]
+    later = shipped_stages(more, HostView("host-a", ("flash0",), geometry=geometry, previous=previous), None)
+    handles = {s["name"]: s["placement"][0]["handle"] for s in later}
+    assert handles["cache/m"] == previous[("flash0", "m", "loc")]
+    assert handles["cache/t"] == previous[("flash0", "t", "loc")]
+    assert len(set(handles.values())) == 3

@@ -104,3 +104,22 @@ def test_stats_are_what_the_agent_reports(client: TestClient, host: FakeAgent) -
     assert (row["host_id"], row["hits"], row["misses"], row["installed_bytes"], row["dirty_bytes"]) == (
         "host-a", 70, 130, 64 << 20, 4096)
     assert row["hit_ratio"] == pytest.approx(70 / 200)
+
+
+def test_a_policy_ships_its_own_stages_in_the_generation_it_causes(client: TestClient, host: FakeAgent) -> None:
+    generation = host.desired()["generation"]
+    policy = """\
+apiVersion: lachesis.dev/v1
+kind: Policy
+metadata: {name: q}
+spec:
+  stages:
+    - {name: cache/q, kind: cache, owner: web, size_bytes: 16777216}
+  rules:
+    - {name: q, priority: 5, match: {tenant: web}, detours: [{what: io, to: {kind: stage, target: cache/q}}]}
+"""
+    r = client.post("/api/v1/policies", content=policy.encode(), headers={"content-type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    state = host.wait_desired(generation + 1)
+    assert [s["name"] for s in state["stages"]] == ["cache/q"]
+    assert [d["to"]["target"] for d in state["rules"][0]["detours"]] == ["cache/q"]

@@ -299,7 +299,29 @@ impl Switch {
     /// delegates of its data).
     pub fn set_rules(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_rules_locked(rules, stages)
+        // Device space that the change frees by shrinking stages it keeps is given back
+        // first, so the stages it adds or grows can take it (an allocation moves space from
+        // one tenant's stage to another's in one change). If the change is then refused,
+        // the shrunk stages grow back: the space is still free.
+        let (old_rules, old_stages) = (self.rules(), self.stages());
+        let shrunk: Vec<StageConfig> = old_stages
+            .iter()
+            .map(|o| match (o, stages.iter().find(|n| n.name() == o.name())) {
+                (StageConfig::Cache(a), Some(StageConfig::Cache(b)))
+                    if a.same_but_size(b) && b.size_bytes < a.size_bytes =>
+                {
+                    StageConfig::Cache(b.clone())
+                }
+                _ => o.clone(),
+            })
+            .collect();
+        if shrunk == old_stages {
+            return self.set_rules_locked(rules, stages);
+        }
+        self.set_rules_locked(old_rules.clone(), &shrunk)?;
+        self.set_rules_locked(rules, stages).inspect_err(|_| {
+            let _ = self.set_rules_locked(old_rules, &old_stages);
+        })
     }
 
     fn set_rules_locked(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {

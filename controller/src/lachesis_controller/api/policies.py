@@ -234,16 +234,21 @@ async def apply_policy(
             return PolicyResult(name=name, version=version, dry_run=True, rollout_id=None, diff=diff, warnings=warnings)
 
         _write(session, compiled, owned, dropped_tenants)
+        concerned = sorted(set(compiled.tenants_concerned()) | set(owned.tenants_concerned() if owned else []))
+        # In the session before the rollout: the desired state it builds ships this
+        # version's stages (stages/store.py reads the policies in force).
+        policy_version = PolicyVersion(
+            name=name, version=version, document=text, compiled=compiled.as_dict(), tenants=concerned,
+            created_at=utcnow(), created_by=principal.actor, rollout_id=None,
+        )
+        session.add(policy_version)
+        session.flush()
         rollout, publications = rollouts.start_rollout(
             session, cause=f"policy {name} v{version} applied", trigger="policy",
             host_ids=rollouts.all_host_ids(session), now=utcnow(),
             timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
         )
-        concerned = sorted(set(compiled.tenants_concerned()) | set(owned.tenants_concerned() if owned else []))
-        session.add(PolicyVersion(
-            name=name, version=version, document=text, compiled=compiled.as_dict(), tenants=concerned,
-            created_at=utcnow(), created_by=principal.actor, rollout_id=rollout.id,
-        ))
+        policy_version.rollout_id = rollout.id
         audit.record(
             session, principal, "policy.apply", kind="policy", name=name,
             tenant=concerned[0] if len(concerned) == 1 else None,

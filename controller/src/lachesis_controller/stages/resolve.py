@@ -45,6 +45,9 @@ class HostView:
     handles: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
     # device -> (placement handles, capacity bytes), as registered.
     geometry: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # (device, tenant, part) -> handle in the state last shipped to the host: automatic
+    # placement keeps them (a stage whose handle changes is rebuilt, cold).
+    previous: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 # The measuring device's default spare share (agents/device/src/measured.rs).
@@ -77,8 +80,23 @@ def auto_placements(declared: Iterable[Mapping[str, Any]], host: HostView) -> di
             Stream(name.split("/")[0], name.split("/")[1], space=v / total, writes=v / total)
             for name, v in sorted(spaces.items())
         ]
-        out[device] = assign(streams, handles, AUTO_OVERPROVISIONING)
+        placement = assign(streams, handles, AUTO_OVERPROVISIONING)
+        if len(streams) <= handles:
+            placement = _sticky(placement, streams, handles, {
+                f"{t}/{p}": h for (d, t, p), h in host.previous.items() if d == device})
+        out[device] = placement
     return out
+
+
+def _sticky(placement: Placement, streams: list[Stream], handles: int, previous: Mapping[str, int]) -> Placement:
+    """With a handle for every stream, streams keep the handle they had and new ones take
+    the lowest free: adding a tenant does not move (and so rebuild) the others' stages."""
+    kept = {s.name: previous[s.name] for s in streams if previous.get(s.name, handles) < handles}
+    if len(set(kept.values())) != len(kept):
+        return placement
+    free = iter(h for h in range(handles) if h not in kept.values())
+    return Placement({s.name: kept[s.name] if s.name in kept else next(free) for s in streams},
+                     placement.shared, placement.model_dlwa)
 
 
 def applies_to(stage: Mapping[str, Any], host_id: str) -> bool:
@@ -136,7 +154,7 @@ def shipped_stages(
         for device, placement in auto_placements(mine, host).items()
         for name, handle in placement.handles.items()
     }
-    host = HostView(host.host_id, host.devices, {**auto, **host.handles}, host.geometry)
+    host = HostView(host.host_id, host.devices, {**auto, **host.handles}, host.geometry, host.previous)
     sized = _owner_shares(mine, allocation or {})
     fdp = {
         (s["device"], s["owner"]): s["placement_handle"]
@@ -153,7 +171,32 @@ def shipped_stages(
             })
         elif s["kind"] == "log":
             out.append({"kind": "log", "name": s["name"], "owner": s.get("owner"), "dir": s["dir"]})
-    return out
+    return fit_devices(out, host)
+
+
+# Share of a device its flash cache stages may take together: the rest covers rounding to
+# whole regions and the engines' minimum of a few regions each.
+DEVICE_SHARE = 0.9
+
+
+def fit_devices(stages: list[dict[str, Any]], host: HostView) -> list[dict[str, Any]]:
+    """Flash cache stages declared larger together than their device can hold are scaled
+    down in proportion to fit it (a 64 GiB declaration on a 1 GiB device installs what the
+    device holds); the REST API shows the shipped size as the stage's allocated size."""
+    by_device: dict[str, list[dict[str, Any]]] = {}
+    for s in stages:
+        if s["kind"] == "cache" and s["engine"] != "dram":
+            device = s["device"] or (host.devices[0] if host.devices else None)
+            if device is not None:
+                by_device.setdefault(device, []).append(s)
+    for device, on in by_device.items():
+        _, capacity = host.geometry.get(device, (0, 0))
+        total = sum(s["size_bytes"] for s in on)
+        if capacity and total > DEVICE_SHARE * capacity:
+            scale = DEVICE_SHARE * capacity / total
+            for s in on:
+                s["size_bytes"] = int(s["size_bytes"] * scale)
+    return stages
 
 
 def _files(paths: Iterable[str]) -> list[dict[str, Any]]:

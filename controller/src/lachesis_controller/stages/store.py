@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..models import CacheAllocation, DevicePlacement, Host, Stage
+from ..models import CacheAllocation, DevicePlacement, Host, RolloutTarget, Stage
 from ..ruleset import policies_in_force
 from .resolve import HostView
 
@@ -44,4 +45,16 @@ def host_view(session: Session, host_id: str) -> HostView:
         d["name"]: (int(d.get("placement_handles", 0)), int(d.get("size_bytes", 0)))
         for d in (host.capabilities.get("devices", []) if host else [])
     }
-    return HostView(host_id=host_id, devices=devices, handles=handles, geometry=geometry)
+    previous: dict[tuple[str, str, str], int] = {}
+    if host is not None:
+        shipped = session.scalars(
+            select(RolloutTarget.message)
+            .where(RolloutTarget.host_id == host_id, RolloutTarget.generation <= host.desired_generation)
+            .order_by(RolloutTarget.generation.desc())
+            .limit(1)
+        ).one_or_none()
+        for s in (json.loads(shipped).get("stages", []) if shipped else []):
+            if s["kind"] == "cache" and s["owner"] and (s["device"] or devices):
+                for p in s["placement"]:
+                    previous[(s["device"] or devices[0], s["owner"], p["part"])] = p["handle"]
+    return HostView(host_id=host_id, devices=devices, handles=handles, geometry=geometry, previous=previous)

@@ -1,0 +1,66 @@
+"""Every policy in policies/examples installs on a real agent with a data path (a FUSE mount
+and a measuring flash device) and is in force there: the rollout is applied, and every
+stage the controller ships for it is reported installed by the agent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import HOST, ROOT, Cluster, require, wait_for
+
+EXAMPLES = sorted((ROOT / "policies" / "examples").glob("*.yaml"))
+
+
+@pytest.fixture
+def datapath(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    require(os.geteuid() == 0, "root (FUSE mounts)")
+    require(Path("/dev/fuse").exists(), "/dev/fuse")
+    monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "500")
+    home = cluster.tmp / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "mnt").mkdir()
+    cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
+                                "--device", f"flash0={home / 'flash0.img'}:256MiB"]
+    cluster.start_redis()
+    cluster.start_controller()
+    cluster.start_agent(HOST)
+    wait_for("the agent to register and ack its first generation",
+             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
+    return cluster
+
+
+def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Cluster) -> None:
+    assert len(EXAMPLES) == 9
+    with datapath.api() as api:
+        for example in EXAMPLES:
+            applied = api.post("/api/v1/policies", content=example.read_bytes(),
+                               headers={"content-type": "application/yaml"})
+            assert applied.status_code == 201, f"{example.name}: {applied.text}"
+            rollout = datapath.wait_rollout_done(applied.json()["rollout_id"], timeout=60)
+            assert rollout["state"] == "succeeded", f"{example.name}: {rollout}"
+            assert [t["status"] for t in rollout["targets"]] == ["applied"], f"{example.name}: {rollout}"
+        # What the agent runs now: the shipped stages of all nine policies.
+        state = datapath.redis().get(f"lachesis:agent:{HOST}:desired")
+        import json
+
+        shipped = {s["name"]: s for s in json.loads(state).get("stages", [])}
+        assert {"cache/alpha", "cache/beta", "cache/global", "cache/imagenet", "cache/media-l1",
+                "cache/media-l2", "qos/gold"} <= set(shipped), sorted(shipped)
+        assert shipped["cache/media-l1"]["next"] == "cache/media-l2"
+
+        def installed() -> dict[str, dict]:
+            out = {}
+            for s in api.get("/api/v1/stages").json():
+                for h in s["hosts"]:
+                    if h["reported_at"] is not None and s["name"] in shipped:
+                        out[s["name"]] = h
+            return out if set(out) == set(shipped) else {}
+
+        reports = wait_for("the agent to report every shipped stage", installed, timeout=60)
+        for name, stage in shipped.items():
+            if stage["kind"] == "cache":
+                region = 1 << 20
+                assert abs(reports[name]["installed_bytes"] - stage["size_bytes"]) <= 2 * region, (name, reports[name], stage)
