@@ -9,10 +9,12 @@
  * dereference), and skip the perf-event buffer copy of tp/ programs.
  *
  * Layers, each with ops, bytes and a log2 latency histogram per tenant:
- *   syscall  raw_syscalls sys_enter/sys_exit, filtered by a syscall-number
- *            table (read, write, pread64, pwrite64, readv, writev, preadv,
- *            pwritev, preadv2, pwritev2) and by file type (regular files
- *            and block devices: a pipe or socket is not storage IO).
+ *   syscall  syscalls:sys_enter_X/sys_exit_X for the IO syscalls (read,
+ *            write, pread64, pwrite64, readv, writev, preadv, pwritev,
+ *            preadv2, pwritev2), or raw_syscalls sys_enter/sys_exit with a
+ *            syscall-number table where those are unavailable; filtered by
+ *            file type (regular files and block devices: a pipe or socket
+ *            is not storage IO).
  *   uring    io_uring_submit_req to io_uring_complete for read/write ops.
  *   block    block_bio_queue to the bio's completion, per bio: the
  *            tenant's IO below the page cache, with scheduler queueing.
@@ -62,6 +64,9 @@ const volatile __u32 max_tenants = LX_MAX_TENANTS_DEFAULT;
  * v2 cgroup and names its owner (see blkcg_tenant). User space reads this
  * from /proc/cgroups; when false the blkcg walk is skipped altogether. */
 const volatile bool io_on_dfl = false;
+/* Count the device layer (request issue to completion) at
+ * block_rq_complete; LoadOptions::layers.device. */
+const volatile bool count_device = true;
 
 /* ---- maps written by user space ---- */
 
@@ -121,20 +126,30 @@ struct {
 	__type(value, struct resolved);
 } resolve_cache SEC(".maps");
 
-/* Syscall entry time per thread. Task storage instead of a hash keyed by
- * tid: no hashing, no bucket lock, freed with the task. */
-struct sys_start {
-	__u64 ts;
+/*
+ * Per thread: its tenant as last resolved (valid while the thread stays in
+ * cgroup `cgid` and the mapping generation is unchanged) and the syscall
+ * in flight. Task storage rather than a hash keyed by tid or cgroup id: a
+ * lookup is a few loads through the task's own storage cache (no hashing,
+ * no bucket lock), it is freed with the task, and the tenant check every
+ * hook starts with costs one lookup instead of a helper call plus a hash
+ * lookup in resolve_cache (which stays as the shared slow path).
+ */
+struct task_ctx {
+	__u64 cgid;		/* 0 = nothing resolved yet (no cgroup has id 0) */
+	__u32 generation;
 	__u32 tenant;
-	__u32 op;
+	__u64 sys_ts;		/* entry of a counted syscall; 0 = none */
+	__u32 sys_tenant;
+	__u32 sys_op;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct sys_start);
-} sys_start SEC(".maps");
+	__type(value, struct task_ctx);
+} task_ctx SEC(".maps");
 
 /*
  * In-flight tables: io_uring request -> submission, bio -> queue (and the
@@ -155,21 +170,19 @@ struct {
  * not have).
  */
 struct inflight {
-	__u64 key;			/* the pointer; 0 = free */
+	__u64 key;			/* ptr_bits of the pointer; 0 = free */
 	__u64 start_ts;			/* submission / bio queue */
-	/* Set at block_rq_issue when this bio is first in its request: the
-	 * device layer's state lives here instead of a request-keyed map. */
-	__u64 issue_ts;
-	__u32 rq_bytes;
 	__u32 tenant;
 	__u8 op;
 	/* A piece split off a tenant's bio: it carries the tenant to the
 	 * device layer, but its completion is not a block-layer op. */
 	__u8 piece;
-	__u8 _pad[6];
+	__u8 _pad[2];
 };
 
-#define INFLIGHT_SLOTS_SHIFT	16
+/* 16384 x 24 bytes: small enough to stay in the CPU caches, far more
+ * slots than a host has bios in flight. */
+#define INFLIGHT_SLOTS_SHIFT	14
 #define INFLIGHT_SLOTS		(1u << INFLIGHT_SLOTS_SHIFT)
 #define INFLIGHT_PROBES		4
 #define INFLIGHT_STALE_NS	(10ULL * 1000 * 1000 * 1000)
@@ -193,15 +206,19 @@ struct {
 	__type(value, struct inflight);
 } bio_inflight SEC(".maps");
 
-/* A typed pointer's value as a number: the verifier allows no arithmetic
- * (here the hash) on a trusted pointer, but a value read through a helper
- * is a plain scalar. */
+/*
+ * A typed pointer as a number, for hashing and as a key: the verifier
+ * allows no arithmetic on a trusted pointer, but the difference of two
+ * pointers is a plain scalar for a privileged program (which ours are:
+ * tracing needs CAP_PERFMON). Taken relative to a map's address, which is
+ * fixed while the programs are loaded, it is a bijection of the pointer,
+ * and costs one subtraction where bpf_probe_read_kernel of the pointer's
+ * bits cost a helper call. The same base everywhere, so keys agree
+ * between programs; never 0 for a real object.
+ */
 static __always_inline __u64 ptr_bits(const void *p)
 {
-	__u64 v = 0;
-
-	bpf_probe_read_kernel(&v, sizeof(v), &p);
-	return v;
+	return (__u64)p - (__u64)(void *)&bio_inflight;
 }
 
 static __always_inline __u32 inflight_home(__u64 key)
@@ -336,20 +353,40 @@ static __always_inline __u32 resolve_cgroup(__u64 cgid, struct cgroup *cgrp)
 	return fresh.tenant;
 }
 
-static __always_inline __u32 current_tenant(__u64 *cgid_out)
+/*
+ * The tenant of the current task, checked against its per-thread cache
+ * first: the thread's cgroup (plain loads from the typed task) and the
+ * generation decide whether the cached answer stands, so a task moved to
+ * another cgroup or a remapped cgroup is re-resolved on its next IO. `tc`
+ * may be NULL (the storage was busy in an interrupted program on this CPU,
+ * or could not be allocated): then the shared cache answers.
+ */
+static __always_inline __u32 task_tenant(struct task_struct *task, struct task_ctx *tc, __u64 *cgid_out)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
-	struct task_struct *task;
-	struct resolved *r;
+	struct cgroup *cgrp = task->cgroups->dfl_cgrp;
+	__u64 cgid = cgrp->kn->id;
+	__u32 gen = generation();
+	__u32 t;
 
 	if (cgid_out)
 		*cgid_out = cgid;
-	/* Fast path inlined: the common case must not read the task. */
-	r = bpf_map_lookup_elem(&resolve_cache, &cgid);
-	if (r && r->generation == generation())
-		return r->tenant;
-	task = bpf_get_current_task_btf();
-	return resolve_cgroup(cgid, BPF_CORE_READ(task, cgroups, dfl_cgrp));
+	if (tc && tc->cgid == cgid && tc->generation == gen)
+		return tc->tenant;
+	t = resolve_cgroup(cgid, cgrp);
+	if (tc) {
+		tc->cgid = cgid;
+		tc->generation = gen;
+		tc->tenant = t;
+	}
+	return t;
+}
+
+static __always_inline __u32 current_tenant(__u64 *cgid_out)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_ctx *tc = bpf_task_storage_get(&task_ctx, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	return task_tenant(task, tc, cgid_out);
 }
 
 /* ---- accounting ---- */
@@ -465,18 +502,20 @@ static __always_inline struct file *current_fd_file(struct task_struct *task, in
 /* ---- syscall layer ---- */
 
 /*
- * raw_syscalls rather than 10 pairs of syscalls:sys_enter_* tracepoints:
- * those are perf-event tracepoints that need tracefs (not mounted on our
- * hosts) and copy their arguments into a perf buffer before calling the
- * program. Either choice puts every task's syscalls on the tracing slow
- * path; the extra cost of this one is a table load for each syscall that is
- * not IO (measured in docs/benchmarks/ebpf.md).
+ * Two ways in, the same work. Preferred: the per-syscall tracepoints
+ * (syscalls:sys_enter_pread64 and so on, one perf event per IO syscall,
+ * lx_sc_enter/lx_sc_exit), so no program runs for any other syscall of any
+ * process: the kernel filters by syscall number (a bitmap test) before
+ * calling anything. They are perf tracepoints, attached through their
+ * tracefs ids (the loader mounts tracefs privately for the lookup when the
+ * host has not). Fallback when those are unavailable: the raw_syscalls
+ * BTF tracepoints (lx_sys_enter/lx_sys_exit), which run for every syscall
+ * of the host and filter by the syscall-number table themselves.
  */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(lx_sys_enter, struct pt_regs *regs, long id)
+static __always_inline int sys_enter_common(long id, int fd)
 {
 	struct task_struct *task;
-	struct sys_start *st;
+	struct task_ctx *tc;
 	struct file *file;
 	__u32 tenant, op;
 
@@ -485,26 +524,80 @@ int BPF_PROG(lx_sys_enter, struct pt_regs *regs, long id)
 	op = sys_op_of_nr[id];
 	if (op == LX_SYS_NONE)
 		return 0;
-	tenant = current_tenant(NULL);
+	/* Tenant first: a thread outside every tenant pays one storage
+	 * lookup and two compares, nothing else. */
+	task = bpf_get_current_task_btf();
+	tc = bpf_task_storage_get(&task_ctx, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tc)
+		return 0;
+	tenant = task_tenant(task, tc, NULL);
 	if (tenant == LX_NO_TENANT)
 		return 0;
-	task = bpf_get_current_task_btf();
-	file = current_fd_file(task, (int)PT_REGS_PARM1_SYSCALL(regs));
+	file = current_fd_file(task, fd);
 	if (!file || !is_storage_file(file))
 		return 0;
-	st = bpf_task_storage_get(&sys_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
-		return 0;
-	st->tenant = tenant;
-	st->op = op == LX_SYS_READ ? LX_OP_READ : LX_OP_WRITE;
-	st->ts = bpf_ktime_get_ns();
+	tc->sys_tenant = tenant;
+	tc->sys_op = op == LX_SYS_READ ? LX_OP_READ : LX_OP_WRITE;
+	tc->sys_ts = bpf_ktime_get_ns();
 	return 0;
+}
+
+static __always_inline int sys_exit_common(long ret)
+{
+	struct task_ctx *tc;
+
+	/* No create: a thread that never entered a counted syscall has no
+	 * storage, and the lookup is one pointer test. */
+	tc = bpf_task_storage_get(&task_ctx, bpf_get_current_task_btf(), NULL, 0);
+	if (!tc || !tc->sys_ts)
+		return 0;
+	if (ret >= 0)
+		account(tc->sys_tenant, LX_LAYER_SYSCALL, tc->sys_op, ret, bpf_ktime_get_ns() - tc->sys_ts);
+	tc->sys_ts = 0;
+	return 0;
+}
+
+/* Records of syscalls:sys_enter_* and sys_exit_* (struct
+ * syscall_trace_enter / syscall_trace_exit in the kernel): the common
+ * trace header, the syscall number as an int, then the arguments or the
+ * return value. */
+struct sc_enter_rec {
+	__u64 _common;
+	__s32 nr;
+	__u32 _pad;
+	__u64 args[6];
+};
+
+struct sc_exit_rec {
+	__u64 _common;
+	__s32 nr;
+	__u32 _pad;
+	__s64 ret;
+};
+
+/* Attached by the loader to sys_enter_<each IO syscall>. */
+SEC("tracepoint")
+int lx_sc_enter(struct sc_enter_rec *ctx)
+{
+	return sys_enter_common(ctx->nr, (int)ctx->args[0]);
+}
+
+SEC("tracepoint")
+int lx_sc_exit(struct sc_exit_rec *ctx)
+{
+	/* Only IO syscalls reach here, so no table check. */
+	return sys_exit_common(ctx->ret);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lx_sys_enter, struct pt_regs *regs, long id)
+{
+	return sys_enter_common(id, (int)PT_REGS_PARM1_SYSCALL(regs));
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(lx_sys_exit, struct pt_regs *regs, long ret)
 {
-	struct sys_start *st;
 	long id;
 
 #if defined(__TARGET_ARCH_x86)
@@ -516,15 +609,7 @@ int BPF_PROG(lx_sys_exit, struct pt_regs *regs, long ret)
 #endif
 	if (id < 0 || id >= LX_SYSCALL_TABLE || sys_op_of_nr[id] == LX_SYS_NONE)
 		return 0;
-	/* No create: a thread that never entered a counted syscall has no
-	 * storage, and the lookup is one pointer test. */
-	st = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), NULL, 0);
-	if (!st || !st->ts)
-		return 0;
-	if (ret >= 0)
-		account(st->tenant, LX_LAYER_SYSCALL, st->op, ret, bpf_ktime_get_ns() - st->ts);
-	st->ts = 0;
-	return 0;
+	return sys_exit_common(ret);
 }
 
 /* ---- io_uring layer ---- */
@@ -578,7 +663,7 @@ int BPF_PROG(lx_uring_complete, struct io_ring_ctx *ring, void *req, struct io_u
 	struct file *file;
 	__s32 res;
 
-	in = inflight_find(&uring_inflight, (__u64)req);
+	in = inflight_find(&uring_inflight, ptr_bits(bpf_core_cast(req, struct io_kiocb)));
 	if (!in)
 		return 0;
 	res = cqe->res;
@@ -816,7 +901,6 @@ int BPF_PROG(lx_bio_queue, struct bio *bio)
 	in = inflight_claim(&bio_inflight, ptr_bits(bio), now);
 	if (in) {
 		in->start_ts = now;
-		in->issue_ts = 0;
 		in->tenant = tenant;
 		in->op = op;
 		in->piece = 0;
@@ -844,34 +928,15 @@ int BPF_PROG(lx_bio_split, struct bio *split, unsigned int new_sector)
 	if (!piece)
 		return 0;
 	piece->start_ts = p->start_ts;
-	piece->issue_ts = 0;
 	piece->tenant = p->tenant;
 	piece->op = p->op;
 	piece->piece = 1;
 	return 0;
 }
 
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(lx_rq_issue, struct request *rq)
-{
-	__u64 key = ptr_bits(rq->bio);
-	struct inflight *b;
-
-	if (!key)
-		return 0;
-	/* Bios of several tenants can merge into one request (the v1 blkio
-	 * controller does not stop it); the first bio's tenant pays. */
-	b = inflight_find(&bio_inflight, key);
-	if (!b)
-		return 0;
-	b->issue_ts = bpf_ktime_get_ns();
-	b->rq_bytes = rq->__data_len;
-	return 0;
-}
-
 /* Ends a bio's flight: its block-layer latency, and the device layer's
- * op if it headed the request. */
-static __always_inline void bio_done(__u64 bio, __u64 now, bool head, bool ok)
+ * op (rq_bytes issued at issue_ts) if it headed the request. */
+static __always_inline void bio_done(__u64 bio, __u64 now, __u64 issue_ts, __u32 rq_bytes)
 {
 	struct inflight *in;
 
@@ -884,8 +949,8 @@ static __always_inline void bio_done(__u64 bio, __u64 now, bool head, bool ok)
 		if (o)
 			o->lat_hist[log2_bucket(now - in->start_ts)]++;
 	}
-	if (head && ok && in->issue_ts)
-		account(in->tenant, LX_LAYER_DEVICE, in->op, in->rq_bytes, now - in->issue_ts);
+	if (issue_ts)
+		account(in->tenant, LX_LAYER_DEVICE, in->op, rq_bytes, now - issue_ts);
 	in->key = 0;
 }
 
@@ -893,7 +958,7 @@ static __always_inline void bio_done(__u64 bio, __u64 now, bool head, bool ok)
 SEC("tp_btf/block_bio_complete")
 int BPF_PROG(lx_bio_complete, struct request_queue *q, struct bio *bio)
 {
-	bio_done(ptr_bits(bio), bpf_ktime_get_ns(), false, false);
+	bio_done(ptr_bits(bio), bpf_ktime_get_ns(), 0, 0);
 	return 0;
 }
 
@@ -901,22 +966,35 @@ int BPF_PROG(lx_bio_complete, struct request_queue *q, struct bio *bio)
  * stale, without a block-layer latency sample. */
 #define MAX_BIOS_PER_RQ	32
 
+/*
+ * The device layer needs no program at block_rq_issue: the block layer
+ * stamps the request itself. io_start_time_ns is set when the request is
+ * started (issued to the driver) if the queue keeps statistics
+ * (QUEUE_FLAG_STATS: writeback throttling, the default for disks, or
+ * blk-iolatency); otherwise start_time_ns, its allocation time, set when
+ * the queue accounts IO (iostats) or has a scheduler, so the figure then
+ * also holds the time queued in the scheduler. Neither set: no device op.
+ */
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(lx_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 bio = ptr_bits(rq->bio);
-	__u64 now;
+	struct bio *bio = rq->bio;
+	__u64 now, issue_ts = 0;
 	int i;
 
 	if (!bio)
 		return 0;
 	now = bpf_ktime_get_ns();
+	if (count_device && !error) {
+		issue_ts = rq->io_start_time_ns;
+		if (!issue_ts)
+			issue_ts = rq->start_time_ns;
+	}
 	/* Still linked to the request here: blk_update_request unlinks and
-	 * ends them after this tracepoint. Read as numbers (the walk needs
-	 * them as keys anyway): one probe read per bio. */
+	 * ends them after this tracepoint. */
 	for (i = 0; i < MAX_BIOS_PER_RQ && bio; i++) {
-		bio_done(bio, now, i == 0, !error);
-		bio = (__u64)BPF_CORE_READ((struct bio *)bio, bi_next);
+		bio_done(ptr_bits(bio), now, i == 0 ? issue_ts : 0, nr_bytes);
+		bio = bio->bi_next;
 	}
 	return 0;
 }

@@ -45,11 +45,15 @@ impl Default for LoadOptions {
 /// Optional layers; all on by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layers {
-    /// read/write-family syscalls (hooks every syscall of the host).
+    /// read/write-family syscalls (through the per-syscall tracepoints of
+    /// the IO syscalls; where the kernel lacks them, through the
+    /// raw_syscalls hook, which runs on every syscall of the host).
     pub syscall: bool,
     /// io_uring read/write requests.
     pub io_uring: bool,
-    /// Request issue to completion (device service time).
+    /// Request issue to completion (device service time), from the
+    /// request's own issue timestamp at completion: no extra program runs
+    /// per IO, only the block-layer completion does a little more.
     pub device: bool,
 }
 
@@ -65,9 +69,9 @@ impl Layers {
 
     fn enables(&self, program: &str) -> bool {
         match program {
-            "lx_sys_enter" | "lx_sys_exit" => self.syscall,
+            "lx_sys_enter" | "lx_sys_exit" | "lx_sc_enter" | "lx_sc_exit" => self.syscall,
             "lx_uring_submit" | "lx_uring_complete" => self.io_uring,
-            "lx_rq_issue" | "lx_bio_split" => self.device,
+            "lx_bio_split" => self.device,
             _ => true,
         }
     }
@@ -96,12 +100,35 @@ struct Probe {
     loses: &'static str,
 }
 
+/// The IO syscalls whose `syscalls:sys_enter_<name>` / `sys_exit_<name>`
+/// tracepoints carry the syscall layer (the same set as the syscall-number
+/// table of the raw_syscalls fallback).
+const IO_SYSCALLS: [&str; 10] =
+    ["read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"];
+
+/// Reason given for the raw_syscalls pair when the per-syscall
+/// tracepoints carry the syscall layer: not a loss (see `degraded`).
+const SUPERSEDED: &str = "superseded by the per-syscall tracepoints";
+
 const PROBES: &[Probe] = &[
+    // The syscall layer: lx_sc_* on syscalls:sys_{enter,exit}_<IO syscall>
+    // when tracefs ids are available, else lx_sys_* on raw_syscalls.
+    Probe {
+        program: "lx_sc_enter",
+        tracepoint: "syscalls:sys_enter_{read,write,pread64,pwrite64,readv,writev,preadv,pwritev,preadv2,pwritev2}",
+        required: false,
+        loses: "",
+    },
+    Probe {
+        program: "lx_sc_exit",
+        tracepoint: "syscalls:sys_exit_{read,write,pread64,pwrite64,readv,writev,preadv,pwritev,preadv2,pwritev2}",
+        required: false,
+        loses: "",
+    },
     Probe { program: "lx_sys_enter", tracepoint: "raw_syscalls:sys_enter", required: true, loses: "" },
     Probe { program: "lx_sys_exit", tracepoint: "raw_syscalls:sys_exit", required: true, loses: "" },
     Probe { program: "lx_bio_queue", tracepoint: "block:block_bio_queue", required: true, loses: "" },
     Probe { program: "lx_bio_complete", tracepoint: "block:block_bio_complete", required: true, loses: "" },
-    Probe { program: "lx_rq_issue", tracepoint: "block:block_rq_issue", required: true, loses: "" },
     Probe { program: "lx_rq_complete", tracepoint: "block:block_rq_complete", required: true, loses: "" },
     Probe {
         program: "lx_bio_split",
@@ -176,7 +203,12 @@ impl EbpfMetrics {
     /// Features lost to missing optional tracepoints (or turned off in
     /// [`LoadOptions::layers`]), for the agent's log.
     pub fn degraded(&self) -> Vec<String> {
-        self.probes.iter().filter(|p| !p.attached).filter_map(|p| p.reason.clone()).collect()
+        self.probes
+            .iter()
+            .filter(|p| !p.attached)
+            .filter_map(|p| p.reason.clone())
+            .filter(|r| !r.starts_with(SUPERSEDED))
+            .collect()
     }
 
     /// The sample ring buffer; see [`crate::samples::SampleReader`].
@@ -298,10 +330,33 @@ mod imp {
             return Err(Error::NoBtf { path: VMLINUX_BTF.into() });
         }
         let btf = Btf::from_vmlinux().map_err(|e| Error::Load { message: format!("reading {VMLINUX_BTF}: {e}") })?;
+        // (enter ids, exit ids) of the IO syscalls' tracepoints, or why not.
+        let sc_ids = if opts.layers.syscall { tracefs::syscall_event_ids() } else { Err(String::new()) };
         let mut probes = Vec::with_capacity(PROBES.len());
         for p in PROBES {
             let event = p.tracepoint.split_once(':').map_or(p.tracepoint, |(_, e)| e);
             let wanted = opts.layers.enables(p.program);
+            if p.program.starts_with("lx_sc_") || p.program.starts_with("lx_sys_") {
+                let narrow = p.program.starts_with("lx_sc_");
+                let reason = match (&sc_ids, narrow) {
+                    _ if !wanted => Some(format!("{} disabled by LoadOptions::layers", p.program)),
+                    (Ok(_), true) | (Err(_), false) => None,
+                    (Ok(_), false) => Some(format!("{SUPERSEDED}: {}", p.program)),
+                    (Err(why), true) => Some(format!("{SUPERSEDED} unavailable ({why}): raw_syscalls used")),
+                };
+                // The fallback's tracepoint must exist when it is the one used.
+                if reason.is_none() && !narrow && btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_none() {
+                    return Err(Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() });
+                }
+                probes.push(ProbeStatus {
+                    program: p.program,
+                    tracepoint: p.tracepoint,
+                    required: p.required,
+                    attached: false,
+                    reason,
+                });
+                continue;
+            }
             let present = btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_some();
             if wanted && !present && p.required {
                 return Err(Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() });
@@ -321,7 +376,7 @@ mod imp {
         drop(btf);
 
         let prev = libbpf_rs::set_print(Some((PrintLevel::Info, capture)));
-        let result = open_load_attach(opts, &mut probes);
+        let result = open_load_attach(opts, &mut probes, sc_ids.as_ref().ok());
         libbpf_rs::set_print(prev);
         let log = take_log();
         let (maps, samples, links) = result.map_err(|e| match e {
@@ -348,7 +403,11 @@ mod imp {
 
     type Loaded = (MetricsMaps, MapHandle, Vec<Link>);
 
-    fn open_load_attach(opts: &LoadOptions, probes: &mut [ProbeStatus]) -> Result<Loaded> {
+    fn open_load_attach(
+        opts: &LoadOptions,
+        probes: &mut [ProbeStatus],
+        sc_ids: Option<&(Vec<u32>, Vec<u32>)>,
+    ) -> Result<Loaded> {
         let mut storage = MaybeUninit::uninit();
         let mut open: OpenLachesisSkel<'_> = LachesisSkelBuilder::default()
             .open(&mut storage)
@@ -368,6 +427,9 @@ mod imp {
         rodata.sys_op_of_nr = syscall_table();
         rodata.max_tenants = opts.max_tenants;
         rodata.io_on_dfl = io_controller_on_v2();
+        // The device layer is counted at block_rq_complete from the
+        // request's own timestamps; there is no issue-side program.
+        rodata.count_device = opts.layers.device;
 
         for prog in open.open_object_mut().progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
@@ -392,6 +454,19 @@ mod imp {
             let name = prog.name().to_string_lossy().into_owned();
             let Some(st) = probes.iter_mut().find(|p| p.program == name) else { continue };
             if st.reason.is_some() {
+                continue;
+            }
+            if let ("lx_sc_enter" | "lx_sc_exit", Some((enter, exit))) = (name.as_str(), sc_ids) {
+                let ids = if name == "lx_sc_enter" { enter } else { exit };
+                for &id in ids {
+                    let link = tracefs::attach_tracepoint_id(&prog, id).map_err(|source| Error::Attach {
+                        probe: st.program,
+                        tracepoint: format!("tracepoint id {id}"),
+                        source,
+                    })?;
+                    links.push(link);
+                }
+                st.attached = true;
                 continue;
             }
             match prog.attach() {
@@ -425,6 +500,91 @@ mod imp {
         // programs and the handles hold the maps.
         drop(skel);
         Ok((maps, samples, links))
+    }
+
+    /// The per-syscall tracepoints: their ids (from tracefs) and attaching
+    /// a program to one through a perf event.
+    mod tracefs {
+        use super::super::IO_SYSCALLS;
+        use libbpf_rs::libbpf_sys;
+        use std::path::{Path, PathBuf};
+
+        const MOUNTED: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+        fn read_ids(root: &Path) -> Result<(Vec<u32>, Vec<u32>), String> {
+            let id = |event: String| -> Result<u32, String> {
+                let path = root.join("events/syscalls").join(&event).join("id");
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                text.trim().parse().map_err(|e| format!("{}: {e}", path.display()))
+            };
+            let mut enter = Vec::new();
+            let mut exit = Vec::new();
+            for name in IO_SYSCALLS {
+                enter.push(id(format!("sys_enter_{name}"))?);
+                exit.push(id(format!("sys_exit_{name}"))?);
+            }
+            Ok((enter, exit))
+        }
+
+        /// Ids of syscalls:sys_enter_<IO syscall> and sys_exit_<...>, in
+        /// IO_SYSCALLS order. Uses a mounted tracefs if there is one;
+        /// otherwise mounts one on a private directory just for the lookup
+        /// and unmounts it (the ids stay valid: events are not unregistered
+        /// by unmounting).
+        pub(super) fn syscall_event_ids() -> Result<(Vec<u32>, Vec<u32>), String> {
+            for root in MOUNTED {
+                if Path::new(root).join("events/syscalls").is_dir() {
+                    return read_ids(Path::new(root));
+                }
+            }
+            let dir = PathBuf::from(format!("/run/lachesis-tracefs-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+            let target = c(&dir.to_string_lossy());
+            // SAFETY: valid C strings; mount(2) does not keep the pointers.
+            let rc = unsafe {
+                libc::mount(c("nodev").as_ptr(), target.as_ptr(), c("tracefs").as_ptr(), 0, std::ptr::null())
+            };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                let _ = std::fs::remove_dir(&dir);
+                return Err(format!("mounting tracefs: {e}"));
+            }
+            let ids = read_ids(&dir);
+            // SAFETY: as above.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            let _ = std::fs::remove_dir(&dir);
+            ids
+        }
+
+        /// One perf event for tracepoint `id` (all CPUs: a tracepoint's BPF
+        /// programs run wherever it fires) carrying `prog`; the link owns
+        /// and closes the event.
+        pub(super) fn attach_tracepoint_id(prog: &libbpf_rs::ProgramMut<'_>, id: u32) -> libbpf_rs::Result<libbpf_rs::Link> {
+            // SAFETY: zeroed is a valid perf_event_attr; the syscall reads it.
+            let mut attr: libbpf_sys::perf_event_attr = unsafe { std::mem::zeroed() };
+            attr.type_ = libbpf_sys::PERF_TYPE_TRACEPOINT;
+            attr.size = std::mem::size_of::<libbpf_sys::perf_event_attr>() as u32;
+            attr.config = u64::from(id);
+            // SAFETY: perf_event_open with a valid attr pointer.
+            let pfd = unsafe {
+                libc::syscall(
+                    libc::SYS_perf_event_open,
+                    &attr as *const _,
+                    -1 as libc::pid_t,
+                    0 as libc::c_int,
+                    -1 as libc::c_int,
+                    libbpf_sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                )
+            } as i32;
+            if pfd < 0 {
+                return Err(libbpf_rs::Error::from(std::io::Error::last_os_error()));
+            }
+            prog.attach_perf_event(pfd).inspect_err(|_| {
+                // SAFETY: pfd is ours and not owned by a link on failure.
+                unsafe { libc::close(pfd) };
+            })
+        }
     }
 
     fn pin(maps: &MetricsMaps, dir: &Path) -> Result<Vec<PathBuf>> {

@@ -576,6 +576,10 @@ fn lx_programs() -> BTreeMap<u32, (String, u64, u64, u64)> {
 fn program_costs(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxResult<()> {
     let before: std::collections::BTreeSet<u32> = lx_programs().into_keys().collect();
     let att = Attached::new(cgroup, a.rate, layers(a))?;
+    // Ours: what appeared with this load. Taken now, not after the run, so
+    // lx_ programs another process loads meanwhile (the kernel tests, a
+    // second bench) are not counted as ours.
+    let mine: std::collections::BTreeSet<u32> = lx_programs().into_keys().filter(|id| !before.contains(id)).collect();
     // SAFETY: plain syscall wrapper; the returned fd keeps stats on until
     // closed.
     let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
@@ -585,7 +589,7 @@ fn program_costs(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxRe
     // SAFETY: fd is a fresh descriptor we own.
     let stats_fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let (iops, ios, _) = run_fio(a, file, cgroup, engine)?;
-    let progs: Vec<_> = lx_programs().into_iter().filter(|(id, _)| !before.contains(id)).collect();
+    let progs: Vec<_> = lx_programs().into_iter().filter(|(id, _)| mine.contains(id)).collect();
     drop(stats_fd);
     att.finish();
     println!("Per-program cost, {engine}, one attached run with BPF statistics on ({iops:.0} IOPS, {ios} IOs):");
