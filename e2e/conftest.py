@@ -243,3 +243,22 @@ def running(cluster: Cluster) -> Cluster:
     wait_for("the agent to register and ack its first generation",
              lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
     return cluster
+
+
+def start_with_datapath(cluster: Cluster, device_size: str) -> Path:
+    """Starts redis, the controller and the agent HOST with a data path: a FUSE mount of
+    `home/data` at `home/mnt` and a measuring flash device; returns `home`."""
+    require(os.geteuid() == 0, "root (FUSE mounts)")
+    require(Path("/dev/fuse").exists(), "/dev/fuse")
+    home = cluster.tmp / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "mnt").mkdir()
+    cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
+                                "--device", f"flash0={home / 'flash0.img'}:{device_size}"]
+    cluster.start_redis()
+    cluster.start_controller()
+    cluster.start_agent(HOST)
+    wait_for("the agent to register and ack its first generation",
+             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
+    return home
+

@@ -17,6 +17,7 @@ Everything is ordered by counters and generations; the only clock is each phase'
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOST, ROOT, Cluster, require, wait_for
+from conftest import HOST, ROOT, Cluster, require, start_with_datapath, wait_for
 from lachesis_cli.client import Client
 from lachesis_cli.demo import run as demo_run
 from lachesis_cli.settings import Target
@@ -46,26 +47,13 @@ def cgroup2_mount() -> Path | None:
 
 @pytest.fixture
 def loop_cluster(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
-    """The `running` cluster with a data path: a mount and a measuring flash device, fast
-    telemetry and a fast allocation loop."""
-    require(os.geteuid() == 0, "root (FUSE mounts, cgroups)")
-    require(Path("/dev/fuse").exists(), "/dev/fuse")
+    """The cluster with a data path, fast telemetry and a fast allocation loop."""
     require(cgroup2_mount() is not None, "a cgroup2 mount")
     require(len(TRACES) >= 2, "the shared traces in ../shared/traces")
     monkeypatch.setenv("LACHESIS_ALLOCATION_INTERVAL_S", "2")
     monkeypatch.setenv("LACHESIS_ALLOCATION_REACTION_S", "6")
     monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "1000")
-    home = cluster.tmp / "home"
-    (home / "data").mkdir(parents=True)
-    (home / "mnt").mkdir()
-    cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
-                                "--device", f"flash0={home / 'flash0.img'}:256MiB"]
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
-    cluster.home = home  # type: ignore[attr-defined]
+    cluster.home = start_with_datapath(cluster, "256MiB")  # type: ignore[attr-defined]
     return cluster
 
 
@@ -126,8 +114,6 @@ def test_a_stopped_tenant_gives_its_space_within_two_decisions(loop_cluster: Clu
 
 def stage_sizes(cluster: Cluster) -> list[dict[str, int]]:
     """Cache stage name -> size of every desired state sent to the agent, in order."""
-    import json
-
     out = []
     for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:inbox"):
         state = json.loads(fields["msg"])

@@ -4,31 +4,19 @@ stage the controller ships for it is reported installed by the agent."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import json
 
 import pytest
 
-from conftest import HOST, ROOT, Cluster, require, wait_for
+from conftest import HOST, ROOT, Cluster, start_with_datapath, wait_for
 
 EXAMPLES = sorted((ROOT / "policies" / "examples").glob("*.yaml"))
 
 
 @pytest.fixture
 def datapath(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
-    require(os.geteuid() == 0, "root (FUSE mounts)")
-    require(Path("/dev/fuse").exists(), "/dev/fuse")
     monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "500")
-    home = cluster.tmp / "home"
-    (home / "data").mkdir(parents=True)
-    (home / "mnt").mkdir()
-    cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
-                                "--device", f"flash0={home / 'flash0.img'}:256MiB"]
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
+    start_with_datapath(cluster, "256MiB")
     return cluster
 
 
@@ -44,8 +32,6 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
             assert [t["status"] for t in rollout["targets"]] == ["applied"], f"{example.name}: {rollout}"
         # What the agent runs now: the shipped stages of all nine policies.
         state = datapath.redis().get(f"lachesis:agent:{HOST}:desired")
-        import json
-
         shipped = {s["name"]: s for s in json.loads(state).get("stages", [])}
         assert {"cache/alpha", "cache/beta", "cache/global", "cache/imagenet", "cache/media-l1",
                 "cache/media-l2", "qos/gold"} <= set(shipped), sorted(shipped)

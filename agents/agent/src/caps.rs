@@ -29,44 +29,13 @@ pub struct DeviceSpec {
 
 /// Parse a size: a number of bytes, optionally with a unit: `B`, `KiB`, `MiB`, `GiB`, `TiB`
 /// (powers of 1024; `K`, `M`, `G`, `T` mean the same) or `KB`, `MB`, `GB`, `TB` (powers of
-/// 1000). Units are case-insensitive. Zero is refused.
+/// 1000). Units are case-insensitive. Zero is refused. The device layer's parser, so the
+/// agent and `lachesis-fs` read `--device` sizes alike.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    if digits.is_empty() {
-        return Err(format!(
-            "invalid size {s:?}: expected a number of bytes with an optional unit, e.g. 1GiB, 512MiB, 4096"
-        ));
-    }
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}: number too large"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "invalid size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
-            ))
-        }
-    };
-    let bytes = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("invalid size {s:?}: too large"))?;
-    if bytes == 0 {
-        return Err(format!(
-            "invalid size {s:?}: a device needs at least one byte"
-        ));
-    }
-    Ok(bytes)
+    lachesis_device::measured::parse_size(s).map_err(|e| match e {
+        lachesis_device::Error::Config(m) => m,
+        other => other.to_string(),
+    })
 }
 
 /// Parse `NAME=[BACKEND:]PATH:SIZE` (BACKEND `measured` or `uring`; the path may itself

@@ -318,7 +318,7 @@ def _default_traces() -> list[Path]:
 @app.command()
 def demo(
     traces: Annotated[list[Path] | None, typer.Argument(help="Trace files (ARC .lis/.lis.zst, oracleGeneral, CloudPhysics CSV, MSR); default: the shared traces")] = None,
-    seconds: Annotated[float, typer.Option("--seconds", min=5, max=3600, help="Replay time of each phase")] = 60.0,
+    seconds: Annotated[float, typer.Option("--seconds", min=5, max=3600, help="Replay time of each phase")] = 45.0,
     cache_bytes: Annotated[str, typer.Option("--cache-bytes", help="Flash cache capacity the tenants share, e.g. 32MiB")] = "32MiB",
     compare_equal_split: Annotated[bool, typer.Option("--compare-equal-split", help="First run the same replays with the cache split equally")] = False,
     output_format: OutputOption = Format.table,
