@@ -34,11 +34,22 @@ pub struct LoadOptions {
     /// always on). Each costs CPU on every IO of the host; see
     /// docs/benchmarks/ebpf.md for what each costs.
     pub layers: Layers,
+    /// Count the syscall layer through the `raw_syscalls` hook (which runs
+    /// on every syscall of the host) even where the IO syscalls' own
+    /// tracepoints are available. For tests and cost comparisons; the
+    /// hook is also what is used when those tracepoints are not.
+    pub raw_syscalls: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { max_tenants: 256, ring_buffer_bytes: 4 << 20, pin_dir: None, layers: Layers::default() }
+        LoadOptions {
+            max_tenants: 256,
+            ring_buffer_bytes: 4 << 20,
+            pin_dir: None,
+            layers: Layers::default(),
+            raw_syscalls: false,
+        }
     }
 }
 
@@ -331,7 +342,11 @@ mod imp {
         }
         let btf = Btf::from_vmlinux().map_err(|e| Error::Load { message: format!("reading {VMLINUX_BTF}: {e}") })?;
         // (enter ids, exit ids) of the IO syscalls' tracepoints, or why not.
-        let sc_ids = if opts.layers.syscall { tracefs::syscall_event_ids() } else { Err(String::new()) };
+        let sc_ids = match (opts.layers.syscall, opts.raw_syscalls) {
+            (false, _) => Err(String::new()),
+            (true, true) => Err("LoadOptions::raw_syscalls".into()),
+            (true, false) => tracefs::syscall_event_ids(),
+        };
         let mut probes = Vec::with_capacity(PROBES.len());
         for p in PROBES {
             let event = p.tracepoint.split_once(':').map_or(p.tracepoint, |(_, e)| e);

@@ -112,7 +112,10 @@ impl SampleReader {
     }
 
     /// Wait up to `timeout` for samples, then hand everything available to
-    /// `sink`. Returns how many samples were delivered.
+    /// `sink`. Returns how many samples were delivered. The programs wake
+    /// the reader only once a quarter of the ring buffer is filled, so a
+    /// poll usually sleeps its whole `timeout` and then drains: poll at
+    /// least every few seconds.
     pub fn poll(&mut self, timeout: Duration, sink: &mut dyn SampleSink) -> Result<usize> {
         self.rb.poll(timeout).map_err(Error::RingBuffer)?;
         self.rb.consume().map_err(Error::RingBuffer)?;

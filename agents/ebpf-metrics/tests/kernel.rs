@@ -324,6 +324,50 @@ fn descendants_belong_to_the_mapped_ancestor_until_unmapped() {
     drop(child);
 }
 
+/// The syscall layer counts the same through either hook: the IO
+/// syscalls' own tracepoints (the default where tracefs ids can be read)
+/// and the raw_syscalls fallback.
+#[test]
+fn syscall_layer_counts_through_either_hook() {
+    let _g = serial();
+    let Some(Env { metrics, dir }) = env("syscall_layer_counts_through_either_hook") else { return };
+    let attached = |m: &EbpfMetrics, p: &str| m.probes().iter().any(|s| s.program == p && s.attached);
+    // Exactly one pair carries the layer.
+    assert!(
+        attached(&metrics, "lx_sc_enter") != attached(&metrics, "lx_sys_enter"),
+        "{:?}",
+        metrics.probes()
+    );
+    assert_eq!(attached(&metrics, "lx_sc_enter"), attached(&metrics, "lx_sc_exit"));
+    assert_eq!(attached(&metrics, "lx_sys_enter"), attached(&metrics, "lx_sys_exit"));
+    assert!(metrics.degraded().is_empty(), "{:?}", metrics.degraded());
+    drop(metrics);
+    let raw = EbpfMetrics::load(&LoadOptions { raw_syscalls: true, ..Default::default() }).unwrap();
+    assert!(attached(&raw, "lx_sys_enter") && attached(&raw, "lx_sys_exit"), "{:?}", raw.probes());
+    assert!(!attached(&raw, "lx_sc_enter"));
+    let default = EbpfMetrics::load(&LoadOptions::default()).unwrap();
+
+    let f = dir.path().join("s");
+    make_file(&f, 4 * MIB);
+    let f_s = f.display().to_string();
+    let cg = Cg::new("hooks");
+    raw.set_cgroup_tenant(cg.id(), 3, 0).unwrap();
+    default.set_cgroup_tenant(cg.id(), 3, 0).unwrap();
+    warm_tools();
+    wait_ok(cg.io(&["--file", &f_s, "--seq", "256"]), "io");
+    wait_ok(cg.io(&["--file", &f_s, "--seq", "128", "--write"]), "io");
+    for (name, m) in [("raw_syscalls", &raw), ("per-syscall tracepoints", &default)] {
+        let s = m.tenant_stats(3).unwrap();
+        let r = s.get(Layer::Syscall, Op::Read);
+        let w = s.get(Layer::Syscall, Op::Write);
+        assert_eq!((r.ops, r.bytes), (256, 256 * 4096), "{name}: reads {r:?}");
+        assert_eq!((w.ops, w.bytes), (128, 128 * 4096), "{name}: writes {w:?}");
+        assert_eq!(r.latency.count(), 256, "{name}");
+        assert_eq!(w.latency.count(), 128, "{name}");
+    }
+    drop(cg);
+}
+
 /// Poll samples while `child` runs, then drain.
 fn collect_while(reader: &mut SampleReader, mut child: Child, sink: &mut dyn lachesis_ebpf_metrics::SampleSink) {
     loop {

@@ -120,6 +120,10 @@ struct FioArgs {
     /// device-layer programs.
     #[arg(long)]
     block_only: bool,
+    /// Syscall layer through the raw_syscalls hook instead of the IO
+    /// syscalls' own tracepoints (LoadOptions::raw_syscalls).
+    #[arg(long)]
+    raw_syscalls: bool,
 }
 
 #[derive(Parser)]
@@ -130,6 +134,9 @@ struct SyscallArgs {
     rounds: u32,
     #[arg(long, default_value_t = 2_000_000)]
     n: u64,
+    /// Syscall layer through the raw_syscalls hook (LoadOptions::raw_syscalls).
+    #[arg(long)]
+    raw_syscalls: bool,
 }
 
 fn main() -> ExitCode {
@@ -388,8 +395,8 @@ struct Attached {
 }
 
 impl Attached {
-    fn new(cgroup: &Path, rate: f64, layers: Layers) -> BoxResult<Self> {
-        let metrics = Arc::new(EbpfMetrics::load(&LoadOptions { layers, ..Default::default() })?);
+    fn new(cgroup: &Path, rate: f64, layers: Layers, raw_syscalls: bool) -> BoxResult<Self> {
+        let metrics = Arc::new(EbpfMetrics::load(&LoadOptions { layers, raw_syscalls, ..Default::default() })?);
         metrics.set_tenant(0, "bench", threshold_for_rate(rate))?;
         metrics.map_cgroup(cgroup_id(cgroup)?, 0)?;
         let mut reader = SampleReader::new(&metrics)?;
@@ -477,7 +484,7 @@ fn fio_cmd(a: &FioArgs) -> BoxResult<()> {
             for engine in &a.engines {
                 let order = if round % 2 == 0 { [false, true] } else { [true, false] };
                 for attached in order {
-                    let att = if attached { Some(Attached::new(&cg.0, a.rate, layers(a))?) } else { None };
+                    let att = if attached { Some(Attached::new(&cg.0, a.rate, layers(a), a.raw_syscalls)?) } else { None };
                     let (iops, ios, cpu_us_per_io) = run_fio(a, &file, &cg.0, engine)?;
                     let (mut app_ops, mut blocks, mut samples) = (0, 0, 0);
                     if let Some(att) = att {
@@ -575,7 +582,7 @@ fn lx_programs() -> BTreeMap<u32, (String, u64, u64, u64)> {
 /// are not: it does not depend on what else uses the shared disk.
 fn program_costs(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxResult<()> {
     let before: std::collections::BTreeSet<u32> = lx_programs().into_keys().collect();
-    let att = Attached::new(cgroup, a.rate, layers(a))?;
+    let att = Attached::new(cgroup, a.rate, layers(a), a.raw_syscalls)?;
     // Ours: what appeared with this load. Taken now, not after the run, so
     // lx_ programs another process loads meanwhile (the kernel tests, a
     // second bench) are not counted as ours.
@@ -635,11 +642,14 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
     let reads = 1_000_000u64;
     let mut spin_ns = [Vec::new(), Vec::new()];
     let mut pread_ns = [Vec::new(), Vec::new()];
+    // The same reads from outside every tenant: what the syscall layer
+    // costs the rest of the host's IO syscalls.
+    let mut other_ns = [Vec::new(), Vec::new()];
     let result = (|| -> BoxResult<()> {
         for round in 0..a.rounds {
             let order = if round % 2 == 0 { [false, true] } else { [true, false] };
             for attached in order {
-                let att = if attached { Some(Attached::new(&cg.0, 0.01, Layers::default())?) } else { None };
+                let att = if attached { Some(Attached::new(&cg.0, 0.01, Layers::default(), a.raw_syscalls)?) } else { None };
                 let spin = child_json(&["spin".into(), "--n".into(), a.n.to_string()])?;
                 let io = child_json(&[
                     "io".into(),
@@ -667,10 +677,22 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
                         reads.to_string(),
                     ])
                 })?;
+                let other = child_json(&[
+                    "io".into(),
+                    "--file".into(),
+                    file.display().to_string(),
+                    "--buffered".into(),
+                    "--seq".into(),
+                    reads.to_string(),
+                ])?;
                 if let Some(att) = att {
                     att.finish();
                 }
                 let i = attached as usize;
+                let per_io = |v: &serde_json::Value| {
+                    v["secs"].as_f64().unwrap_or(f64::NAN) * 1e9 / v["ios"].as_f64().unwrap_or(f64::NAN)
+                };
+                other_ns[i].push(per_io(&other));
                 spin_ns[i].push(spin.as_f64().unwrap_or(f64::NAN));
                 let secs = io["secs"].as_f64().unwrap_or(f64::NAN);
                 let ios = io["ios"].as_f64().unwrap_or(f64::NAN);
@@ -683,10 +705,13 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
     result?;
     let [mut sd, mut sa] = spin_ns;
     let [mut pd, mut pa] = pread_ns;
+    let [mut od, mut oa] = other_ns;
     let (sd, sa, pd, pa) = (median(&mut sd), median(&mut sa), median(&mut pd), median(&mut pa));
+    let (od, oa) = (median(&mut od), median(&mut oa));
     println!("| syscall | detached ns/call (median) | attached ns/call (median) | added ns |");
     println!("|---|---:|---:|---:|");
     println!("| getppid, no tenant | {sd:.1} | {sa:.1} | {:.1} |", sa - sd);
     println!("| 4 KiB pread (page-cache hit), tenant | {pd:.1} | {pa:.1} | {:.1} |", pa - pd);
+    println!("| 4 KiB pread (page-cache hit), no tenant | {od:.1} | {oa:.1} | {:.1} |", oa - od);
     Ok(())
 }
