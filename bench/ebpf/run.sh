@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Overhead of Lachesis's eBPF metrics: fio 4 KiB O_DIRECT random reads
 # (psync and io_uring) with the programs attached vs detached, alternating,
-# medians of several rounds; samples reaching user space per IO; and the
-# added cost per syscall of the raw_syscalls hook. Prints markdown for
+# medians of several rounds; samples reaching user space per IO; BPF run
+# time per program and IO; and the added cost per syscall of the syscall
+# hook. Prints markdown for
 # docs/benchmarks/ebpf.md; the plot of the per-round ratios goes to
 # docs/benchmarks/ebpf.png (PLOT=0 skips it). Needs root and fio.
 #
