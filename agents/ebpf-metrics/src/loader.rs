@@ -552,7 +552,10 @@ mod imp {
                     return read_ids(Path::new(root));
                 }
             }
-            let dir = PathBuf::from(format!("/run/lachesis-tracefs-{}", std::process::id()));
+            // Unique per load, so two loads in one process do not share it.
+            static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = PathBuf::from(format!("/run/lachesis-tracefs-{}-{seq}", std::process::id()));
             std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
             let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
             let target = c(&dir.to_string_lossy());
