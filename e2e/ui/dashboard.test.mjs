@@ -332,7 +332,7 @@ async function run() {
   const agentHelp = spawnSync(AGENT_BIN, ["run", "--help"], { encoding: "utf8" }).stdout ?? "";
   const telemetryArgs = agentHelp.includes("--telemetry-interval-ms") ? ["--telemetry-interval-ms", "500"] : [];
   for (const h of HOSTS) {
-    start(`agent-${h}`, [AGENT_BIN, "run", "--host-id", h, "--redis-url", redisUrl, "--device", `flash0=${path.join(tmp, `${h}-flash0.img`)}:64MiB`,
+    start(`agent-${h}`, [AGENT_BIN, "run", "--host-id", h, "--redis-url", redisUrl, "--device", `flash0=${path.join(tmp, `${h}-flash0.img`)}:256MiB`,
       "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3", ...telemetryArgs], { RUST_LOG: "info" });
   }
   for (const h of HOSTS) {
