@@ -91,13 +91,21 @@ def _telemetry(request: Request) -> TelemetryStore:
     return request.app.state.telemetry  # type: ignore[no-any-return]
 
 
-def _host_rows(session: Session, declared: dict[str, Any], reports: list[HostStage]) -> list[StageHost]:
-    by_host = {r.host_id: r for r in reports if r.counters.name == declared["name"]}
+def shipped_by_host(session: Session) -> dict[str, dict[str, dict[str, Any]]]:
+    """Host -> stage name -> the stage as shipped to it (resolved once per request)."""
     sizes = store.allocation_sizes(session)
-    everything = store.declared_stages(session).values()
+    everything = list(store.declared_stages(session).values())
+    return {
+        host_id: {s["name"]: s for s in shipped_stages(everything, store.host_view(session, host_id), sizes)}
+        for host_id in rollouts.all_host_ids(session)
+    }
+
+
+def _host_rows(declared: dict[str, Any], reports: list[HostStage],
+               hosts: dict[str, dict[str, dict[str, Any]]]) -> list[StageHost]:
+    by_host = {r.host_id: r for r in reports if r.counters.name == declared["name"]}
     out = []
-    for host_id in rollouts.all_host_ids(session):
-        shipped = {s["name"]: s for s in shipped_stages(everything, store.host_view(session, host_id), sizes)}
+    for host_id, shipped in hosts.items():
         if declared["name"] not in shipped and host_id not in by_host:
             continue
         r = by_host.get(host_id)
@@ -119,11 +127,12 @@ def _host_rows(session: Session, declared: dict[str, Any], reports: list[HostSta
     return out
 
 
-def _out(session: Session, declared: dict[str, Any], reports: list[HostStage]) -> StageOut:
+def _out(session: Session, declared: dict[str, Any], reports: list[HostStage],
+         hosts: dict[str, dict[str, dict[str, Any]]] | None = None) -> StageOut:
     spec = {k: v for k, v in declared.items() if k != "source"}
     return StageOut(
         name=declared["name"], kind=declared["kind"], owner=declared.get("owner"), source=declared["source"],
-        declared=spec, hosts=_host_rows(session, declared, reports),
+        declared=spec, hosts=_host_rows(declared, reports, hosts if hosts is not None else shipped_by_host(session)),
     )
 
 
@@ -177,8 +186,9 @@ def _validated(body: dict[str, Any]) -> dict[str, Any]:
 async def list_stages(request: Request, session: SessionDep, principal: PrincipalDep) -> list[StageOut]:
     reports = _telemetry(request).stages()
     with session.begin():
+        hosts = shipped_by_host(session)
         return [
-            _out(session, s, reports) for s in store.declared_stages(session).values()
+            _out(session, s, reports, hosts) for s in store.declared_stages(session).values()
             if principal.sees_tenant(s.get("owner"))
         ]
 
