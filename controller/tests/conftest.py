@@ -149,7 +149,7 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # what the API stores. The rest exercise the bus and the CLI, which do not depend on it, and
 # running them twice would double the suite's time for nothing.
 BOTH_DATABASES = {
-    "test_tenants", "test_rules", "test_policies", "test_concurrency", "test_rollouts",
+    "test_tenants", "test_rules", "test_policies", "test_concurrency", "test_rollouts", "test_stages_api",
 }
 
 

@@ -123,3 +123,11 @@ spec:
     state = host.wait_desired(generation + 1)
     assert [s["name"] for s in state["stages"]] == ["cache/q"]
     assert [d["to"]["target"] for d in state["rules"][0]["detours"]] == ["cache/q"]
+
+
+def test_a_stage_name_of_128_characters_is_stored_and_audited(client: TestClient, host: FakeAgent) -> None:
+    name = "cache/" + "a" * 122
+    created = client.post("/api/v1/stages", json={**CACHE, "name": name})
+    assert created.status_code == 201, created.text
+    assert client.get(f"/api/v1/stages/{name}").json()["name"] == name
+    assert_problem(client.post("/api/v1/stages", json={**CACHE, "name": name + "b"}), 422)

@@ -14,7 +14,7 @@ use lachesis_device::{BlockDevice, Placement};
 
 use crate::bus::{Device, DeviceKind};
 use crate::caps::{prepare_device, Backend, DeviceSpec};
-use crate::telemetry::{DeviceKindReport, DeviceTelemetry, HandleTelemetry};
+use crate::telemetry::{DeviceTelemetry, HandleTelemetry};
 
 /// One opened device.
 pub struct OpenDevice {
@@ -94,12 +94,7 @@ impl OpenDevice {
             name: self.info.name.clone(),
             host_bytes_written: 0,
             media_bytes_written: None,
-            kind: Some(match self.info.kind {
-                DeviceKind::File => DeviceKindReport::File,
-                DeviceKind::Block => DeviceKindReport::Block,
-                DeviceKind::Nvme => DeviceKindReport::Nvme,
-                DeviceKind::Measured => DeviceKindReport::Measured,
-            }),
+            kind: Some(self.info.kind),
             placement_handles: u16::try_from(self.info.placement_handles).ok(),
             reclaim_unit_bytes: self.info.reclaim_unit_bytes,
             handles: None,

@@ -504,7 +504,7 @@ pub fn device_reports(devices: &[Device]) -> Vec<DeviceTelemetry> {
                 name: d.name.clone(),
                 host_bytes_written: written,
                 media_bytes_written: None,
-                kind: Some(crate::telemetry::DeviceKindReport::Block),
+                kind: Some(DeviceKind::Block),
                 placement_handles: None,
                 reclaim_unit_bytes: None,
                 handles: None,

@@ -207,7 +207,8 @@ pub struct DeviceTelemetry {
     /// None when the device does not report media writes.
     pub media_bytes_written: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<DeviceKindReport>,
+    /// As registered (the same kinds as `registration`).
+    pub kind: Option<crate::bus::DeviceKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_handles: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,17 +234,6 @@ fn de_stage_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     } else {
         Err(D::Error::custom(format!("invalid stage name {s:?}")))
     }
-}
-
-/// What backs a device, as telemetry names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKindReport {
-    File,
-    Block,
-    Nvme,
-    /// Data in a file, an FDP SSD's FTL simulated beside it (media bytes measured).
-    Measured,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lachesis_agent::flow_gate::{FlowControl, InFlightGate};
 use lachesis_agent::runner::{Agent, Config};
@@ -64,9 +64,11 @@ fn start_redis(bin: &Path) -> (Redis, String) {
         .spawn()
         .expect("start redis-server");
     let url = format!("redis://127.0.0.1:{port}");
-    let start = Instant::now();
+    // A bounded number of polls (a minute's worth) only turns a hang into a failure.
+    let mut polls = 0u32;
     while con(&url).is_none() {
-        assert!(start.elapsed() < DEADLINE, "redis-server did not start");
+        polls += 1;
+        assert!(polls < 1_200, "redis-server did not start after {polls} polls");
         std::thread::sleep(Duration::from_millis(50));
     }
     (Redis(child), url)
@@ -120,20 +122,18 @@ fn acks(url: &str) -> Vec<Value> {
 }
 
 async fn wait_ack(url: &str, generation: u64, phase: Option<&str>) -> Value {
-    let start = Instant::now();
-    loop {
+    // A bounded number of polls (a minute's worth) only turns a hang into a failure.
+    const POLLS: u32 = 3_000;
+    for _ in 0..POLLS {
         let found = acks(url).into_iter().find(|a| {
             a["generation"] == generation && a.get("phase").and_then(Value::as_str) == phase
         });
         if let Some(a) = found {
             return a;
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "no ack for generation {generation} phase {phase:?}"
-        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    panic!("no ack for generation {generation} phase {phase:?} after {POLLS} polls");
 }
 
 fn desired(generation: u64, phase: Option<&str>, detour: &str) -> Value {
@@ -161,13 +161,17 @@ fn web_read() -> IoHeader<'static> {
         .at(0, 4096)
 }
 
-/// Polls `done` until it holds (the deadline only turns a hang into a failure).
+/// Polls `done` until it holds; a bounded number of polls (a minute's worth) only turns a
+/// hang into a failure.
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < DEADLINE, "never: {what}");
+    const POLLS: u32 = 12_000;
+    for _ in 0..POLLS {
+        if done() {
+            return;
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    panic!("never after {POLLS} polls: {what}");
 }
 
 /// A redis-server and an agent following it with `gate` as its data path; `None` (test

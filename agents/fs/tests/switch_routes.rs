@@ -6,7 +6,7 @@ use common::ctx;
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::{config, Switch, SwitchOptions};
@@ -123,16 +123,21 @@ impl Store for HeldWrites {
     }
 }
 
-/// Polls `done` until it holds; the deadline only turns a hang into a failure.
+/// Polls `done` until it holds; a bounded number of polls (a minute's worth) only turns a
+/// hang into a failure.
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !done() {
-        assert!(t.elapsed() < GUARD, "never: {what}");
+    for _ in 0..GUARD_POLLS {
+        if done() {
+            return;
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
+    panic!("never after {GUARD_POLLS} polls: {what}");
 }
 
 const GUARD: Duration = Duration::from_secs(60);
+/// Polls of 1 ms in `wait_until` before it gives up: a minute's worth.
+const GUARD_POLLS: u32 = 60_000;
 
 #[test]
 fn quiesce_holds_a_flow_and_drain_waits_for_it() {

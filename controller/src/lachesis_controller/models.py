@@ -148,7 +148,8 @@ class AuditEvent(Base):
     # e.g. rule.create, tenant.delete, token.revoke
     action: Mapped[str] = mapped_column(String(32))
     resource_kind: Mapped[str] = mapped_column(String(16))
-    resource_name: Mapped[str] = mapped_column(String(63))
+    # As long as the longest name it records (a stage: 128).
+    resource_name: Mapped[str] = mapped_column(String(128))
     # The tenant the change concerns, so a tenant-scoped token can read its own trail.
     tenant: Mapped[str | None] = mapped_column(String(63), index=True)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
