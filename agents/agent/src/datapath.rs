@@ -209,6 +209,7 @@ impl Datapath {
                     rules: rules.clone(),
                     stages: stages.to_vec(),
                     devices: self.devices.clone(),
+                    roots: Default::default(),
                 };
                 let switch = Arc::new(match &inner.detours {
                     Some(d) => Switch::with_controller(opts, d.clone())?,
@@ -416,6 +417,7 @@ mod tests {
                 ],
                 stages: vec![],
                 devices: Default::default(),
+                roots: Default::default(),
             })
             .unwrap(),
         );

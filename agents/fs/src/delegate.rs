@@ -5,7 +5,7 @@
 //! sequence number, so a restarted switch replays all journals in order.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +47,7 @@ impl Delegates {
         extra_dirs: &[PathBuf],
         build: impl Fn(&RouteSpec) -> Result<Arc<Route>, String>,
     ) -> io::Result<Self> {
-        std::fs::create_dir_all(state_dir)?;
+        crate::private::create_own_dir(state_dir)?;
         let mut dirs: Vec<PathBuf> = vec![state_dir.to_path_buf()];
         if let Ok(s) = std::fs::read_to_string(state_dir.join(ENDPOINTS)) {
             dirs.extend(s.lines().filter(|l| !l.is_empty()).map(PathBuf::from));
@@ -272,10 +272,7 @@ impl Delegates {
     fn append(&self, dir: &Path, rec: &Record) -> io::Result<()> {
         let mut j = self.journals.lock().unwrap_or_else(|e| e.into_inner());
         if !j.contains_key(dir) {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join(JOURNAL))?;
+            let f = crate::private::open_append(&dir.join(JOURNAL))?;
             if dir != self.state_dir {
                 // Remember the endpoint so a restart finds its journal even if no rule
                 // names it any more.
@@ -283,10 +280,7 @@ impl Delegates {
                     std::fs::read_to_string(self.state_dir.join(ENDPOINTS)).unwrap_or_default();
                 let d = dir.to_string_lossy();
                 if !known.lines().any(|l| l == d) {
-                    let mut e = OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(self.state_dir.join(ENDPOINTS))?;
+                    let mut e = crate::private::open_append(&self.state_dir.join(ENDPOINTS))?;
                     writeln!(e, "{d}")?;
                     e.sync_data()?;
                 }

@@ -6,7 +6,7 @@
 //! No fsync per line: an audit line must not cost the IO it describes a disk flush; a crash
 //! may lose the last lines, as it may lose unsynced data.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,9 +37,9 @@ struct Line<'a> {
 }
 
 impl HeaderLog {
-    /// Opens (creating it if missing) the log file `target`, an absolute local path; remote
-    /// (`tcp://`) header targets are refused.
-    pub fn open(target: &str) -> Result<HeaderLog, String> {
+    /// Opens (creating it if missing, 0600) the log file `target`, an absolute local path
+    /// under `roots`; remote (`tcp://`) header targets are refused.
+    pub fn open(target: &str, roots: &crate::confine::Roots) -> Result<HeaderLog, String> {
         if target.starts_with("tcp://") {
             return Err(format!(
                 "header log {target:?}: sending headers to a remote file is not supported; use an absolute local path"
@@ -51,13 +51,14 @@ impl HeaderLog {
                 "header log {target:?}: expected an absolute local file path"
             ));
         }
+        roots.check("header log", target)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("header log {target:?}: {e}"))?;
+            if !dir.exists() {
+                crate::private::create_dir(dir)
+                    .map_err(|e| format!("header log {target:?}: {e}"))?;
+            }
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
+        let file = crate::private::open_append(path)
             .map_err(|e| format!("header log {target:?}: {e}"))?;
         Ok(HeaderLog {
             path: path.to_path_buf(),

@@ -8,12 +8,14 @@
 pub mod blocklock;
 pub mod classify;
 pub mod config;
+pub mod confine;
 pub mod delegate;
 pub mod detour;
 pub mod embed;
 pub mod fuse;
 pub mod gate;
 pub mod header_log;
+pub mod private;
 pub mod rangemap;
 pub mod remote;
 pub mod route;

@@ -56,6 +56,10 @@ struct MountArgs {
     /// FDP SSD's FTL beside it, see lachesis_device::measured).
     #[arg(long = "device", value_name = "NAME=SPEC")]
     devices: Vec<String>,
+    /// Rules may make the switch write (file endpoints, header logs, log stages) only under
+    /// these directories (repeatable) [default: anywhere: this file's operator wrote the rules].
+    #[arg(long = "endpoint-root", value_name = "DIR")]
+    endpoint_roots: Vec<PathBuf>,
     /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
     #[arg(long = "tenant")]
     tenants: Vec<TenantSpec>,
@@ -135,6 +139,7 @@ fn mount(args: MountArgs) -> ExitCode {
         forward_key_file,
         dirty_expire_ms,
         devices,
+        endpoint_roots,
     } = args;
     match forward_key_file.as_deref().map(Key::load).transpose() {
         Ok(k) => lachesis_fs::route::set_forward_key(k),
@@ -186,11 +191,20 @@ fn mount(args: MountArgs) -> ExitCode {
             Some(".lachesis-fs".to_string()),
         ),
     };
+    let roots = if endpoint_roots.is_empty() {
+        lachesis_fs::confine::Roots::anywhere()
+    } else {
+        match lachesis_fs::confine::Roots::under(&endpoint_roots) {
+            Ok(r) => r,
+            Err(e) => return usage_error(format!("--{e}")),
+        }
+    };
     let switch = match Switch::new(SwitchOptions {
         state_dir,
         rules: file.rules,
         stages: file.stages,
         devices,
+        roots,
     }) {
         Ok(s) => Arc::new(s),
         Err(e) => return usage_error(e),

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use lachesis_switch::{Detour, DetourKind, DetourWhat, Rule, StageConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::confine::Roots;
 use crate::header_log::HeaderLog;
 use crate::remote::{Client, RemoteTarget};
 use crate::stage::cache::CacheStage;
@@ -133,6 +134,8 @@ pub struct StageRegistry {
     clients: Mutex<HashMap<String, Arc<Client>>>,
     /// One header log per file, shared by every rule naming it, so its lines never interleave.
     header_logs: Mutex<HashMap<PathBuf, Arc<HeaderLog>>>,
+    /// Where endpoints and header logs may be.
+    roots: Roots,
 }
 
 /// The stages an IO detour to stage `name` runs through: the stage, then, for a cache stage
@@ -163,6 +166,18 @@ fn chain_of(set: &StageSet, name: &str) -> Result<Vec<Arc<dyn Stage>>, String> {
 }
 
 impl StageRegistry {
+    /// A registry whose endpoints and header logs must lie under `roots`.
+    pub fn confined(roots: Roots) -> Self {
+        StageRegistry {
+            roots,
+            ..Default::default()
+        }
+    }
+
+    pub fn roots(&self) -> &Roots {
+        &self.roots
+    }
+
     /// The stages in force.
     pub fn current(&self) -> Arc<StageSet> {
         self.stages
@@ -199,7 +214,7 @@ impl StageRegistry {
         if let Some(l) = m.get(Path::new(target)) {
             return Ok(l.clone());
         }
-        let l = Arc::new(HeaderLog::open(target)?);
+        let l = Arc::new(HeaderLog::open(target, &self.roots)?);
         m.insert(l.path().to_path_buf(), l.clone());
         Ok(l)
     }
@@ -280,7 +295,12 @@ impl StageRegistry {
                         client: self.client(&target.addr),
                         target,
                     })),
-                    None => Endpoint::Local(endpoint_dir(&d.to.target)?),
+                    None => {
+                        self.roots
+                            .check("endpoint", &d.to.target)
+                            .map_err(|e| format!("detours[{i}]: {e}"))?;
+                        Endpoint::Local(endpoint_dir(&d.to.target)?)
+                    }
                 }),
                 DetourKind::Controller => {
                     return Err(format!(

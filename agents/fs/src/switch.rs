@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use lachesis_switch::{check_stages, IoHeader, Op, Rule, RuleTable, StageConfig};
 
+use crate::confine::Roots;
 use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
 use crate::gate::Gates;
@@ -27,6 +28,8 @@ pub struct SwitchOptions {
     /// The devices flash cache engines may live on (the first is the default); shared by
     /// every switch of the agent. Empty: flash engines are refused.
     pub devices: Devices,
+    /// Where rules may make the switch write (endpoints, header logs, log stages).
+    pub roots: Roots,
 }
 
 /// Told of every read and write a tenant's IO makes through the switch, before any stage:
@@ -120,7 +123,7 @@ impl End<'_> {
         self.route
             .replicas
             .iter()
-            .map(|d| self.sw.endpoint_file(d, &self.ctx.path, self.direct()))
+            .map(|d| self.sw.endpoint_file(d, self.ctx, self.direct()))
             .collect()
     }
 
@@ -165,7 +168,7 @@ impl Backend for End<'_> {
             None => return read_full(&self.ctx.backing, buf, off),
             Some(Endpoint::Remote(r)) => r.client.read(&r.path_of(&self.ctx.path), buf, off)?,
             Some(Endpoint::Local(d)) => read_full(
-                &*self.sw.endpoint_file(d, &self.ctx.path, self.direct())?,
+                &*self.sw.endpoint_file(d, self.ctx, self.direct())?,
                 buf,
                 off,
             )?,
@@ -210,13 +213,13 @@ impl Switch {
     }
 
     fn build(opts: SwitchOptions, detours: Option<Arc<Detours>>) -> Result<Self, String> {
-        let registry = StageRegistry::default();
+        let registry = StageRegistry::confined(opts.roots);
         let plain = Arc::new(registry.build(RouteSpec {
             tenant: None,
             detours: vec![],
         })?);
         check_stages(&opts.stages)?;
-        let plan = plan(&StageSet::new(), &opts.stages, &opts.devices)?;
+        let plan = plan(&StageSet::new(), &opts.stages, &opts.devices, registry.roots())?;
         let compiled = compile(&registry, opts.rules, &plan.set, opts.stages)?;
         check_controller(&compiled, detours.is_some())?;
         registry.replace(plan.set);
@@ -327,7 +330,7 @@ impl Switch {
     fn set_rules_locked(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
         check_stages(stages)?;
         let old = self.registry.current();
-        let plan = plan(&old, stages, &self.devices)?;
+        let plan = plan(&old, stages, &self.devices, self.registry.roots())?;
         let c = compile(&self.registry, rules, &plan.set, stages.to_vec())?;
         check_controller(&c, self.detours.is_some())?;
         self.registry.replace(plan.set.clone());
@@ -925,9 +928,15 @@ impl Switch {
             .clear();
     }
 
-    fn endpoint_file(&self, dir: &Path, ns_path: &str, direct: bool) -> io::Result<Arc<File>> {
+    /// The endpoint copy of `ctx`'s file under `dir`. A copy the switch creates belongs to
+    /// the file's owner with the file's permission bits (the backing file was created with
+    /// the writer's uid and gid, `fuse.rs`): the switch runs as root, and a copy made
+    /// root-owned, or readable by all, would not be the writer's file any more. Directories it
+    /// creates stay root's, so no writer can plant a symlink in the path the switch opens;
+    /// the copy itself is opened with O_NOFOLLOW.
+    fn endpoint_file(&self, dir: &Path, ctx: &FileCtx, direct: bool) -> io::Result<Arc<File>> {
         use std::os::unix::fs::OpenOptionsExt;
-        let p = under(dir, ns_path);
+        let p = under(dir, &ctx.path);
         let mut m = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
         let k = (p, direct);
         if let Some(f) = m.get(&k) {
@@ -937,23 +946,31 @@ impl Switch {
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let open = |flags| {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .custom_flags(flags)
-                .open(p)
+        let open = |flags, new: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(true).custom_flags(flags | libc::O_NOFOLLOW);
+            if new {
+                // Nobody else may read it before it is the owner's.
+                o.create_new(true).mode(0o600);
+            }
+            o.open(p)
         };
-        let f = if direct {
-            open(libc::O_DIRECT).or_else(|e| {
+        let open_or_create = |flags| match open(flags, true) {
+            Ok(f) => Ok((f, true)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok((open(flags, false)?, false)),
+            Err(e) => Err(e),
+        };
+        let (f, created) = if direct {
+            open_or_create(libc::O_DIRECT).or_else(|e| {
                 tracing::debug!(path = %p.display(), "endpoint refuses O_DIRECT ({e}); buffered IO");
-                open(0)
+                open_or_create(0)
             })?
         } else {
-            open(0)?
+            open_or_create(0)?
         };
+        if created {
+            adopt_owner(&f, &ctx.backing)?;
+        }
         let f = Arc::new(f);
         m.insert(k, f.clone());
         Ok(f)
@@ -1046,7 +1063,28 @@ struct Resize {
 /// Reconciles `stages` with `old` by name without changing anything live: keeps, plans
 /// resizes (taking the device space a growth needs), builds new instances. An error drops
 /// what was built and taken.
-fn plan(old: &StageSet, stages: &[StageConfig], devices: &Devices) -> Result<Plan, String> {
+/// Gives `copy` the owner and permission bits of `original`.
+fn adopt_owner(copy: &File, original: &File) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = original.metadata()?;
+    std::os::unix::fs::fchown(copy, Some(m.uid()), Some(m.gid()))?;
+    copy.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o777))
+}
+
+fn plan(
+    old: &StageSet,
+    stages: &[StageConfig],
+    devices: &Devices,
+    roots: &Roots,
+) -> Result<Plan, String> {
+    // Before anything is built: a refused directory must not be created.
+    for cfg in stages {
+        if let StageConfig::Log(l) = cfg {
+            roots
+                .check("log stage directory", &l.dir)
+                .map_err(|e| format!("stage {:?}: {e}", l.name))?;
+        }
+    }
     let mut set = StageSet::new();
     let mut resizes = Vec::new();
     for cfg in stages {

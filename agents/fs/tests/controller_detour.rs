@@ -85,6 +85,7 @@ fn linked(state: &Path, rules: &str, deadline: Duration) -> (Arc<Switch>, Arc<Fa
             rules: config::parse_rules(rules).unwrap(),
             stages: vec![],
             devices: Default::default(),
+            roots: Default::default(),
         },
         Arc::new(Detours::new(link.clone(), deadline)),
     )
@@ -109,6 +110,7 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
         rules: config::parse_rules(&hold).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
     .err()
     .expect("refused");
@@ -127,6 +129,7 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
             rules: config::parse_rules(&io).unwrap(),
             stages: vec![],
             devices: Default::default(),
+            roots: Default::default(),
         },
         Arc::new(Detours::new(link, Duration::from_secs(1))),
     )

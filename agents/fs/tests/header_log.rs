@@ -15,6 +15,7 @@ fn switch(state: &Path, rules: &str) -> Result<Switch, String> {
         rules: config::parse_rules(rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
 }
 

@@ -222,6 +222,7 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");
@@ -297,6 +298,7 @@ fn scatter_over_two_agents_and_a_local_directory() {
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -335,6 +337,7 @@ fn an_unreachable_remote_fails_the_io_with_eio() {
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -442,6 +445,7 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
+        roots: Default::default(),
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");

@@ -59,6 +59,7 @@ fn switch(state: &Path, rules: Vec<Rule>, stages: Vec<StageConfig>, devices: Dev
         rules,
         stages,
         devices,
+        roots: Default::default(),
     })
     .unwrap()
 }
@@ -205,6 +206,7 @@ fn a_target_no_stage_declares_is_refused_and_the_old_table_stays() {
         rules: rules(&[("cache/b", "/a")]),
         stages: stages.clone(),
         devices: Devices::default(),
+        roots: Default::default(),
     })
     .err()
     .unwrap();

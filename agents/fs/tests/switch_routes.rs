@@ -9,18 +9,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use lachesis_fs::remote::server::{self, DirStore, Store};
-use lachesis_fs::{config, Switch, SwitchOptions};
+use lachesis_fs::{config, Switch};
 
 /// A switch with the rules (and stages) of a rules file's text.
 fn switch(state: &Path, rules: &str) -> Switch {
-    let f = config::parse(rules).unwrap();
-    Switch::new(SwitchOptions {
-        state_dir: state.to_path_buf(),
-        rules: f.rules,
-        stages: f.stages,
-        devices: Default::default(),
-    })
-    .unwrap()
+    common::switch_of(state, rules, Default::default()).unwrap()
 }
 
 #[test]

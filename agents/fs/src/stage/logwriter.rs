@@ -39,13 +39,15 @@ pub struct LogWriter {
 impl LogWriter {
     /// Opens (or creates) `dir/stage.log` and replays it.
     pub fn open(dir: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join("stage.log"))?;
+        crate::private::create_dir(dir)?;
+        let log = crate::private::open(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &dir.join("stage.log"),
+        )?;
         let mut inner = Inner {
             tail: 0,
             index: HashMap::new(),

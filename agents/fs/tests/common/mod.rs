@@ -22,3 +22,20 @@ pub fn ctx(backing: &Path, tenant: Option<&str>, path: &str) -> FileCtx {
         backing: Arc::new(f),
     }
 }
+
+/// A switch with the rules (and stages) of a rules file's text, writing only under `roots`.
+#[allow(dead_code)] // not every test binary builds switches this way
+pub fn switch_of(
+    state: &Path,
+    rules: &str,
+    roots: lachesis_fs::confine::Roots,
+) -> Result<lachesis_fs::Switch, String> {
+    let f = lachesis_fs::config::parse(rules).unwrap();
+    lachesis_fs::Switch::new(lachesis_fs::SwitchOptions {
+        state_dir: state.to_path_buf(),
+        rules: f.rules,
+        stages: f.stages,
+        devices: Default::default(),
+        roots,
+    })
+}
