@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lachesis_fs::detour::Detours;
 use lachesis_fs::embed::{self, STATE_DIR};
+use lachesis_fs::confine::Roots;
 use lachesis_fs::stage::Devices;
+use lachesis_fs::stale_mount;
 use lachesis_fs::{IoObserver, Switch, SwitchOptions};
 use lachesis_switch::{Match, Rule, StageConfig, Tenant};
 use tracing::{info, warn};
@@ -28,7 +30,8 @@ use crate::runner::Installer;
 use crate::state::Applied;
 use crate::telemetry::{StageKindReport, StageTelemetry};
 
-/// `BACKING:MOUNTPOINT`, both existing directories.
+/// `BACKING:MOUNTPOINT`, both existing directories (a mountpoint with a dead FUSE mount on it
+/// is taken too: the agent detaches it at start, [`lachesis_fs::stale_mount`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountSpec {
     pub backing: PathBuf,
@@ -47,7 +50,9 @@ impl FromStr for MountSpec {
             mountpoint: PathBuf::from(m),
         };
         for (what, p) in [("backing", &spec.backing), ("mountpoint", &spec.mountpoint)] {
-            if !p.is_dir() {
+            let dead = what == "mountpoint"
+                && matches!(stale_mount::state(p), Ok(stale_mount::MountState::Dead));
+            if !p.is_dir() && !dead {
                 return Err(format!("{s:?}: {what} {} is not a directory", p.display()));
             }
         }
@@ -71,6 +76,9 @@ struct Inner {
     held: Vec<Vec<String>>,
     /// The way to the controller for `header -> controller` detours (`detour_link.rs`).
     detours: Option<Arc<Detours>>,
+    /// Where rules may make the switches write (`--endpoint-root`); empty: each mount's
+    /// backing directory.
+    endpoint_roots: Vec<PathBuf>,
 }
 
 /// The mounted switches of this agent.
@@ -188,6 +196,23 @@ impl Datapath {
         self.lock().detours = Some(detours);
     }
 
+    /// Confines what rules make the switches mounted from now on write (file endpoints,
+    /// header logs, log stages) to `roots` (existing directories); empty, the default: each
+    /// mount's backing directory.
+    pub fn set_endpoint_roots(&self, roots: Vec<PathBuf>) -> Result<(), String> {
+        Roots::under(&roots)?;
+        self.lock().endpoint_roots = roots;
+        Ok(())
+    }
+
+    /// Makes every mountpoint usable before anything is mounted: a dead FUSE mount a killed
+    /// agent left is detached (logged); a live one is refused, naming it.
+    pub fn clear_stale_mounts(&self) -> Result<(), String> {
+        self.specs
+            .iter()
+            .try_for_each(|s| stale_mount::clear(&s.mountpoint))
+    }
+
     /// Installs `rules` in every switch, mounting the namespaces first if not yet mounted.
     /// On error the switches keep their previous rules.
     pub fn install(
@@ -204,12 +229,17 @@ impl Datapath {
             }
             let mut mounts = Vec::new();
             for spec in &self.specs {
+                let roots = if inner.endpoint_roots.is_empty() {
+                    Roots::under(std::slice::from_ref(&spec.backing))?
+                } else {
+                    Roots::under(&inner.endpoint_roots)?
+                };
                 let opts = SwitchOptions {
                     state_dir: spec.backing.join(STATE_DIR),
                     rules: rules.clone(),
                     stages: stages.to_vec(),
                     devices: self.devices.clone(),
-                    roots: Default::default(),
+                    roots,
                 };
                 let switch = Arc::new(match &inner.detours {
                     Some(d) => Switch::with_controller(opts, d.clone())?,

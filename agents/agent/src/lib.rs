@@ -11,6 +11,7 @@ pub mod detour_link;
 pub mod devices;
 pub mod flow_gate;
 pub mod metrics_engine;
+pub mod persist;
 pub mod runner;
 pub mod state;
 pub mod telemetry;

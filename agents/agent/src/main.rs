@@ -22,6 +22,7 @@ use lachesis_fs::detour::Detours;
 use lachesis_fs::stage::Devices;
 use lachesis_fs::IoObserver;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
+use lachesis_agent::persist::Persisted;
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
 use tokio::signal::unix::{signal, SignalKind};
@@ -106,6 +107,19 @@ struct RunArgs {
     /// its flows. Repeatable.
     #[arg(long = "mount", value_name = "BACKING_DIR:MOUNTPOINT")]
     mounts: Vec<MountSpec>,
+
+    /// Rules may make the FUSE switch write (file endpoints, header logs, log stages) only
+    /// under these existing directories (repeatable); a generation naming a target outside
+    /// them is refused (nacked with the reason). Default: each mount's own BACKING_DIR.
+    #[arg(long = "endpoint-root", env = "LACHESIS_ENDPOINT_ROOTS", value_delimiter = ',',
+          value_name = "DIR")]
+    endpoint_roots: Vec<PathBuf>,
+
+    /// Where the agent keeps the last desired state it applied and acked, restored and
+    /// installed at the next start before the controller is reached (0700; its file 0600).
+    /// Default: BACKING_DIR/.lachesis-fs/agent of the first --mount; without a mount, none.
+    #[arg(long, env = "LACHESIS_AGENT_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 
     /// FUSE worker threads per mount.
     #[arg(long, value_name = "N", default_value_t = 4,
@@ -260,6 +274,18 @@ fn run(args: RunArgs) -> ExitCode {
         }
     }
 
+    if let Some(r) = args.endpoint_roots.iter().find(|r| !r.is_dir()) {
+        usage_error(
+            ErrorKind::ValueValidation,
+            format!("--endpoint-root {}: not an existing directory", r.display()),
+        );
+    }
+    let state_dir = args.state_dir.clone().or_else(|| {
+        args.mounts
+            .first()
+            .map(|m| m.backing.join(lachesis_fs::embed::STATE_DIR).join("agent"))
+    });
+
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -268,6 +294,13 @@ fn run(args: RunArgs) -> ExitCode {
         )
         .init();
 
+    let persisted = match state_dir.as_deref().map(Persisted::open).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --state-dir: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let devices = match lachesis_agent::devices::open_all(&args.devices) {
         Ok(d) => Arc::new(d),
         Err(e) => {
@@ -342,6 +375,9 @@ fn run(args: RunArgs) -> ExitCode {
             datapath_curves: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
+        if let Some(p) = persisted {
+            agent = agent.with_persistence(p);
+        }
         let datapath = if args.mounts.is_empty() {
             None
         } else {
@@ -368,6 +404,13 @@ fn run(args: RunArgs) -> ExitCode {
                 pools,
                 Some(observer),
             );
+            if let Err(e) = dp
+                .set_endpoint_roots(args.endpoint_roots.clone())
+                .and_then(|()| dp.clear_stale_mounts())
+            {
+                eprintln!("error: --mount: {e}");
+                return ExitCode::from(2);
+            }
             let reports = dp.clone();
             telemetry_cfg.stages = Some(Arc::new(move || reports.stage_reports()));
             telemetry_cfg.datapath_curves = Some(curves);

@@ -28,6 +28,7 @@ use crate::bus::{
     keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Registration, Timestamp,
 };
 use crate::flow_gate::{drain, Drained, FlowControl, InFlightGate};
+use crate::persist::Persisted;
 use crate::state::{AgentState, Applied, Outcome};
 
 /// Settings of the control path.
@@ -103,6 +104,8 @@ pub struct Agent {
     applied_tx: watch::Sender<Applied>,
     flows: Arc<dyn FlowControl>,
     installer: Option<Arc<dyn Installer>>,
+    /// Where the last applied and acked state is kept across restarts.
+    persist: Option<Persisted>,
 }
 
 impl Agent {
@@ -118,7 +121,44 @@ impl Agent {
             applied_tx,
             flows: InFlightGate::new(),
             installer: None,
+            persist: None,
         }
+    }
+
+    /// Keep every applied and acked state in `persist`, and start from the one saved there.
+    pub fn with_persistence(mut self, persist: Persisted) -> Self {
+        self.persist = Some(persist);
+        self
+    }
+
+    /// Restores and installs the state saved by an earlier run, so the data path runs it
+    /// before the controller is reached; anything wrong with it is logged and the agent
+    /// starts from generation 0, as without a saved state.
+    pub fn restore_saved(&mut self) {
+        let Some(p) = &self.persist else { return };
+        let msg = match p.load() {
+            Ok(Some(m)) => m,
+            Ok(None) => return info!(file = %p.path().display(), "no saved state, starting from generation 0"),
+            Err(e) => return error!(error = %e, "saved state unreadable, starting from generation 0"),
+        };
+        if let Err(e) = self.state.restore(&msg) {
+            return error!(error = %e, "saved state refused, starting from generation 0");
+        }
+        if let Some(inst) = &self.installer {
+            if let Err(e) = inst.install(self.state.applied()) {
+                self.state = AgentState::new(self.cfg.host_id.clone());
+                return error!(generation = msg.generation, error = %e, "data path refused the saved state, starting from generation 0");
+            }
+        }
+        info!(
+            generation = msg.generation,
+            rollout_id = %or_dash(&msg.rollout_id),
+            rules = self.state.applied().table.len(),
+            tenants = msg.tenants.len(),
+            file = %p.path().display(),
+            "restored the last acknowledged state"
+        );
+        self.applied_tx.send_replace(self.state.applied().clone());
     }
 
     /// Let `flows` (the data path) carry out quiesce, drain and resume; by default an
@@ -139,8 +179,10 @@ impl Agent {
         self.applied_tx.subscribe()
     }
 
-    /// Run until `shutdown` completes. Never fails because of Redis: it reconnects.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    /// Run until `shutdown` completes. Never fails because of Redis: it reconnects. A saved
+    /// state is restored and installed first ([`Agent::restore_saved`]).
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        self.restore_saved();
         let heartbeat = tokio::spawn(heartbeat_loop(
             self.client.clone(),
             self.cfg.clone(),
@@ -389,6 +431,19 @@ async fn handle_message(
             entry = %entry,
             "refused desired state"
         ),
+    }
+    if outcome == Outcome::Applied && ack.status == AckStatus::Applied {
+        if let Some(p) = &agent.persist {
+            // Saved before the ack goes out: whatever the controller saw acked is on disk.
+            let saved = DesiredState {
+                phase: None,
+                quiesce: None,
+                ..msg.clone()
+            };
+            if let Err(e) = p.save(&saved) {
+                error!(generation = msg.generation, error = %e, "cannot save the applied state; a restart starts from generation 0");
+            }
+        }
     }
     let ack_json = serde_json::to_string(&ack)?;
     let ack_id: String = redis::cmd("XADD")

@@ -53,6 +53,10 @@ pub struct AgentState {
     applied: Applied,
     /// The newest generation whose quiesce phase was handled and not yet installed.
     quiescing: Option<u64>,
+    /// The state held was restored from local disk and the controller has not been heard
+    /// yet: its first install is taken even if older (its database may have been reset; the
+    /// controller is the source of truth, the saved state only a bridge until it answers).
+    restored: bool,
 }
 
 impl AgentState {
@@ -69,7 +73,24 @@ impl AgentState {
                 stages: Arc::new(Vec::new()),
             },
             quiescing: None,
+            restored: false,
         }
+    }
+
+    /// Holds `msg` (the last state this agent applied and acked, saved by
+    /// [`crate::persist`]) as if it had just been applied, until the controller's first
+    /// message. Refused, changing nothing, if it is another host's or does not build.
+    pub fn restore(&mut self, msg: &DesiredState) -> Result<(), String> {
+        if msg.host_id != self.host_id {
+            return Err(format!(
+                "saved state is host {}'s, this is host {}",
+                msg.host_id, self.host_id
+            ));
+        }
+        self.applied = applied_of(msg)?;
+        self.quiescing = None;
+        self.restored = true;
+        Ok(())
     }
 
     /// The generation whose flows are quiesced, waiting for its install.
@@ -98,6 +119,7 @@ impl AgentState {
     /// [`AgentState::handle`] with the ack time given (for tests).
     pub fn handle_at(&mut self, msg: &DesiredState, now: Timestamp) -> (Outcome, Ack) {
         let held = self.applied.generation;
+        let provisional = self.restored;
         let outcome = if msg.host_id != self.host_id {
             Outcome::Invalid {
                 reason: format!(
@@ -105,7 +127,7 @@ impl AgentState {
                     msg.host_id, self.host_id
                 ),
             }
-        } else if msg.generation < held {
+        } else if msg.generation < held && !(provisional && msg.phase() == Phase::Install) {
             Outcome::Stale { held }
         } else if msg.phase() == Phase::Quiesce {
             if msg.generation == held {
@@ -122,30 +144,22 @@ impl AgentState {
         } else if msg.generation == held {
             Outcome::AlreadyApplied
         } else {
-            let stages = msg.stages.clone().unwrap_or_default();
-            let table = check_stages(&stages)
-                .and_then(|()| RuleTable::build(msg.rules.iter().cloned()).map_err(|e| e.to_string()));
-            match table {
-                Ok(table) => {
-                    self.applied = Applied {
-                        generation: msg.generation,
-                        rollout_id: msg.rollout_id.clone(),
-                        table: Arc::new(table),
-                        tenants: Arc::new(msg.tenants.clone()),
-                        caches: Arc::new(msg.caches.clone().unwrap_or_default()),
-                        stages: Arc::new(stages),
-                    };
+            match applied_of(msg) {
+                Ok(applied) => {
+                    self.applied = applied;
                     // Whatever was quiesced for this or an older generation moves now.
                     if self.quiescing.is_some_and(|q| q <= msg.generation) {
                         self.quiescing = None;
                     }
                     Outcome::Applied
                 }
-                Err(e) => Outcome::Invalid {
-                    reason: format!("generation {}: invalid rules or stages: {e}", msg.generation),
-                },
+                Err(reason) => Outcome::Invalid { reason },
             }
         };
+        if !matches!(outcome, Outcome::Stale { .. } | Outcome::Invalid { .. }) {
+            // The controller has spoken: from now on older generations are stale again.
+            self.restored = false;
+        }
         let (status, reason) = match &outcome {
             Outcome::Applied
             | Outcome::AlreadyApplied
@@ -175,6 +189,22 @@ impl AgentState {
         };
         (outcome, ack)
     }
+}
+
+/// The applied state `msg` describes, if its stages and rule table check.
+fn applied_of(msg: &DesiredState) -> Result<Applied, String> {
+    let stages = msg.stages.clone().unwrap_or_default();
+    let table = check_stages(&stages)
+        .and_then(|()| RuleTable::build(msg.rules.iter().cloned()).map_err(|e| e.to_string()))
+        .map_err(|e| format!("generation {}: invalid rules or stages: {e}", msg.generation))?;
+    Ok(Applied {
+        generation: msg.generation,
+        rollout_id: msg.rollout_id.clone(),
+        table: Arc::new(table),
+        tenants: Arc::new(msg.tenants.clone()),
+        caches: Arc::new(msg.caches.clone().unwrap_or_default()),
+        stages: Arc::new(stages),
+    })
 }
 
 #[cfg(test)]
@@ -383,6 +413,46 @@ mod tests {
             ack.reason.as_deref(),
             Some("desired state for host host-a delivered to host host-b")
         );
+        assert_eq!(s.generation(), 0);
+    }
+
+    #[test]
+    fn a_restored_state_is_held_until_the_controller_speaks_whose_first_install_wins() {
+        let mut s = AgentState::new("host-a");
+        s.restore(&desired(5, vec![rule("saved", Match::any())])).unwrap();
+        assert_eq!(s.generation(), 5);
+        assert!(s.applied().table.get("saved").is_some());
+        // The controller still wants 5: acked again, nothing changes.
+        let (o, ack) = s.handle(&desired(5, vec![]));
+        assert_eq!(o, Outcome::AlreadyApplied);
+        assert_eq!((ack.status, ack.rules_installed), (AckStatus::Applied, 1));
+        // From then on an older generation is stale as usual.
+        assert_eq!(s.handle(&desired(4, vec![])).0, Outcome::Stale { held: 5 });
+
+        // A controller that starts over (database reset) is followed at its first word.
+        let mut s = AgentState::new("host-a");
+        s.restore(&desired(5, vec![rule("saved", Match::any())])).unwrap();
+        assert_eq!(s.handle(&phased(2, Phase::Quiesce, vec![])).0, Outcome::Stale { held: 5 });
+        let (o, ack) = s.handle(&desired(1, vec![rule("fresh", Match::any())]));
+        assert_eq!((o, ack.status), (Outcome::Applied, AckStatus::Applied));
+        assert_eq!(s.generation(), 1);
+        assert_eq!(s.handle(&desired(0, vec![])).0, Outcome::Stale { held: 1 });
+
+        // A pending rollout's quiesce goes on from the restored generation.
+        let mut s = AgentState::new("host-a");
+        s.restore(&desired(5, vec![])).unwrap();
+        assert!(matches!(
+            s.handle(&phased(6, Phase::Quiesce, vec![])).0,
+            Outcome::Quiesce { .. }
+        ));
+        assert_eq!((s.generation(), s.quiescing()), (5, Some(6)));
+
+        // Another host's, or one that does not build, is refused and changes nothing.
+        let mut s = AgentState::new("host-b");
+        assert!(s.restore(&desired(5, vec![])).unwrap_err().contains("host-a"));
+        let mut s = AgentState::new("host-a");
+        let dup = desired(5, vec![rule("x", Match::any()), rule("x", Match::any())]);
+        assert!(s.restore(&dup).is_err());
         assert_eq!(s.generation(), 0);
     }
 

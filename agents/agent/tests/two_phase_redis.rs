@@ -309,3 +309,117 @@ async fn a_drain_that_never_finishes_refuses_the_quiesce_and_the_rollback_resume
     drop(stuck);
     run.stop().await;
 }
+
+/// Records every install with how many registrations the bus had seen then.
+struct Recorder {
+    url: String,
+    installs: std::sync::Mutex<Vec<(u64, usize, usize)>>,
+}
+
+impl lachesis_agent::runner::Installer for Recorder {
+    fn install(&self, applied: &lachesis_agent::state::Applied) -> Result<(), String> {
+        let mut c = con(&self.url).unwrap();
+        let registrations: usize = redis::cmd("XLEN")
+            .arg("lachesis:registrations")
+            .query(&mut c)
+            .unwrap();
+        self.installs.lock().unwrap().push((
+            applied.generation,
+            applied.table.len(),
+            registrations,
+        ));
+        Ok(())
+    }
+}
+
+/// An agent that keeps its state in `dir`, installing into `rec`.
+fn spawn_persistent(url: &str, dir: &Path, rec: &Arc<Recorder>) -> Running2 {
+    let mut cfg = Config::new(HOST);
+    cfg.block = Duration::from_millis(200);
+    let agent = Agent::new(
+        cfg,
+        redis::Client::open(url).unwrap(),
+        lachesis_agent::registration(HOST, vec![]),
+    )
+    .with_installer(Arc::clone(rec) as Arc<_>)
+    .with_persistence(lachesis_agent::persist::Persisted::open(dir).unwrap());
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(agent.run(async move {
+        let _ = stop_rx.await;
+    }));
+    Running2 { stop, agent }
+}
+
+struct Running2 {
+    stop: tokio::sync::oneshot::Sender<()>,
+    agent: tokio::task::JoinHandle<()>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_installs_its_last_acked_state_before_it_resyncs() {
+    let Some(bin) = find_redis_server() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "redis-server missing under CI"
+        );
+        eprintln!("skipped: redis-server not found");
+        return;
+    };
+    let (_redis, url) = start_redis(&bin);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = Arc::new(Recorder {
+        url: url.clone(),
+        installs: Default::default(),
+    });
+
+    let first = spawn_persistent(&url, dir.path(), &rec);
+    publish(&url, &desired(3, None, "cache/a"));
+    wait_ack(&url, 3, None).await;
+    // A pending two-phase rollout: generation 4 is quiesced, not installed, when it dies.
+    publish(&url, &desired(4, Some("quiesce"), "cache/b"));
+    wait_ack(&url, 4, Some("quiesce")).await;
+    first.agent.abort();
+    let _ = first.agent.await;
+    drop(first.stop);
+    assert_eq!(*rec.installs.lock().unwrap(), [(3, 1, 1)]);
+    let heartbeat = format!("lachesis:agent:{HOST}:heartbeat");
+    let mut c = con(&url).unwrap();
+    let _: () = redis::cmd("DEL").arg(&heartbeat).query(&mut c).unwrap();
+
+    let second = spawn_persistent(&url, dir.path(), &rec);
+    // It resyncs from the desired key (generation 4, quiesce) and acks that phase again.
+    let quiesce_acks = |url: &str| {
+        acks(url)
+            .iter()
+            .filter(|a| a["generation"] == 4 && a["phase"] == "quiesce")
+            .count()
+    };
+    wait_until("the restarted agent acks generation 4's quiesce again", || {
+        quiesce_acks(&url) == 2
+    })
+    .await;
+    // Generation 3 was installed again from disk before the agent registered a second time,
+    // and not installed by the resync (only quiesced for 4).
+    assert_eq!(*rec.installs.lock().unwrap(), [(3, 1, 1), (3, 1, 1)]);
+    // Its heartbeat reports the restored generation.
+    let mut hb = None;
+    wait_until("the restarted agent's heartbeat", || {
+        hb = redis::cmd("GET").arg(&heartbeat).query::<Option<String>>(&mut c).unwrap();
+        hb.is_some()
+    })
+    .await;
+    let hb: Value = serde_json::from_str(&hb.unwrap()).unwrap();
+    assert_eq!(hb["generation"], 3);
+
+    // The install phase then installs 4, and 4 is what a third start restores.
+    publish(&url, &desired(4, Some("install"), "cache/b"));
+    wait_ack(&url, 4, Some("install")).await;
+    let _ = second.stop.send(());
+    tokio::time::timeout(DEADLINE, second.agent).await.expect("agent stops").unwrap();
+    let saved = lachesis_agent::persist::Persisted::open(dir.path())
+        .unwrap()
+        .load()
+        .unwrap()
+        .unwrap();
+    assert_eq!((saved.generation, saved.phase), (4, None));
+}

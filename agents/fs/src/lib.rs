@@ -19,6 +19,7 @@ pub mod private;
 pub mod rangemap;
 pub mod remote;
 pub mod route;
+pub mod stale_mount;
 pub mod stage;
 pub mod switch;
 pub mod uring;
