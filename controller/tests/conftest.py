@@ -127,6 +127,9 @@ def make_settings(tmp_path: Path, redis_url: str, **overrides: Any) -> Settings:
         "bind_host": "127.0.0.1",
         "bind_port": 0,
         "api_token": None,
+        # Without a token the controller refuses to start unless auth is off on purpose: these
+        # tests run it so (pass api_token=... for a secured controller).
+        "insecure_no_auth": True,
         "rollout_timeout_s": 30.0,
         "reconcile_interval_s": 0.1,
     }

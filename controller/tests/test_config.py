@@ -9,7 +9,7 @@ from lachesis_controller.config import ConfigError, Settings
 
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    settings = Settings.from_env({})
+    settings = Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1"})
     assert settings.database_url == f"sqlite:///{tmp_path}/.lachesis/lachesis.db"
     assert settings.redis_url == "redis://127.0.0.1:6380/0"
     assert (settings.bind_host, settings.bind_port) == ("127.0.0.1", 8080)

@@ -24,7 +24,7 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
     }
     script = Path(sys.executable).parent / "lachesis-controller"
     process = subprocess.Popen(
-        [str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(script), "--insecure-no-auth"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         def ready() -> bool:
@@ -44,6 +44,7 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
             process.communicate()
     assert process.returncode == 0, stderr
     assert "controller stopped" in stderr
+    assert "WARNING lachesis_controller.app: auth is OFF" in stderr
 
 
 def test_bad_configuration_exits_2(tmp_path: Path) -> None:

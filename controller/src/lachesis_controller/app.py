@@ -20,6 +20,7 @@ from .api import allocations, audit, devices, health, hosts, placements, policie
 from .api.auth import BearerAuthMiddleware, bearer_scheme
 from .bus import Bus, make_redis, redact_url
 from .config import Settings
+from .limits import BodyLimitMiddleware
 from .db import make_engine, make_sessionmaker, migrate
 from .reconciler import Reconciler
 from .allocation import service as allocation_service
@@ -59,6 +60,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redact_url(settings.redis_url),
         "on" if settings.api_token else "off",
     )
+    if settings.api_token is None:
+        log.warning(
+            "auth is OFF (--insecure-no-auth): every caller of /api/v1 acts as an anonymous admin; "
+            "set LACHESIS_API_TOKEN to require a bearer token"
+        )
     try:
         yield
     finally:
@@ -108,6 +114,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def index() -> RedirectResponse:
         return RedirectResponse("/ui/" if has_ui else "/docs")
 
+    # Added first, so it runs after authentication: a caller without a token learns nothing of the limits.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, max_depth=settings.max_body_depth)
     app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]

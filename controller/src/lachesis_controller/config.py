@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from .limits import MAX_BODY_BYTES, MAX_BODY_DEPTH
+
+Number = TypeVar("Number", int, float)
 
 
 class ConfigError(ValueError):
@@ -21,6 +26,11 @@ class Settings:
     api_token: str | None
     rollout_timeout_s: float
     reconcile_interval_s: float
+    # Without api_token the API is open to anyone as an admin: only when asked for by name
+    # (--insecure-no-auth, LACHESIS_INSECURE_NO_AUTH=1), never because a variable is unset.
+    insecure_no_auth: bool = False
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_body_depth: int = MAX_BODY_DEPTH
     # The dashboard's build output; in a checkout that is ui/dist beside controller/.
     ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
 
@@ -38,8 +48,19 @@ class Settings:
             api_token=env.get("LACHESIS_API_TOKEN") or None,
             rollout_timeout_s=positive_float(env, "LACHESIS_ROLLOUT_TIMEOUT_S", 30.0),
             reconcile_interval_s=positive_float(env, "LACHESIS_RECONCILE_INTERVAL_S", 1.0),
+            insecure_no_auth=_flag(env, "LACHESIS_INSECURE_NO_AUTH"),
+            max_body_bytes=positive_int(env, "LACHESIS_MAX_BODY_BYTES", MAX_BODY_BYTES),
+            max_body_depth=positive_int(env, "LACHESIS_MAX_BODY_DEPTH", MAX_BODY_DEPTH),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
         )
+
+
+    def __post_init__(self) -> None:
+        if self.api_token is None and not self.insecure_no_auth:
+            raise ConfigError(
+                "LACHESIS_API_TOKEN is not set: set it to the bootstrap admin's bearer token, or start "
+                "with --insecure-no-auth (LACHESIS_INSECURE_NO_AUTH=1) to serve the API to anyone as an admin"
+            )
 
 
 def _default_database_url() -> str:
@@ -62,13 +83,31 @@ def _parse_bind(value: str) -> tuple[str, int]:
 
 def positive_float(env: Mapping[str, str], name: str, default: float) -> float:
     """The variable as a number > 0, the default when unset; a ConfigError naming it otherwise."""
+    return _positive(env, name, default, float, "a number")
+
+
+def positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """The variable as a whole number > 0, the default when unset; a ConfigError naming it otherwise."""
+    return _positive(env, name, default, int, "a whole number")
+
+
+def _positive(env: Mapping[str, str], name: str, default: Number, parse: Callable[[str], Number], what: str) -> Number:
     raw = env.get(name)
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r}: expected a number") from None
+        raise ConfigError(f"{name}={raw!r}: expected {what}") from None
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: must be greater than 0")
     return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in {"", "0", "false", "no"}:
+        return False
+    if raw in {"1", "true", "yes"}:
+        return True
+    raise ConfigError(f"{name}={env[name]!r}: expected 1 or 0")

@@ -1,7 +1,10 @@
-"""`lachesis-controller`: serve the API with uvicorn on LACHESIS_BIND until SIGTERM/SIGINT."""
+"""`lachesis-controller [--insecure-no-auth]`: serve the API with uvicorn on LACHESIS_BIND
+until SIGTERM/SIGINT. Without LACHESIS_API_TOKEN it refuses to start (exit 2) unless told
+--insecure-no-auth (or LACHESIS_INSECURE_NO_AUTH=1)."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -11,14 +14,23 @@ from types import FrameType
 from .config import ConfigError, Settings
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="lachesis-controller", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--insecure-no-auth", action="store_true",
+        help="serve the API without LACHESIS_API_TOKEN: every caller is an anonymous admin",
+    )
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("LACHESIS_LOG_LEVEL", "INFO").upper(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = Settings.from_env()
+        env = dict(os.environ)
+        if args.insecure_no_auth:
+            env["LACHESIS_INSECURE_NO_AUTH"] = "1"
+        settings = Settings.from_env(env)
     except ConfigError as exc:
         print(f"lachesis-controller: {exc}", file=sys.stderr)
         sys.exit(2)

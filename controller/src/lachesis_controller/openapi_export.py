@@ -22,7 +22,7 @@ def render() -> str:
     # Fixed settings: the document must not depend on the environment it is generated in.
     settings = Settings(
         database_url="sqlite://", redis_url="redis://127.0.0.1:6380/0", bind_host="127.0.0.1",
-        bind_port=8080, api_token=None, rollout_timeout_s=30.0, reconcile_interval_s=1.0,
+        bind_port=8080, api_token=None, insecure_no_auth=True, rollout_timeout_s=30.0, reconcile_interval_s=1.0,
     )
     return json.dumps(create_app(settings).openapi(), indent=2, sort_keys=True) + "\n"
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from .limits import MAX_BODY_DEPTH
 from .policy_model import PolicyDocument
 from .problems import FieldError, ProblemError, format_loc
 
@@ -30,10 +31,87 @@ class Located:
         return self.marks.get(())
 
 
+# A policy of thousands of rules is some tens of thousands of nodes. Aliases may share a
+# list or two, but every alias repeats what it names wherever it is used, so the budget is
+# on the expanded document: a few hundred bytes of nested aliases (billion laughs) would
+# otherwise expand to gigabytes in the constructor and in everything that walks the result.
+MAX_ALIASES = 100
+MAX_EXPANDED_NODES = 100_000
+MAX_DEPTH = MAX_BODY_DEPTH
+
+
+class _TooBig(Exception):
+    def __init__(self, message: str, mark: yaml.Mark) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses, while composing, documents too deep or expanding too far:
+    the composer is where aliases are resolved, and it recurses (a deep document would
+    overflow the stack)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._expanded = 0
+        # Per composed node: (nodes it expands to, levels it nests), aliases included.
+        self._extent: dict[int, tuple[int, int]] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        mark = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _TooBig(f"has more than {MAX_ALIASES} aliases", mark)
+            node = super().compose_node(parent, index)
+            if id(node) not in self._extent:
+                raise _TooBig("has an alias inside the node it names", mark)
+            size, height = self._extent[id(node)]
+            self._count(size, self._depth + height, mark)
+            return node
+        self._count(1, self._depth + 1, mark)
+        before = self._expanded
+        self._depth += 1
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        self._extent[id(node)] = (1 + self._expanded - before, 1 + max(map(self._height, _children(node)), default=0))
+        return node
+
+    def _height(self, node: yaml.Node) -> int:
+        return self._extent[id(node)][1]
+
+    def _count(self, nodes: int, depth: int, mark: yaml.Mark) -> None:
+        self._expanded += nodes
+        if depth > MAX_DEPTH:
+            raise _TooBig(f"nests deeper than {MAX_DEPTH} levels", mark)
+        if self._expanded > MAX_EXPANDED_NODES:
+            raise _TooBig(f"expands beyond {MAX_EXPANDED_NODES} nodes through its aliases", mark)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def parse(text: str) -> Located:
+    loader = BoundedLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        value = yaml.safe_load(text)
+        node = loader.get_single_node()
+        value = loader.construct_document(node) if node is not None else None
+    except _TooBig as exc:
+        line, column = exc.mark.line + 1, exc.mark.column + 1
+        raise ProblemError(
+            422, f"line {line}, column {column}: the document {exc.message}", kind="document-out-of-bounds",
+            title="Policy document out of bounds",
+            errors=[FieldError(field="body", message=f"the document {exc.message}", line=line, column=column)],
+            extra={"max_aliases": MAX_ALIASES, "max_expanded_nodes": MAX_EXPANDED_NODES, "max_depth": MAX_DEPTH},
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "unknown position"
@@ -44,6 +122,8 @@ def parse(text: str) -> Located:
         ) from None
     except yaml.YAMLError as exc:
         raise ProblemError(400, f"malformed YAML: {exc}", kind="malformed-yaml", title="Malformed YAML") from None
+    finally:
+        loader.dispose()
     marks: dict[tuple[str | int, ...], tuple[int, int]] = {}
     if node is not None:
         _collect(node, (), marks)
