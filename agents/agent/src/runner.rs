@@ -2,10 +2,10 @@
 //! heartbeat; reconnect forever when Redis goes away.
 //!
 //! Two tasks, each with its own connection:
-//! - the control loop (one session per connection): `XADD lachesis:registrations`, then read
+//! - the control loop (one session per connection): `XADD lachesis:agent:{host}:registrations`, then read
 //!   the last id of the inbox, `GET` the desired key and apply it, then `XREAD BLOCK` the inbox
 //!   from that id; every desired state is handled by [`AgentState`] and acked on
-//!   `lachesis:acks`. Any Redis error ends the session; the loop backs off (doubling, capped at
+//!   `lachesis:agent:{host}:acks`. Any Redis error ends the session; the loop backs off (doubling, capped at
 //!   [`Config::max_backoff`]) and starts a new one, which registers and resyncs again.
 //!   A two-phase rollout's quiesce phase is handed to the data path through
 //!   [`FlowControl`] (quiesce, drain, then ack); its install phase resumes the flows.
@@ -244,7 +244,7 @@ async fn session(agent: &mut Agent, backoff: &mut Backoff) -> anyhow::Result<Inf
 
     let reg = serde_json::to_string(&agent.registration)?;
     let reg_id: String = redis::cmd("XADD")
-        .arg(keys::REGISTRATIONS)
+        .arg(keys::registrations(&host))
         .arg("*")
         .arg(keys::FIELD)
         .arg(&reg)
@@ -322,6 +322,7 @@ async fn handle_message(
     };
     let held = agent.state.generation();
     let quiescing = agent.state.quiescing();
+    let previous = agent.state.applied().clone();
     let (outcome, mut ack) = agent.state.handle(&msg);
     let rules = agent.state.applied().table.len();
     let rollout = or_dash(&msg.rollout_id);
@@ -369,6 +370,8 @@ async fn handle_message(
                     error!(generation = msg.generation, rollout_id = %rollout, error = %e, "data path refused the rules");
                     ack.status = AckStatus::Rejected;
                     ack.reason = Some(format!("data path: {e}"));
+                    ack.rules_installed = previous.table.len() as u64;
+                    agent.state.refused_by_data_path(previous);
                 }
             }
             info!(
@@ -447,7 +450,7 @@ async fn handle_message(
     }
     let ack_json = serde_json::to_string(&ack)?;
     let ack_id: String = redis::cmd("XADD")
-        .arg(keys::ACKS)
+        .arg(keys::acks(&ack.host_id))
         .arg("*")
         .arg(keys::FIELD)
         .arg(&ack_json)

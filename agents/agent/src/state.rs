@@ -111,6 +111,13 @@ impl AgentState {
         &self.applied
     }
 
+    /// Puts `previous` back after the data path refused the state just applied: the agent
+    /// holds (and reports) only what is installed, and a later copy of the refused
+    /// generation is tried again instead of being taken as already applied.
+    pub fn refused_by_data_path(&mut self, previous: Applied) {
+        self.applied = previous;
+    }
+
     /// Handle one desired state and return what happened and the ack to send.
     pub fn handle(&mut self, msg: &DesiredState) -> (Outcome, Ack) {
         self.handle_at(msg, Timestamp::now())
@@ -454,6 +461,18 @@ mod tests {
         let dup = desired(5, vec![rule("x", Match::any()), rule("x", Match::any())]);
         assert!(s.restore(&dup).is_err());
         assert_eq!(s.generation(), 0);
+    }
+
+    #[test]
+    fn a_state_the_data_path_refused_is_undone_and_tried_again() {
+        let mut s = AgentState::new("host-a");
+        s.handle(&desired(1, vec![rule("old", Match::any())]));
+        let previous = s.applied().clone();
+        assert_eq!(s.handle(&desired(2, vec![])).0, Outcome::Applied);
+        s.refused_by_data_path(previous);
+        assert_eq!(s.generation(), 1);
+        assert!(s.applied().table.get("old").is_some());
+        assert_eq!(s.handle(&desired(2, vec![])).0, Outcome::Applied);
     }
 
     #[test]
