@@ -153,6 +153,7 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # running them twice would double the suite's time for nothing.
 BOTH_DATABASES = {
     "test_tenants", "test_rules", "test_policies", "test_concurrency", "test_rollouts", "test_stages_api",
+    "test_rollouts_rollback", "test_desired_states",
 }
 
 

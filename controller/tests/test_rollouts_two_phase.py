@@ -117,6 +117,7 @@ def assert_rolled_back(client: TestClient, rollout: dict[str, Any], agents: list
     assert "rolled back" in rollout["reason"]
     back = client.get(f"/api/v1/rollouts/{back_id}").json()
     assert back["cause"] == f"rollback of rollout {rollout['id']}"
+    assert rollout["restored"] == [{"kind": "rule", "name": "r1"}]
     assert [t["host_id"] for t in back["targets"]] == [a.host_id for a in agents]
     for agent in agents:
         state = wait_phase(agent, 4, "install")
@@ -139,8 +140,8 @@ def test_a_refused_quiesce_rolls_every_host_back(client: TestClient, agents: Age
     assert done["state"] == "failed"
     assert "host-b" in done["reason"] and "drain timed out" in done["reason"]
     assert_rolled_back(client, done, [a, b])
-    # The rule stays as the operator set it: the next change ships it again.
-    assert client.get("/api/v1/rules/r1").json()["detours"] == NEW_DETOURS
+    # The database says again what the hosts run: the change is gone from the API too.
+    assert client.get("/api/v1/rules/r1").json()["detours"] == rule_body()["detours"]
 
 
 def test_a_refused_install_rolls_every_host_back(client: TestClient, agents: Agents) -> None:

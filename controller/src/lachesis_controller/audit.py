@@ -35,3 +35,7 @@ def record(
             resource_name=name, tenant=tenant, before=before, after=after, rollout_id=rollout_id,
         )
     )
+
+
+# The actor of what the controller itself changes (a rollback putting rows back).
+CONTROLLER = Principal(actor="controller", role="admin", tenant=None, token_id=None)

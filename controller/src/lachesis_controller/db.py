@@ -8,6 +8,7 @@ consumers and the reconciler never interleave inside a transaction.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,23 @@ def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(parsed.database).expanduser())
         engine = create_engine(url, connect_args={"timeout": 5})
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file readable by its owner only (it holds token hashes and
+    every tenant's intent), and tighten one an older version left world-readable. SQLite
+    gives the -wal and -shm files it creates the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists():
+            file.chmod(0o600)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -97,3 +109,8 @@ def migrate(engine: Engine) -> None:
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "heads")
+    # Imported here: intent imports the models, which import this module.
+    from .intent import ensure_baseline
+
+    with make_sessionmaker(engine).begin() as session:
+        ensure_baseline(session)

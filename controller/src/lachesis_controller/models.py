@@ -74,11 +74,18 @@ class Rollout(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(index=True)
     deadline: Mapped[datetime]
+    # The time it was given (deadline - created_at when made); its rollback gets as long.
+    timeout_s: Mapped[float | None] = mapped_column(Float)
     completed_at: Mapped[datetime | None]
     # Two-phase rollouts (a change that moves flows): quiesce | install; null: one phase.
     phase: Mapped[str | None] = mapped_column(String(16))
     # The rollout that rolled this one's hosts back after it failed or timed out.
     rolled_back_by: Mapped[str | None] = mapped_column(String(36))
+    # While pending: what this rollout ships that the one before it did not (intent.py's
+    # diff), so a failure can put the database back. Cleared once it is decided.
+    changes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    # After a rollback: the resources the database got back ({kind, name}).
+    restored: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
 
     targets: Mapped[list[RolloutTarget]] = relationship(
         back_populates="rollout",
@@ -101,16 +108,44 @@ class RolloutTarget(Base):
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     acked_at: Mapped[datetime | None]
-    # The desired-state message exactly as published, so the reconciler can send the same
-    # bytes again (same rollout_id, traceparent, issued_at) after Redis lost them.
-    message: Mapped[str] = mapped_column(Text)
+    # The state this generation ships, shared with every target shipping the same state;
+    # with the rollout (id, issued_at = created_at, traceparent) and the three fields below
+    # it renders the message byte for byte (rollouts.message_of). Null once pruned.
+    state_id: Mapped[str | None] = mapped_column(
+        ForeignKey("desired_states.id", ondelete="SET NULL"), index=True
+    )
     # quiesce (phase 1 sent) | drained (phase 1 acked) | install (one-phase, or phase 2 sent)
     phase: Mapped[str] = mapped_column(String(16), server_default="install")
-    # Phase 1 of a two-phase rollout as published (republished while phase is quiesce).
-    quiesce_message: Mapped[str | None] = mapped_column(Text)
+    # The flows phase 1 quiesces (two-phase rollouts only).
+    quiesce: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    # A rollback's target: the generation whose state it restores.
+    restores: Mapped[int | None] = mapped_column(Integer)
     drained_at: Mapped[datetime | None]
 
     rollout: Mapped[Rollout] = relationship(back_populates="targets")
+    state: Mapped[DesiredStateBody | None] = relationship()
+
+
+class DesiredStateBody(Base):
+    """What a desired-state message carries besides its envelope (tenants, rules, stages,
+    caches), stored once however many hosts and generations ship it."""
+
+    __tablename__ = "desired_states"
+
+    # SHA-256 of the body's canonical JSON.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+
+class ShippedIntent(Base):
+    """The intent (tenants, rules, stages, policies, allocation, placements) as the newest
+    rollout shipped it: the "before" of the next rollout's changes (intent.py)."""
+
+    __tablename__ = "shipped_intent"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 class ApiToken(Base):

@@ -11,13 +11,23 @@ that goes away) is rolled out in two phases so no IO of a moving flow is in flig
 the hosts disagree: every target gets the new generation with phase quiesce (stop
 admitting the flows' IO, drain what is in flight, ack), and only when every target has
 acked that does each get phase install (install, resume, ack). A rejection, a timeout or
-a target whose agent dies fails such a rollout and rolls every target back: a new
-generation carrying the rules of the generation each host ran before (`restores`).
-Adding rules or changing tenants moves no flow of an existing match and stays one-phase.
+a target whose agent dies fails such a rollout and rolls it back. Adding rules or
+changing tenants moves no flow of an existing match and stays one-phase; a rejection
+rolls such a rollout back too, a timeout does not (the hosts will run it).
+
+A rollback restores the database first: every row the rollout changed goes back to what
+the rollout found (intent.py), so the API, later rollouts and what the hosts run agree,
+and every target then gets a new generation built from it (`restores` names the
+generation whose state it brings back).
+
+A generation's state (tenants, rules, stages, caches) is stored once per distinct
+content (DesiredStateBody), however many hosts and rollouts ship it; the message is
+rendered from it and the rollout's envelope (message_of).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -26,12 +36,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from . import metrics
+from . import audit, intent, metrics
+from .db import utcnow
 from .messages import Ack, DesiredState
-from .models import CacheAllocation, Host, Rollout, RolloutTarget, Rule, Tenant
+from .models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
 from .stages import store as stage_store
 from .stages.resolve import shipped_rules, shipped_stages
 
@@ -59,16 +70,8 @@ def rfc3339(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def build_desired_state(
-    session: Session,
-    host_id: str,
-    generation: int,
-    *,
-    rollout_id: str | None,
-    traceparent: str | None,
-    issued_at: datetime,
-) -> str:
-    """The whole state of one host as JSON: agents replace what they hold with it."""
+def desired_body(session: Session, host_id: str) -> dict[str, Any]:
+    """What one host should run (tenants, rules, stages, caches), as the database says."""
     tenants = session.scalars(select(Tenant).order_by(Tenant.name)).all()
     rules = session.scalars(select(Rule).order_by(Rule.priority, Rule.name)).all()
     caches = cache_sizes(session)
@@ -80,32 +83,104 @@ def build_desired_state(
         for r in rules
         if r.applies_to(host_id)
     ]
-    return encode(
-        {
-            **({"caches": caches} if caches is not None else {}),
-            **({"stages": stages} if stages else {}),
-            "schema": "lachesis.desired-state/v1",
-            "host_id": host_id,
-            "generation": generation,
-            "rollout_id": rollout_id,
-            "issued_at": rfc3339(issued_at),
-            "traceparent": traceparent,
-            "tenants": [{"name": t.name, "classifiers": t.classifiers} for t in tenants],
-            "rules": shipped_rules(rule_dicts, declared, (s["name"] for s in stages)),
-        }
+    return {
+        **({"caches": caches} if caches is not None else {}),
+        **({"stages": stages} if stages else {}),
+        "tenants": [{"name": t.name, "classifiers": t.classifiers} for t in tenants],
+        "rules": shipped_rules(rule_dicts, declared, (s["name"] for s in stages)),
+    }
+
+
+def build_desired_state(
+    session: Session,
+    host_id: str,
+    generation: int,
+    *,
+    rollout_id: str | None,
+    traceparent: str | None,
+    issued_at: datetime,
+) -> str:
+    """The whole state of one host as JSON: agents replace what they hold with it."""
+    return encode({
+        **_envelope(host_id, generation, rollout_id, traceparent, issued_at),
+        **desired_body(session, host_id),
+    })
+
+
+def _envelope(
+    host_id: str, generation: int, rollout_id: str | None, traceparent: str | None, issued_at: datetime
+) -> dict[str, Any]:
+    return {
+        "schema": "lachesis.desired-state/v1", "host_id": host_id, "generation": generation,
+        "rollout_id": rollout_id, "issued_at": rfc3339(issued_at), "traceparent": traceparent,
+    }
+
+
+def message_of(target: RolloutTarget, phase: str = INSTALL) -> str | None:
+    """The message of `target` in `phase` (quiesce: its phase 1), byte for byte as first
+    published; None once its state was pruned."""
+    if target.state is None:
+        return None
+    rollout = target.rollout
+    fields = {
+        **_envelope(target.host_id, target.generation, rollout.id, rollout.traceparent, rollout.created_at),
+        **json.loads(target.state.body),
+    }
+    if phase == QUIESCE:
+        fields.update(phase=QUIESCE, quiesce=target.quiesce)
+    elif target.restores is not None:
+        fields.update(phase=INSTALL, restores=target.restores)
+    return encode(fields)
+
+
+def _stored(session: Session, body: dict[str, Any]) -> DesiredStateBody:
+    """The stored copy of `body`, added if no generation shipped it before. Keyed by the
+    SHA-256 of its canonical (key-sorted) JSON; kept in its own key order."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    found = session.get(DesiredStateBody, digest)
+    if found is None:
+        found = DesiredStateBody(id=digest, body=json.dumps(body, separators=(",", ":")), created_at=utcnow())
+        session.add(found)
+        session.flush()
+    return found
+
+
+def _shipped_body(session: Session, host_id: str, generation: int) -> dict[str, Any] | None:
+    body = session.scalars(
+        select(DesiredStateBody.body)
+        .join(RolloutTarget, RolloutTarget.state_id == DesiredStateBody.id)
+        .where(RolloutTarget.host_id == host_id, RolloutTarget.generation == generation)
+    ).one_or_none()
+    return None if body is None else json.loads(body)
+
+
+def prune_states(session: Session) -> None:
+    """Drop the stored states nothing needs any more. Kept: each host's desired and acked
+    generation (the reconciler republishes the one, the other is what runs) and every
+    target of a pending rollout (phase 2 renders from them). Rollouts and their targets
+    stay as history (a few hundred bytes each); a pruned target's state reads as null."""
+    session.flush()
+    keep = (
+        select(RolloutTarget.state_id)
+        .join(Host, Host.id == RolloutTarget.host_id)
+        .where(
+            (RolloutTarget.generation == Host.desired_generation)
+            | (RolloutTarget.generation == Host.acked_generation)
+            | RolloutTarget.rollout_id.in_(select(Rollout.id).where(Rollout.state == PENDING))
+        )
     )
-
-
-def resized(message_stages: list[dict[str, Any]], session: Session, host_id: str) -> list[dict[str, Any]]:
-    """The stages of an earlier message with the cache sizes of the allocation in force
-    (a rollback restores rules and stages, never an older allocation)."""
-    declared = stage_store.declared_stages(session).values()
-    host = stage_store.host_view(session, host_id)
-    now = {s["name"]: s for s in shipped_stages(declared, host, stage_store.allocation_sizes(session))}
-    return [
-        {**s, "size_bytes": now[s["name"]]["size_bytes"]} if s["kind"] == "cache" and s["name"] in now else s
-        for s in message_stages
-    ]
+    session.execute(
+        update(RolloutTarget)
+        .where(RolloutTarget.state_id.is_not(None), RolloutTarget.state_id.not_in(keep))
+        .values(state_id=None)
+        .execution_options(synchronize_session="fetch")
+    )
+    referenced = select(RolloutTarget.state_id).where(RolloutTarget.state_id.is_not(None))
+    session.execute(
+        delete(DesiredStateBody)
+        .where(DesiredStateBody.id.not_in(referenced))
+        .execution_options(synchronize_session="fetch")
+    )
 
 
 def cache_sizes(session: Session) -> list[dict[str, Any]] | None:
@@ -122,13 +197,6 @@ def cache_sizes(session: Session) -> list[dict[str, Any]] | None:
 def encode(fields: dict[str, Any]) -> str:
     """A desired-state message as compact JSON, checked against its model."""
     return json.dumps(DesiredState.model_validate(fields).dump(), separators=(",", ":"))
-
-
-def quiesce_message(install: str, flows: list[dict[str, Any]]) -> str:
-    """Phase 1 of `install` (same generation, rollout and state): quiesce `flows`."""
-    fields = json.loads(install)
-    fields.update(phase=QUIESCE, quiesce=flows)
-    return encode(fields)
 
 
 def moved_flows(before: list[dict[str, Any]] | None, after: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -157,18 +225,6 @@ def moved_flows(before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
     return flows
 
 
-def _rules_of(message: str | None) -> list[dict[str, Any]] | None:
-    return None if message is None else json.loads(message)["rules"]
-
-
-def _message_of(session: Session, host_id: str, generation: int) -> str | None:
-    return session.scalars(
-        select(RolloutTarget.message).where(
-            RolloutTarget.host_id == host_id, RolloutTarget.generation == generation
-        )
-    ).one_or_none()
-
-
 def start_rollout(
     session: Session,
     *,
@@ -179,13 +235,17 @@ def start_rollout(
     timeout_s: float,
     traceparent: str | None,
     hold_flows: list[dict[str, Any]] | None = None,
+    restores: dict[str, int] | None = None,
 ) -> tuple[Rollout, list[Publication]]:
     """Bump the generation of each named host and record a rollout targeting them.
 
     Call it after the change itself is in the session: the messages are built from what
-    the session sees. Two-phase when the change moves a flow at any target; with
-    `hold_flows` (a switch operation) always, quiescing those flows and holding them
-    quiesced until `resume`.
+    the session sees, and what changed since the previous rollout is recorded so that a
+    failure can restore it (intent.py). Two-phase when the change moves a flow at any
+    target; with `hold_flows` (a switch operation) always, quiescing those flows and
+    holding them quiesced until `resume`. With `restores` (host -> generation) it is a
+    rollback: one phase, each message saying which generation it restores, and never
+    itself restored.
     """
     rollout = Rollout(
         id=str(uuid.uuid4()),
@@ -195,41 +255,47 @@ def start_rollout(
         reason=None,
         created_at=now,
         deadline=now + timedelta(seconds=timeout_s),
+        timeout_s=timeout_s,
         completed_at=None,
     )
     session.add(rollout)
+    changes = intent.ship(session)
+    rollout.changes = changes if restores is None else None
     wanted = sorted(set(host_ids))
     hosts = session.scalars(select(Host).where(Host.id.in_(wanted)).order_by(Host.id)).all()
-    staged: list[tuple[Host, str, list[dict[str, Any]]]] = []
+    staged: list[tuple[Host, dict[str, Any], list[dict[str, Any]]]] = []
     for host in hosts:
-        before = _rules_of(_message_of(session, host.id, host.desired_generation))
+        before = _shipped_body(session, host.id, host.desired_generation)
         host.desired_generation += 1
-        message = build_desired_state(
-            session, host.id, host.desired_generation,
-            rollout_id=rollout.id, traceparent=traceparent, issued_at=now,
-        )
-        flows = moved_flows(before, json.loads(message)["rules"]) if hold_flows is None else hold_flows
-        staged.append((host, message, flows))
+        body = desired_body(session, host.id)
+        if hold_flows is not None:
+            flows = hold_flows
+        elif restores is not None:
+            flows = []
+        else:
+            flows = moved_flows(None if before is None else before["rules"], body["rules"])
+        staged.append((host, body, flows))
     # Consistency is across hosts: if a flow moves anywhere, every target takes part.
     two_phase = hold_flows is not None or any(flows for _, _, flows in staged)
     if two_phase:
         rollout.phase = HOLD if hold_flows is not None else QUIESCE
     publications = []
-    for host, message, flows in staged:
-        phase1 = quiesce_message(message, flows) if two_phase else None
-        rollout.targets.append(
-            RolloutTarget(
-                host_id=host.id, generation=host.desired_generation, status=PENDING,
-                reason=None, acked_at=None, message=message,
-                phase=QUIESCE if two_phase else INSTALL, quiesce_message=phase1,
-            )
+    for host, body, flows in staged:
+        target = RolloutTarget(
+            host_id=host.id, generation=host.desired_generation, status=PENDING,
+            reason=None, acked_at=None, state=_stored(session, body),
+            phase=QUIESCE if two_phase else INSTALL, quiesce=flows if two_phase else None,
+            restores=None if restores is None else restores.get(host.id, 0),
         )
-        publications.append(Publication(host.id, host.desired_generation, phase1 or message))
+        rollout.targets.append(target)
+        publications.append(Publication(host.id, host.desired_generation, _rendered(target, target.phase)))
     if not publications:
         # Nothing to wait for: the change is in force as soon as it is committed.
         rollout.state = SUCCEEDED
         rollout.completed_at = now
+        rollout.changes = None
         metrics.ROLLOUTS_COMPLETED.labels(SUCCEEDED).inc()
+    prune_states(session)
     metrics.ROLLOUTS_STARTED.labels(trigger).inc()
     log.info(
         "rollout %s (%s): %d host(s)%s", rollout.id, cause, len(publications),
@@ -356,7 +422,7 @@ def advance(rollout: Rollout) -> list[Publication]:
     for t in waiting:
         t.phase = INSTALL
     log.info("rollout %s: every target drained, installing", rollout.id)
-    return [Publication(t.host_id, t.generation, t.message) for t in waiting]
+    return _install(waiting)
 
 
 def resume(rollout: Rollout) -> list[Publication]:
@@ -367,46 +433,59 @@ def resume(rollout: Rollout) -> list[Publication]:
     rollout.phase = INSTALL
     for t in waiting:
         t.phase = INSTALL
-    return [Publication(t.host_id, t.generation, t.message) for t in waiting]
+    return _install(waiting)
 
 
-def current_message(target: RolloutTarget) -> str:
-    """What the host's desired key should hold for this target now."""
-    if target.phase == INSTALL or target.quiesce_message is None:
-        return target.message
-    return target.quiesce_message
+def _install(targets: list[RolloutTarget]) -> list[Publication]:
+    return [Publication(t.host_id, t.generation, _rendered(t, INSTALL)) for t in targets]
+
+
+def _rendered(target: RolloutTarget, phase: str) -> str:
+    message = message_of(target, phase)
+    if message is None:
+        raise RuntimeError(f"state of pending {target.host_id}@{target.generation} was pruned")
+    return message
+
+
+def current_message(target: RolloutTarget) -> str | None:
+    """What the host's desired key should hold for this target now (None: pruned)."""
+    return message_of(target, INSTALL if target.phase == INSTALL or target.quiesce is None else QUIESCE)
 
 
 def _roll_back_if_failed(session: Session | None, rollout: Rollout, now: datetime) -> list[Publication]:
-    if session is None or rollout.phase is None or rollout.state not in (FAILED, TIMED_OUT):
+    """Roll back a two-phase rollout that failed or timed out (its hosts hold flows
+    quiesced), and a one-phase one that an agent refused (what it ships will never be
+    installed there). A one-phase rollout that timed out stays: its change is still
+    what the hosts will run, each once its agent reads its desired key again."""
+    if session is None or rollout.state not in (FAILED, TIMED_OUT) or rollout.rolled_back_by is not None:
         return []
-    if rollout.rolled_back_by is not None:
+    if rollout.phase is None and not (rollout.state == FAILED and rollout.changes):
+        rollout.changes = None
         return []
     return roll_back(session, rollout, now)
 
 
 def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publication]:
-    """Send every target of a failed two-phase rollout back to the rules it ran before.
+    """Put the database back to what the failed rollout found, then ship that to its hosts.
 
-    Each host gets a new generation (generations only grow, so a late copy of the failed
-    one is refused as stale) carrying the state of the newest generation it applied
-    before the failed one. Hosts already given a newer generation by a later change are
-    left to that change.
+    Every row the rollout changed and nobody changed since gets its earlier value back
+    (intent.restore), with an audit event each; the database then says again what the
+    hosts run. Each target host gets a new generation built from it (generations only
+    grow, so a late copy of the failed one is refused as stale), saying which generation
+    it restores: the newest one the host applied before the failed one. A host a later
+    change already moved on is left to that change unless rows were restored (that
+    change shipped them too).
     """
-    back = Rollout(
-        id=str(uuid.uuid4()), cause=f"rollback of rollout {rollout.id}",
-        traceparent=rollout.traceparent, state=PENDING, reason=None, created_at=now,
-        deadline=now + (rollout.deadline - rollout.created_at), completed_at=None,
-    )
-    session.add(back)
-    publications = []
-    caches = cache_sizes(session)
+    restored = intent.restore(session, rollout.changes or [])
+    rollout.changes = None
+    rollout.restored = [{"kind": c["kind"], "name": intent.name_of(c)} for c in restored]
+    hosts: dict[str, int] = {}
     for target in rollout.targets:
         host = session.get(Host, target.host_id)
-        if host is None or host.desired_generation != target.generation:
+        if host is None or (host.desired_generation != target.generation and not restored):
             continue
         previous = session.scalars(
-            select(RolloutTarget)
+            select(RolloutTarget.generation)
             .where(
                 RolloutTarget.host_id == target.host_id,
                 RolloutTarget.generation < target.generation,
@@ -415,35 +494,31 @@ def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publica
             .order_by(RolloutTarget.generation.desc())
             .limit(1)
         ).one_or_none()
-        state = json.loads(previous.message) if previous is not None else {"tenants": [], "rules": []}
-        host.desired_generation += 1
-        message = encode(
-            {
-                "schema": "lachesis.desired-state/v1", "host_id": host.id,
-                "generation": host.desired_generation, "rollout_id": back.id,
-                "issued_at": rfc3339(now), "traceparent": rollout.traceparent,
-                "phase": INSTALL, "restores": previous.generation if previous is not None else 0,
-                "tenants": state["tenants"], "rules": state["rules"],
-                # Allocations are one-phase and never rolled back: the one in force stays.
-                **({"caches": caches} if caches is not None else {}),
-                **({"stages": resized(state["stages"], session, host.id)} if state.get("stages") else {}),
-            }
+        hosts[host.id] = previous or 0
+    back, publications = start_rollout(
+        session, cause=f"rollback of rollout {rollout.id}", trigger="rollback", host_ids=hosts,
+        now=now, timeout_s=_timeout_of(rollout),
+        traceparent=rollout.traceparent, restores=hosts,
+    )
+    for change in restored:
+        audit.record(
+            session, audit.CONTROLLER, f"{change['kind']}.rollback", kind=change["kind"],
+            name=intent.name_of(change), tenant=intent.tenant_of(change),
+            before=change["after"], after=change["before"], rollout_id=back.id,
         )
-        back.targets.append(
-            RolloutTarget(
-                host_id=host.id, generation=host.desired_generation, status=PENDING, reason=None,
-                acked_at=None, message=message, phase=INSTALL, quiesce_message=None,
-            )
-        )
-        publications.append(Publication(host.id, host.desired_generation, message))
-    if not publications:
-        back.state, back.completed_at = SUCCEEDED, now
-        metrics.ROLLOUTS_COMPLETED.labels(SUCCEEDED).inc()
     rollout.rolled_back_by = back.id
-    rollout.reason = f"{rollout.reason}; rolled back by rollout {back.id}"
-    metrics.ROLLOUTS_STARTED.labels("rollback").inc()
-    log.warning("rollout %s rolled back by rollout %s (%d host(s))", rollout.id, back.id, len(publications))
+    what = ", ".join(f"{r['kind']} {r['name']}" for r in rollout.restored) or "no change"
+    rollout.reason = f"{rollout.reason}; rolled back by rollout {back.id} (restored: {what})"
+    log.warning("rollout %s rolled back by rollout %s (%d host(s); restored: %s)",
+                rollout.id, back.id, len(publications), what)
     return publications
+
+
+def _timeout_of(rollout: Rollout) -> float:
+    # Not deadline - created_at: the deadline may have been moved since (tests pass it).
+    if rollout.timeout_s is not None:
+        return rollout.timeout_s
+    return (rollout.deadline - rollout.created_at).total_seconds()  # made before migration 0008
 
 
 def settle(rollout: Rollout, now: datetime) -> None:
@@ -458,6 +533,7 @@ def settle(rollout: Rollout, now: datetime) -> None:
         )
     elif all(t.status == APPLIED for t in rollout.targets):
         rollout.state = SUCCEEDED
+        rollout.changes = None  # installed: nothing to restore any more
     else:
         return
     rollout.completed_at = now

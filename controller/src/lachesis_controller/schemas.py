@@ -99,6 +99,11 @@ class RolloutTargetOut(BaseModel):
     reason: str | None
 
 
+class RestoredResource(BaseModel):
+    kind: Literal["tenant", "stage", "rule", "policy", "allocation", "placement"]
+    name: str = Field(description="Its name; a policy version is name/version, a placement host/device.")
+
+
 class RolloutOut(BaseModel):
     id: str
     state: RolloutState
@@ -109,6 +114,9 @@ class RolloutOut(BaseModel):
         "reached; hold: a switch quiesce waiting for its resume. Null: one phase."
     )
     rolled_back_by: str | None = Field(description="Rollout that rolled this one's hosts back after it failed.")
+    restored: list[RestoredResource] | None = Field(
+        default=None, description="After a rollback: the resources the database got back (what the hosts run again)."
+    )
     traceparent: str | None
     created_at: datetime
     deadline: datetime

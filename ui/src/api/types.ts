@@ -81,6 +81,8 @@ export type RolloutOut = {
   /** Two-phase rollouts: the phase reached (hold: a switch quiesce waiting for its resume); null: one phase. */
   phase?: "quiesce" | "hold" | "install" | null;
   rolled_back_by?: string | null;
+  /** After a rollback: the resources the database got back (a policy version is name/version). */
+  restored?: { kind: "tenant" | "stage" | "rule" | "policy" | "allocation" | "placement"; name: string }[] | null;
   traceparent: string | null;
   created_at: string;
   deadline: string;

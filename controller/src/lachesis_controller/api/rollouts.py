@@ -13,7 +13,7 @@ from ..db import utcnow
 from ..authz import Principal
 from ..models import AuditEvent, Rollout
 from ..problems import not_found, problem_responses
-from ..schemas import RolloutOut, RolloutTargetOut
+from ..schemas import RestoredResource, RolloutOut, RolloutTargetOut
 from .deps import PrincipalDep, SessionDep
 
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])
@@ -31,6 +31,8 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         cause=rollout.cause,
         phase=rollout.phase,  # type: ignore[arg-type]
         rolled_back_by=rollout.rolled_back_by,
+        restored=[RestoredResource.model_validate(r) for r in rollout.restored]
+        if rollout.restored is not None else None,
         traceparent=rollout.traceparent,
         created_at=rollout.created_at,
         deadline=rollout.deadline,

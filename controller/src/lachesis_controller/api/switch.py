@@ -162,7 +162,7 @@ async def resume(
             targets = {t.host_id for t in rollout.targets}
             if wanted is not None and not targets & wanted:
                 continue
-            if flow is not None and not any(_quiesced(t.quiesce_message) == [flow] for t in rollout.targets):
+            if flow is not None and not any(t.quiesce == [flow] for t in rollout.targets):
                 continue
             publications += rollouts.resume(rollout)
             resumed.append(rollout.id)
@@ -175,7 +175,3 @@ async def resume(
             raise ProblemError(409, "nothing is quiesced in that scope", kind="conflict")
     await bus.publish(publications, source="api")
     return ResumeOut(resumed=resumed)
-
-
-def _quiesced(message: str | None) -> list[dict[str, Any]] | None:
-    return None if message is None else json.loads(message).get("quiesce")

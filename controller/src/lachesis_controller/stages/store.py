@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..models import CacheAllocation, DevicePlacement, Host, RolloutTarget, Stage
+from ..models import CacheAllocation, DesiredStateBody, DevicePlacement, Host, RolloutTarget, Stage
 from ..ruleset import policies_in_force
 from .resolve import HostView
 
@@ -48,7 +48,8 @@ def host_view(session: Session, host_id: str) -> HostView:
     previous: dict[tuple[str, str, str], int] = {}
     if host is not None:
         shipped = session.scalars(
-            select(RolloutTarget.message)
+            select(DesiredStateBody.body)
+            .join(RolloutTarget, RolloutTarget.state_id == DesiredStateBody.id)
             .where(RolloutTarget.host_id == host_id, RolloutTarget.generation <= host.desired_generation)
             .order_by(RolloutTarget.generation.desc())
             .limit(1)
