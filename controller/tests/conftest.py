@@ -304,17 +304,28 @@ def now_rfc3339() -> str:
 
 
 class FakeAgent:
-    """Plays an agent on the bus: registers, heartbeats, reads desired state, acks."""
+    """Plays an agent on the bus: registers, heartbeats, reads desired state, acks. The
+    controller hears it only once it is enrolled (`enroll_host`)."""
 
     def __init__(self, url: str, host_id: str) -> None:
+        self.url = url
         self.redis = redis.Redis.from_url(url, decode_responses=True)
         self.host_id = host_id
 
     def close(self) -> None:
         self.redis.close()
 
+    def send(self, kind: str, message: dict[str, Any] | str, host_id: str | None = None) -> None:
+        """XADD to this agent's own stream of `kind` (registrations, acks, telemetry, detours),
+        or to `host_id`'s as a forger would."""
+        raw = message if isinstance(message, str) else json.dumps(message)
+        self.redis.xadd(f"lachesis:agent:{host_id or self.host_id}:{kind}", {"msg": raw})
+
     def register(self, agent_version: str = "0.1.0") -> None:
-        message = {
+        self.send("registrations", self.registration(agent_version))
+
+    def registration(self, agent_version: str = "0.1.0") -> dict[str, Any]:
+        return {
             "schema": "lachesis.registration/v1",
             "host_id": self.host_id,
             "agent_version": agent_version,
@@ -325,7 +336,6 @@ class FakeAgent:
                 "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True},
             },
         }
-        self.redis.xadd("lachesis:registrations", {"msg": json.dumps(message)})
 
     def heartbeat(self, generation: int = 0, ttl_s: int = 15) -> None:
         message = {
@@ -354,7 +364,12 @@ class FakeAgent:
     def ack(
         self, state: dict[str, Any], status: str = "applied", reason: str | None = None
     ) -> None:
-        message = {
+        self.send("acks", self.ack_message(state, status, reason))
+
+    def ack_message(
+        self, state: dict[str, Any], status: str = "applied", reason: str | None = None
+    ) -> dict[str, Any]:
+        return {
             "schema": "lachesis.ack/v1",
             "host_id": self.host_id,
             "generation": state["generation"],
@@ -365,7 +380,6 @@ class FakeAgent:
             "acked_at": now_rfc3339(),
             "traceparent": state["traceparent"],
         }
-        self.redis.xadd("lachesis:acks", {"msg": json.dumps(message)})
 
 
 @pytest.fixture
@@ -382,8 +396,17 @@ def agents(redis_url: str) -> Iterator[Callable[[str], FakeAgent]]:
         agent.close()
 
 
+def enroll_host(client: TestClient, host_id: str) -> str:
+    """POST the host's enrolment (the controller reads the streams of enrolled hosts only);
+    returns the agent's own Redis URL. A FakeAgent keeps the admin URL it was made with."""
+    response = client.post(f"/api/v1/hosts/{host_id}/enrollment")
+    assert response.status_code == 201, response.text
+    return str(response.json()["redis_url"])
+
+
 def enroll(client: TestClient, agent: FakeAgent) -> dict[str, Any]:
-    """Register the agent, wait for the controller to enroll it, ack generation 1."""
+    """Enrol and register the agent, wait for the controller to record it, ack generation 1."""
+    enroll_host(client, agent.host_id)
     agent.register()
     state = agent.wait_desired(1)
     agent.ack(state)

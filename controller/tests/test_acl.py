@@ -1,5 +1,6 @@
 """Per-agent Redis users (security): each agent reads only its own keys and appends only to
-the agent streams. Against a real redis-server."""
+its own agent streams (test_bus_identity.py: what the controller does with them). Against a
+real redis-server."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def test_an_agent_reads_its_own_keys_and_not_another_agents(client: TestClient, 
     assert a.xrevrange("lachesis:agent:host-a:inbox", count=1)[0][1] == {"msg": "state of host-a"}
     assert a.xread({"lachesis:agent:host-a:inbox": "0-0"}, count=1)
     assert a.set("lachesis:agent:host-a:heartbeat", "{}", ex=15)
-    for stream in ("lachesis:registrations", "lachesis:acks", "lachesis:telemetry"):
-        assert a.xadd(stream, {"msg": "{}"})
+    for kind in ("registrations", "acks", "telemetry"):  # only its own: test_bus_identity.py
+        assert a.xadd(f"lachesis:agent:host-a:{kind}", {"msg": "{}"})
     # ... and nothing of another agent's, or of the controller's.
     with pytest.raises(NOPERM):
         a.get("lachesis:agent:host-b:desired")
@@ -167,14 +168,16 @@ def test_an_agent_sends_detour_requests_and_reads_only_its_own_verdicts(
     a = enroll(client, "host-a")
     enroll(client, "host-b")
     # What detour_link.rs does: append requests, find the end of its verdicts, follow them.
-    assert a.xadd("lachesis:detours", {"msg": "{}"}, maxlen=10000, approximate=True)
+    assert a.xadd("lachesis:agent:host-a:detours", {"msg": "{}"}, maxlen=10000, approximate=True)
     assert a.xrevrange("lachesis:detour-verdicts:host-a", count=1)[0][1] == {"msg": "verdict for host-a"}
     assert a.xread({"lachesis:detour-verdicts:host-a": "0-0"}, count=1)
     # Not another host's verdicts, not the requests of others, and no forged verdicts.
     with pytest.raises(NOPERM):
         a.xread({"lachesis:detour-verdicts:host-b": "0-0"})
     with pytest.raises(NOPERM):
-        a.xrange("lachesis:detours")
+        a.xadd("lachesis:agent:host-b:detours", {"msg": "{}"})
+    with pytest.raises(NOPERM):
+        a.xrange("lachesis:agent:host-b:detours")
     with pytest.raises(NOPERM):
         a.xadd("lachesis:detour-verdicts:host-a", {"msg": "forged"})
     a.close()

@@ -4,7 +4,6 @@ real controller; the agents are FakeAgents on the bus."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,7 +83,7 @@ def test_the_loop_rolls_its_decisions_out_to_the_hosts(
         def report(tenants: dict[str, int]) -> None:
             nonlocal seq
             seq += 1
-            a.redis.xadd("lachesis:telemetry", {"msg": json.dumps(_telemetry("host-a", tenants, seq))})
+            a.send("telemetry", _telemetry("host-a", tenants, seq))
 
         def caches() -> list[dict[str, object]] | None:
             report(active)

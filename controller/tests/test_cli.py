@@ -113,6 +113,7 @@ spec: {name: web, classifiers: [{kind: uid, value: "33"}]}
 
 def test_apply_waits_for_the_hosts_and_prints_each(live_url: str, redis_url: str) -> None:
     agent = FakeAgent(redis_url, "host-a")
+    assert cli(live_url, "hosts", "enroll", "host-a").exit_code == 0
     stop = threading.Event()
 
     def play_agent() -> None:

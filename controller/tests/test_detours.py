@@ -108,7 +108,7 @@ def readset_client(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("LACHESIS_READSET_QUIET_S", "1")
     # The redis-server is shared by the session: start without earlier tests' requests.
     admin = redis.Redis.from_url(redis_url)
-    admin.delete("lachesis:detours", "lachesis:detour-verdicts:host-a")
+    admin.delete("lachesis:agent:host-a:detours", "lachesis:detour-verdicts:host-a")
     admin.close()
     with TestClient(create_app(make_settings(tmp_path, redis_url))) as c:
         yield c
@@ -119,12 +119,12 @@ def _verdicts(agent: FakeAgent) -> list[dict[str, Any]]:
 
 
 def ack_quiesce(agent: FakeAgent, state: dict[str, Any]) -> None:
-    agent.redis.xadd("lachesis:acks", {"msg": json.dumps({
+    agent.send("acks", {
         "schema": "lachesis.ack/v1", "host_id": agent.host_id, "generation": state["generation"],
         "rollout_id": state["rollout_id"], "phase": "quiesce", "status": "applied", "reason": None,
         "rules_installed": len(state["rules"]), "drained": 0, "acked_at": now_rfc3339(),
         "traceparent": state["traceparent"],
-    })})
+    })
 
 
 def _read_rule(desired: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_qui
         agent.ack(agent.wait_desired(generation))
     agent.heartbeat(generation=generation)
 
-    agent.redis.xadd("lachesis:detours", {"msg": json.dumps(request(1, tenant=None, target="readset"))})
+    agent.send("detours", request(1, tenant=None, target="readset"))
     # Phase 1: the read flow is quiesced; no verdict before the new read set is installed.
     quiesce = wait_until(lambda: (d := agent.desired()) and d.get("phase") == "quiesce" and d, what="quiesce")
     assert {"ops": ["read"], "path_prefix": "/data"} in quiesce["quiesce"]
@@ -166,7 +166,7 @@ def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_qui
     assert verdict["ttl_ms"] == 500 and "switched to the primary" in verdict["reason"]
 
     # A second write header while primary-only: answered at once, nothing rolled out.
-    agent.redis.xadd("lachesis:detours", {"msg": json.dumps(request(2, tenant=None, target="readset"))})
+    agent.send("detours", request(2, tenant=None, target="readset"))
     wait_until(lambda: len(_verdicts(agent)) == 2, what="second verdict")
     assert agent.desired()["generation"] == install["generation"]
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, now_rfc3339, wait_until
+from conftest import TENANT, FakeAgent, enroll_host, now_rfc3339, wait_until
 from lachesis_controller.messages import Telemetry
 
 FLASH = {"name": "flash0", "path": "/var/lib/lachesis/flash0.img", "kind": "measured", "size_bytes": 1 << 30,
@@ -15,16 +14,17 @@ FLASH = {"name": "flash0", "path": "/var/lib/lachesis/flash0.img", "kind": "meas
 
 
 def register_with_flash(agent: FakeAgent) -> None:
-    agent.redis.xadd("lachesis:registrations", {"msg": json.dumps({
+    agent.send("registrations", {
         "schema": "lachesis.registration/v1", "host_id": agent.host_id, "agent_version": "0.1.0",
         "started_at": now_rfc3339(),
         "capabilities": {"cpus": 2, "devices": [FLASH],
                          "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True}},
-    })})
+    })
 
 
 def test_devices_show_measured_and_predicted_dlwa(client: TestClient, agents: Callable[[str], FakeAgent]) -> None:
     agent = agents("host-a")
+    enroll_host(client, "host-a")
     register_with_flash(agent)
     agent.ack(agent.wait_desired(1))
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201

@@ -19,6 +19,7 @@ from conftest import (
     TENANT,
     FakeAgent,
     enroll,
+    enroll_host,
     make_settings,
     rule_body,
     wait_rollout,
@@ -38,6 +39,7 @@ def desired_validator() -> Draft202012Validator:
 def test_registration_enrolls_host_with_generation_1(client: TestClient, agents: Agents) -> None:
     client.post("/api/v1/tenants", json=TENANT)
     agent = agents("host-a")
+    enroll_host(client, "host-a")
     agent.register(agent_version="0.1.0+test")
     state = agent.wait_desired(1)
 
@@ -178,6 +180,7 @@ def test_rollout_without_acks_times_out(tmp_path: Path, redis_url: str, agents: 
     settings = make_settings(tmp_path, redis_url, rollout_timeout_s=0.5)
     with TestClient(create_app(settings)) as client:
         agent = agents("host-a")
+        enroll_host(client, "host-a")
         agent.register()
         state = agent.wait_desired(1)
         done = wait_rollout(client, state["rollout_id"])
@@ -190,18 +193,18 @@ def test_invalid_bus_messages_are_dropped_and_consumers_go_on(
     client: TestClient, agents: Agents, db: Engine
 ) -> None:
     agent = agents("host-a")
-    agent.redis.xadd("lachesis:registrations", {"msg": "{not json"})
-    agent.redis.xadd("lachesis:registrations", {"msg": json.dumps({"schema": "lachesis.registration/v1", "host_id": "Bad Host"})})
-    agent.redis.xadd("lachesis:registrations", {"other": "field"})
-    agent.redis.xadd("lachesis:acks", {"msg": json.dumps({"schema": "lachesis.ack/v1"})})
-    agent.redis.xadd("lachesis:acks", {"msg": (SCHEMAS / "fixtures/ack/invalid-status.json").read_text()})
-    # An ack for a host the controller never met is valid but matches nothing.
-    agent.redis.xadd("lachesis:acks", {"msg": (SCHEMAS / "fixtures/ack/valid-applied.json").read_text()})
+    agent.send("registrations", "{not json")
+    agent.send("registrations", {"schema": "lachesis.registration/v1", "host_id": "Bad Host"})
+    agent.redis.xadd("lachesis:agent:host-a:registrations", {"other": "field"})
+    agent.send("acks", {"schema": "lachesis.ack/v1"})
+    agent.send("acks", (SCHEMAS / "fixtures/ack/invalid-status.json").read_text())
+    # An ack of another host (the fixture's) on this host's stream is refused.
+    agent.send("acks", (SCHEMAS / "fixtures/ack/valid-applied.json").read_text())
     enroll(client, agent)
     assert [h["id"] for h in client.get("/api/v1/hosts").json()] == ["host-a"]
 
     def all_acked() -> bool:
-        for stream in ("lachesis:registrations", "lachesis:acks"):
+        for stream in ("lachesis:agent:host-a:registrations", "lachesis:agent:host-a:acks"):
             if agent.redis.xpending(stream, "controller")["pending"] != 0:
                 return False
         return True
@@ -210,7 +213,7 @@ def test_invalid_bus_messages_are_dropped_and_consumers_go_on(
     with db.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM hosts")).scalar() == 1
     metrics = client.get("/metrics").text
-    assert 'lachesis_bus_messages_dropped_total{stream="lachesis:registrations"}' in metrics
+    assert 'lachesis_bus_messages_dropped_total{stream="registrations"}' in metrics
 
 
 def test_registration_written_before_the_controller_started_is_read(
@@ -219,6 +222,7 @@ def test_registration_written_before_the_controller_started_is_read(
     agent = agents("early-host")
     agent.register()
     with TestClient(create_app(settings)) as client:
+        enroll_host(client, "early-host")
         state = agent.wait_desired(1)
         assert client.get("/api/v1/hosts/early-host").json()["desired_generation"] == 1
         assert state["host_id"] == "early-host"
@@ -230,6 +234,7 @@ def test_host_that_outlived_the_database_continues_its_numbering(
     # The agent holds generation 7 from an earlier controller whose database is gone.
     agent = agents("host-a")
     agent.heartbeat(generation=7)
+    enroll_host(client, "host-a")
     agent.register()
     state = agent.wait_desired(8)
     assert client.get("/api/v1/hosts/host-a").json()["desired_generation"] == 8

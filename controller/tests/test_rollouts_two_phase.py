@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, enroll, now_rfc3339, pass_deadline, rule_body, wait_rollout, wait_until
+from conftest import TENANT, FakeAgent, enroll, enroll_host, now_rfc3339, pass_deadline, rule_body, wait_rollout, wait_until
 from lachesis_controller.rollouts import moved_flows
 from test_bus_contract import validator
 
@@ -26,7 +26,7 @@ def phase_ack(agent: FakeAgent, state: dict[str, Any], status: str = "applied", 
         "rules_installed": 1, "drained": 0, "acked_at": now_rfc3339(), "traceparent": state["traceparent"],
     }
     assert list(validator("ack").iter_errors(message)) == []
-    agent.redis.xadd("lachesis:acks", {"msg": json.dumps(message)})
+    agent.send("acks", message)
 
 
 def wait_phase(agent: FakeAgent, generation: int, phase: str | None) -> dict[str, Any]:
@@ -205,6 +205,7 @@ def test_redis_losing_a_phase_is_repaired_with_the_same_phase(client: TestClient
 def test_acks_of_many_hosts_complete_a_rollout(client: TestClient, agents: Agents) -> None:
     hosts = [agents(f"host-{i:02d}") for i in range(20)]
     for agent in hosts:
+        enroll_host(client, agent.host_id)
         agent.register()
     for agent in hosts:
         agent.wait_desired(1)

@@ -1,5 +1,5 @@
 """Agent telemetry: the in-memory store (rates, curves, devices) and the telemetry API fed
-from lachesis:telemetry on a real redis-server."""
+from an agent's telemetry stream on a real redis-server."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from conftest import SCHEMAS, TENANT, assert_problem, make_settings, wait_until
+from conftest import SCHEMAS, TENANT, assert_problem, enroll_host, make_settings, wait_until
 from lachesis_controller.app import create_app
 from lachesis_controller.messages import Telemetry
 from lachesis_controller.telemetry_store import TelemetryStore
@@ -162,6 +162,7 @@ def test_devices_get_write_rates_and_dlwa() -> None:
 def api(tmp_path: Path, redis_url: str) -> Iterator[tuple[TestClient, redis.Redis]]:
     bus = redis.Redis.from_url(redis_url, decode_responses=True)
     with TestClient(create_app(make_settings(tmp_path, redis_url))) as client:
+        enroll_host(client, "host-a")
         for tenant in (TENANT, {"name": "batch", "classifiers": []}):
             assert client.post("/api/v1/tenants", json=tenant).status_code == 201
         yield client, bus
@@ -169,7 +170,7 @@ def api(tmp_path: Path, redis_url: str) -> Iterator[tuple[TestClient, redis.Redi
 
 
 def xadd(bus: redis.Redis, msg: Telemetry | str) -> None:
-    bus.xadd("lachesis:telemetry", {"msg": msg if isinstance(msg, str) else json.dumps(msg.dump())})
+    bus.xadd("lachesis:agent:host-a:telemetry", {"msg": msg if isinstance(msg, str) else json.dumps(msg.dump())})
 
 
 def test_telemetry_api_serves_what_agents_sent(api: tuple[TestClient, redis.Redis]) -> None:
@@ -215,7 +216,7 @@ def test_a_bad_telemetry_message_is_dropped_with_a_log_line(
     with caplog.at_level(logging.WARNING, logger="lachesis_controller.consumers"):
         xadd(bus, json.dumps(bad))
         xadd(bus, "{not json")
-        wait_until(lambda: sum("lachesis:telemetry" in r.getMessage() and "dropped invalid" in r.getMessage()
+        wait_until(lambda: sum("lachesis:agent:host-a:telemetry" in r.getMessage() and "dropped invalid" in r.getMessage()
                                for r in caplog.records) == 2, what="two drop log lines")
     assert client.get("/api/v1/tenants/web/telemetry").json() == before
 

@@ -15,13 +15,32 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// Key names. Every stream entry carries one field, [`keys::FIELD`], holding the JSON message.
+///
+/// The agent → controller streams are the host's own: its Redis user may append to its
+/// streams only, and the controller rejects a message naming another host than the stream's.
 pub mod keys {
-    /// Stream: agent → controller, [`super::Registration`].
-    pub const REGISTRATIONS: &str = "lachesis:registrations";
-    /// Stream: agent → controller, [`super::Ack`].
-    pub const ACKS: &str = "lachesis:acks";
     /// The one field of every stream entry.
     pub const FIELD: &str = "msg";
+
+    /// Stream: agent → controller, [`super::Registration`].
+    pub fn registrations(host_id: &str) -> String {
+        format!("lachesis:agent:{host_id}:registrations")
+    }
+
+    /// Stream: agent → controller, [`super::Ack`].
+    pub fn acks(host_id: &str) -> String {
+        format!("lachesis:agent:{host_id}:acks")
+    }
+
+    /// Stream: agent → controller, [`crate::telemetry::Telemetry`].
+    pub fn telemetry(host_id: &str) -> String {
+        format!("lachesis:agent:{host_id}:telemetry")
+    }
+
+    /// Stream: agent → controller, [`crate::detour_link::DetourRequest`].
+    pub fn detours(host_id: &str) -> String {
+        format!("lachesis:agent:{host_id}:detours")
+    }
 
     /// String with TTL: agent → controller, [`super::Heartbeat`].
     pub fn heartbeat(host_id: &str) -> String {
@@ -296,7 +315,7 @@ pub struct Capabilities {
     pub kernel: Kernel,
 }
 
-/// `lachesis.registration/v1`: appended to [`keys::REGISTRATIONS`] at start and after every
+/// `lachesis.registration/v1`: appended to [`keys::registrations`] at start and after every
 /// reconnect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -409,7 +428,7 @@ impl fmt::Display for AckStatus {
     }
 }
 
-/// `lachesis.ack/v1`: appended to [`keys::ACKS`] for every desired state received.
+/// `lachesis.ack/v1`: appended to [`keys::acks`] for every desired state received.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ack {

@@ -1,5 +1,5 @@
 //! The FUSE switch's way to the controller (`lachesis_fs::detour::ControllerLink`) over the
-//! Redis bus: held IO headers go out on `lachesis:detours` as `detour-request`, verdicts
+//! Redis bus: held IO headers go out on `lachesis:agent:{host_id}:detours` as `detour-request`, verdicts
 //! come back on `lachesis:detour-verdicts:{host_id}` as `detour-verdict`
 //! (`api-schemas/bus/detour-*.schema.json`).
 //!
@@ -25,9 +25,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::bus::{is_valid_host_id, is_valid_traceparent, keys, schema_tag, Timestamp};
 
-/// Stream: agent → controller, [`DetourRequest`].
-pub const REQUESTS: &str = "lachesis:detours";
-/// Requests kept in the stream (`XADD MAXLEN ~`).
+/// Requests kept in the host's detour stream ([`keys::detours`], `XADD MAXLEN ~`).
 const REQUESTS_MAXLEN: usize = 10_000;
 
 /// Stream: controller → agent, [`DetourVerdict`].
@@ -116,7 +114,7 @@ pub struct WireHeader {
     pub length: u64,
 }
 
-/// `lachesis.detour-request/v1`: appended to [`REQUESTS`].
+/// `lachesis.detour-request/v1`: appended to [`keys::detours`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DetourRequest {
@@ -259,7 +257,7 @@ impl RedisLink {
             pending: Arc::new(Mutex::new(HashMap::new())),
             tx,
         });
-        tokio::spawn(send_loop(client.clone(), rx, deadline));
+        tokio::spawn(send_loop(client.clone(), keys::detours(host_id), rx, deadline));
         tokio::spawn(verdict_loop(
             client,
             host_id.to_string(),
@@ -344,6 +342,7 @@ async fn connect(client: &redis::Client) -> redis::RedisResult<redis::aio::Multi
 
 async fn send_loop(
     client: redis::Client,
+    stream: String,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     deadline: Duration,
 ) {
@@ -363,7 +362,7 @@ async fn send_loop(
                 continue;
             };
             let r: redis::RedisResult<String> = redis::cmd("XADD")
-                .arg(REQUESTS)
+                .arg(&stream)
                 .arg("MAXLEN")
                 .arg("~")
                 .arg(REQUESTS_MAXLEN)

@@ -93,7 +93,7 @@ struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_ttl_s: u64,
 
-    /// How often to publish per-tenant telemetry on lachesis:telemetry.
+    /// How often to publish per-tenant telemetry on lachesis:agent:{host}:telemetry.
     #[arg(long, env = "LACHESIS_TELEMETRY_INTERVAL_MS", value_name = "MS", default_value_t = 5000,
           value_parser = clap::value_parser!(u64).range(100..))]
     telemetry_interval_ms: u64,

@@ -9,7 +9,7 @@
 //! - drains the SHARDS sample ring buffer into one fixed-size SHARDS estimator per tenant,
 //!   and into a shadow cache per tenant with an allocated size (desired-state `caches`,
 //!   [`shadow_cache`]), which measures the hit ratio the tenant gets at that size,
-//! - every interval adds a [`Telemetry`] message to [`STREAM`].
+//! - every interval adds a [`Telemetry`] message to the host's telemetry stream.
 //!
 //! A thread rather than a task: ring-buffer polling blocks, and the bus side is one `XADD` per
 //! interval, so a blocking Redis connection is enough.
@@ -39,7 +39,7 @@ use crate::state::Applied;
 use crate::telemetry::{
     CurveAlgorithm, DeviceTelemetry, LatencyP99, StageTelemetry, Telemetry, TelemetryCurve,
     TelemetrySchema,
-    TenantTelemetry, STREAM, STREAM_MAXLEN,
+    TenantTelemetry, STREAM_MAXLEN,
 };
 
 /// SHARDS samples 4 KiB blocks; curve sizes are counted in them.
@@ -694,7 +694,7 @@ impl Publisher {
         let con = self.con.as_mut().expect("connected above");
         let json = serde_json::to_string(msg)?;
         let id: String = redis::cmd("XADD")
-            .arg(STREAM)
+            .arg(keys::telemetry(&msg.host_id))
             .arg("MAXLEN")
             .arg("~")
             .arg(STREAM_MAXLEN)

@@ -1,5 +1,6 @@
 //! The telemetry message (`api-schemas/bus/telemetry.schema.json`): per-tenant IO counters and
-//! miss-ratio curves, per-device write counters, added to [`STREAM`] every interval.
+//! miss-ratio curves, per-device write counters, added to the host's telemetry stream
+//! ([`crate::bus::keys::telemetry`]) every interval.
 //!
 //! Deserialization enforces the schema (and what it cannot say: one miss ratio per size), like
 //! the other bus messages in [`crate::bus`]; `tests/bus_contract.rs` checks both against the
@@ -11,9 +12,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::bus::{is_valid_host_id, Timestamp};
 
-/// Stream: agent → controller, [`Telemetry`]. Entries carry the JSON in [`crate::bus::keys::FIELD`].
-pub const STREAM: &str = "lachesis:telemetry";
-/// `XADD MAXLEN ~` of [`STREAM`]: telemetry is soft state, old entries only serve a slow reader.
+/// `XADD MAXLEN ~` of the telemetry stream: telemetry is soft state, old entries only serve a slow reader.
 pub const STREAM_MAXLEN: u64 = 10_000;
 /// Longest curve the schema allows.
 pub const MAX_CURVE_POINTS: usize = 256;

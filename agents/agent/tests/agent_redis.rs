@@ -226,7 +226,7 @@ fn wait_ack(url: &str, generation: u64, status: &str) -> Value {
     wait_for(
         &format!("ack of generation {generation} ({status})"),
         || {
-            stream_messages(url, "lachesis:acks")
+            stream_messages(url, &format!("lachesis:agent:{HOST}:acks"))
                 .into_iter()
                 .find(|a| a["generation"] == generation && a["status"] == status)
         },
@@ -276,7 +276,7 @@ fn agent_against_real_redis() {
 
     // 1. Registration arrives, with the device created sparse.
     let reg = wait_for("registration", || {
-        stream_messages(&url, "lachesis:registrations")
+        stream_messages(&url, &format!("lachesis:agent:{HOST}:registrations"))
             .into_iter()
             .find(|r| r["host_id"] == HOST)
     });
@@ -337,7 +337,7 @@ fn agent_against_real_redis() {
     stale["rollout_id"] = json!("rollout-stale");
     publish(&url, &stale, false);
     let ack = wait_for("stale refusal", || {
-        stream_messages(&url, "lachesis:acks")
+        stream_messages(&url, &format!("lachesis:agent:{HOST}:acks"))
             .into_iter()
             .find(|a| a["rollout_id"] == "rollout-stale")
     });
@@ -359,7 +359,7 @@ fn agent_against_real_redis() {
     redis.stop();
     let redis = Redis::start(&redis_bin, port, dir.path());
     let reg = wait_for("re-registration", || {
-        stream_messages(&url, "lachesis:registrations")
+        stream_messages(&url, &format!("lachesis:agent:{HOST}:registrations"))
             .into_iter()
             .find(|r| r["host_id"] == HOST)
     });

@@ -108,7 +108,7 @@ fn publish(url: &str, msg: &Value) {
 fn acks(url: &str) -> Vec<Value> {
     let mut c = con(url).unwrap();
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg("lachesis:acks")
+        .arg(format!("lachesis:agent:{HOST}:acks"))
         .arg("-")
         .arg("+")
         .query(&mut c)
@@ -320,7 +320,7 @@ impl lachesis_agent::runner::Installer for Recorder {
     fn install(&self, applied: &lachesis_agent::state::Applied) -> Result<(), String> {
         let mut c = con(&self.url).unwrap();
         let registrations: usize = redis::cmd("XLEN")
-            .arg("lachesis:registrations")
+            .arg(format!("lachesis:agent:{HOST}:registrations"))
             .query(&mut c)
             .unwrap();
         self.installs.lock().unwrap().push((

@@ -371,7 +371,9 @@ def output_demo(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-hosts_app = typer.Typer(help="Enrol hosts: give an agent its own Redis user.", no_args_is_help=True)
+hosts_app = typer.Typer(
+    help="Enrol hosts (give an agent its own Redis user and streams) and decommission them.", no_args_is_help=True
+)
 app.add_typer(hosts_app, name="hosts")
 
 
@@ -401,6 +403,21 @@ def hosts_enroll(
     except OSError as exc:
         raise _fail(CliError(f"cannot write {out}: {exc.strerror}")) from None
     typer.echo(f"host {host_id} enrolled as Redis user {result['redis_user']}; its URL is in {out}")
+
+
+@hosts_app.command("delete")
+def hosts_delete(
+    host_id: Annotated[str, typer.Argument(help="Host id to decommission")],
+    url: UrlOption = None,
+) -> None:
+    """Decommission a host: its record, Redis user, keys and streams go, and pending rollouts
+    stop waiting for it. Its agent can no longer connect."""
+    try:
+        with _client(url) as client:
+            client.request("DELETE", f"/api/v1/hosts/{host_id}")
+    except CliError as exc:
+        raise _fail(exc) from None
+    typer.echo(f"host {host_id} deleted")
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,13 +22,16 @@ from .rollouts import Publication
 
 log = logging.getLogger(__name__)
 
-REGISTRATIONS = "lachesis:registrations"
-ACKS = "lachesis:acks"
-TELEMETRY = "lachesis:telemetry"
+# Agent -> controller streams, one per host and kind: `lachesis:agent:{host}:{kind}`. Only
+# the host's own ACL user may append to its streams (agent_acl_rules), so the stream a message
+# came on says who sent it; the consumers reject a message naming another host. The shared
+# `lachesis:registrations|acks|telemetry|detours` streams of earlier versions are not read.
+REGISTRATIONS = "registrations"
+ACKS = "acks"
+TELEMETRY = "telemetry"
 # Held IO headers of controller detours (detours/service.py).
-DETOURS = "lachesis:detours"
-# The streams every agent may append to (and not read).
-AGENT_STREAMS = (REGISTRATIONS, ACKS, TELEMETRY, DETOURS)
+DETOURS = "detours"
+AGENT_STREAM_KINDS = (REGISTRATIONS, ACKS, TELEMETRY, DETOURS)
 # What the agent's control path runs (runner.rs); anything else is refused.
 AGENT_COMMANDS = ("get", "set", "xadd", "xread", "xrange", "xrevrange", "ping", "hello", "auth", "select")
 GROUP = "controller"
@@ -53,6 +56,19 @@ def heartbeat_key(host_id: str) -> str:
     return f"lachesis:agent:{host_id}:heartbeat"
 
 
+def agent_stream(host_id: str, kind: str) -> str:
+    """The stream of `kind` (AGENT_STREAM_KINDS) that only `host_id`'s agent appends to."""
+    return f"lachesis:agent:{host_id}:{kind}"
+
+
+def host_keys(host_id: str) -> list[str]:
+    """Every key the bus keeps for one host (deleted with the host)."""
+    return [
+        desired_key(host_id), inbox_key(host_id), heartbeat_key(host_id), detour_verdicts_key(host_id),
+        *(agent_stream(host_id, kind) for kind in AGENT_STREAM_KINDS),
+    ]
+
+
 def detour_verdicts_key(host_id: str) -> str:
     return f"lachesis:detour-verdicts:{host_id}"
 
@@ -63,7 +79,7 @@ def agent_user(host_id: str) -> str:
 
 def agent_acl_rules(host_id: str, secret_sha256: str) -> list[str]:
     """ACL SETUSER rules of one agent's user: read its own keys, write only its heartbeat,
-    append to the agent streams; no other key, command or channel. Redis keeps only the
+    append to its own agent streams; no other key, command or channel. Redis keeps only the
     SHA-256 of the secret (`#`), like the controller's database."""
     return [
         "reset", "on", f"#{secret_sha256}", "resetchannels", "-@all",
@@ -71,7 +87,7 @@ def agent_acl_rules(host_id: str, secret_sha256: str) -> list[str]:
         f"%R~lachesis:agent:{host_id}:*",
         f"%R~{detour_verdicts_key(host_id)}",
         f"%W~{heartbeat_key(host_id)}",
-        *(f"%W~{stream}" for stream in AGENT_STREAMS),
+        *(f"%W~{agent_stream(host_id, kind)}" for kind in AGENT_STREAM_KINDS),
     ]
 
 
@@ -118,6 +134,40 @@ class Bus:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self.lock = asyncio.Lock()
+        # The hosts whose streams the consumers read: the enrolled ones (agent_credentials),
+        # so a host never enrolled cannot be heard. None until the first set_enrolled (the
+        # reconciler's first pass, at start); kept in step by enrolment and deletion.
+        self.enrolled: frozenset[str] | None = None
+        self._enrolled_changed = asyncio.Event()
+        # Hosts deleted by this process: a reconciler pass that read the credentials just
+        # before a deletion must not bring the host's streams or ACL user back.
+        self._deleted: set[str] = set()
+
+    def set_enrolled(self, host_ids: Iterable[str]) -> None:
+        hosts = frozenset(host_ids) - self._deleted
+        if hosts == self.enrolled:
+            return
+        self.enrolled = hosts
+        changed, self._enrolled_changed = self._enrolled_changed, asyncio.Event()
+        changed.set()
+
+    def add_enrolled(self, host_id: str) -> None:
+        self._deleted.discard(host_id)
+        if self.enrolled is not None:  # else the first full set_enrolled includes it
+            self.set_enrolled(self.enrolled | {host_id})
+
+    def remove_enrolled(self, host_id: str) -> None:
+        self._deleted.add(host_id)
+        if self.enrolled is not None:
+            self.set_enrolled(self.enrolled - {host_id})
+
+    async def enrolled_changed(self, timeout_s: float) -> bool:
+        """Wait until the enrolled hosts change (True) or `timeout_s` passes (False)."""
+        try:
+            await asyncio.wait_for(self._enrolled_changed.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def publish(self, publications: Sequence[Publication], *, source: str) -> bool:
         if not publications:
@@ -160,7 +210,10 @@ class Bus:
 
     async def restore_agent_users(self, credentials: Sequence[tuple[str, str]]) -> int:
         """Recreate the ACL users Redis lost (a restart without an ACL file); returns how
-        many. `credentials` are (host_id, secret_sha256) as the database keeps them."""
+        many. `credentials` are (host_id, secret_sha256) as the database keeps them: every
+        enrolled host, so they also become the hosts whose streams are read."""
+        credentials = [(h, digest) for h, digest in credentials if h not in self._deleted]
+        self.set_enrolled(host_id for host_id, _ in credentials)
         if not credentials:
             return 0
         present = set(await self.redis.execute_command("ACL", "USERS"))
@@ -170,6 +223,14 @@ class Bus:
         if missing:
             log.warning("recreated the Redis ACL users of %s", ", ".join(h for h, _ in missing))
         return len(missing)
+
+    async def forget_host(self, host_id: str) -> None:
+        """Delete the agent's ACL user (closing its connections) and every key of the host
+        (raises on Redis errors). Deleting an ACL user that is gone already is no error."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.execute_command("ACL", "DELUSER", agent_user(host_id))
+            pipe.delete(*host_keys(host_id))
+            await pipe.execute()
 
     async def desired_generations(self, host_ids: Sequence[str]) -> list[int | None]:
         """Generation held in each host's desired key (None: missing or unreadable).

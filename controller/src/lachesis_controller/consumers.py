@@ -1,4 +1,5 @@
-"""Background readers of the agent→controller streams (registrations, acks).
+"""Background readers of the agent→controller streams (registrations, acks; each host has
+its own, bus.agent_stream).
 
 Each runs as an asyncio task for the life of the app. They survive anything Redis does:
 connection loss (back off and retry), a Redis that lost its data (NOGROUP: recreate the
@@ -22,10 +23,10 @@ from redis.exceptions import ResponseError
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import metrics, rollouts
-from .bus import ACKS, CONSUMER, GROUP, REDIS_DOWN, REGISTRATIONS, Bus
+from .bus import ACKS, CONSUMER, GROUP, REDIS_DOWN, REGISTRATIONS, Bus, agent_stream
 from .db import utcnow
 from .messages import Ack, Registration
-from .models import Host
+from .models import AgentCredential, Host
 from .telemetry import context_from_traceparent, current_traceparent, tracer
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,14 @@ BACKOFF_MAX_S = 5.0
 
 
 class StreamConsumer:
+    """Reads one kind of agent stream (bus.AGENT_STREAM_KINDS) of every enrolled host: one
+    XREADGROUP over all of them, blocking, so a thousand idle hosts cost one waiting command,
+    not a loop. Hosts enrolled or deleted later are picked up at the next read."""
+
     def __init__(
         self,
         bus: Bus,
-        stream: str,
+        kind: str,
         model: type[BaseModel],
         handle: Callable[[Any], Awaitable[None]],
         stop: asyncio.Event,
@@ -50,80 +55,92 @@ class StreamConsumer:
         """`handle` takes one message, or with `batch` the list of messages of one read."""
         self.bus = bus
         self.stop = stop
-        self.stream = stream
+        self.kind = kind
         self.model = model
         self.handle = handle
         self.batch = batch
+        # Next id to read per stream: "0" first re-reads entries delivered to this consumer
+        # but never acked (a previous controller died mid-way), then ">" takes new ones. A
+        # stream is in here once its consumer group exists.
+        self._next: dict[str, str] = {}
 
     async def run(self) -> None:
         redis = self.bus.redis
         backoff = BACKOFF_MIN_S
-        group_ready = False
         down_since_logged = False
-        # "0" first re-reads entries delivered to this consumer but never acked (a previous
-        # controller died mid-way), then ">" takes new ones.
-        next_id = "0"
         # The flag, not only cancellation, ends the loop: on Python 3.11 a cancel that lands
         # while redis-py's own read timeout fires can come out as TimeoutError, which the
         # loop would otherwise treat as "Redis down, retry" forever.
         while not self.stop.is_set():
             try:
-                if not group_ready:
-                    await self._ensure_group()
-                    group_ready = True
-                    next_id = "0"
+                streams = await self._streams()
+                if not streams:
+                    await self.bus.enrolled_changed(BLOCK_MS / 1000)
+                    continue
                 reply = await redis.xreadgroup(
-                    GROUP, CONSUMER, {self.stream: next_id}, count=BATCH, block=BLOCK_MS
+                    GROUP, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
                 )
-                entries = reply[0][1] if reply else []
-                if next_id == "0" and not entries:
-                    next_id = ">"
-                if entries:
-                    await self._process(entries)
-                    await redis.xack(self.stream, GROUP, *[entry_id for entry_id, _ in entries])
+                read = [(stream, entries) for stream, entries in reply or []]
+                for stream, entries in read:
+                    if self._next.get(stream) == "0" and not entries:
+                        self._next[stream] = ">"
+                if any(entries for _, entries in read):
+                    await self._process(read, streams)
+                    async with redis.pipeline(transaction=False) as pipe:
+                        for stream, entries in read:
+                            if entries:
+                                pipe.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+                        await pipe.execute()
                 if down_since_logged:
-                    log.info("%s: Redis is back", self.stream)
+                    log.info("%s streams: Redis is back", self.kind)
                     down_since_logged = False
                 backoff = BACKOFF_MIN_S
             except asyncio.CancelledError:
                 raise
             except ResponseError as exc:
-                if "NOGROUP" in str(exc):
-                    # Redis restarted empty or the stream was deleted: start over.
-                    log.warning("%s: consumer group missing, recreating it", self.stream)
-                    group_ready = False
+                if "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc):
+                    # Redis restarted empty, or a stream was deleted (its host with it).
+                    log.warning("%s streams: consumer group missing, recreating them", self.kind)
+                    self._next.clear()
                     continue
-                log.error("%s: Redis refused a command: %s", self.stream, exc)
+                log.error("%s streams: Redis refused a command: %s", self.kind, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             except REDIS_DOWN as exc:
                 if not down_since_logged:
-                    log.warning("%s: Redis unavailable (%s: %s); retrying", self.stream, type(exc).__name__, exc)
+                    log.warning("%s streams: Redis unavailable (%s: %s); retrying", self.kind, type(exc).__name__, exc)
                     down_since_logged = True
-                group_ready = False
+                self._next.clear()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    async def _ensure_group(self) -> None:
-        try:
-            # From id 0: registrations written before the controller first started count too.
-            await self.bus.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
-            log.info("%s: created consumer group %s", self.stream, GROUP)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+    async def _streams(self) -> dict[str, str]:
+        """Stream -> host of every enrolled host, each with its consumer group."""
+        streams = {agent_stream(h, self.kind): h for h in sorted(self.bus.enrolled or ())}
+        for gone in self._next.keys() - streams.keys():
+            del self._next[gone]
+        new = [s for s in streams if s not in self._next]
+        if new:
+            async with self.bus.redis.pipeline(transaction=False) as pipe:
+                for stream in new:
+                    # From id 0: what the agent wrote before the controller read it counts too.
+                    pipe.xgroup_create(stream, GROUP, id="0", mkstream=True)
+                results = await pipe.execute(raise_on_error=False)
+            for stream, result in zip(new, results, strict=True):
+                if isinstance(result, Exception) and "BUSYGROUP" not in str(result):
+                    raise result
+                self._next[stream] = "0"
+        return streams
 
-    async def _process(self, entries: list[tuple[str, dict[str, str] | None]]) -> None:
+    async def _process(
+        self, read: list[tuple[str, list[tuple[str, dict[str, str] | None]]]], hosts: dict[str, str]
+    ) -> None:
         messages = []
-        for entry_id, fields in entries:
-            raw = (fields or {}).get("msg")
-            try:
-                if raw is None:
-                    raise ValueError("entry has no msg field")
-                messages.append((entry_id, self.model.model_validate_json(raw)))
-            except (ValidationError, ValueError) as exc:
-                metrics.BUS_MESSAGES_DROPPED.labels(self.stream).inc()
-                log.warning("%s %s: dropped invalid message: %s", self.stream, entry_id, _brief(exc))
+        for stream, entries in read:
+            for entry_id, fields in entries:
+                message = self._parse(stream, hosts.get(stream), entry_id, fields)
+                if message is not None:
+                    messages.append((entry_id, message))
         if not messages:
             return
         try:
@@ -135,7 +152,7 @@ class StreamConsumer:
         except REDIS_DOWN:
             raise
         except Exception:
-            log.exception("%s: failed to handle a batch of %d; one by one now", self.stream, len(messages))
+            log.exception("%s: failed to handle a batch of %d; one by one now", self.kind, len(messages))
         for entry_id, message in messages:
             try:
                 await self.handle([message] if self.batch else message)
@@ -146,7 +163,39 @@ class StreamConsumer:
                 raise
             except Exception:
                 # A message that breaks the handler would break it again: drop it, keep going.
-                log.exception("%s %s: failed to handle message; dropped", self.stream, entry_id)
+                log.exception("%s %s: failed to handle message; dropped", self.kind, entry_id)
+
+    def _parse(self, stream: str, host: str | None, entry_id: str, fields: dict[str, str] | None) -> Any:
+        """The entry's message if it is valid and names the stream's own host; else None."""
+        raw = (fields or {}).get("msg")
+        try:
+            if raw is None:
+                raise ValueError("entry has no msg field")
+            message = self.model.model_validate_json(raw)
+        except (ValidationError, ValueError) as exc:
+            metrics.BUS_MESSAGES_DROPPED.labels(self.kind).inc()
+            log.warning("%s %s: dropped invalid message: %s", stream, entry_id, _brief(exc))
+            return None
+        claimed = getattr(message, "host_id", None)
+        if host is None or claimed != host:
+            reject(self.kind, host or "?", "another host", f"names host {claimed}")
+            return None
+        return message
+
+
+# (kind, host, why) already logged: a forging agent gets one warning, and a count each time.
+_logged_rejections: set[tuple[str, str, str]] = set()
+
+
+def reject(kind: str, host: str, why: str, reason: str) -> None:
+    """Count an agent message refused for `why` (the metric's label); log the first per host."""
+    metrics.BUS_MESSAGES_REJECTED.labels(kind, why).inc()
+    if (kind, host, why) not in _logged_rejections:
+        _logged_rejections.add((kind, host, why))
+        log.warning(
+            "%s stream of %s: rejected a message that %s (logged once; counted in "
+            "lachesis_bus_messages_rejected_total)", kind, host, reason,
+        )
 
 
 def _brief(exc: Exception) -> str:
@@ -174,6 +223,11 @@ class Handlers:
             now = utcnow()
             publications: list[rollouts.Publication] = []
             with self.sessions.begin() as session:
+                if session.get(AgentCredential, reg.host_id) is None:
+                    # Its streams are read only while it is enrolled; this one was deleted
+                    # (DELETE /hosts) after its registration was read.
+                    reject(REGISTRATIONS, reg.host_id, "not enrolled", "comes from a host that is not enrolled")
+                    return
                 host = session.get(Host, reg.host_id)
                 capabilities = reg.capabilities.dump()
                 if host is None:
@@ -247,5 +301,5 @@ def start(handlers: Handlers, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         StreamConsumer(handlers.bus, REGISTRATIONS, Registration, handlers.registration, stop),
         StreamConsumer(handlers.bus, ACKS, Ack, handlers.acks, stop, batch=True),
     ]
-    return [asyncio.create_task(c.run(), name=f"consume {c.stream}") for c in consumers]
+    return [asyncio.create_task(c.run(), name=f"consume {c.kind}") for c in consumers]
 

@@ -11,13 +11,19 @@ ROLLOUTS_COMPLETED = Counter(
     "lachesis_rollouts_completed_total", "Rollouts that reached a final state", ["state"]
 )
 ACKS_RECEIVED = Counter(
-    "lachesis_acks_received_total", "Agent acks read from lachesis:acks", ["status"]
+    "lachesis_acks_received_total", "Agent acks read from the agents' acks streams", ["status"]
 )
 REGISTRATIONS_RECEIVED = Counter(
-    "lachesis_registrations_received_total", "Agent registrations read from lachesis:registrations"
+    "lachesis_registrations_received_total", "Agent registrations read from the agents' registrations streams"
 )
 BUS_MESSAGES_DROPPED = Counter(
-    "lachesis_bus_messages_dropped_total", "Bus messages dropped as invalid", ["stream"]
+    "lachesis_bus_messages_dropped_total", "Bus messages dropped as invalid, by kind of stream", ["stream"]
+)
+BUS_MESSAGES_REJECTED = Counter(
+    "lachesis_bus_messages_rejected_total",
+    "Valid agent messages refused because they name another host than the stream's, or a "
+    "host that is not enrolled, by kind of stream and why",
+    ["stream", "why"],
 )
 DESIRED_STATE_PUBLISHED = Counter(
     "lachesis_desired_state_published_total",

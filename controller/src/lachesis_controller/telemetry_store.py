@@ -1,4 +1,5 @@
-"""Agent telemetry (lachesis:telemetry, api-schemas/bus/telemetry.schema.json) kept in memory.
+"""Agent telemetry (each host's `lachesis:agent:{host}:telemetry`,
+api-schemas/bus/telemetry.schema.json) kept in memory.
 
 Telemetry is soft state: every agent re-sends its cumulative counters and latest curves every
 interval, so nothing here is stored in the database and a restarted controller is whole again
@@ -284,6 +285,13 @@ class TelemetryStore:
                 out[name] = cache
         return out
 
+    def forget_host(self, host_id: str) -> None:
+        """Drop a deleted host's reports: it no longer adds to any sum. The tenants' series
+        keep the points already computed (history)."""
+        for table in (self._tenants, self._curves, self._devices, self._stages):
+            for key in [k for k in table if k[0] == host_id]:
+                del table[key]
+
     def stages(self) -> list[HostStage]:
         """Every stage's latest report, by host then name; reports older than the agent's
         last one (a stage it no longer runs) are left out."""
@@ -320,8 +328,8 @@ def hit_ratio(caches: list[tuple[int, int]]) -> float | None:
 
 
 class TelemetryConsumer:
-    """Feeds a TelemetryStore from lachesis:telemetry (consumer group `controller`; invalid
-    messages are logged and dropped by StreamConsumer)."""
+    """Feeds a TelemetryStore from every enrolled host's `lachesis:agent:{host}:telemetry`
+    (consumer group `controller`; invalid or forged messages are dropped by StreamConsumer)."""
 
     def __init__(self, bus: Bus, store: TelemetryStore, stop: asyncio.Event) -> None:
         self.store = store

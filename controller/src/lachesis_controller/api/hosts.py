@@ -1,5 +1,6 @@
-"""Hosts: created by agents registering on the bus, read-only here; and their enrolment,
-which gives an agent its own Redis user (bus.agent_acl_rules) before it first registers."""
+"""Hosts: their enrolment, which gives an agent its own Redis user and streams
+(bus.agent_acl_rules) before it first registers; the records their registrations create; and
+their decommissioning (DELETE), which takes all of that away again."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from .. import audit
+from .. import audit, decommission
 from ..authz import ADMIN, forbidden
 from ..bus import REDIS_DOWN, agent_url, agent_user
 from ..db import utcnow
@@ -113,7 +114,45 @@ async def enroll_host(
             before=before, after={"redis_user": credential.redis_user, "created_at": now.isoformat()},
             rollout_id=None,
         )
+    bus.add_enrolled(host_id)
     return EnrollmentOut(
         host_id=host_id, redis_user=agent_user(host_id),
         redis_url=agent_url(settings.redis_url, host_id, secret), created_at=now,
     )
+
+
+@router.delete(
+    "/{host_id}", status_code=204, responses=problem_responses(401, 403, 404, 422, 503),
+    summary="Decommission a host: its record, credential, Redis user, keys and streams",
+    description="Pending rollouts stop waiting for the host: each is decided by the hosts "
+    "that remain (a two-phase rollout whose other hosts drained goes on to install).",
+)
+async def delete_host(
+    host_id: Annotated[str, Path(pattern=HOST_ID_PATTERN)], request: Request, session: SessionDep,
+    bus: BusDep, principal: PrincipalDep,
+) -> Response:
+    if principal.role != ADMIN:
+        raise forbidden(principal, f"delete host {host_id!r} (admin only)")
+    with session.begin():
+        if session.get(Host, host_id) is None and session.get(AgentCredential, host_id) is None:
+            raise not_found("host", host_id)
+    # Under the bus lock, so the reconciler cannot publish the host's desired state again
+    # between the keys going and the rows going. Its streams stop being read first; Redis
+    # before the database: if Redis fails nothing is deleted, and if the database then
+    # failed, the reconciler would recreate the user from the credential still there.
+    async with bus.lock:
+        bus.remove_enrolled(host_id)
+        try:
+            await bus.forget_host(host_id)
+        except REDIS_DOWN as exc:
+            bus.add_enrolled(host_id)
+            raise ProblemError(503, f"Redis did not delete the keys of {host_id}: {exc}", kind="unavailable") from None
+        with session.begin():
+            before, publications = decommission.delete_host(session, host_id, utcnow())
+            audit.record(
+                session, principal, "host.delete", kind="host", name=host_id, tenant=None,
+                before=before, after=None, rollout_id=None,
+            )
+    request.app.state.telemetry.forget_host(host_id)
+    await bus.publish(publications, source="rollout")
+    return Response(status_code=204)

@@ -1,5 +1,5 @@
 """Controller detours (sRoute `<IOHeader, Controller>`): agents send the headers of IO that
-matches a rule whose detours go to the controller (stream `lachesis:detours`); the control
+matches a rule whose detours go to the controller (stream `lachesis:agent:{host}:detours`); the control
 application the detour names decides, may change rules first, and answers on the host's
 verdict stream. Start at `service.py` (the consumer), then `apps.py`.
 

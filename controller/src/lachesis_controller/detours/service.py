@@ -1,4 +1,5 @@
-"""The consumer of `lachesis:detours`: each held IO header goes to the application its
+"""The consumer of the agents' detour streams (`lachesis:agent:{host}:detours`, each
+appended to by its host only): each held IO header goes to the application its
 detour names; its decision goes back on `lachesis:detour-verdicts:{host_id}`. Copies
 (`hold: false`) are recorded only. Every header with its verdict and latency is kept in a
 bounded in-memory log (soft state) for `GET /api/v1/detours`.
@@ -146,4 +147,4 @@ def start(
     }
     service = DetourService(bus, apps, log_)
     consumer = StreamConsumer(bus, REQUESTS, DetourRequest, service.handle, stop)
-    return asyncio.create_task(consumer.run(), name=f"consume {REQUESTS}")
+    return asyncio.create_task(consumer.run(), name=f"consume {REQUESTS} streams")
