@@ -113,8 +113,10 @@ def diff(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) ->
 def ship(session: Session) -> list[Change] | None:
     """Record the session's intent as shipped; returns what changed since the previous
     rollout (None: no baseline yet, so nothing is known to restore)."""
+    # Locked before the snapshot: a concurrent rollout's transaction then commits first and
+    # this one sees its rows (PostgreSQL; SQLite has one writer anyway), so no diff is lost.
+    baseline = session.get(ShippedIntent, BASELINE, with_for_update=True)
     now = snapshot(session)
-    baseline = session.get(ShippedIntent, BASELINE)
     if baseline is None:
         session.add(ShippedIntent(id=BASELINE, snapshot=now))
         return None
