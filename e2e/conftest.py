@@ -245,16 +245,18 @@ def running(cluster: Cluster) -> Cluster:
     return cluster
 
 
-def start_with_datapath(cluster: Cluster, device_size: str) -> Path:
+def start_with_datapath(cluster: Cluster, device_size: str, extra_args: list[str] | None = None) -> Path:
     """Starts redis, the controller and the agent HOST with a data path: a FUSE mount of
-    `home/data` at `home/mnt` and a measuring flash device; returns `home`."""
+    `home/data` at `home/mnt` and a measuring flash device (and `extra_args` for its `run`);
+    returns `home`."""
     require(os.geteuid() == 0, "root (FUSE mounts)")
     require(Path("/dev/fuse").exists(), "/dev/fuse")
     home = cluster.tmp / "home"
     (home / "data").mkdir(parents=True)
     (home / "mnt").mkdir()
     cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
-                                "--device", f"flash0={home / 'flash0.img'}:{device_size}"]
+                                "--device", f"flash0={home / 'flash0.img'}:{device_size}",
+                                *(extra_args or [])]
     cluster.start_redis()
     cluster.start_controller()
     cluster.start_agent(HOST)
@@ -262,3 +264,21 @@ def start_with_datapath(cluster: Cluster, device_size: str) -> Path:
              lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
     return home
 
+
+def mounted(path: Path) -> bool:
+    """Whether a file system is mounted at `path`."""
+    return any(line.split()[1] == str(path) for line in Path("/proc/self/mounts").read_text().splitlines())
+
+
+@pytest.fixture
+def confined_home(cluster: Cluster) -> Iterator[Path]:
+    """`start_with_datapath` whose agent may write only under `tmp/endpoints`
+    (`--endpoint-root`); a mount left behind (a killed agent's) is lazily unmounted at the end."""
+    (cluster.tmp / "endpoints").mkdir()
+    home = start_with_datapath(cluster, "64MiB", ["--endpoint-root", str(cluster.tmp / "endpoints")])
+    try:
+        yield home
+    finally:
+        cluster.stop_all()
+        if mounted(home / "mnt"):
+            subprocess.run(["umount", "-l", str(home / "mnt")], check=False)

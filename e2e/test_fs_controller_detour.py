@@ -67,6 +67,7 @@ def node(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
         f"agent-{HOST}",
         [str(BIN), "run", "--host-id", HOST, "--redis-url", cluster.redis_url, "--no-ebpf",
          "--mount", f"{paths['backing']}:{paths['mnt']}", "--detour-deadline-ms", str(DEADLINE_MS),
+         "--endpoint-root", str(cluster.tmp),
          "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
         {"RUST_LOG": "info"},
     ).start()

@@ -95,7 +95,7 @@ def mounts(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
         cluster._add(
             f"agent-{host}",
             [str(BIN), "run", "--host-id", host, "--redis-url", cluster.redis_url, "--no-ebpf",
-             "--mount", f"{cluster.tmp / host / 'backing'}:{points[host]}",
+             "--mount", f"{cluster.tmp / host / 'backing'}:{points[host]}", "--endpoint-root", str(cluster.tmp),
              "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "300"],
             {"RUST_LOG": "info"},
         ).start()
