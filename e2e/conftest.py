@@ -6,6 +6,7 @@ logs of a failed test are attached to its report so a failure explains itself.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -104,8 +105,9 @@ class Cluster:
     redis_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     processes: dict[str, Process] = field(default_factory=dict)
-    # Secure: Redis requires a password of its default user (the controller's), and each
-    # agent is enrolled first and runs as its own Redis ACL user, as `./lachesis up` does.
+    # Secure: Redis requires a password of its default user (the controller's). Either way each
+    # agent is enrolled first (the controller hears enrolled hosts only) and runs as its own
+    # Redis ACL user, as `./lachesis up` does.
     secure: bool = False
     redis_password: str = field(default_factory=lambda: secrets.token_hex(16))
     agent_urls: dict[str, str] = field(default_factory=dict)
@@ -119,7 +121,8 @@ class Cluster:
         return f"redis://{auth}127.0.0.1:{self.redis_port}/0"
 
     def enroll(self, host_id: str) -> str:
-        """The agent's own Redis URL, from the controller's enrolment API."""
+        """The agent's own Redis URL, from the controller's enrolment API (which replaces
+        any earlier secret of the host)."""
         with self.api() as api:
             r = api.post(f"/api/v1/hosts/{host_id}/enrollment")
             assert r.status_code == 201, r.text
@@ -132,6 +135,16 @@ class Cluster:
 
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True, socket_timeout=5)
+
+    def agent_messages(self, kind: str, host_id: str | None = None) -> list[dict]:
+        """The messages on the agents' streams of `kind` (acks, registrations, telemetry,
+        detours): one host's in stream order, or every host's ordered by entry id."""
+        r = self.redis()
+        streams = ([f"lachesis:agent:{host_id}:{kind}"] if host_id
+                   else list(r.scan_iter(match=f"lachesis:agent:*:{kind}", _type="stream")))
+        entries = [(tuple(map(int, entry_id.split("-"))), fields)
+                   for stream in streams for entry_id, fields in r.xrange(stream)]
+        return [json.loads(fields["msg"]) for _, fields in sorted(entries, key=lambda e: e[0])]
 
     def api(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
@@ -171,7 +184,7 @@ class Cluster:
 
     def start_agent(self, host_id: str) -> Process:
         name = f"agent-{host_id}"
-        if self.secure and host_id not in self.agent_urls:
+        if host_id not in self.agent_urls:
             self.enroll(host_id)
         proc = self.processes.get(name) or self._add(
             name,
@@ -242,6 +255,19 @@ def running(cluster: Cluster) -> Cluster:
     # Enrolment ships generation 1 (the state as it is) and the agent acks it.
     wait_for("the agent to register and ack its first generation",
              lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
+    return cluster
+
+
+def start_secure(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> Cluster:
+    """redis-server with a password, the controller and an agent per host, each enrolled as its
+    own Redis user and at its first generation."""
+    cluster.secure = True
+    cluster.start_redis()
+    cluster.start_controller()
+    for host in hosts:
+        cluster.start_agent(host)
+    for host in hosts:
+        wait_for(f"{host} to enrol and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1, timeout=30)
     return cluster
 
 

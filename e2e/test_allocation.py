@@ -142,10 +142,8 @@ def tenants(fast_telemetry: tuple[Path, Path], tmp_path: Path, monkeypatch: pyte
 def telemetry_messages(cluster: Cluster) -> list[dict[str, dict]]:
     """tenant → report of every message of the agent so far, in stream order."""
     out = []
-    for _, fields in cluster.redis().xrange("lachesis:telemetry"):
-        msg = json.loads(fields["msg"])
-        if msg["host_id"] == HOST:
-            out.append({t["name"]: t for t in msg["tenants"]})
+    for msg in cluster.agent_messages("telemetry", HOST):
+        out.append({t["name"]: t for t in msg["tenants"]})
     return out
 
 

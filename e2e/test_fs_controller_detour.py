@@ -65,7 +65,7 @@ def node(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     cluster.start_controller()
     cluster._add(
         f"agent-{HOST}",
-        [str(BIN), "run", "--host-id", HOST, "--redis-url", cluster.redis_url, "--no-ebpf",
+        [str(BIN), "run", "--host-id", HOST, "--redis-url", cluster.enroll(HOST), "--no-ebpf",
          "--mount", f"{paths['backing']}:{paths['mnt']}", "--detour-deadline-ms", str(DEADLINE_MS),
          "--endpoint-root", str(cluster.tmp),
          "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
@@ -150,7 +150,7 @@ def test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes
         before = [(r / "data" / "f").read_bytes() for r in (r1, r2)]
         size = (node["backing"] / "data" / "f").stat().st_size
         with cluster.redis() as r:
-            requests_before = r.xlen("lachesis:detours")
+            requests_before = r.xlen(f"lachesis:agent:{HOST}:detours")
         with pytest.raises(OSError) as failed:
             os.pwrite(fd, b"X" * BLOCK, 6 * BLOCK)
         assert failed.value.errno == errno.ETIMEDOUT, failed.value
@@ -158,7 +158,7 @@ def test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes
         assert (node["backing"] / "data" / "f").stat().st_size == size
         # It was held: its header went out to the controller, and the agent gave up on the
         # verdict at the deadline it was configured with.
-        wait_for("the held write's header on the bus", lambda: cluster.redis().xlen("lachesis:detours") > requests_before)
+        wait_for("the held write's header on the bus", lambda: cluster.redis().xlen(f"lachesis:agent:{HOST}:detours") > requests_before)
         timeouts = [line for line in cluster.processes[f"agent-{HOST}"].text().splitlines()
                     if "no verdict from the controller" in line]
         assert len(timeouts) == 1 and f"deadline_ms={DEADLINE_MS}" in timeouts[0], timeouts

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from conftest import Cluster, wait_for
+from conftest import Cluster, start_secure, wait_for
 
 HOSTS = ["node-1", "node-2", "node-3"]
 TENANT = {"name": "analytics", "classifiers": [{"kind": "uid", "value": "1001"}]}
@@ -32,13 +32,7 @@ def rule(detours: list[dict]) -> dict:
 
 @pytest.fixture
 def three(cluster: Cluster) -> Iterator[Cluster]:
-    cluster.secure = True
-    cluster.start_redis()
-    cluster.start_controller()
-    for host in HOSTS:
-        cluster.start_agent(host)
-    for host in HOSTS:
-        wait_for(f"{host} to enrol and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1, timeout=30)
+    start_secure(cluster, HOSTS)
     with cluster.api() as api:
         assert api.post("/api/v1/tenants", json=TENANT).status_code == 201
         created = api.post("/api/v1/rules", json=rule(OLD_DETOURS))
@@ -67,8 +61,7 @@ def steps(cluster: Cluster, host: str, rollout_id: str) -> list[str]:
 
 def acks_of(cluster: Cluster, rollout_id: str) -> list[dict]:
     """The agents' acks of the rollout, in the order they entered the ack stream."""
-    acks = (json.loads(fields["msg"]) for _, fields in cluster.redis().xrange("lachesis:acks"))
-    return [a for a in acks if a.get("rollout_id") == rollout_id]
+    return [a for a in cluster.agent_messages("acks") if a.get("rollout_id") == rollout_id]
 
 
 def desired(cluster: Cluster, host: str) -> dict:

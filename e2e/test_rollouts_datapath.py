@@ -94,7 +94,7 @@ def mounts(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     for host in HOSTS:
         cluster._add(
             f"agent-{host}",
-            [str(BIN), "run", "--host-id", host, "--redis-url", cluster.redis_url, "--no-ebpf",
+            [str(BIN), "run", "--host-id", host, "--redis-url", cluster.enroll(host), "--no-ebpf",
              "--mount", f"{cluster.tmp / host / 'backing'}:{points[host]}", "--endpoint-root", str(cluster.tmp),
              "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "300"],
             {"RUST_LOG": "info"},

@@ -171,10 +171,10 @@ def test_a_bad_telemetry_message_is_dropped_and_changes_nothing(
                                "sizes": [4096, 8192], "miss_ratios": [0.5], "references": 7}}],
         "devices": [],
     }
-    running.redis().xadd("lachesis:telemetry", {"msg": json.dumps(bad)})
+    running.redis().xadd(f"lachesis:agent:{HOST}:telemetry", {"msg": json.dumps(bad)})
     controller_log = running.processes["controller"].text
     wait_for("the controller to log the dropped message",
-             lambda: "lachesis:telemetry" in controller_log() and "dropped invalid message" in controller_log())
+             lambda: f"lachesis:agent:{HOST}:telemetry" in controller_log() and "dropped invalid message" in controller_log())
     # Two more agent reports after it: no rate jumped, no curve of 7 references appeared.
     n = len(before["series"])
     after = wait_for("two more reports", lambda: len((b := telemetry(running, "quiet"))["series"]) >= n + 2 and b,

@@ -30,7 +30,7 @@ def create(cluster: Cluster, path: str, body: dict) -> dict:
 
 
 def acks_since(cluster: Cluster, last_id: str) -> list[dict]:
-    return [json.loads(fields["msg"]) for _, fields in cluster.redis().xrange("lachesis:acks", min=f"({last_id}")]
+    return [json.loads(fields["msg"]) for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:acks", min=f"({last_id}")]
 
 
 def last_stream_id(cluster: Cluster, stream: str) -> str:
@@ -67,7 +67,7 @@ def test_killed_agent_resyncs_the_latest_generation_without_a_resend(running: Cl
     assert running.wait_rollout_done(created["rollout_id"], timeout=30)["state"] == "succeeded"
     latest = running.host(HOST)["desired_generation"]
     inbox_len = running.redis().xlen(INBOX)
-    mark = last_stream_id(running, "lachesis:acks")
+    mark = last_stream_id(running, f"lachesis:agent:{HOST}:acks")
 
     agent = running.processes[f"agent-{HOST}"]
     agent.kill9()
@@ -111,7 +111,7 @@ def test_the_agent_refuses_an_older_generation(running: Cluster) -> None:
 
     stale = json.loads(running.redis().get(f"lachesis:agent:{HOST}:desired"))
     stale.update(generation=held - 1, rollout_id=None, rules=[])
-    mark = last_stream_id(running, "lachesis:acks")
+    mark = last_stream_id(running, f"lachesis:agent:{HOST}:acks")
     running.redis().xadd(INBOX, {"msg": json.dumps(stale)})
 
     [ack] = wait_for("the agent to refuse the stale generation", lambda: acks_since(running, mark))

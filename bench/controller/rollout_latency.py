@@ -49,7 +49,7 @@ def now() -> str:
 
 async def simulated_agent(url: str, host_id: str, stop: asyncio.Event) -> None:
     r = aredis.Redis.from_url(url, decode_responses=True)
-    await r.xadd("lachesis:registrations", {"msg": json.dumps({
+    await r.xadd(f"lachesis:agent:{host_id}:registrations", {"msg": json.dumps({
         "schema": "lachesis.registration/v1", "host_id": host_id, "agent_version": "sim",
         "started_at": now(),
         "capabilities": {"cpus": 1, "devices": [], "kernel": {"release": "6.1", "btf": True, "io_uring": True, "fuse": True}},
@@ -71,7 +71,7 @@ async def simulated_agent(url: str, host_id: str, stop: asyncio.Event) -> None:
                     ack["phase"] = state["phase"]
                 if state.get("phase") == "quiesce":
                     ack["drained"] = 0
-                await r.xadd("lachesis:acks", {"msg": json.dumps(ack)})
+                await r.xadd(f"lachesis:agent:{host_id}:acks", {"msg": json.dumps(ack)})
     await r.aclose()
 
 
@@ -127,7 +127,7 @@ def measure(cluster: Cluster, hosts: int, runs: int) -> dict:
     host = sorted(r.keys("lachesis:agent:*:inbox"))[0]
     messages = [json.loads(f["msg"]) for _, f in r.xrevrange(host, count=2)]
     install, quiesce = (m for m in messages)
-    acks = [f["msg"] for _, f in r.xrevrange("lachesis:acks", count=4 * hosts)]
+    acks = [f["msg"] for _, f in r.xrevrange(host.replace(":inbox", ":acks"), count=4)]
     quiesce_ack = next(len(a.encode()) for a in acks if '"phase":"quiesce"' in a.replace(" ", ""))
     install_ack = next(len(a.encode()) for a in acks if '"phase":"quiesce"' not in a.replace(" ", ""))
     assert quiesce.get("phase") == "quiesce" and install.get("phase") is None, messages
@@ -170,6 +170,8 @@ def scenario(kind: str, hosts: int, runs: int) -> dict:
                 for i in range(hosts):
                     cluster.start_agent(f"host-{i:02d}")
             else:
+                for i in range(hosts):  # the controller hears enrolled hosts only
+                    cluster.enroll(f"sim-{i:03d}")
                 sim = start_simulated(cluster.redis_url, hosts)
             result = measure(cluster, hosts, runs)
             if sim is not None:

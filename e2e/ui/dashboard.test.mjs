@@ -332,7 +332,10 @@ async function run() {
   const agentHelp = spawnSync(AGENT_BIN, ["run", "--help"], { encoding: "utf8" }).stdout ?? "";
   const telemetryArgs = agentHelp.includes("--telemetry-interval-ms") ? ["--telemetry-interval-ms", "500"] : [];
   for (const h of HOSTS) {
-    start(`agent-${h}`, [AGENT_BIN, "run", "--host-id", h, "--redis-url", redisUrl, "--device", `flash0=${path.join(tmp, `${h}-flash0.img`)}:256MiB`,
+    // The controller hears enrolled hosts only; each agent runs as its own Redis user.
+    const enrolled = await api("POST", `/api/v1/hosts/${h}/enrollment`);
+    assert(enrolled.status === 201, `enrolment of ${h}: ${JSON.stringify(enrolled.body)}`);
+    start(`agent-${h}`, [AGENT_BIN, "run", "--host-id", h, "--redis-url", enrolled.body.redis_url, "--device", `flash0=${path.join(tmp, `${h}-flash0.img`)}:256MiB`,
       "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3", ...telemetryArgs], { RUST_LOG: "info" });
   }
   for (const h of HOSTS) {
@@ -477,11 +480,12 @@ async function run() {
       // Reports are told apart by their place in the stream, not by clocks: an agent's first
       // report after this mark may have been taken while the IO still ran, its second not.
       const redis = (...args) => spawnSync("redis-cli", ["-u", redisUrl, "--raw", ...args], { encoding: "utf8" }).stdout;
-      const mark = redis("XREVRANGE", "lachesis:telemetry", "+", "-", "COUNT", "1").split("\n")[0].trim() || "0-0";
+      const stream = (h) => `lachesis:agent:${h}:telemetry`;
+      const marks = Object.fromEntries(HOSTS.map((h) => [h, redis("XREVRANGE", stream(h), "+", "-", "COUNT", "1").split("\n")[0].trim() || "0-0"]));
       const curve = await waitFor("an agent's telemetry with a curve for tenant reports", async () => {
         // --raw: one line per element: an entry's id, then its field and the message's JSON
         const seen = {};
-        for (const line of redis("XRANGE", "lachesis:telemetry", `(${mark}`, "+").split("\n")) {
+        for (const line of HOSTS.flatMap((h) => redis("XRANGE", stream(h), `(${marks[h]}`, "+").split("\n"))) {
           if (!line.startsWith("{")) continue;
           const msg = JSON.parse(line);
           seen[msg.host_id] = (seen[msg.host_id] ?? 0) + 1;
