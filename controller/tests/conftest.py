@@ -3,6 +3,7 @@ fake agent that speaks the bus protocol (api-schemas/README.md) through Redis.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -135,6 +136,16 @@ def make_settings(tmp_path: Path, redis_url: str, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
+
+
+@contextlib.contextmanager
+def secured_client(tmp_path: Path, redis_url: str, token: str, **overrides: Any) -> Iterator[TestClient]:
+    """A controller with auth on, `token` its bootstrap admin; app.state.test_db_url names
+    its database for tests that look behind the API."""
+    settings = make_settings(tmp_path, redis_url, api_token=token, insecure_no_auth=False, **overrides)
+    with TestClient(create_app(settings)) as client:
+        client.app.state.test_db_url = settings.database_url  # type: ignore[attr-defined]
+        yield client
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
-from conftest import TENANT, assert_problem, make_settings, snapshot
+from conftest import TENANT, assert_problem, make_settings, secured_client, snapshot
 from lachesis_controller.app import create_app
 from lachesis_controller.limits import MAX_BODY_DEPTH, too_deep
 from lachesis_controller.policy_yaml import MAX_EXPANDED_NODES
@@ -43,9 +43,7 @@ spec:
 
 @pytest.fixture
 def secured(tmp_path: Path, redis_url: str) -> Iterator[TestClient]:
-    settings = make_settings(tmp_path, redis_url, api_token=BOOTSTRAP, insecure_no_auth=False)
-    with TestClient(create_app(settings)) as client:
-        client.app.state.test_db_url = settings.database_url  # type: ignore[attr-defined]
+    with secured_client(tmp_path, redis_url, BOOTSTRAP) as client:
         yield client
 
 

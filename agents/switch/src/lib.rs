@@ -21,7 +21,7 @@ pub use rule::{
     DetourWhat, Match, Nullable, Op, Rule, Tenant, MAX_PRIORITY,
 };
 pub use stage::{
-    check_stages, CacheConfig, CacheEngine, EnginePart, Eviction, LogConfig, PartHandle,
-    RateLimitConfig, StageConfig, WriteMode,
+    check_stages, host_path_error, CacheConfig, CacheEngine, EnginePart, Eviction, LogConfig,
+    PartHandle, RateLimitConfig, StageConfig, WriteMode,
 };
 pub use table::{IoHeader, RuleTable, TableError};

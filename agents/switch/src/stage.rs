@@ -57,10 +57,17 @@ fn de_opt_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Err
     }
 }
 
-fn bounded<'de, D: Deserializer<'de>>(d: D, field: &str, min: u64, max: u64) -> Result<u64, D::Error> {
+fn bounded<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+    min: u64,
+    max: u64,
+) -> Result<u64, D::Error> {
     let v = u64::deserialize(d)?;
     if v < min || v > max {
-        return Err(D::Error::custom(format!("{field}: {v} is outside {min}..={max}")));
+        return Err(D::Error::custom(format!(
+            "{field}: {v} is outside {min}..={max}"
+        )));
     }
     Ok(v)
 }
@@ -105,15 +112,36 @@ fn de_placement<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PartHandle>, D::E
     Ok(v)
 }
 
+/// Why `path` is not an absolute, normal host path of 2 to 4096 characters (no `.` or `..`
+/// segment, no `//`, no trailing `/`, no control character), or `None` if it is one: the
+/// schema's `$defs/host_path`.
+pub fn host_path_error(path: &str) -> Option<String> {
+    let n = path.chars().count();
+    if !path.starts_with('/') || !(2..=4096).contains(&n) {
+        return Some(format!(
+            "{path:?}: expected an absolute path of 2 to 4096 characters"
+        ));
+    }
+    if path.chars().any(|c| c.is_ascii_control()) {
+        return Some(format!("{path:?}: control characters are not allowed"));
+    }
+    if path[1..]
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Some(format!(
+            "{path:?}: expected a normal path (no '.' or '..' segment, no '//', no trailing '/')"
+        ));
+    }
+    None
+}
+
 fn de_dir<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
-    let n = s.chars().count();
-    if !s.starts_with('/') || !(2..=4096).contains(&n) {
-        return Err(D::Error::custom(format!(
-            "dir {s:?}: expected an absolute path of 2 to 4096 characters"
-        )));
+    match host_path_error(&s) {
+        Some(why) => Err(D::Error::custom(format!("dir {why}"))),
+        None => Ok(s),
     }
-    Ok(s)
 }
 
 /// One stage of an agent, as the controller ships it.

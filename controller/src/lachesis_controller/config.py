@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from .input_bounds import normal_path
 from .limits import MAX_BODY_BYTES, MAX_BODY_DEPTH
 
 Number = TypeVar("Number", int, float)
@@ -31,6 +32,9 @@ class Settings:
     insecure_no_auth: bool = False
     max_body_bytes: int = MAX_BODY_BYTES
     max_body_depth: int = MAX_BODY_DEPTH
+    # Host directories a tenant-scoped token's file endpoints may lie under, besides the
+    # tenant's own path_prefix classifiers (endpoint_roots.py).
+    endpoint_roots: tuple[str, ...] = ()
     # The dashboard's build output; in a checkout that is ui/dist beside controller/.
     ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
 
@@ -51,6 +55,7 @@ class Settings:
             insecure_no_auth=_flag(env, "LACHESIS_INSECURE_NO_AUTH"),
             max_body_bytes=positive_int(env, "LACHESIS_MAX_BODY_BYTES", MAX_BODY_BYTES),
             max_body_depth=positive_int(env, "LACHESIS_MAX_BODY_DEPTH", MAX_BODY_DEPTH),
+            endpoint_roots=_roots(env, "LACHESIS_ENDPOINT_ROOTS"),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
         )
 
@@ -102,6 +107,17 @@ def _positive(env: Mapping[str, str], name: str, default: Number, parse: Callabl
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: must be greater than 0")
     return value
+
+
+def _roots(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Colon-separated absolute, normal directories."""
+    roots = [part for part in (env.get(name) or "").split(":") if part]
+    for root in roots:
+        try:
+            normal_path(root)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+    return tuple(roots)
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from .input_bounds import HostPath
+
 HOST_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
@@ -186,7 +188,7 @@ class LogStageConfig(BusModel):
     kind: Literal["log"]
     name: StageName
     owner: Name | None
-    dir: str = Field(pattern=r"^/", min_length=2, max_length=4096)
+    dir: HostPath
 
 
 StageConfig = Annotated[

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .endpoint_roots import file_targets
 from .policy_model import PolicyDocument
 
 
@@ -25,6 +26,17 @@ class Compiled:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Compiled:
         return cls(data.get("tenants", []), data.get("stages", []), data.get("rules", []))
+
+    def host_paths(self) -> list[tuple[str, str]]:
+        """(field, path) of every host path the document names: file detour targets, log
+        directories, replica sets, tail-latency candidates (endpoint_roots.py confines them)."""
+        paths = [p for i, r in enumerate(self.rules) for p in file_targets(r["detours"], f"spec.rules[{i}].detours")]
+        for i, stage in enumerate(self.stages):
+            if "dir" in stage:
+                paths.append((f"spec.stages[{i}].dir", stage["dir"]))
+            for key in ("write_set", "read_set", "candidates"):
+                paths += [(f"spec.stages[{i}].{key}[{j}]", p) for j, p in enumerate(stage.get(key, []))]
+        return paths
 
     def tenants_concerned(self) -> list[str]:
         names = {t["name"] for t in self.tenants}

@@ -14,12 +14,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .messages import HostId, Name
+from .input_bounds import MAX_HOSTS_PER_ITEM, MAX_PATHS, MAX_RULES, MAX_STAGES, MAX_TENANTS, HostPath
+from .messages import MAX_BYTES, HostId, Name
 from .schemas import RequestModel, RuleSpec, TenantSpec
 
 API_VERSION = "lachesis.dev/v1"
 
-FilePath = Annotated[str, Field(pattern=r"^/", min_length=2, max_length=4096, description="Absolute path.")]
+FilePath = HostPath
 
 
 class Metadata(RequestModel):
@@ -36,10 +37,12 @@ class StageBase(RequestModel):
         default=None, description="Tenant the stage belongs to; null: shared infrastructure."
     )
     shared_with: list[Name] = Field(
-        default_factory=list,
+        default_factory=list, max_length=MAX_PATHS,
         description="Other tenants whose IO may go through this stage. Without it, only the owner's.",
     )
-    hosts: list[HostId] | None = Field(default=None, min_length=1, description="null: every host.")
+    hosts: list[HostId] | None = Field(
+        default=None, min_length=1, max_length=MAX_HOSTS_PER_ITEM, description="null: every host."
+    )
 
 
 class CacheStage(StageBase):
@@ -67,9 +70,9 @@ class QosStage(StageBase):
         default="normal", description="Recorded; not yet enforced by the agents (docs/policies.md)."
     )
     min_bandwidth_bytes_per_s: int | None = Field(
-        default=None, ge=1, description="Recorded; not yet enforced by the agents (docs/policies.md)."
+        default=None, ge=1, le=MAX_BYTES, description="Recorded; not yet enforced by the agents (docs/policies.md)."
     )
-    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=1 << 50)
+    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES)
     max_iops: int | None = Field(default=None, ge=1, le=100_000_000)
 
 
@@ -80,13 +83,13 @@ class LogStage(StageBase):
 
 class ReplicaSetStage(StageBase):
     kind: Literal["replica_set"]
-    write_set: list[FilePath] = Field(min_length=1, description="Every write goes to all of these.")
-    read_set: list[FilePath] = Field(min_length=1, description="Reads go to one of these.")
+    write_set: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS, description="Every write goes to all of these.")
+    read_set: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS, description="Reads go to one of these.")
 
 
 class TailLatencyStage(StageBase):
     kind: Literal["tail_latency"]
-    candidates: list[FilePath] = Field(min_length=2, description="Replicas a read may be sent to.")
+    candidates: list[FilePath] = Field(min_length=2, max_length=MAX_PATHS, description="Replicas a read may be sent to.")
     hedge_after_ms: float = Field(gt=0, le=60_000)
 
 
@@ -103,9 +106,9 @@ Stage = Annotated[
 
 
 class PolicySpec(RequestModel):
-    tenants: list[TenantSpec] = Field(default_factory=list)
-    stages: list[Stage] = Field(default_factory=list)
-    rules: list[RuleSpec] = Field(default_factory=list)
+    tenants: list[TenantSpec] = Field(default_factory=list, max_length=MAX_TENANTS)
+    stages: list[Stage] = Field(default_factory=list, max_length=MAX_STAGES)
+    rules: list[RuleSpec] = Field(default_factory=list, max_length=MAX_RULES)
 
 
 class PolicyDocument(RequestModel):

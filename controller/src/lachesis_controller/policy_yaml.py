@@ -3,6 +3,7 @@ an error can name its line and column."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from .limits import MAX_BODY_DEPTH
-from .policy_model import PolicyDocument
+from .policy_model import PolicyDocument, Stage
 from .problems import FieldError, ProblemError, format_loc
 
 
@@ -174,7 +175,10 @@ def policy_error(located: Located, exc: ValidationError) -> ProblemError:
     )
 
 
-STAGE_TAGS = frozenset({"cache", "qos", "replica_set", "tail_latency", "fdp_placement"})
+# Every kind of policy_model.Stage: one left out would stay in its fields' paths.
+STAGE_TAGS = frozenset(
+    typing.get_args(cls.model_fields["kind"].annotation)[0] for cls in typing.get_args(typing.get_args(Stage)[0])
+)
 
 
 def _model_path(loc: Sequence[str | int]) -> tuple[str | int, ...]:

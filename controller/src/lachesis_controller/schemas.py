@@ -9,8 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .input_bounds import (
+    MAX_CLASSIFIERS, MAX_DETOURS, MAX_HOSTS_PER_ITEM, MAX_PATH_CHARS, check_classifier_value, check_detour_target,
+    check_prefix_text, normal_path,
+)
 from .messages import Capabilities, Classifier, Detour, HostId, Match, Name
 
 
@@ -22,9 +26,18 @@ class RequestModel(BaseModel):
 class TenantSpec(RequestModel):
     name: Name
     classifiers: list[Classifier] = Field(
-        description="How the agents recognise this tenant's IO; any classifier matching is enough."
+        max_length=MAX_CLASSIFIERS,
+        description="How the agents recognise this tenant's IO; any classifier matching is enough. "
+        "A path_prefix is an absolute, normal path; no value holds control characters.",
     )
     description: str | None = Field(default=None, max_length=1024)
+
+    @field_validator("classifiers")
+    @classmethod
+    def _meaningful(cls, classifiers: list[Classifier]) -> list[Classifier]:
+        for index, classifier in enumerate(classifiers):
+            _at(f"classifiers[{index}].value", check_classifier_value, classifier.kind, classifier.value)
+        return classifiers
 
 
 class RuleSpec(RequestModel):
@@ -35,10 +48,41 @@ class RuleSpec(RequestModel):
     hosts: list[HostId] | None = Field(
         default=None,
         min_length=1,
+        max_length=MAX_HOSTS_PER_ITEM,
         description="Hosts the rule is installed on; null (the default) means every host.",
     )
-    match: Match
-    detours: list[Detour] = Field(min_length=1)
+    match: Match = Field(
+        description=f"path_prefix: an absolute, normal path; path_prefix and key_prefix: at most {MAX_PATH_CHARS} "
+        "characters, no control characters."
+    )
+    detours: list[Detour] = Field(
+        min_length=1, max_length=MAX_DETOURS,
+        description="A file target is an absolute, normal path or tcp://HOST:PORT/...; no control characters.",
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _meaningful_match(cls, match: Match) -> Match:
+        if match.path_prefix is not None:
+            _at("match.path_prefix", normal_path, match.path_prefix, trailing_slash=True)
+        if match.key_prefix is not None:
+            _at("match.key_prefix", check_prefix_text, match.key_prefix)
+        return match
+
+    @field_validator("detours")
+    @classmethod
+    def _meaningful_detours(cls, detours: list[Detour]) -> list[Detour]:
+        for index, detour in enumerate(detours):
+            _at(f"detours[{index}].to.target", check_detour_target, detour.to.kind, detour.to.target)
+        return detours
+
+
+def _at(field: str, check: Any, *args: Any, **kwargs: Any) -> None:
+    # One error per field, named: pydantic would only name the list or model that holds it.
+    try:
+        check(*args, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc}") from None
 
 
 class TenantOut(BaseModel):

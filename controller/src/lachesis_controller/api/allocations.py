@@ -34,10 +34,12 @@ CURRENT, PROPOSED = "current", "proposed"
 # Bounds on one request's work: 5,000 tenants × 1,000 increments is the design point.
 MAX_INCREMENTS = 100_000
 MAX_CELLS = 20_000_000
+# Bytes and bytes/s: an exabyte is beyond any cache, and keeps the arithmetic finite.
+MAX_QUANTITY = 1e18
 
 
 class CurveIn(RequestModel):
-    sizes: list[Annotated[float, Field(ge=0, le=1e18, allow_inf_nan=False)]] = Field(
+    sizes: list[Annotated[float, Field(ge=0, le=MAX_QUANTITY, allow_inf_nan=False)]] = Field(
         min_length=1, max_length=100_000, description="Cache sizes in bytes, increasing."
     )
     miss_ratios: list[float] = Field(min_length=1, max_length=100_000, description="Miss ratio at each size.")
@@ -53,9 +55,9 @@ class BandwidthIn(RequestModel):
     """Turned into a minimum hit ratio by Moirai's Eq. 5.2."""
 
     kind: Literal["bandwidth"]
-    sla: float = Field(allow_inf_nan=False, gt=0, description="Bandwidth the tenant must get, bytes/s.")
-    storage: float = Field(allow_inf_nan=False, gt=0, description="Bandwidth of the storage back end, bytes/s.")
-    memory: float = Field(allow_inf_nan=False, gt=0, description="Bandwidth of the cache, bytes/s.")
+    sla: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth the tenant must get, bytes/s.")
+    storage: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the storage back end, bytes/s.")
+    memory: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the cache, bytes/s.")
 
     @model_validator(mode="after")
     def _ordered(self) -> BandwidthIn:
@@ -66,14 +68,14 @@ class BandwidthIn(RequestModel):
 
 class FixedSizeIn(RequestModel):
     kind: Literal["fixed_size"]
-    size_bytes: float = Field(allow_inf_nan=False, ge=0)
+    size_bytes: float = Field(allow_inf_nan=False, ge=0, le=MAX_QUANTITY)
 
 
 GuaranteeIn = Annotated[MinHitRatioIn | BandwidthIn | FixedSizeIn, Field(discriminator="kind")]
 
 
 class ProposalRequest(RequestModel):
-    capacity_bytes: float = Field(allow_inf_nan=False, ge=1, le=1e18)
+    capacity_bytes: float = Field(allow_inf_nan=False, ge=1, le=MAX_QUANTITY)
     epsilon_bytes: float | None = Field(allow_inf_nan=False, default=None, gt=0, description="Increment; default 0.001 × capacity.")
     method: Literal["optimal", "waterfill"] = "optimal"
     curves: dict[Name, CurveIn] | None = Field(

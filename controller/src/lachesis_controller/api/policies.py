@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from .. import audit, etags, rollouts
 from ..authz import Principal, forbidden
 from ..db import utcnow
+from ..endpoint_roots import confine
 from ..models import Host, PolicyVersion, Rule, Tenant
 from ..policy_compiler import Compiled, compile_policy, duplicates
 from ..policy_yaml import Located, parse, validate
@@ -204,6 +205,7 @@ async def apply_policy(
         etags.check(if_match, _etag(previous) if previous else None, f"policy {name!r}")
         owned = Compiled.from_dict(previous.compiled) if previous else None
         _check_scope(principal, compiled, owned)
+        confine(session, principal, settings.endpoint_roots, compiled.host_paths())
         _check_names(session, compiled, owned, name)
 
         owned_rules = {r["name"] for r in owned.rules} if owned else set()

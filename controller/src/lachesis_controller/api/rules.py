@@ -11,6 +11,8 @@ from .. import audit, etags, rollouts
 from ..authz import Principal, require_tenant
 from ..config import Settings
 from ..db import utcnow
+from ..endpoint_roots import confine, file_targets
+from ..input_bounds import MAX_RULES, require_room
 from ..messages import Detour, Match
 from ..models import Host, Rule, Tenant
 from ..problems import conflict, invalid, not_found, problem_responses, unsafe
@@ -44,8 +46,10 @@ def _change(rule: Rule, rollout_id: str) -> RuleChange:
     )
 
 
-def _check_references(session: Session, spec: RuleSpec) -> None:
-    """Everything a rule names must exist: 422 naming each bad field, before any write."""
+def _check_references(session: Session, spec: RuleSpec, principal: Principal, settings: Settings) -> None:
+    """Everything a rule names must exist, and its host paths lie under its tenant's roots:
+    422 naming each bad field, before any write."""
+    confine(session, principal, settings.endpoint_roots, file_targets([d.dump() for d in spec.detours], "detours"))
     errors: list[tuple[str, str]] = []
     if spec.match.tenant is not None and session.get(Tenant, spec.match.tenant) is None:
         errors.append(("match.tenant", f"no tenant named {spec.match.tenant!r}"))
@@ -119,7 +123,8 @@ async def create_rule(
     with session.begin():
         if session.get(Rule, spec.name) is not None:
             raise conflict("name", f"rule {spec.name!r} already exists")
-        _check_references(session, spec)
+        require_room(session, Rule, MAX_RULES, "rules")
+        _check_references(session, spec, principal, settings)
         now = utcnow()
         rule = Rule(name=spec.name, created_at=now, updated_at=now)
         _apply_spec(rule, spec)
@@ -183,7 +188,7 @@ async def replace_rule(
         require_tenant(principal, spec.match.tenant, f"move rule {name!r} to another tenant")
         before = rule_out(rule)
         etags.check(if_match, etags.etag_of(before), f"rule {name!r}")
-        _check_references(session, spec)
+        _check_references(session, spec, principal, settings)
         old_hosts = rule.hosts
         _apply_spec(rule, spec)
         rule.updated_at = utcnow()

@@ -11,6 +11,7 @@ from .. import audit, etags, rollouts
 from ..authz import require_tenant
 from ..config import Settings
 from ..db import utcnow
+from ..input_bounds import MAX_TENANTS, require_room
 from ..messages import Classifier
 from ..models import Rule, Tenant
 from ..problems import conflict, invalid, not_found, problem_responses
@@ -56,6 +57,7 @@ async def create_tenant(
     with session.begin():
         if session.get(Tenant, spec.name) is not None:
             raise conflict("name", f"tenant {spec.name!r} already exists")
+        require_room(session, Tenant, MAX_TENANTS, "tenants")
         now = utcnow()
         tenant = Tenant(
             name=spec.name, description=spec.description,

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from .. import audit
 from ..authz import ADMIN
 from ..db import utcnow
-from ..models import ApiToken
+from ..models import ApiToken, Tenant
 from ..problems import ProblemError, conflict, invalid, not_found, problem_responses
 from ..schemas import TokenCreated, TokenOut, TokenSpec
 from ..tokens import hash_secret, new_secret
@@ -42,6 +42,9 @@ async def create_token(
     with session.begin():
         if session.scalars(select(ApiToken.id).where(ApiToken.name == spec.name)).first():
             raise conflict("name", f"a token named {spec.name!r} already exists")
+        if spec.tenant is not None and session.get(Tenant, spec.tenant) is None:
+            # A token for a tenant made later would see it at once; make the tenant first.
+            raise invalid([("tenant", f"no tenant named {spec.tenant!r}")])
         token = ApiToken(
             id=str(uuid.uuid4()), name=spec.name, role=spec.role, tenant=spec.tenant,
             token_hash=hash_secret(secret), created_at=utcnow(), created_by=principal.actor,

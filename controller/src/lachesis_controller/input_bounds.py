@@ -1,0 +1,116 @@
+"""What the API lets a caller store: how many of each thing, and text that means one thing.
+
+Counts are bounded so that one request cannot make every later one slow (each rule and
+classifier is shipped to every host in every generation). Paths are absolute and normal
+(no `.` or `..` segment, no `//`): a prefix or a target must name the same file the agent
+and a reader of the rule would think it names. Control characters (NUL above all) are
+refused everywhere a host path, prefix or classifier is written, since C strings on the
+agent's side end at the first NUL.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .problems import invalid
+
+MAX_TENANTS = 1000
+MAX_CLASSIFIERS = 64  # per tenant
+MAX_RULES = 10_000  # in total, and per policy
+MAX_DETOURS = 16  # per rule
+MAX_HOSTS_PER_ITEM = 1024  # hosts a rule or stage names
+MAX_STAGES = 1024  # per policy, as in the desired-state contract
+MAX_PATHS = 16  # replica sets, tail-latency candidates, shared_with
+MAX_PATH_CHARS = 4096  # PATH_MAX
+
+# The same paths as normal_path(..., trailing_slash=False), for JSON Schema readers: the bus
+# contract's $defs/host_path (api-schemas/bus/common.schema.json) and the policy schema.
+_SEGMENT_CHAR = r"[^/\x00-\x1f\x7f]"
+HOST_PATH_PATTERN = (
+    r"^(/([^/\x00-\x1f\x7f.]|\.[^/\x00-\x1f\x7f.]|\.\.[^/\x00-\x1f\x7f])" + _SEGMENT_CHAR + r"*)+$"
+)
+# A remote endpoint of a file detour (agents/fs forwards to it), not a host path.
+REMOTE_ENDPOINT = re.compile(r"tcp://[^/\s]+:[0-9]{1,5}(/[^\s]*)?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def no_control_characters(value: str) -> str:
+    if match := _CONTROL.search(value):
+        raise ValueError(f"control character {match.group()!r} at offset {match.start()} is not allowed")
+    return value
+
+
+def normal_path(value: str, *, trailing_slash: bool = False) -> str:
+    """The value if it is an absolute, normal path; ValueError saying what is wrong otherwise."""
+    check_prefix_text(value)
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path (it must start with /)")
+    if "//" in value:
+        raise ValueError(f"{value!r} has an empty segment (//)")
+    if value == "/" and not trailing_slash:
+        raise ValueError("'/' is the whole file system, not a path in it")
+    trailing = len(value) > 1 and value.endswith("/")
+    if trailing and not trailing_slash:
+        raise ValueError(f"{value!r} ends with /")
+    body = value[1:-1] if trailing else value[1:]
+    if any(segment in {".", ".."} for segment in body.split("/")):
+        raise ValueError(f"{value!r} has a . or .. segment")
+    return value
+
+
+def _prefix(value: str) -> str:
+    return normal_path(value, trailing_slash=True)
+
+
+def under(path: str, root: str) -> bool:
+    """Whether path is root or lies below it (both normal; a root may end with /)."""
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/") or root == ""
+
+
+HostPath = Annotated[
+    str,
+    Field(
+        min_length=2, max_length=MAX_PATH_CHARS, json_schema_extra={"pattern": HOST_PATH_PATTERN},
+        description="Absolute, normal path (no . or .. segment, no //, no trailing /, no control character).",
+    ),
+    AfterValidator(normal_path),
+]
+PathPrefix = Annotated[
+    str, Field(min_length=1, max_length=MAX_PATH_CHARS, description="Absolute, normal path prefix; may end with /."),
+    AfterValidator(_prefix),
+]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS), AfterValidator(no_control_characters)]
+
+
+def check_prefix_text(value: str) -> str:
+    if len(value) > MAX_PATH_CHARS:
+        raise ValueError(f"longer than {MAX_PATH_CHARS} characters")
+    return no_control_characters(value)
+
+
+def check_classifier_value(kind: str, value: str) -> str:
+    if kind == "path_prefix":
+        return _prefix(value)
+    return no_control_characters(value)
+
+
+def check_detour_target(kind: str, target: str) -> str:
+    no_control_characters(target)
+    if kind == "file" and not REMOTE_ENDPOINT.fullmatch(target):
+        try:
+            normal_path(target)
+        except ValueError as exc:
+            raise ValueError(f"a file target is an absolute, normal path or tcp://HOST:PORT/...: {exc}") from None
+    return target
+
+
+def require_room(session: Session, model: type, limit: int, what: str) -> None:
+    """422 when the table of `model` already holds `limit` rows: one more would pass the bound."""
+    if (session.scalar(select(func.count()).select_from(model)) or 0) >= limit:
+        raise invalid([("name", f"there are {limit} {what} already, the most the controller keeps")])
