@@ -16,7 +16,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from conftest import SCHEMAS, TENANT, assert_problem, rule_body, secured_client, snapshot
-from lachesis_controller.input_bounds import HOST_PATH_PATTERN, MAX_CLASSIFIERS, MAX_DETOURS, MAX_PATH_CHARS, normal_path
+from lachesis_controller.input_bounds import (
+    HOST_PATH_PATTERN, MAX_CLASSIFIERS, MAX_DETOURS, MAX_PATH_CHARS, MAX_TENANTS, normal_path,
+)
 
 BOOTSTRAP = "input-bootstrap"
 ADMIN = {"Authorization": f"Bearer {BOOTSTRAP}"}
@@ -138,6 +140,18 @@ def test_guarantees_are_bounded(secured: TestClient, state: Engine, guarantee: d
     assert secured.post("/api/v1/tenants", json=TENANT).status_code == 201
     refused(secured, state, "PUT", "/api/v1/allocations/guarantees/web", field, "less than or equal to 1000000000000000000",
             json={"guarantee": guarantee})
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"idle": [f"t{i}" for i in range(MAX_TENANTS + 1)]}, "idle"),
+        ({"guarantees": {f"t{i}": {"kind": "min_hit_ratio", "ratio": 0.5} for i in range(MAX_TENANTS + 1)}}, "guarantees"),
+    ],
+)
+def test_allocation_proposals_are_bounded(secured: TestClient, state: Engine, extra: dict[str, Any], field: str) -> None:
+    refused(secured, state, "POST", "/api/v1/allocations/proposals", field, f"at most {MAX_TENANTS}",
+            json={"capacity_bytes": 1e9, **extra})
 
 
 def policy(*, rules: str = "", stages: str = "") -> str:

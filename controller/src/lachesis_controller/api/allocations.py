@@ -22,6 +22,7 @@ from ..db import utcnow
 from ..messages import Name
 from ..models import AllocationCurve, AllocationGuarantee, CacheAllocation, Tenant
 from ..problems import FieldError, ProblemError, invalid, not_found, problem_responses
+from ..input_bounds import MAX_TENANTS
 from ..schemas import RequestModel
 from ..telemetry import current_traceparent
 from .changes import ship
@@ -79,12 +80,12 @@ class ProposalRequest(RequestModel):
     epsilon_bytes: float | None = Field(allow_inf_nan=False, default=None, gt=0, description="Increment; default 0.001 × capacity.")
     method: Literal["optimal", "waterfill"] = "optimal"
     curves: dict[Name, CurveIn] | None = Field(
-        default=None, description="Curves to use (and keep) instead of the stored ones, by tenant."
+        default=None, max_length=MAX_TENANTS, description="Curves to use (and keep) instead of the stored ones, by tenant."
     )
     guarantees: dict[Name, GuaranteeIn] | None = Field(
-        default=None, description="Guarantees for this proposal only, overriding the stored ones."
+        default=None, max_length=MAX_TENANTS, description="Guarantees for this proposal only, overriding the stored ones."
     )
-    idle: list[Name] = Field(default_factory=list, description="Tenants whose space is reclaimed.")
+    idle: list[Name] = Field(default_factory=list, max_length=MAX_TENANTS, description="Tenants whose space is reclaimed.")
 
 
 class CurvePoint(BaseModel):
