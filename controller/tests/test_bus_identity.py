@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 
 from conftest import TENANT, FakeAgent, assert_problem, enroll_host, make_settings, wait_rollout, wait_until
 from lachesis_controller.app import create_app
+from test_rollouts_two_phase import move_r1, phase_ack, setup_two_hosts, wait_phase
 
 NOPERM = redis.exceptions.NoPermissionError
 KINDS = ("registrations", "acks", "telemetry", "detours")
@@ -182,3 +183,17 @@ def test_deleting_a_host_is_for_admins_and_checks_the_id(tmp_path: Path, redis_u
         assert "host_id" in str(body)
         assert client.delete("/api/v1/hosts/host-a").status_code == 204
         assert "agent-host-a" not in admin.execute_command("ACL", "USERS")
+
+
+def test_deleting_a_host_lets_a_two_phase_rollout_go_on_to_install(client: TestClient, agents) -> None:  # type: ignore[no-untyped-def]
+    a, b = setup_two_hosts(client, agents)
+    rollout_id = move_r1(client)
+    phase_ack(a, wait_phase(a, 3, "quiesce"))
+    wait_phase(b, 3, "quiesce")  # host-b never drains: the rollout holds at phase 1
+    wait_until(lambda: client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"][0]["phase"] == "drained")
+
+    assert client.delete("/api/v1/hosts/host-b").status_code == 204
+    install = wait_phase(a, 3, None)  # the drained host that remains installs
+    a.ack(install)
+    done = wait_rollout(client, rollout_id)
+    assert done["state"] == "succeeded" and [t["host_id"] for t in done["targets"]] == ["host-a"]
