@@ -197,3 +197,17 @@ def test_deleting_a_host_lets_a_two_phase_rollout_go_on_to_install(client: TestC
     a.ack(install)
     done = wait_rollout(client, rollout_id)
     assert done["state"] == "succeeded" and [t["host_id"] for t in done["targets"]] == ["host-a"]
+
+
+def test_cli_deletes_a_host_and_refuses_an_unknown_one(settings, admin: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    from test_cli import cli, serve
+
+    for url in serve(settings):
+        assert cli(url, "hosts", "enroll", "host-a").exit_code == 0
+        deleted = cli(url, "hosts", "delete", "host-a")
+        assert deleted.exit_code == 0, deleted.output
+        assert "host host-a deleted" in deleted.stdout
+        assert "agent-host-a" not in admin.execute_command("ACL", "USERS")
+        unknown = cli(url, "hosts", "delete", "host-a")
+        assert unknown.exit_code == 2
+        assert "host-a" in unknown.output and "does not exist" in unknown.output
