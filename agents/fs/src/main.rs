@@ -155,6 +155,10 @@ fn mount(args: MountArgs) -> ExitCode {
     if !backing.is_dir() {
         return usage_error(format!("--backing {}: not a directory", backing.display()));
     }
+    // A dead mount a killed `lachesis-fs mount` left is detached; a live one is refused.
+    if let Err(e) = lachesis_fs::stale_mount::clear(&mountpoint) {
+        return usage_error(format!("--mountpoint: {e}"));
+    }
     if !mountpoint.is_dir() {
         return usage_error(format!(
             "--mountpoint {}: not a directory",
