@@ -110,15 +110,23 @@ def test_remote_and_normal_file_targets_are_accepted(secured: TestClient) -> Non
 
 
 def test_rules_and_tenants_in_total_are_bounded(secured: TestClient, state: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("lachesis_controller.api.tenants.MAX_TENANTS", 2)
-    monkeypatch.setattr("lachesis_controller.api.rules.MAX_RULES", 2)
+    for module in ("tenants", "policies"):
+        monkeypatch.setattr(f"lachesis_controller.api.{module}.MAX_TENANTS", 2)
+    for module in ("rules", "policies"):
+        monkeypatch.setattr(f"lachesis_controller.api.{module}.MAX_RULES", 2)
     for name in ("web", "db"):
         assert secured.post("/api/v1/tenants", json=tenant(path_prefix(f"/srv/{name}/"), name=name)).status_code == 201
-    refused(secured, state, "POST", "/api/v1/tenants", "name", "there are 2 tenants already",
+    refused(secured, state, "POST", "/api/v1/tenants", "name", "3 tenants in all would pass the limit of 2",
             json=tenant(path_prefix("/srv/x/"), name="x"))
+    refused(secured, state, "POST", "/api/v1/policies?dry_run=true", "spec.tenants", "3 tenants in all would pass the limit of 2",
+            content=policy(tenants="    - {name: x, classifiers: [{kind: path_prefix, value: /srv/x/}]}"),
+            headers={"Content-Type": "application/yaml"})
     for index in range(2):
         assert secured.post("/api/v1/rules", json=rule_body(f"r{index}", priority=index)).status_code == 201
-    refused(secured, state, "POST", "/api/v1/rules", "name", "there are 2 rules already", json=rule_body("r2"))
+    refused(secured, state, "POST", "/api/v1/rules", "name", "3 rules in all would pass the limit of 2", json=rule_body("r2"))
+    refused(secured, state, "POST", "/api/v1/policies?dry_run=true", "spec.rules", "3 rules in all would pass the limit of 2",
+            content=policy(rules="    - {name: r2, priority: 5, match: {tenant: web}, detours: [{what: io, to: {kind: stage, target: cache/web}}]}"),
+            headers={"Content-Type": "application/yaml"})
 
 
 def test_a_token_for_a_tenant_that_does_not_exist_is_refused(secured: TestClient, state: Engine) -> None:
@@ -154,12 +162,14 @@ def test_allocation_proposals_are_bounded(secured: TestClient, state: Engine, ex
             json={"capacity_bytes": 1e9, **extra})
 
 
-def policy(*, rules: str = "", stages: str = "") -> str:
+def policy(*, tenants: str = "", rules: str = "", stages: str = "") -> str:
     return f"""\
 apiVersion: lachesis.dev/v1
 kind: Policy
 metadata: {{name: web-policy}}
 spec:
+  tenants:
+{tenants or "    []"}
   stages:
 {stages or "    []"}
   rules:
@@ -175,7 +185,7 @@ def test_policy_host_paths_are_normal_with_their_line(secured: TestClient, state
         secured.post("/api/v1/policies?dry_run=true", content=text, headers={"Content-Type": "application/yaml"}), 422
     )
     assert body["errors"][0]["field"] == "spec.stages[0].dir"
-    assert "has a . or .. segment" in body["errors"][0]["message"] and body["errors"][0]["line"] == 6
+    assert "has a . or .. segment" in body["errors"][0]["message"] and body["errors"][0]["line"] == 8
     assert snapshot(state) == before
 
 

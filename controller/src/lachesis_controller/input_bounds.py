@@ -112,5 +112,10 @@ def check_detour_target(kind: str, target: str) -> str:
 
 def require_room(session: Session, model: type, limit: int, what: str) -> None:
     """422 when the table of `model` already holds `limit` rows: one more would pass the bound."""
-    if (session.scalar(select(func.count()).select_from(model)) or 0) >= limit:
-        raise invalid([("name", f"there are {limit} {what} already, the most the controller keeps")])
+    within((session.scalar(select(func.count()).select_from(model)) or 0) + 1, limit, what, "name")
+
+
+def within(count: int, limit: int, what: str, field: str) -> None:
+    """422 naming `field` when a change would leave `count` (more than `limit`) of `what`."""
+    if count > limit:
+        raise invalid([(field, f"{count} {what} in all would pass the limit of {limit}")])

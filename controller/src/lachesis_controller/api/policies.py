@@ -19,6 +19,7 @@ from .. import audit, etags, rollouts
 from ..authz import Principal, forbidden
 from ..db import utcnow
 from ..endpoint_roots import confine
+from ..input_bounds import MAX_RULES, MAX_TENANTS, within
 from ..models import Host, PolicyVersion, Rule, Tenant
 from ..policy_compiler import Compiled, compile_policy, duplicates
 from ..policy_yaml import Located, parse, validate
@@ -213,6 +214,7 @@ async def apply_policy(
         remaining = [r for r in rules_before if r["name"] not in owned_rules]
         _check_references(session, compiled, remaining, owned)
         rules_after = sorted(remaining + compiled.rules, key=lambda r: (r["priority"], r["name"]))
+        within(len(rules_after), MAX_RULES, "rules", "spec.rules")
 
         other_stages = [s for p in policies_in_force(session) if p.name != name for s in p.compiled.get("stages", [])]
         stages_before = other_stages + (owned.stages if owned else [])
@@ -228,6 +230,7 @@ async def apply_policy(
         dropped_tenants = ({t["name"] for t in owned.tenants} if owned else set()) - {t["name"] for t in compiled.tenants}
         tenants_after = {n: t for n, t in tenants_before.items() if n not in dropped_tenants}
         tenants_after.update({t["name"]: t for t in compiled.tenants})
+        within(len(tenants_after), MAX_TENANTS, "tenants", "spec.tenants")
         diff = _plan_diff(session, rules_before, rules_after, stages_before, stages_after, tenants_before, tenants_after)
         version = (previous.version if previous else 0) + 1
         warnings = [w.as_dict() for w in report.warnings]
