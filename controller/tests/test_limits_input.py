@@ -84,9 +84,9 @@ def test_classifiers_per_tenant_are_bounded(secured: TestClient, state: Engine) 
     ("overrides", "field", "message"),
     [
         ({"match": {"tenant": "web", "path_prefix": "/srv/web/" + "x" * MAX_PATH_CHARS}}, "match", f"longer than {MAX_PATH_CHARS}"),
-        ({"match": {"tenant": "web", "path_prefix": "/srv/web/\x00"}}, "match", "match.path_prefix: control character"),
+        ({"match": {"tenant": "web", "path_prefix": "/srv/web/\x00"}}, "match", "path_prefix: control character"),
         ({"match": {"tenant": "web", "path_prefix": "/srv/web/../../etc"}}, "match", "has a . or .. segment"),
-        ({"match": {"tenant": "web", "key_prefix": "k\x01"}}, "match", "match.key_prefix: control character"),
+        ({"match": {"tenant": "web", "key_prefix": "k\x01"}}, "match", "key_prefix: control character"),
         ({"detours": file_detour("../etc")}, "detours", "detours[0].to.target: a file target is an absolute, normal path"),
         ({"detours": file_detour("relative/out")}, "detours", "is not an absolute path"),
         ({"detours": file_detour("/srv/web/out\x00")}, "detours", "control character"),
@@ -100,6 +100,20 @@ def test_rules_are_bounded_and_mean_one_thing(
 ) -> None:
     assert secured.post("/api/v1/tenants", json=TENANT).status_code == 201
     refused(secured, state, "POST", "/api/v1/rules", field, message, json=rule_body(**overrides))
+
+
+@pytest.mark.parametrize(
+    ("scope", "field", "message"),
+    [
+        ({"flow": {"path_prefix": "/srv/web/../db/"}}, "flow", "path_prefix: '/srv/web/../db/' has a . or .. segment"),
+        ({"flow": {"key_prefix": "k\x00"}}, "flow", "key_prefix: control character"),
+        ({"hosts": [f"h{i}" for i in range(1025)]}, "hosts", "at most 1024 items"),
+    ],
+)
+def test_switch_scopes_are_bounded_and_mean_one_thing(
+    secured: TestClient, state: Engine, scope: dict[str, Any], field: str, message: str
+) -> None:
+    refused(secured, state, "POST", "/api/v1/switch/quiesce", field, message, json=scope)
 
 
 def test_remote_and_normal_file_targets_are_accepted(secured: TestClient) -> None:

@@ -7,9 +7,9 @@ accepts is exactly what can be shipped to an agent.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from .input_bounds import (
     MAX_CLASSIFIERS, MAX_DETOURS, MAX_HOSTS_PER_ITEM, MAX_PATH_CHARS, check_classifier_value, check_detour_target,
@@ -21,6 +21,32 @@ from .messages import Capabilities, Classifier, Detour, HostId, Match, Name
 class RequestModel(BaseModel):
     # Strict: "priority": "10" is a mistake to report, not to guess at.
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _at(field: str, check: Any, *args: Any, **kwargs: Any) -> None:
+    # One error per field, named: pydantic would only name the list or model that holds it.
+    try:
+        check(*args, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc}") from None
+
+
+def _meaningful_match(match: Match) -> Match:
+    if match.path_prefix is not None:
+        _at("path_prefix", normal_path, match.path_prefix, trailing_slash=True)
+    if match.key_prefix is not None:
+        _at("key_prefix", check_prefix_text, match.key_prefix)
+    return match
+
+
+CheckedMatch = Annotated[
+    Match,
+    AfterValidator(_meaningful_match),
+    Field(
+        description=f"path_prefix: an absolute, normal path; path_prefix and key_prefix: at most {MAX_PATH_CHARS} "
+        "characters, no control characters."
+    ),
+]
 
 
 class TenantSpec(RequestModel):
@@ -51,23 +77,11 @@ class RuleSpec(RequestModel):
         max_length=MAX_HOSTS_PER_ITEM,
         description="Hosts the rule is installed on; null (the default) means every host.",
     )
-    match: Match = Field(
-        description=f"path_prefix: an absolute, normal path; path_prefix and key_prefix: at most {MAX_PATH_CHARS} "
-        "characters, no control characters."
-    )
+    match: CheckedMatch
     detours: list[Detour] = Field(
         min_length=1, max_length=MAX_DETOURS,
         description="A file target is an absolute, normal path or tcp://HOST:PORT/...; no control characters.",
     )
-
-    @field_validator("match")
-    @classmethod
-    def _meaningful_match(cls, match: Match) -> Match:
-        if match.path_prefix is not None:
-            _at("match.path_prefix", normal_path, match.path_prefix, trailing_slash=True)
-        if match.key_prefix is not None:
-            _at("match.key_prefix", check_prefix_text, match.key_prefix)
-        return match
 
     @field_validator("detours")
     @classmethod
@@ -76,13 +90,6 @@ class RuleSpec(RequestModel):
             _at(f"detours[{index}].to.target", check_detour_target, detour.to.kind, detour.to.target)
         return detours
 
-
-def _at(field: str, check: Any, *args: Any, **kwargs: Any) -> None:
-    # One error per field, named: pydantic would only name the list or model that holds it.
-    try:
-        check(*args, **kwargs)
-    except ValueError as exc:
-        raise ValueError(f"{field}: {exc}") from None
 
 
 class TenantOut(BaseModel):

@@ -21,10 +21,11 @@ from sqlalchemy.orm import Session
 from .. import audit, rollouts
 from ..authz import Principal, require_tenant
 from ..db import utcnow
-from ..messages import HostId, Match
+from ..input_bounds import MAX_HOSTS_PER_ITEM
+from ..messages import HostId
 from ..models import Host, Rollout
 from ..problems import ProblemError, invalid, not_found, problem_responses
-from ..schemas import RolloutOut
+from ..schemas import CheckedMatch, RolloutOut
 from ..telemetry import current_traceparent
 from .changes import ship
 from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
@@ -38,8 +39,10 @@ POLL_S = 0.05
 class Scope(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    hosts: list[HostId] | None = Field(default=None, description="Hosts to act on; null: every host.")
-    flow: Match | None = Field(default=None, description="IO header match of the flow; null: all IO.")
+    hosts: list[HostId] | None = Field(
+        default=None, max_length=MAX_HOSTS_PER_ITEM, description="Hosts to act on; null: every host."
+    )
+    flow: CheckedMatch | None = Field(default=None, description="IO header match of the flow; null: all IO.")
 
 
 class ResumeOut(BaseModel):
