@@ -16,7 +16,9 @@ EXAMPLES = sorted((ROOT / "policies" / "examples").glob("*.yaml"))
 @pytest.fixture
 def datapath(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
     monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "500")
-    start_with_datapath(cluster, "256MiB")
+    # The examples' replicas live under /mnt (replica-sets, tail-latency-routing): the
+    # operator lets this agent write there.
+    start_with_datapath(cluster, "256MiB", ["--endpoint-root", "/mnt"])
     return cluster
 
 
