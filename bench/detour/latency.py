@@ -76,7 +76,7 @@ def main() -> None:
         cluster.start_redis()
         cluster.start_controller()
         cluster._add("agent-b", [str(args.agent_bin), "run", "--host-id", "b", "--redis-url", cluster.enroll("b"),
-                                 "--no-ebpf", "--mount", f"{dirs['backing']}:{dirs['mnt']}",
+                                 "--no-ebpf", "--mount", f"{dirs['backing']}:{dirs['mnt']}", "--endpoint-root", str(tmp),
                                  "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"], {"RUST_LOG": "warn"}).start()
         wait_for("the agent", lambda: (h := cluster.host("b")) and h["acked_generation"] >= 1, timeout=30)
         wait_for("the mount", lambda: mounted(dirs["mnt"]), timeout=10)
