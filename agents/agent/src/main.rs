@@ -110,8 +110,9 @@ struct RunArgs {
 
     /// Rules may make the FUSE switch write (file endpoints, header logs, log stages) only
     /// under these existing directories (repeatable); a generation naming a target outside
-    /// them is refused (nacked with the reason). Default: each mount's own BACKING_DIR.
-    #[arg(long = "endpoint-root", env = "LACHESIS_ENDPOINT_ROOTS", value_delimiter = ',',
+    /// them is refused (nacked with the reason). Default: each mount's own BACKING_DIR. The
+    /// environment's LACHESIS_ENDPOINT_ROOTS is colon-separated, as the controller's.
+    #[arg(long = "endpoint-root", env = "LACHESIS_ENDPOINT_ROOTS", value_delimiter = ':',
           value_name = "DIR")]
     endpoint_roots: Vec<PathBuf>,
 
