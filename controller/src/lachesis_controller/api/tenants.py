@@ -13,7 +13,7 @@ from ..config import Settings
 from ..db import utcnow
 from ..input_bounds import MAX_TENANTS, require_room
 from ..messages import Classifier
-from ..models import Rule, Tenant
+from ..models import Rule, Stage, Tenant
 from ..problems import conflict, invalid, not_found, problem_responses
 from ..schemas import TenantChange, TenantOut, TenantSpec
 from ..telemetry import current_traceparent
@@ -140,11 +140,11 @@ async def delete_tenant(
         if tenant is None:
             raise not_found("tenant", name)
         etags.check(if_match, etags.etag_of(tenant_out(tenant)), f"tenant {name!r}")
-        users = list(session.scalars(select(Rule.name).where(Rule.tenant == name).order_by(Rule.name)))
+        users = [f"rule {r}" for r in session.scalars(select(Rule.name).where(Rule.tenant == name).order_by(Rule.name))]
+        # A stage it owns holds it too (the foreign key would refuse the delete with a 500).
+        users += [f"stage {s}" for s in session.scalars(select(Stage.name).where(Stage.owner == name).order_by(Stage.name))]
         if users:
-            raise conflict(
-                "name", f"tenant {name!r} is used by rule(s) {', '.join(users)}: delete them first"
-            )
+            raise conflict("name", f"tenant {name!r} is used by {', '.join(users)}: delete them first")
         session.delete(tenant)
         rollout_id, publications = _rollout(session, settings, f"tenant {name} deleted")
         audit.record(
