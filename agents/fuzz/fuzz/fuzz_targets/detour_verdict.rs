@@ -1,0 +1,5 @@
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(
+    |data: &[u8]| (lachesis_fuzz::targets::get("detour_verdict").check)(data)
+);
