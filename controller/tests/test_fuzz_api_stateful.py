@@ -7,12 +7,14 @@ After every step: no answer was a 5xx; GET of every list and every item agrees w
 problem+json) changed nothing, because the model only moves on 2xx. A failure names the route,
 the status and the body, and hypothesis prints the whole sequence of steps that led there.
 
-Bounded and derandomized: a fixed number of sequences of a fixed length, the same on every run.
+Bounded and derandomized: a fixed number of sequences of a fixed length, the same on every run
+(`LACHESIS_FUZZ_EXAMPLES` widens a run by hand).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import pytest
@@ -289,8 +291,9 @@ def test_random_sequences_of_changes_keep_the_api_consistent(api: type[Api]) -> 
     run_state_machine_as_test(
         api,
         settings=settings(
-            max_examples=20, stateful_step_count=20, derandomize=True, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck), print_blob=False,
+            max_examples=int(os.environ.get("LACHESIS_FUZZ_EXAMPLES", "20")), stateful_step_count=20,
+            derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+            print_blob=False,
         ),
     )
 

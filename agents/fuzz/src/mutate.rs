@@ -347,7 +347,7 @@ fn apply_json(mut v: Value, e: &JsonEdit) -> Value {
     v
 }
 
-/// A JSON seed with one to six tree edits, as text. Seeds that are not JSON are left out;
+/// A JSON seed with one to three tree edits, as text. Seeds that are not JSON are left out;
 /// there must be some that are.
 pub fn json_from(seeds: &[Seed]) -> impl Strategy<Value = Input> {
     let docs: Vec<Value> = seeds
@@ -355,7 +355,7 @@ pub fn json_from(seeds: &[Seed]) -> impl Strategy<Value = Input> {
         .filter_map(|s| serde_json::from_slice(&s.bytes).ok())
         .collect();
     assert!(!docs.is_empty(), "no JSON seeds to edit");
-    (any::<Index>(), prop::collection::vec(json_edit(), 1..6)).prop_map(move |(s, edits)| {
+    (any::<Index>(), prop::collection::vec(json_edit(), 1..4)).prop_map(move |(s, edits)| {
         let doc = edits
             .iter()
             .fold(docs[s.index(docs.len())].clone(), apply_json);

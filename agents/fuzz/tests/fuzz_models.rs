@@ -396,3 +396,42 @@ fn rules_files_read_back_as_written() {
         }
     });
 }
+
+/// Well-formed desired states (generated rules, stages and match lists, either phase) through
+/// the desired-state target's property: decoded, handled by a fresh agent twice and by a
+/// stranger, acked right.
+#[test]
+fn desired_states_are_applied_or_refused_whole() {
+    let phase = prop::sample::select(vec![None, Some("install"), Some("quiesce")]);
+    let quiesce = prop::collection::vec(a_match(), 0..3);
+    fuzz(
+        "model_desired_state",
+        256,
+        (rules_file(), 1u64..1 << 40, phase, quiesce, any::<bool>()),
+        |((rules, stages), generation, phase, quiesce, with_stages)| {
+            let mut v = serde_json::json!({
+                "schema": "lachesis.desired-state/v1", "host_id": "host-a",
+                "generation": generation, "rollout_id": null,
+                "issued_at": "2026-11-24T00:00:00Z", "traceparent": null,
+                "tenants": [{"name": "t", "classifiers": [{"kind": "uid", "value": "1"}]}],
+                "rules": rules,
+            });
+            if *with_stages {
+                v["stages"] = serde_json::json!(stages);
+            }
+            if let Some(p) = phase {
+                v["phase"] = serde_json::json!(p);
+                if *p == "quiesce" {
+                    v["quiesce"] = serde_json::json!(quiesce);
+                }
+            }
+            let text = v.to_string();
+            // The schema's rules and stages decode; whether they build is the agent's call.
+            assert!(
+                serde_json::from_str::<lachesis_agent::bus::DesiredState>(&text).is_ok(),
+                "{text}"
+            );
+            lachesis_fuzz::props::bus::desired_state(text.as_bytes());
+        },
+    );
+}
