@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from conftest import FakeAgent, free_port, wait_until
@@ -28,10 +29,10 @@ def live_url(settings: Settings) -> Iterator[str]:
     yield from serve(settings)
 
 
-def serve(settings: Settings) -> Iterator[str]:
+def serve(settings: Settings, app: FastAPI | None = None) -> Iterator[str]:
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_config=None, access_log=False
+        app or create_app(settings), host="127.0.0.1", port=port, log_config=None, access_log=False
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

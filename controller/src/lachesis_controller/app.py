@@ -40,7 +40,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = make_engine(settings.database_url)
     migrate(engine)
     sessions = make_sessionmaker(engine)
-    redis = make_redis(settings.redis_url)
+    redis = make_redis(settings.redis_url, settings.redis_max_connections)
     bus = Bus(redis)
     app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
 

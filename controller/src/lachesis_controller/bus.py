@@ -11,7 +11,7 @@ from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
@@ -102,18 +102,24 @@ def agent_url(controller_url: str, host_id: str, secret: str) -> str:
     return urlunsplit((parts.scheme, f"{agent_user(host_id)}:{secret}@{host}", parts.path, "", ""))
 
 
-def make_redis(url: str) -> Redis:
+def make_redis(url: str, max_connections: int = 64) -> Redis:
     # One immediate retry only: it replaces a pooled connection that died with an earlier
     # Redis process (the first command on it fails), while a Redis that is really down
     # still fails fast (connection refused) so no REST call hangs. Longer waits are the
     # callers' business: the consumers and the reconciler back off and try again.
-    return Redis.from_url(
+    # A blocking pool of bounded size: under a burst of REST calls (200 concurrent clients
+    # listing hosts) a call waits a moment for a free connection instead of opening one
+    # per call, which redis-py refuses past its default limit ("Too many connections") and
+    # which made such calls take seconds. The consumers' blocking XREADGROUPs hold one each.
+    pool = BlockingConnectionPool.from_url(
         url,
         decode_responses=True,
         socket_connect_timeout=1.0,
         socket_timeout=5.0,
-        retry=Retry(NoBackoff(), 1),
+        max_connections=max_connections,
+        timeout=5.0,
     )
+    return Redis(connection_pool=pool, retry=Retry(NoBackoff(), 1))
 
 
 def redact_url(url: str) -> str:

@@ -35,6 +35,9 @@ class Settings:
     # Host directories a tenant-scoped token's file endpoints may lie under, besides the
     # tenant's own path_prefix classifiers (endpoint_roots.py).
     endpoint_roots: tuple[str, ...] = ()
+    # Connections to Redis the controller may hold at once (REST calls, publications and one
+    # per blocking consumer); callers beyond it wait for one (bus.make_redis).
+    redis_max_connections: int = 64
     # The dashboard's build output; in a checkout that is ui/dist beside controller/.
     ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
 
@@ -56,6 +59,7 @@ class Settings:
             max_body_bytes=positive_int(env, "LACHESIS_MAX_BODY_BYTES", MAX_BODY_BYTES),
             max_body_depth=positive_int(env, "LACHESIS_MAX_BODY_DEPTH", MAX_BODY_DEPTH),
             endpoint_roots=_roots(env, "LACHESIS_ENDPOINT_ROOTS"),
+            redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
         )
 

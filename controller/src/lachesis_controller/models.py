@@ -91,6 +91,9 @@ class Rollout(Base):
         back_populates="rollout",
         order_by="RolloutTarget.host_id",
         cascade="all, delete-orphan",
+        # Every reader of a rollout reads its targets (lists of 50 rollouts included): one
+        # IN query for all of them, not one query per rollout.
+        lazy="selectin",
     )
 
 

@@ -15,11 +15,10 @@ from sqlalchemy import select
 
 from .. import audit, decommission
 from ..authz import ADMIN, forbidden
-from ..bus import REDIS_DOWN, agent_url, agent_user
+from ..bus import REDIS_DOWN, agent_url, agent_user, heartbeat_time
 from ..db import utcnow
 from ..messages import HOST_ID_PATTERN, Capabilities, Heartbeat
 from ..models import AgentCredential, Host
-from ..presence import record_heartbeats
 from ..problems import ProblemError, not_found, problem_responses
 from ..schemas import HostOut
 from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
@@ -28,15 +27,19 @@ from .pagination import PageDep
 router = APIRouter(prefix="/hosts", tags=["hosts"])
 
 
-def host_out(host: Host, beats: dict[str, Heartbeat | None] | None) -> HostOut:
+def host_out(host: Host, beats: dict[str, Heartbeat | None] | None, now: datetime) -> HostOut:
+    beat = None if beats is None else beats.get(host.id)
     return HostOut(
         id=host.id,
         agent_version=host.agent_version,
         capabilities=Capabilities.model_validate(host.capabilities),
         enrolled_at=host.enrolled_at,
         registered_at=host.registered_at,
-        last_seen=host.last_seen,
-        alive=None if beats is None else beats.get(host.id) is not None,
+        # The heartbeat just read, if newer than what the reconciler recorded: a read answers
+        # with it but does not write it (a write per GET serialised concurrent readers on the
+        # database's commits; the reconciler records heartbeats every pass).
+        last_seen=host.last_seen if beat is None else max(host.last_seen, heartbeat_time(beat, now)),
+        alive=None if beats is None else beat is not None,
         desired_generation=host.desired_generation,
         acked_generation=host.acked_generation,
     )
@@ -47,28 +50,20 @@ async def list_hosts(
     request: Request, response: Response, session: SessionDep, bus: BusDep, page: PageDep
 ) -> list[HostOut]:
     with session.begin():
-        ids = list(session.scalars(select(Host.id).order_by(Host.id)))
-    beats = await bus.heartbeats(ids)
-    with session.begin():
-        if beats:
-            record_heartbeats(session, beats, utcnow())
         hosts = session.scalars(select(Host).order_by(Host.id)).all()
-        return page.cut([host_out(h, beats) for h in hosts], request, response)
+    beats = await bus.heartbeats([h.id for h in hosts])
+    now = utcnow()
+    return page.cut([host_out(h, beats, now) for h in hosts], request, response)
 
 
 @router.get("/{host_id}", response_model=HostOut, responses=problem_responses(404))
 async def get_host(host_id: str, session: SessionDep, bus: BusDep) -> HostOut:
     with session.begin():
-        if session.get(Host, host_id) is None:
-            raise not_found("host", host_id)
-    beats = await bus.heartbeats([host_id])
-    with session.begin():
-        if beats:
-            record_heartbeats(session, beats, utcnow())
         host = session.get(Host, host_id)
-        if host is None:
-            raise not_found("host", host_id)
-        return host_out(host, beats)
+    if host is None:
+        raise not_found("host", host_id)
+    beats = await bus.heartbeats([host_id])
+    return host_out(host, beats, utcnow())
 
 
 class EnrollmentOut(BaseModel):
