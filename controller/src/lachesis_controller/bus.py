@@ -118,8 +118,10 @@ def make_redis(url: str, max_connections: int = 64) -> Redis:
         socket_timeout=5.0,
         max_connections=max_connections,
         timeout=5.0,
+        # On the pool's connections: a client made with an explicit pool ignores its own.
+        retry=Retry(NoBackoff(), 1),
     )
-    return Redis(connection_pool=pool, retry=Retry(NoBackoff(), 1))
+    return Redis(connection_pool=pool)
 
 
 def redact_url(url: str) -> str:
