@@ -249,26 +249,26 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 @pytest.fixture
 def running(cluster: Cluster) -> Cluster:
     """redis-server, the controller and one agent (HOST), enrolled and in step."""
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    # Enrolment ships generation 1 (the state as it is) and the agent acks it.
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=30)
-    return cluster
+    return start_hosts(cluster, [HOST])
 
 
-def start_secure(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> Cluster:
-    """redis-server with a password, the controller and an agent per host, each enrolled as its
-    own Redis user and at its first generation."""
-    cluster.secure = True
+def start_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str], timeout: float = 30) -> Cluster:
+    """redis-server, the controller and an agent per host, each enrolled and at its first
+    generation (enrolment ships generation 1, the state as it is, and the agent acks it)."""
     cluster.start_redis()
     cluster.start_controller()
     for host in hosts:
         cluster.start_agent(host)
     for host in hosts:
-        wait_for(f"{host} to enrol and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1, timeout=30)
+        wait_for(f"{host} to enrol and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
+                 timeout=timeout)
     return cluster
+
+
+def start_secure(cluster: Cluster, hosts: tuple[str, ...] | list[str]) -> Cluster:
+    """start_hosts with a password on Redis: each agent runs as its own Redis user."""
+    cluster.secure = True
+    return start_hosts(cluster, hosts)
 
 
 def start_with_datapath(cluster: Cluster, device_size: str, extra_args: list[str] | None = None) -> Path:
@@ -283,11 +283,7 @@ def start_with_datapath(cluster: Cluster, device_size: str, extra_args: list[str
     cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
                                 "--device", f"flash0={home / 'flash0.img'}:{device_size}",
                                 *(extra_args or [])]
-    cluster.start_redis()
-    cluster.start_controller()
-    cluster.start_agent(HOST)
-    wait_for("the agent to register and ack its first generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] >= 1, timeout=60)
+    start_hosts(cluster, [HOST], timeout=60)
     return home
 
 

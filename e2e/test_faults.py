@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -213,23 +214,22 @@ def test_kill_9_of_the_agent_under_fsynced_writes_keeps_every_fsynced_file(clust
     mnt = home / "mnt"
     (mnt / "w").mkdir()
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(mnt / "w")], stdout=subprocess.PIPE, text=True)
-    reported: dict[str, str] = {}
+    # Its lines are read on a thread, so a writer that hangs fails the wait below, not the suite.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(writer.stdout), daemon=True)
+    reader.start()
     try:
         # The hook: the writer's own count of fsynced files, not a clock.
-        while len(reported) < 200:
-            line = writer.stdout.readline()
-            assert line and not line.startswith("error"), f"the writer stopped early: {line!r}"
-            name, digest = line.split()
-            reported[name] = digest
+        wait_for("the writer to fsync 200 files", lambda: len(lines) >= 200 or writer.poll() is not None, timeout=120)
+        assert not any(line.startswith("error") for line in lines), f"the writer stopped early: {lines[-1:]}"
         cluster.processes[f"agent-{HOST}"].kill9()
-        for line in writer.stdout:  # drain until the writer's IO fails on the dead mount
-            if line.startswith("error"):
-                break
-            name, digest = line.split()
-            reported[name] = digest
+        # Until the writer's IO fails on the dead mount and it exits.
+        wait_for("the writer to see the dead mount", lambda: writer.poll() is not None, timeout=120)
+        reader.join(timeout=30)
     finally:
         writer.kill()
         writer.wait()
+    reported = dict(line.split() for line in lines if not line.startswith("error"))
     # The agent comes back over its own dead mount and serves the same files.
     cluster.processes[f"agent-{HOST}"].start()
     wait_for("the restarted agent to mount again", lambda: (mnt / "w" / "f000000").exists(), timeout=60)
