@@ -6,6 +6,9 @@
 //! kernel, others bounce through a registered buffer), and the pipelined fixed-buffer API
 //! ([`UringDevice::queue_fixed`], [`UringDevice::submit`], [`UringDevice::wait`]) that keeps
 //! `queue_depth` IOs in flight from one thread without copies.
+//!
+//! [`files`] is the same backend for IO on open files that are no device of their own (the
+//! file system's backing and replica files): any number of files per submission.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -18,6 +21,8 @@ use std::sync::Arc;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::buf::{is_aligned, AlignedBuf};
+
+pub mod files;
 use crate::device::{
     BlockDevice, Error, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
 };

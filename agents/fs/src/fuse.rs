@@ -307,7 +307,7 @@ impl SwitchFs {
     }
 
     /// The application opened with `O_DIRECT`: the switch does the backing IO with it too
-    /// (see `uring.rs` for alignment), unless the backing file system refuses it, then the IO
+    /// (see `lachesis_device::uring::files` for alignment), unless the backing file system refuses it, then the IO
     /// stays buffered and the reason is logged (once per mount, then at debug level).
     fn direct_twin(&self, file: File, ns: &str) -> File {
         let reopen = |write: bool| {

@@ -22,6 +22,5 @@ pub mod route;
 pub mod stale_mount;
 pub mod stage;
 pub mod switch;
-pub mod uring;
 
 pub use switch::{IoObserver, Switch, SwitchOptions};

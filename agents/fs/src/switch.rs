@@ -110,13 +110,13 @@ struct End<'a> {
 }
 
 use crate::route::Endpoint;
-use crate::uring::read_full;
+use lachesis_device::uring::files::read_full;
 
 impl End<'_> {
     /// Whether the application opened the file with O_DIRECT (then its backing file has
     /// it, see `fuse.rs`): endpoint copies are written and read with O_DIRECT too.
     fn direct(&self) -> bool {
-        crate::uring::is_direct(&self.ctx.backing)
+        lachesis_device::uring::files::is_direct(&self.ctx.backing)
     }
 
     fn replica_files(&self) -> io::Result<Vec<Arc<File>>> {
@@ -181,23 +181,23 @@ impl Backend for End<'_> {
 
     fn write_at(&self, _file: u64, data: &[u8], off: u64) -> io::Result<()> {
         if self.route.endpoints.is_empty() {
-            return crate::uring::write_all(&[&self.ctx.backing], data, off);
+            return lachesis_device::uring::files::write_all(&[&self.ctx.backing], data, off);
         }
         // Every replica at once; acknowledged when all have it (a remote acknowledges once
         // the bytes are durable there).
         self.on_all(
             |r| r.client.write(&r.path_of(&self.ctx.path), data, off),
-            |files| crate::uring::write_all(files, data, off),
+            |files| lachesis_device::uring::files::write_all(files, data, off),
         )
     }
 
     fn sync(&self, _file: u64) -> io::Result<()> {
         if self.route.endpoints.is_empty() {
-            return crate::uring::sync_data(&[&self.ctx.backing]);
+            return lachesis_device::uring::files::sync_data(&[&self.ctx.backing]);
         }
         self.on_all(
             |r| r.client.fsync(&r.path_of(&self.ctx.path)),
-            crate::uring::sync_data,
+            lachesis_device::uring::files::sync_data,
         )
     }
 }

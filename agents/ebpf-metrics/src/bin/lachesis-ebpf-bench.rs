@@ -13,10 +13,10 @@
 //! * `spin`: a getppid loop (used by `syscalls`).
 
 use clap::{Parser, Subcommand};
+use lachesis_device::AlignedBuf;
 use lachesis_ebpf_metrics::{
     cgroup2_mount, cgroup_id, threshold_for_rate, EbpfMetrics, Layer, Layers, LoadOptions, Op, Sample, SampleReader,
 };
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -161,35 +161,6 @@ fn main() -> ExitCode {
 
 // ---------------------------------------------------------------- io
 
-/// A page-aligned buffer for O_DIRECT.
-struct AlignedBuf {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl AlignedBuf {
-    fn new(len: usize) -> BoxResult<Self> {
-        let layout = Layout::from_size_align(len.max(4096), 4096)?;
-        // SAFETY: non-zero size, valid layout.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err("out of memory for IO buffer".into());
-        }
-        Ok(AlignedBuf { ptr, layout })
-    }
-    fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for layout.size() bytes and uniquely owned.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout in new().
-        unsafe { dealloc(self.ptr, self.layout) }
-    }
-}
-
 /// splitmix64, for reproducible offsets.
 fn next_rand(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -283,7 +254,7 @@ fn io_cmd(a: &IoArgs) -> BoxResult<()> {
 
 fn io_psync(file: &File, blocks: &[u64], bs: usize, write: bool) -> BoxResult<u64> {
     let mut buf = AlignedBuf::new(bs)?;
-    let b = &mut buf.as_mut()[..bs];
+    let b = &mut buf[..];
     for &blk in blocks {
         let off = blk * bs as u64;
         let n = if write { file.write_at(b, off)? } else { file.read_at(b, off)? };
@@ -298,14 +269,14 @@ fn io_uring_loop(file: &File, blocks: &[u64], bs: usize, write: bool, qd: u32) -
     use io_uring::{opcode, types, IoUring};
     let qd = qd.clamp(1, 256);
     let mut ring = IoUring::new(qd)?;
-    let mut bufs: Vec<AlignedBuf> = (0..qd).map(|_| AlignedBuf::new(bs)).collect::<BoxResult<_>>()?;
+    let mut bufs: Vec<AlignedBuf> = (0..qd).map(|_| AlignedBuf::new(bs)).collect::<Result<_, _>>()?;
     let mut free: Vec<usize> = (0..qd as usize).collect();
     let fd = types::Fd(file.as_raw_fd());
     let (mut next, mut done, mut inflight) = (0usize, 0u64, 0u32);
     while done < blocks.len() as u64 {
         while inflight < qd && next < blocks.len() {
             let Some(slot) = free.pop() else { break };
-            let ptr = bufs[slot].as_mut().as_mut_ptr();
+            let ptr = bufs[slot].as_mut_ptr();
             let off = blocks[next] * bs as u64;
             let e = if write {
                 opcode::Write::new(fd, ptr, bs as u32).offset(off).build()
@@ -367,11 +338,11 @@ fn make_file(path: &Path, mib: u64) -> BoxResult<()> {
     let f = OpenOptions::new().create(true).truncate(true).write(true).custom_flags(libc::O_DIRECT).open(path)?;
     let mut buf = AlignedBuf::new(1 << 20)?;
     let mut st = 7u64;
-    for (i, chunk) in buf.as_mut().chunks_mut(8).enumerate() {
+    for (i, chunk) in buf.chunks_mut(8).enumerate() {
         chunk.copy_from_slice(&(next_rand(&mut st) ^ i as u64).to_le_bytes());
     }
     for i in 0..mib {
-        f.write_all_at(buf.as_mut(), i << 20)?;
+        f.write_all_at(&buf, i << 20)?;
     }
     f.sync_all()?;
     Ok(())

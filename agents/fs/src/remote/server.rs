@@ -92,7 +92,7 @@ impl Store for DirStore {
             return Ok(vec![]);
         };
         let mut buf = vec![0u8; len];
-        let n = crate::uring::read_full(&f, &mut buf, off)?;
+        let n = lachesis_device::uring::files::read_full(&f, &mut buf, off)?;
         buf.truncate(n);
         Ok(buf)
     }

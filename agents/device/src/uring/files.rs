@@ -1,6 +1,9 @@
-//! Backing-file IO through io_uring: one ring per FUSE worker thread; the replicas of a
-//! scatter write and the files of a sync go in one submission. Falls back to plain
-//! `pread`/`pwrite` where io_uring is unavailable (e.g. disabled by sysctl).
+//! IO on already-open files through io_uring (the file system's backing and replica files):
+//! one ring per thread; the files of a scatter write or a sync go in one submission. Falls back
+//! to plain `pread`/`pwrite` where io_uring is unavailable (e.g. disabled by sysctl).
+//!
+//! [`UringDevice`](super::UringDevice) owns one registered file; these calls take any open
+//! files instead, so a FUSE worker can write every replica of a block at once.
 //!
 //! Files opened with `O_DIRECT` (the application opened its file so) keep it: IO aligned to
 //! [`ALIGN`] goes straight to the device, through an aligned bounce buffer when the caller's
@@ -9,7 +12,6 @@
 //! take, go through the page cache on a buffered twin of the file (the kernel keeps the two
 //! coherent).
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
@@ -18,49 +20,29 @@ use std::os::unix::fs::FileExt;
 
 use io_uring::{opcode, types, IoUring};
 
+use crate::buf::{is_aligned, AlignedBuf, BUF_ALIGN};
+
 thread_local! {
     static RING: RefCell<Option<IoUring>> = RefCell::new(IoUring::new(64).ok());
     /// This thread's bounce buffer for `O_DIRECT` IO (grows to the largest IO seen).
-    static BOUNCE: RefCell<AlignedBuf> = RefCell::new(AlignedBuf::new(0));
+    static BOUNCE: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
 }
 
 /// Offset, length and buffer alignment that `O_DIRECT` IO needs (the largest logical block
 /// size in common use, so it fits every device).
-pub const ALIGN: usize = 4096;
+pub const ALIGN: usize = BUF_ALIGN;
 
-/// A zeroed heap buffer aligned to [`ALIGN`].
-struct AlignedBuf {
-    ptr: *mut u8,
-    cap: usize,
-}
-
-impl AlignedBuf {
-    fn new(cap: usize) -> Self {
-        let cap = cap.max(ALIGN).next_multiple_of(ALIGN);
-        let layout = Layout::from_size_align(cap, ALIGN).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+/// Runs `f` on the first `len` bytes of this thread's bounce buffer, growing it if needed.
+fn with_bounce<T>(len: usize, f: impl FnOnce(&mut [u8]) -> io::Result<T>) -> io::Result<T> {
+    BOUNCE.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.as_ref().is_none_or(|buf| buf.len() < len) {
+            let cap = len.max(ALIGN).next_multiple_of(ALIGN);
+            *b = Some(AlignedBuf::new(cap).map_err(io::Error::other)?);
         }
-        AlignedBuf { ptr, cap }
-    }
-
-    /// The first `len` bytes, growing the buffer if needed.
-    fn get(&mut self, len: usize) -> &mut [u8] {
-        if len > self.cap {
-            *self = AlignedBuf::new(len);
-        }
-        // SAFETY: ptr points at cap >= len initialised (zeroed) bytes owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in new() with this very layout.
-        unsafe { dealloc(self.ptr, Layout::from_size_align_unchecked(self.cap, ALIGN)) }
-    }
+        let buf = b.as_mut().expect("allocated above");
+        f(&mut buf[..len])
+    })
 }
 
 /// Whether `f` was opened with `O_DIRECT`.
@@ -126,16 +108,14 @@ pub fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     if !is_direct(f) {
         return read_loop(f, buf, off, false);
     }
-    if aligned(off, buf.len()) && (buf.as_ptr() as usize).is_multiple_of(ALIGN) {
+    if aligned(off, buf.len()) && is_aligned(buf.as_ptr(), 0, ALIGN) {
         return read_loop(f, buf, off, true);
     }
     // The aligned blocks around the range, through the bounce buffer.
     let start = off - off % ALIGN as u64;
     let skip = (off - start) as usize;
     let span = (skip + buf.len()).next_multiple_of(ALIGN);
-    BOUNCE.with(|b| {
-        let mut b = b.borrow_mut();
-        let tmp = b.get(span);
+    with_bounce(span, |tmp| {
         let n = read_loop(f, tmp, start, true)?;
         let got = n.saturating_sub(skip).min(buf.len());
         buf[..got].copy_from_slice(&tmp[skip..skip + got]);
@@ -190,12 +170,10 @@ pub fn write_all(files: &[&File], data: &[u8], off: u64) -> io::Result<()> {
             .collect();
         return write_loop(&refs, data, off);
     }
-    if (data.as_ptr() as usize).is_multiple_of(ALIGN) {
+    if is_aligned(data.as_ptr(), 0, ALIGN) {
         return write_loop(files, data, off);
     }
-    BOUNCE.with(|b| {
-        let mut b = b.borrow_mut();
-        let tmp = b.get(data.len());
+    with_bounce(data.len(), |tmp| {
         tmp.copy_from_slice(data);
         write_loop(files, tmp, off)
     })
