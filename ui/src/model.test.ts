@@ -50,11 +50,13 @@ describe("failingChecks", () => {
     state,
     reason: state === "succeeded" ? null : "deadline passed",
     cause: "rule x created",
+    phase: null,
+    rolled_back_by: null,
     traceparent: null,
     created_at: "",
     deadline: "",
     completed_at: null,
-    targets: [{ host_id: "a", generation: 4, status: "pending", acked_at: null, reason: null }],
+    targets: [{ host_id: "a", generation: 4, status: "pending", phase: "install", drained_at: null, acked_at: null, reason: null }],
   });
 
   it("is empty when all is well", () => {

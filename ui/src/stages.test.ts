@@ -113,7 +113,7 @@ describe("predictedHitRatio", () => {
   });
 
   it("falls back to the allocation's expectation at the size it allocated, else nothing", () => {
-    const allocation = { tenant: "a", current: share(64 * MiB, 0.55), proposed: null };
+    const allocation = { tenant: "a", current: share(64 * MiB, 0.55), proposed: null, guarantee: null };
     expect(predictedHitRatio(null, allocation, 64 * MiB)).toEqual({ hit_ratio: 0.55, size_bytes: 64 * MiB, source: "allocation" });
     expect(predictedHitRatio({ ...CURVE, points: [] }, allocation, 32 * MiB)).toBeNull();
     expect(predictedHitRatio(CURVE, allocation, null)).toBeNull();

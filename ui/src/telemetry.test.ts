@@ -51,8 +51,8 @@ describe("tenantCurve", () => {
   it("marks the allocated and proposed sizes on the reported curve", () => {
     const allocation = allocationFor(
       [
-        { tenant: "db", current: share(1), proposed: share(2) },
-        { tenant: "web", current: share(1 << 26), proposed: share(1 << 27) },
+        { tenant: "db", current: share(1), proposed: share(2), guarantee: null },
+        { tenant: "web", current: share(1 << 26), proposed: share(1 << 27), guarantee: null },
       ],
       "web",
     );
@@ -66,7 +66,7 @@ describe("tenantCurve", () => {
       { name: "cache/db", kind: "cache", owner: "db", size_bytes: 1 << 20 },
     ];
     expect(tenantCurve(TELEMETRY, null, stages)?.allocated_bytes).toBe(1 << 26);
-    expect(tenantCurve(TELEMETRY, { tenant: "web", current: share(5), proposed: null }, stages)?.allocated_bytes).toBe(5);
+    expect(tenantCurve(TELEMETRY, { tenant: "web", current: share(5), proposed: null, guarantee: null }, stages)?.allocated_bytes).toBe(5);
   });
 
   it("draws no curve without one, and no marker without an allocation", () => {

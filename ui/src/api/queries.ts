@@ -7,13 +7,13 @@ import { orNoData } from "./client";
 import type {
   Allocation,
   AuditEvent,
-  Change,
   DeviceOut,
   HostOut,
   Placement,
   PolicyOut,
   Readiness,
   RolloutOut,
+  RuleChange,
   RuleOut,
   RuleSpec,
   StageOut,
@@ -106,12 +106,12 @@ export function useWrite() {
   const invalidate = () => qc.invalidateQueries();
   return {
     createRule: useMutation({
-      mutationFn: (spec: RuleSpec) => client.post<Change>("/api/v1/rules", spec).catch((e) => Promise.reject(noteError(e))),
+      mutationFn: (spec: RuleSpec) => client.post<RuleChange>("/api/v1/rules", spec).catch((e) => Promise.reject(noteError(e))),
       onSuccess: invalidate,
     }),
     deleteRule: useMutation({
       mutationFn: (name: string) =>
-        client.delete<Change>(`/api/v1/rules/${encodeURIComponent(name)}`).catch((e) => Promise.reject(noteError(e))),
+        client.delete<RuleChange>(`/api/v1/rules/${encodeURIComponent(name)}`).catch((e) => Promise.reject(noteError(e))),
       onSuccess: invalidate,
     }),
   };

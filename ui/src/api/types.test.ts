@@ -1,8 +1,9 @@
-// Drift check: the shapes in types.ts against api-schemas/openapi.json (the source of truth).
-// Each fixture below is typed with its types.ts type, so `tsc` (npm run build) refuses a field
-// the type lacks or a null it does not allow; this test then requires the fixtures of each
-// schema to have exactly the schema's properties, every required one, and a null somewhere in
-// each nullable property (and nowhere else). A field added to or dropped from the API fails here.
+// The fake controller's stage and device answers (test-controller.tsx) against
+// api-schemas/openapi.json. Their types are generated from it (types.ts aliases schema.gen.ts),
+// so `tsc` refuses a field the schema lacks or a null it does not allow; this test then requires
+// the fixtures of each schema to have exactly the schema's properties, every required one, and a
+// null somewhere in each nullable property (and nowhere else), so the page tests see every shape
+// the controller can answer.
 import { describe, expect, it } from "vitest";
 import openapi from "../../../api-schemas/openapi.json";
 import { DEVICES, STAGES } from "../test-controller";
@@ -59,7 +60,7 @@ const CASES: [string, object[]][] = [
 
 const nullable = (p: Schema["properties"][string]) => (p.anyOf ?? []).some((t) => t.type === "null");
 
-describe("types.ts against openapi.json", () => {
+describe("fixtures against openapi.json", () => {
   it.each(CASES)("%s has the schema's fields", (name, fixtures) => {
     const schema = schemas[name];
     expect(schema, `openapi.json has no schema ${name}`).toBeTruthy();

@@ -1,0 +1,1570 @@
+// Generated from api-schemas/openapi.json by `npm run gen:api` (ui/scripts/api-types.mjs).
+// Do not edit: change the controller, export openapi.json, then regenerate.
+
+export interface components {
+    schemas: {
+        /** AllocationSummary */
+        AllocationSummary: {
+            /** Capacity Bytes */
+            capacity_bytes: number;
+            /**
+             * Computed At
+             * Format: date-time
+             */
+            computed_at: string;
+            /** Computed By */
+            computed_by: string;
+            /** Epsilon Bytes */
+            epsilon_bytes: number;
+            /** Method */
+            method: string;
+            /** Optimal */
+            optimal: boolean;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "current" | "proposed";
+            /**
+             * Upper Bound
+             * @description No allocation of the same curves does better.
+             */
+            upper_bound: number;
+            /**
+             * Utility
+             * @description Σ weight × hit ratio.
+             */
+            utility: number;
+        };
+        /** AuditEventOut */
+        AuditEventOut: {
+            /**
+             * Action
+             * @description <kind>.<verb>, e.g. rule.update.
+             */
+            action: string;
+            /**
+             * Actor
+             * @description bootstrap, anonymous (auth off) or token:<name>.
+             */
+            actor: string;
+            /** After */
+            after: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** Before */
+            before: {
+                [key: string]: unknown;
+            } | null;
+            /** Id */
+            id: number;
+            /** Resource Kind */
+            resource_kind: string;
+            /** Resource Name */
+            resource_name: string;
+            /** Rollout Id */
+            rollout_id: string | null;
+            /** Tenant */
+            tenant: string | null;
+        };
+        /**
+         * BandwidthIn
+         * @description Turned into a minimum hit ratio by Moirai's Eq. 5.2.
+         */
+        BandwidthIn: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "bandwidth";
+            /**
+             * Memory
+             * @description Bandwidth of the cache, bytes/s.
+             */
+            memory: number;
+            /**
+             * Sla
+             * @description Bandwidth the tenant must get, bytes/s.
+             */
+            sla: number;
+            /**
+             * Storage
+             * @description Bandwidth of the storage back end, bytes/s.
+             */
+            storage: number;
+        };
+        /**
+         * ByteRange
+         * @description Byte range [start, end) of an IO; a rule matches IO overlapping it.
+         */
+        ByteRange: {
+            /** End */
+            end: number;
+            /** Start */
+            start: number;
+        };
+        /** CacheStage */
+        CacheStage: {
+            /**
+             * Device
+             * @description The host's flash device; null: its first.
+             */
+            device?: string | null;
+            /**
+             * Engine
+             * @description null: loc on a host with a flash device, else dram.
+             */
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            /**
+             * Eviction
+             * @description mrc: LRU, sized by the tenants' miss-ratio curves.
+             * @default lru
+             * @enum {string}
+             */
+            eviction: "lru" | "fifo" | "mrc";
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "cache";
+            /**
+             * Level
+             * @default 1
+             * @enum {integer}
+             */
+            level: 1 | 2;
+            /**
+             * Max Dirty Bytes
+             * @default 16777216
+             */
+            max_dirty_bytes: number;
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /**
+             * Parent
+             * @description Level-2 cache stage misses go to.
+             */
+            parent?: string | null;
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+            /**
+             * Size Bytes
+             * @description Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.
+             */
+            size_bytes: number;
+            /**
+             * Write Mode
+             * @default through
+             * @enum {string}
+             */
+            write_mode: "through" | "back" | "around";
+        };
+        /** Capabilities */
+        Capabilities: {
+            /** Cpus */
+            cpus: number;
+            /** Devices */
+            devices: components["schemas"]["Device"][];
+            kernel: components["schemas"]["Kernel"];
+        };
+        /** Classifier */
+        Classifier: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "cgroup" | "uid" | "process" | "path_prefix" | "key_prefix";
+            /** Value */
+            value: string;
+        };
+        /** CurveIn */
+        CurveIn: {
+            /**
+             * Miss Ratios
+             * @description Miss ratio at each size.
+             */
+            miss_ratios: number[];
+            /**
+             * Sizes
+             * @description Cache sizes in bytes, increasing.
+             */
+            sizes: number[];
+            /**
+             * Weight
+             * @description Requests per second: the weight of its hit ratio.
+             * @default 1
+             */
+            weight: number;
+        };
+        /** CurveOut */
+        CurveOut: {
+            /**
+             * Algorithm
+             * @enum {string}
+             */
+            algorithm: "shards-fixed-size" | "shards-fixed-rate";
+            /** Points */
+            points: components["schemas"]["lachesis_controller__api__telemetry__CurvePoint"][];
+            /**
+             * Policy
+             * @constant
+             */
+            policy: "lru";
+            /**
+             * References
+             * @description 4 KiB block references the curve covers.
+             */
+            references: number;
+            /**
+             * Unit
+             * @constant
+             */
+            unit: "bytes";
+        };
+        /** Detour */
+        Detour: {
+            to: components["schemas"]["DetourTarget"];
+            /**
+             * What
+             * @enum {string}
+             */
+            what: "io" | "header";
+        };
+        /** DetourOut */
+        DetourOut: {
+            /** Errno */
+            errno: number | null;
+            /**
+             * Hold
+             * @description The IO waited for the verdict (false: a copy).
+             */
+            hold: boolean;
+            /** Host Id */
+            host_id: string;
+            /**
+             * Id
+             * @description The agent's request id.
+             */
+            id: string;
+            /**
+             * Latency Ms
+             * @description From the request's arrival to its verdict being sent.
+             */
+            latency_ms: number;
+            /** Length */
+            length: number;
+            /** Offset */
+            offset: number;
+            /**
+             * Op
+             * @enum {string}
+             */
+            op: "read" | "write" | "create" | "delete";
+            /** Path */
+            path: string;
+            /** Reason */
+            reason: string | null;
+            /** Rule */
+            rule: string;
+            /** Sent At */
+            sent_at: string;
+            /**
+             * Target
+             * @description The controller application.
+             */
+            target: string;
+            /** Tenant */
+            tenant: string | null;
+            /** Traceparent */
+            traceparent: string | null;
+            /** Ttl Ms */
+            ttl_ms: number | null;
+            /**
+             * Verdict
+             * @description null for copies.
+             */
+            verdict: ("proceed" | "deny") | null;
+        };
+        /** DetourTarget */
+        DetourTarget: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "file" | "stage" | "controller";
+            /** Target */
+            target: string;
+        };
+        /** Device */
+        Device: {
+            /** Fdp */
+            fdp: boolean;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "file" | "block" | "nvme" | "measured";
+            /**
+             * Name
+             * @description Lower-case DNS-label-like name of a tenant or rule.
+             */
+            name: string;
+            /** Path */
+            path: string;
+            /** Placement Handles */
+            placement_handles: number;
+            /** Reclaim Unit Bytes */
+            reclaim_unit_bytes?: number;
+            /** Size Bytes */
+            size_bytes: number;
+        };
+        /** DeviceOut */
+        DeviceOut: {
+            /**
+             * Dlwa
+             * @description Media over host bytes since the agent opened the device.
+             */
+            dlwa: number | null;
+            /** Handles */
+            handles: components["schemas"]["HandleOut"][];
+            /** Host */
+            host: string;
+            /**
+             * Host Bytes Written
+             * @description Since the agent opened the device.
+             */
+            host_bytes_written: number | null;
+            /** Kind */
+            kind: string;
+            /** Media Bytes Written */
+            media_bytes_written: number | null;
+            /** Name */
+            name: string;
+            /** Path */
+            path: string;
+            /** Placement Handles */
+            placement_handles: number;
+            /**
+             * Predicted By
+             * @description simulator or model (the FDP paper's closed form).
+             */
+            predicted_by: string | null;
+            /**
+             * Predicted Dlwa
+             * @description The placement broker's prediction for the streams placed on the device.
+             */
+            predicted_dlwa: number | null;
+            /** Reclaim Unit Bytes */
+            reclaim_unit_bytes: number | null;
+            /** Series */
+            series: components["schemas"]["DevicePoint"][];
+            /** Size Bytes */
+            size_bytes: number;
+        };
+        /** DevicePlacementOut */
+        DevicePlacementOut: {
+            /**
+             * Computed At
+             * Format: date-time
+             */
+            computed_at: string;
+            /** Device */
+            device: string;
+            /** Handles */
+            handles: number;
+            /** Host Id */
+            host_id: string;
+            /**
+             * Model Dlwa
+             * @description The FDP paper's closed form for the same placement.
+             */
+            model_dlwa: number;
+            /** Overprovisioning */
+            overprovisioning: number;
+            /**
+             * Predicted By
+             * @enum {string}
+             */
+            predicted_by: "simulator" | "model";
+            /** Predicted Dlwa */
+            predicted_dlwa: number;
+            /**
+             * Shared
+             * @description Handles more than one stream writes with, and why.
+             */
+            shared: components["schemas"]["SharedOut"][];
+            /** Streams */
+            streams: components["schemas"]["StreamOut"][];
+            /** Warnings */
+            warnings: string[];
+        };
+        /** DevicePoint */
+        DevicePoint: {
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Dlwa
+             * @description Media over host bytes written in the interval ending at `at`.
+             */
+            dlwa: number | null;
+            /** Write Bytes Per S */
+            write_bytes_per_s: number;
+        };
+        /** EnrollmentOut */
+        EnrollmentOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Host Id */
+            host_id: string;
+            /**
+             * Redis Url
+             * @description The bus URL for the agent (`lachesis-agent run --redis-url`), with its user and secret. Shown once: the controller keeps only the secret's SHA-256.
+             */
+            redis_url: string;
+            /** Redis User */
+            redis_user: string;
+        };
+        /** FdpPlacementStage */
+        FdpPlacementStage: {
+            /**
+             * Device
+             * @description Lower-case DNS-label-like name of a tenant or rule.
+             */
+            device: string;
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "fdp_placement";
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /** Placement Handle */
+            placement_handle: number;
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+        };
+        /** FieldError */
+        FieldError: {
+            /** Column */
+            column?: number | null;
+            /** Field */
+            field: string;
+            /** Line */
+            line?: number | null;
+            /** Message */
+            message: string;
+        };
+        /** FixedSizeIn */
+        FixedSizeIn: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "fixed_size";
+            /** Size Bytes */
+            size_bytes: number;
+        };
+        /** GuaranteeBody */
+        GuaranteeBody: {
+            /** Guarantee */
+            guarantee: components["schemas"]["MinHitRatioIn"] | components["schemas"]["BandwidthIn"] | components["schemas"]["FixedSizeIn"];
+        };
+        /** GuaranteeOut */
+        GuaranteeOut: {
+            /** Guarantee */
+            guarantee: components["schemas"]["MinHitRatioIn"] | components["schemas"]["BandwidthIn"] | components["schemas"]["FixedSizeIn"];
+            /** Tenant */
+            tenant: string;
+        };
+        /** HandleOut */
+        HandleOut: {
+            /** Dlwa */
+            dlwa: number | null;
+            /** Handle */
+            handle: number;
+            /** Host Bytes Written */
+            host_bytes_written: number;
+            /** Media Bytes Written */
+            media_bytes_written: number | null;
+        };
+        /** Health */
+        Health: {
+            /**
+             * Status
+             * @constant
+             */
+            status: "ok";
+        };
+        /** HostOut */
+        HostOut: {
+            /** Acked Generation */
+            acked_generation: number;
+            /** Agent Version */
+            agent_version: string;
+            /**
+             * Alive
+             * @description Whether the agent's heartbeat key exists; null when Redis cannot be asked.
+             */
+            alive: boolean | null;
+            capabilities: components["schemas"]["Capabilities"];
+            /** Desired Generation */
+            desired_generation: number;
+            /**
+             * Enrolled At
+             * Format: date-time
+             * @description First registration.
+             */
+            enrolled_at: string;
+            /** Id */
+            id: string;
+            /**
+             * Last Seen
+             * Format: date-time
+             */
+            last_seen: string;
+            /**
+             * Registered At
+             * Format: date-time
+             * @description Latest registration (agent start or reconnect).
+             */
+            registered_at: string;
+        };
+        /** Kernel */
+        Kernel: {
+            /** Btf */
+            btf: boolean;
+            /** Fuse */
+            fuse: boolean;
+            /** Io Uring */
+            io_uring: boolean;
+            /** Release */
+            release: string;
+        };
+        /** LogStage */
+        LogStage: {
+            /**
+             * Dir
+             * @description Where the log writer keeps its log on the host.
+             */
+            dir: string;
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "log";
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+        };
+        /**
+         * Match
+         * @description IO header fields a rule matches; an absent or null field matches anything.
+         */
+        Match: {
+            /** Key Prefix */
+            key_prefix?: string | null;
+            /** Ops */
+            ops?: ("read" | "write" | "create" | "delete")[];
+            /** Path Prefix */
+            path_prefix?: string | null;
+            range?: components["schemas"]["ByteRange"] | null;
+            /** Tenant */
+            tenant?: string | null;
+        };
+        /** MinHitRatioIn */
+        MinHitRatioIn: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "min_hit_ratio";
+            /** Ratio */
+            ratio: number;
+        };
+        /** PlacementRequest */
+        PlacementRequest: {
+            /**
+             * Overprovisioning
+             * @description The device's spare share of flash.
+             * @default 0.07
+             */
+            overprovisioning: number;
+            /**
+             * Reclaim Units
+             * @description Reclaim units the simulator models.
+             * @default 1024
+             */
+            reclaim_units: number;
+            /**
+             * Simulate
+             * @description Predict with the simulated SSD (else the closed form).
+             * @default true
+             */
+            simulate: boolean;
+            /** Streams */
+            streams: components["schemas"]["StreamIn"][];
+        };
+        /** PolicyOut */
+        PolicyOut: {
+            /**
+             * Compiled
+             * @description The tenants, stages and rules it compiled to.
+             */
+            compiled: {
+                [key: string]: unknown;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /**
+             * Document
+             * @description The document as it was sent.
+             */
+            document: string;
+            /** Name */
+            name: string;
+            /** Rollout Id */
+            rollout_id: string | null;
+            /** Tenants */
+            tenants: string[];
+            /** Version */
+            version: number;
+        };
+        /** PolicyResult */
+        PolicyResult: {
+            /**
+             * Diff
+             * @description tenants, rules and stages added/removed/changed overall, and per host under hosts.
+             */
+            diff: {
+                [key: string]: unknown;
+            };
+            /** Dry Run */
+            dry_run: boolean;
+            /** Name */
+            name: string;
+            /**
+             * Rollout Id
+             * @description Rollout shipping the change; null on a dry run.
+             */
+            rollout_id: string | null;
+            /**
+             * Version
+             * @description Version this document has (dry run: would have) once applied.
+             */
+            version: number;
+            /**
+             * Warnings
+             * @description Verifier warnings (check, rules, message).
+             */
+            warnings: {
+                [key: string]: unknown;
+            }[];
+        };
+        /**
+         * Problem
+         * @description application/problem+json (RFC 9457). `errors` names each bad field of the request.
+         */
+        Problem: {
+            /** Detail */
+            detail: string;
+            /** Errors */
+            errors?: components["schemas"]["FieldError"][] | null;
+            /** Instance */
+            instance?: string | null;
+            /** Status */
+            status: number;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** ProposalOut */
+        ProposalOut: {
+            /**
+             * Gain
+             * @description Utility over the current allocation's under the same curves.
+             */
+            gain: number | null;
+            summary: components["schemas"]["AllocationSummary"];
+            /** Tenants */
+            tenants: {
+                [key: string]: components["schemas"]["TenantShare"];
+            };
+        };
+        /** ProposalRequest */
+        ProposalRequest: {
+            /** Capacity Bytes */
+            capacity_bytes: number;
+            /**
+             * Curves
+             * @description Curves to use (and keep) instead of the stored ones, by tenant.
+             */
+            curves?: {
+                [key: string]: components["schemas"]["CurveIn"];
+            } | null;
+            /**
+             * Epsilon Bytes
+             * @description Increment; default 0.001 × capacity.
+             */
+            epsilon_bytes?: number | null;
+            /**
+             * Guarantees
+             * @description Guarantees for this proposal only, overriding the stored ones.
+             */
+            guarantees?: {
+                [key: string]: components["schemas"]["MinHitRatioIn"] | components["schemas"]["BandwidthIn"] | components["schemas"]["FixedSizeIn"];
+            } | null;
+            /**
+             * Idle
+             * @description Tenants whose space is reclaimed.
+             */
+            idle?: string[];
+            /**
+             * Method
+             * @default optimal
+             * @enum {string}
+             */
+            method: "optimal" | "waterfill";
+        };
+        /** QosStage */
+        QosStage: {
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "qos";
+            /** Max Bandwidth Bytes Per S */
+            max_bandwidth_bytes_per_s?: number | null;
+            /** Max Iops */
+            max_iops?: number | null;
+            /**
+             * Min Bandwidth Bytes Per S
+             * @description Recorded; not yet enforced by the agents (docs/policies.md).
+             */
+            min_bandwidth_bytes_per_s?: number | null;
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /**
+             * Priority
+             * @description Recorded; not yet enforced by the agents (docs/policies.md).
+             * @default normal
+             * @enum {string}
+             */
+            priority: "high" | "normal" | "low";
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+        };
+        /** Readiness */
+        Readiness: {
+            /** Checks */
+            checks: {
+                [key: string]: string;
+            };
+            /**
+             * Status
+             * @constant
+             */
+            status: "ok";
+        };
+        /** ReplicaSetStage */
+        ReplicaSetStage: {
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "replica_set";
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /**
+             * Read Set
+             * @description Reads go to one of these.
+             */
+            read_set: string[];
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+            /**
+             * Write Set
+             * @description Every write goes to all of these.
+             */
+            write_set: string[];
+        };
+        /** RestoredResource */
+        RestoredResource: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "tenant" | "stage" | "rule" | "policy" | "allocation" | "placement";
+            /**
+             * Name
+             * @description Its name; a policy version is name/version, a placement host/device.
+             */
+            name: string;
+        };
+        /** ResumeOut */
+        ResumeOut: {
+            /**
+             * Resumed
+             * @description Rollouts whose held quiesce was ended.
+             */
+            resumed: string[];
+        };
+        /** RolloutOut */
+        RolloutOut: {
+            /** Cause */
+            cause: string;
+            /** Completed At */
+            completed_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Deadline
+             * Format: date-time
+             */
+            deadline: string;
+            /** Id */
+            id: string;
+            /**
+             * Phase
+             * @description Two-phase rollouts (changes that move flows, switch operations): the phase reached; hold: a switch quiesce waiting for its resume. Null: one phase.
+             */
+            phase: ("quiesce" | "hold" | "install") | null;
+            /** Reason */
+            reason: string | null;
+            /**
+             * Restored
+             * @description After a rollback: the resources the database got back (what the hosts run again).
+             */
+            restored?: components["schemas"]["RestoredResource"][] | null;
+            /**
+             * Rolled Back By
+             * @description Rollout that rolled this one's hosts back after it failed.
+             */
+            rolled_back_by: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "succeeded" | "failed" | "timed_out";
+            /** Targets */
+            targets: components["schemas"]["RolloutTargetOut"][];
+            /** Traceparent */
+            traceparent: string | null;
+        };
+        /** RolloutTargetOut */
+        RolloutTargetOut: {
+            /** Acked At */
+            acked_at: string | null;
+            /** Drained At */
+            drained_at: string | null;
+            /** Generation */
+            generation: number;
+            /** Host Id */
+            host_id: string;
+            /**
+             * Phase
+             * @description quiesce: phase 1 sent; drained: the host quiesced and drained the moving flows; install: the new rules are sent (also every one-phase target).
+             * @enum {string}
+             */
+            phase: "quiesce" | "drained" | "install";
+            /** Reason */
+            reason: string | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "pending" | "applied" | "rejected";
+        };
+        /** RuleChange */
+        RuleChange: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Detours */
+            detours: components["schemas"]["Detour"][];
+            /** Hosts */
+            hosts: string[] | null;
+            match: components["schemas"]["Match"];
+            /** Name */
+            name: string;
+            /** Priority */
+            priority: number;
+            /**
+             * Rollout Id
+             * @description Rollout that ships this change to the hosts.
+             */
+            rollout_id: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** RuleOut */
+        RuleOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Detours */
+            detours: components["schemas"]["Detour"][];
+            /** Hosts */
+            hosts: string[] | null;
+            match: components["schemas"]["Match"];
+            /** Name */
+            name: string;
+            /** Priority */
+            priority: number;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** RuleSpec */
+        RuleSpec: {
+            /**
+             * Detours
+             * @description A file target is an absolute, normal path or tcp://HOST:PORT/...; no control characters.
+             */
+            detours: components["schemas"]["Detour"][];
+            /**
+             * Hosts
+             * @description Hosts the rule is installed on; null (the default) means every host.
+             */
+            hosts?: string[] | null;
+            /** @description path_prefix: an absolute, normal path; path_prefix and key_prefix: at most 4096 characters, no control characters. */
+            match: components["schemas"]["Match"];
+            /**
+             * Name
+             * @description Lower-case DNS-label-like name of a tenant or rule.
+             */
+            name: string;
+            /**
+             * Priority
+             * @description Rules are evaluated in ascending priority, then name.
+             */
+            priority: number;
+        };
+        /** Scope */
+        Scope: {
+            /** @description IO header match of the flow; null: all IO. */
+            flow?: components["schemas"]["Match"] | null;
+            /**
+             * Hosts
+             * @description Hosts to act on; null: every host.
+             */
+            hosts?: string[] | null;
+        };
+        /** SeriesPoint */
+        SeriesPoint: {
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Hit Ratio
+             * @description Flash cache hit ratio; null until caches report hits.
+             */
+            hit_ratio: number | null;
+            /** Read Bytes Per S */
+            read_bytes_per_s: number;
+            /** Read Iops */
+            read_iops: number;
+            /** Write Bytes Per S */
+            write_bytes_per_s: number;
+            /** Write Iops */
+            write_iops: number;
+        };
+        /** SharedOut */
+        SharedOut: {
+            /** Handle */
+            handle: number;
+            /** Reason */
+            reason: string;
+            /** Streams */
+            streams: string[];
+        };
+        /** StageChange */
+        StageChange: {
+            /**
+             * Declared
+             * @description The declaration, as given (defaults filled in).
+             */
+            declared: {
+                [key: string]: unknown;
+            };
+            /** Hosts */
+            hosts: components["schemas"]["StageHost"][];
+            /** Kind */
+            kind: string;
+            /** Name */
+            name: string;
+            /** Owner */
+            owner: string | null;
+            /** Rollout Id */
+            rollout_id: string;
+            /**
+             * Source
+             * @description api, or policy/NAME for a stage a policy declares.
+             */
+            source: string;
+        };
+        /**
+         * StageHost
+         * @description One host's instance of a stage: what desired state asks for and what the agent reports.
+         */
+        StageHost: {
+            /**
+             * Allocated Bytes
+             * @description Cache size shipped to the host (the allocation while one is in force).
+             */
+            allocated_bytes: number | null;
+            /** Bytes Read Hit */
+            bytes_read_hit: number | null;
+            /** Bytes Read Miss */
+            bytes_read_miss: number | null;
+            /** Bytes Written */
+            bytes_written: number | null;
+            /** Dirty Bytes */
+            dirty_bytes: number | null;
+            /** Evictions */
+            evictions: number | null;
+            /**
+             * Hit Ratio
+             * @description Hits over block reads since the stage was built.
+             */
+            hit_ratio: number | null;
+            /** Hits */
+            hits: number | null;
+            /** Host Id */
+            host_id: string;
+            /**
+             * Installed Bytes
+             * @description Size the engine holds now.
+             */
+            installed_bytes: number | null;
+            /** Misses */
+            misses: number | null;
+            /** Reported At */
+            reported_at: string | null;
+            /**
+             * Series
+             * @description Per reporting interval, oldest first (bounded).
+             */
+            series: components["schemas"]["StagePointOut"][];
+            /** Writebacks */
+            writebacks: number | null;
+        };
+        /** StageOut */
+        StageOut: {
+            /**
+             * Declared
+             * @description The declaration, as given (defaults filled in).
+             */
+            declared: {
+                [key: string]: unknown;
+            };
+            /** Hosts */
+            hosts: components["schemas"]["StageHost"][];
+            /** Kind */
+            kind: string;
+            /** Name */
+            name: string;
+            /** Owner */
+            owner: string | null;
+            /**
+             * Source
+             * @description api, or policy/NAME for a stage a policy declares.
+             */
+            source: string;
+        };
+        /**
+         * StagePatch
+         * @description Configure a stage: the fields to change (Moirai's configure; resize with size_bytes).
+         */
+        StagePatch: {
+            /** Engine */
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            /** Eviction */
+            eviction?: ("lru" | "fifo" | "mrc") | null;
+            /** Max Bandwidth Bytes Per S */
+            max_bandwidth_bytes_per_s?: number | null;
+            /** Max Dirty Bytes */
+            max_dirty_bytes?: number | null;
+            /** Max Iops */
+            max_iops?: number | null;
+            /** Size Bytes */
+            size_bytes?: number | null;
+            /** Write Mode */
+            write_mode?: ("through" | "back" | "around") | null;
+        };
+        /** StagePointOut */
+        StagePointOut: {
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Hit Ratio
+             * @description Hits over block reads in the interval ending at `at`.
+             */
+            hit_ratio: number | null;
+            /** Installed Bytes */
+            installed_bytes: number | null;
+            /**
+             * Size Bytes
+             * @description The size desired state asked for then.
+             */
+            size_bytes: number | null;
+        };
+        /** StreamIn */
+        StreamIn: {
+            /**
+             * Part
+             * @description Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.
+             * @enum {string}
+             */
+            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets";
+            /**
+             * Space
+             * @description Share of the device's logical space.
+             */
+            space: number;
+            /**
+             * Tenant
+             * @description Lower-case DNS-label-like name of a tenant or rule.
+             */
+            tenant: string;
+            /**
+             * Trimmed
+             * @description A log that deallocates each segment before rewriting it.
+             * @default false
+             */
+            trimmed: boolean;
+            /**
+             * Writes
+             * @description Share of the device's host writes.
+             */
+            writes: number;
+        };
+        /** StreamOut */
+        StreamOut: {
+            /** Handle */
+            handle: number;
+            /** Part */
+            part: string;
+            /** Space */
+            space: number;
+            /** Tenant */
+            tenant: string;
+            /** Trimmed */
+            trimmed: boolean;
+            /** Writes */
+            writes: number;
+        };
+        /** Summaries */
+        Summaries: {
+            current: components["schemas"]["AllocationSummary"] | null;
+            proposed: components["schemas"]["AllocationSummary"] | null;
+        };
+        /** SummaryDevice */
+        SummaryDevice: {
+            /**
+             * Dlwa
+             * @description Media bytes over host bytes written; null if the device does not report media writes.
+             */
+            dlwa: number | null;
+            /** Host Id */
+            host_id: string;
+            /** Name */
+            name: string;
+            /**
+             * Write Bytes Per S
+             * @description Null until the device has reported twice.
+             */
+            write_bytes_per_s: number | null;
+        };
+        /** SummaryTenant */
+        SummaryTenant: {
+            /** Hit Ratio */
+            hit_ratio: number | null;
+            /** Iops */
+            iops: number;
+            /** Name */
+            name: string;
+        };
+        /** TailLatencyStage */
+        TailLatencyStage: {
+            /**
+             * Candidates
+             * @description Replicas a read may be sent to.
+             */
+            candidates: string[];
+            /** Hedge After Ms */
+            hedge_after_ms: number;
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "tail_latency";
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description Tenant the stage belongs to; null: shared infrastructure.
+             */
+            owner?: string | null;
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+        };
+        /** TelemetrySummary */
+        TelemetrySummary: {
+            /** Devices */
+            devices: components["schemas"]["SummaryDevice"][];
+            /** Hit Ratio */
+            hit_ratio: number | null;
+            /** Tenants */
+            tenants: components["schemas"]["SummaryTenant"][];
+            /** Total Iops */
+            total_iops: number;
+        };
+        /** TenantAllocationOut */
+        TenantAllocationOut: {
+            current: components["schemas"]["TenantShare"] | null;
+            /** Guarantee */
+            guarantee: (components["schemas"]["MinHitRatioIn"] | components["schemas"]["BandwidthIn"] | components["schemas"]["FixedSizeIn"]) | null;
+            proposed: components["schemas"]["TenantShare"] | null;
+            /** Tenant */
+            tenant: string;
+        };
+        /** TenantChange */
+        TenantChange: {
+            /** Classifiers */
+            classifiers: components["schemas"]["Classifier"][];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Description */
+            description: string | null;
+            /** Name */
+            name: string;
+            /**
+             * Rollout Id
+             * @description Rollout that ships this change to the hosts.
+             */
+            rollout_id: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** TenantOut */
+        TenantOut: {
+            /** Classifiers */
+            classifiers: components["schemas"]["Classifier"][];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Description */
+            description: string | null;
+            /** Name */
+            name: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** TenantShare */
+        TenantShare: {
+            curve_point: components["schemas"]["lachesis_controller__api__allocations__CurvePoint"];
+            /** Hit Ratio */
+            hit_ratio: number;
+            /** Idle */
+            idle: boolean;
+            /** Reserved Bytes */
+            reserved_bytes: number;
+            /** Size Bytes */
+            size_bytes: number;
+            /** Weight */
+            weight: number;
+        };
+        /** TenantSpec */
+        TenantSpec: {
+            /**
+             * Classifiers
+             * @description How the agents recognise this tenant's IO; any classifier matching is enough. A path_prefix is an absolute, normal path; no value holds control characters.
+             */
+            classifiers: components["schemas"]["Classifier"][];
+            /** Description */
+            description?: string | null;
+            /**
+             * Name
+             * @description Lower-case DNS-label-like name of a tenant or rule.
+             */
+            name: string;
+        };
+        /** TenantTelemetryOut */
+        TenantTelemetryOut: {
+            curve: components["schemas"]["CurveOut"] | null;
+            /**
+             * Series
+             * @description Rates over each reporting interval, oldest first (bounded).
+             */
+            series: components["schemas"]["SeriesPoint"][];
+            /** Tenant */
+            tenant: string;
+            /**
+             * Updated At
+             * @description When an agent last reported the tenant; null if never.
+             */
+            updated_at: string | null;
+        };
+        /** TokenCreated */
+        TokenCreated: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Revoked At */
+            revoked_at: string | null;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "admin" | "operator" | "viewer";
+            /** Tenant */
+            tenant: string | null;
+            /**
+             * Token
+             * @description The bearer secret. Shown only in this response; the controller keeps a hash.
+             */
+            token: string;
+        };
+        /** TokenOut */
+        TokenOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Revoked At */
+            revoked_at: string | null;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "admin" | "operator" | "viewer";
+            /** Tenant */
+            tenant: string | null;
+        };
+        /** TokenSpec */
+        TokenSpec: {
+            /**
+             * Name
+             * @description Unique label of the token, shown in the audit trail as token:<name>.
+             */
+            name: string;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "admin" | "operator" | "viewer";
+            /**
+             * Tenant
+             * @description Set: the token sees and changes only this tenant (roles operator and viewer only).
+             */
+            tenant?: string | null;
+        };
+        /** WhoAmI */
+        WhoAmI: {
+            /**
+             * Actor
+             * @description How the audit trail names this caller: bootstrap, anonymous or token:<name>.
+             */
+            actor: string;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "admin" | "operator" | "viewer";
+            /**
+             * Tenant
+             * @description Set: this token sees and changes only this tenant.
+             */
+            tenant: string | null;
+            /**
+             * Write Refusal
+             * @description Why this token may not change tenants, rules or policies, as a 403 would say it; null when it may (a tenant's own rules and policies, for a tenant-scoped operator).
+             */
+            write_refusal: string | null;
+        };
+        /** CurvePoint */
+        lachesis_controller__api__allocations__CurvePoint: {
+            /**
+             * Index
+             * @description The measured point at or below this size.
+             */
+            index: number;
+            /** Miss Ratio */
+            miss_ratio: number;
+            /** Size Bytes */
+            size_bytes: number;
+        };
+        /** CurvePoint */
+        lachesis_controller__api__telemetry__CurvePoint: {
+            /**
+             * Miss Ratio
+             * @description LRU miss ratio of the tenant's 4 KiB block references at that size.
+             */
+            miss_ratio: number;
+            /**
+             * Size Bytes
+             * @description Cache size.
+             */
+            size_bytes: number;
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
