@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from lachesis_controller import rollouts
+from lachesis_controller.bus.messages import Ack
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate, utcnow
-from lachesis_controller.messages import Ack
 from lachesis_controller.models import Host
+from lachesis_controller.rollout import engine as rollouts
 
 
 def one_run(hosts: int, batched: bool) -> float:

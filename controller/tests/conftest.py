@@ -22,9 +22,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect, select
 from sqlalchemy.engine import Engine
 
-from lachesis_controller.app import create_app
+from lachesis_controller.app import create_app, prepare_database
 from lachesis_controller.config import Settings
-from lachesis_controller.db import make_engine, migrate, utcnow
+from lachesis_controller.db import make_engine, utcnow
 from lachesis_controller.models import Base, Rollout
 from lachesis_controller.placement import devsim
 
@@ -154,7 +154,7 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     migration itself)."""
     path = tmp_path_factory.mktemp("template") / "lachesis.db"
     engine = make_engine(f"sqlite:///{path}")
-    migrate(engine)
+    prepare_database(engine)
     engine.dispose()
     return path
 
@@ -244,7 +244,7 @@ class PostgresServer:
                   "-l", str(self.directory / "log"), "-w", "start")
         self._execute(f"CREATE DATABASE {self.TEMPLATE}")
         engine = make_engine(self.url(self.TEMPLATE))
-        migrate(engine)
+        prepare_database(engine)
         engine.dispose()
 
     def _execute(self, statement: str) -> None:

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import assert_problem, make_settings, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from conftest import assert_problem, make_settings, snapshot
 from lachesis_controller.app import create_app
 
 
@@ -64,7 +64,7 @@ def test_propose_apply_and_read_back(two: TestClient) -> None:
 
 
 def etag_of_proposed(client: TestClient) -> str:
-    from lachesis_controller import etags
+    from lachesis_controller.api import etags
     from lachesis_controller.api.allocations import AllocationSummary
 
     proposed = client.get("/api/v1/allocations/summary").json()["proposed"]

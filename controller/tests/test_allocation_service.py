@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from lachesis_controller.allocation import AllocationLoop, LoopConfig
 from lachesis_controller.allocation.service import DatabaseSide, start, telemetry_curves
+from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.bus.messages import Telemetry
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate, utcnow
-from lachesis_controller.messages import Telemetry
 from lachesis_controller.models import AllocationGuarantee, CacheAllocation, Tenant
-from lachesis_controller.telemetry_store import TelemetryStore
 
 
 @dataclass

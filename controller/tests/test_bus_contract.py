@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SCHEMAS
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 from referencing import Registry, Resource
 
-from conftest import SCHEMAS
+from lachesis_controller.bus.messages import Ack, DesiredState, Heartbeat, Registration, Telemetry
 from lachesis_controller.detours.messages import DetourRequest, DetourVerdict
-from lachesis_controller.messages import Ack, DesiredState, Heartbeat, Registration, Telemetry
 
 MODELS: dict[str, type[BaseModel]] = {
     "ack": Ack,

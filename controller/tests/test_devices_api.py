@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from conftest import TENANT, FakeAgent, enroll_host, now_rfc3339, wait_until
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, enroll_host, now_rfc3339, wait_until
-from lachesis_controller.messages import Telemetry
+from lachesis_controller.bus.messages import Telemetry
 
 FLASH = {"name": "flash0", "path": "/var/lib/lachesis/flash0.img", "kind": "measured", "size_bytes": 1 << 30,
          "fdp": True, "placement_handles": 8, "reclaim_unit_bytes": 1 << 20}

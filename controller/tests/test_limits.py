@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import TENANT, assert_problem, make_settings, secured_client, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
-from conftest import TENANT, assert_problem, make_settings, secured_client, snapshot
 from lachesis_controller.app import create_app
-from lachesis_controller.limits import MAX_BODY_DEPTH, too_deep
-from lachesis_controller.policy_yaml import MAX_EXPANDED_NODES
+from lachesis_controller.policy.parse import MAX_EXPANDED_NODES
+from lachesis_controller.validation.body_limits import MAX_BODY_DEPTH, too_deep
 
 BOOTSTRAP = "limits-bootstrap"
 ADMIN = {"Authorization": f"Bearer {BOOTSTRAP}"}

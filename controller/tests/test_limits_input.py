@@ -11,13 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SCHEMAS, TENANT, assert_problem, rule_body, secured_client, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from conftest import SCHEMAS, TENANT, assert_problem, rule_body, secured_client, snapshot
-from lachesis_controller.input_bounds import (
-    HOST_PATH_PATTERN, MAX_CLASSIFIERS, MAX_DETOURS, MAX_PATH_CHARS, MAX_TENANTS, normal_path,
+from lachesis_controller.validation.bounds import (
+    HOST_PATH_PATTERN,
+    MAX_CLASSIFIERS,
+    MAX_DETOURS,
+    MAX_PATH_CHARS,
+    MAX_TENANTS,
+    normal_path,
 )
 
 BOOTSTRAP = "input-bootstrap"

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from lachesis_controller.db import alembic_config, make_engine, migrate
 from lachesis_controller.models import Base, DesiredStateBody, RolloutTarget
-from lachesis_controller.rollouts import QUIESCE, encode, message_of, rfc3339
+from lachesis_controller.rollout.engine import QUIESCE, encode, message_of, rfc3339
 
 
 def test_migrations_build_exactly_the_models(tmp_path: Path) -> None:

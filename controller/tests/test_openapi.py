@@ -5,14 +5,14 @@ import json
 from fastapi.testclient import TestClient
 
 from conftest import SCHEMAS
-from lachesis_controller.openapi_export import render
+from lachesis_controller.app import openapi_document as render
 
 
 def test_committed_openapi_matches_the_app() -> None:
     committed = (SCHEMAS / "openapi.json").read_text()
     assert committed == render(), (
         "api-schemas/openapi.json is out of date: run "
-        ".lachesis/venv/bin/python -m lachesis_controller.openapi_export"
+        ".lachesis/venv/bin/lachesis-controller openapi"
     )
 
 

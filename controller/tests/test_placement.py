@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lachesis_controller.placement import (
-    Geometry, PlacementError, Stream, assign, devsim, naive, predict,
-)
-from lachesis_controller.placement import model
+from lachesis_controller.placement import Geometry, PlacementError, Stream, assign, devsim, model, naive, predict
 
 REPO = Path(__file__).resolve().parents[2]
 

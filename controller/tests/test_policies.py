@@ -10,11 +10,11 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from conftest import REPO_ROOT, FakeAgent, assert_problem, enroll, snapshot, wait_rollout
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from conftest import REPO_ROOT, FakeAgent, assert_problem, enroll, snapshot, wait_rollout
-from lachesis_controller.policy_schema import render
+from lachesis_controller.policy.json_schema import render
 
 EXAMPLES = sorted((REPO_ROOT / "policies" / "examples").glob("*.yaml"))
 SCHEMA_PATH = REPO_ROOT / "policies" / "schema" / "policy.schema.json"
@@ -47,7 +47,7 @@ def post(client: TestClient, text: str, dry_run: bool = False) -> Any:
 def test_committed_schema_matches_the_models() -> None:
     assert SCHEMA_PATH.read_text() == render(), (
         "policies/schema/policy.schema.json is out of date: run "
-        ".lachesis/venv/bin/python -m lachesis_controller.policy_schema"
+        ".lachesis/venv/bin/python -m lachesis_controller.policy.json_schema"
     )
 
 

@@ -8,11 +8,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from conftest import (
+    TENANT,
+    FakeAgent,
+    enroll,
+    enroll_host,
+    now_rfc3339,
+    pass_deadline,
+    rule_body,
+    wait_rollout,
+    wait_until,
+)
 from fastapi.testclient import TestClient
-
-from conftest import TENANT, FakeAgent, enroll, enroll_host, now_rfc3339, pass_deadline, rule_body, wait_rollout, wait_until
-from lachesis_controller.rollouts import moved_flows
 from test_bus_contract import validator
+
+from lachesis_controller.rollout.engine import moved_flows
 
 Agents = Callable[[str], FakeAgent]
 NEW_DETOURS = [{"what": "io", "to": {"kind": "stage", "target": "cache/web-2"}}]

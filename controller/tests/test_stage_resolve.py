@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT
-from lachesis_controller.messages import DesiredState
-from lachesis_controller.policy_compiler import compile_policy
-from lachesis_controller.policy_model import PolicyDocument
+
+from lachesis_controller.bus.messages import DesiredState
+from lachesis_controller.policy.compile import compile_policy
+from lachesis_controller.policy.model import PolicyDocument
 from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
 
 EXAMPLES = sorted((REPO_ROOT / "policies" / "examples").glob("*.yaml"))

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import TENANT, FakeAgent, assert_problem, enroll, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from conftest import TENANT, FakeAgent, assert_problem, enroll, rule_body, snapshot
-from lachesis_controller.messages import Telemetry
+from lachesis_controller.bus.messages import Telemetry
 
 CACHE = {"name": "cache/web", "kind": "cache", "owner": "web", "size_bytes": 64 << 20, "write_mode": "back"}
 

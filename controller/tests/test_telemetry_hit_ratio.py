@@ -4,9 +4,9 @@ counters in telemetry: per interval, summed over hosts, in the series and the su
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-
 from test_telemetry_store import T0, T5, T10, report
-from lachesis_controller.telemetry_store import TelemetryStore, hit_ratio
+
+from lachesis_controller.bus.agent_telemetry import TelemetryStore, hit_ratio
 
 
 def cache(hits: int, misses: int, size: int = 16 << 20) -> dict[str, int]:

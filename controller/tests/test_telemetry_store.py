@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import SCHEMAS, TENANT, assert_problem, enroll_host, make_settings, wait_until
 from fastapi.testclient import TestClient
 
-from conftest import SCHEMAS, TENANT, assert_problem, enroll_host, make_settings, wait_until
 from lachesis_controller.app import create_app
-from lachesis_controller.messages import Telemetry
-from lachesis_controller.telemetry_store import TelemetryStore
+from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.bus.messages import Telemetry
 
 FIXTURE = json.loads((SCHEMAS / "fixtures" / "telemetry" / "valid-two-tenants.json").read_text())
 
@@ -213,7 +213,7 @@ def test_a_bad_telemetry_message_is_dropped_with_a_log_line(
     before = wait_until(lambda: (b := client.get("/api/v1/tenants/web/telemetry").json())["series"] and b)
     bad = report(T10, ops_read=99999).dump()
     bad["tenants"][0]["curve"]["miss_ratios"] = [0.5]  # one ratio for three sizes
-    with caplog.at_level(logging.WARNING, logger="lachesis_controller.consumers"):
+    with caplog.at_level(logging.WARNING, logger="lachesis_controller.bus.consumer"):
         xadd(bus, json.dumps(bad))
         xadd(bus, "{not json")
         wait_until(lambda: sum("lachesis:agent:host-a:telemetry" in r.getMessage() and "dropped invalid" in r.getMessage()

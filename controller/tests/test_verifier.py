@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import TENANT, assert_problem, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from conftest import TENANT, assert_problem, rule_body, snapshot
-from lachesis_controller.verifier import StageInfo, verify
+from lachesis_controller.policy.verify import StageInfo, verify
 
 
 def rule(name: str, priority: int = 10, hosts: list[str] | None = None, **match: Any) -> Any:

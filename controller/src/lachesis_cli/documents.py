@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from lachesis_controller.policy_model import PolicyDocument
-from lachesis_controller.problems import format_loc
+from lachesis_controller.policy.model import PolicyDocument
 from lachesis_controller.schemas import RuleSpec, TenantSpec
+from lachesis_controller.validation.problems import format_loc
 
 from .errors import CliError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,20 +14,40 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
-from . import __version__, consumers, problems
-from .api import allocations, audit, devices, health, hosts, placements, policies, rollouts, rules, stages, switch, telemetry, tenants, tokens, whoami
-from .api.auth import BearerAuthMiddleware, bearer_scheme
-from .bus import Bus, make_redis, redact_url
-from .config import Settings
-from .limits import BodyLimitMiddleware
-from .db import make_engine, make_sessionmaker, migrate
-from .reconciler import Reconciler
-from .allocation import service as allocation_service
-from .detours import api as detours_api, service as detour_service
-from .telemetry_store import TelemetryConsumer, TelemetryStore
-from .telemetry import setup_tracing
+from lachesis_controller import __version__
+from lachesis_controller.allocation import service as allocation_service
+from lachesis_controller.api import (
+    allocations,
+    audit,
+    devices,
+    health,
+    hosts,
+    placements,
+    policies,
+    rollouts,
+    rules,
+    stages,
+    switch,
+    telemetry,
+    tenants,
+    tokens,
+    whoami,
+)
+from lachesis_controller.api import detours as detours_api
+from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
+from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore
+from lachesis_controller.bus.client import Bus, make_redis, redact_url
+from lachesis_controller.config import Settings
+from lachesis_controller.db import make_engine, make_sessionmaker, migrate
+from lachesis_controller.detours import service as detour_service
+from lachesis_controller.observability.tracing import setup_tracing
+from lachesis_controller.rollout import handlers as consumers
+from lachesis_controller.rollout.intent import ensure_baseline
+from lachesis_controller.rollout.reconciler import Reconciler
+from lachesis_controller.validation import problems
+from lachesis_controller.validation.body_limits import BodyLimitMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +55,19 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0
 
 
+def prepare_database(engine: Engine) -> None:
+    """Schema to the newest revision, then the shipped-intent baseline that lets the first
+    rollout after start-up be rolled back (rollout/intent.py)."""
+    migrate(engine)
+    with make_sessionmaker(engine).begin() as session:
+        ensure_baseline(session)
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     engine = make_engine(settings.database_url)
-    migrate(engine)
+    prepare_database(engine)
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings.redis_url, settings.redis_max_connections)
     bus = Bus(redis)
@@ -149,3 +178,13 @@ def _openapi_with_problem_media_type(app: FastAPI) -> Any:
         return schema
 
     return openapi
+
+
+def openapi_document() -> str:
+    """The app's OpenAPI document as committed in api-schemas/openapi.json."""
+    # Fixed settings: the document must not depend on the environment it is generated in.
+    settings = Settings(
+        database_url="sqlite://", redis_url="redis://127.0.0.1:6380/0", bind_host="127.0.0.1",
+        bind_port=8080, api_token=None, insecure_no_auth=True, rollout_timeout_s=30.0, reconcile_interval_s=1.0,
+    )
+    return json.dumps(create_app(settings).openapi(), indent=2, sort_keys=True) + "\n"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .input_bounds import normal_path
-from .limits import MAX_BODY_BYTES, MAX_BODY_DEPTH
+from lachesis_controller.validation.body_limits import MAX_BODY_BYTES, MAX_BODY_DEPTH
+from lachesis_controller.validation.bounds import normal_path
 
 Number = TypeVar("Number", int, float)
 

@@ -104,13 +104,9 @@ def alembic_config(url: str) -> Config:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision (run at every start-up; a no-op when current)."""
+    """Bring the schema to the newest revision (run at every start-up; a no-op when current).
+    `app.prepare_database` also records the intent baseline a first rollback needs."""
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, "heads")
-    # Imported here: intent imports the models, which import this module.
-    from .intent import ensure_baseline
-
-    with make_sessionmaker(engine).begin() as session:
-        ensure_baseline(session)

@@ -1,6 +1,9 @@
 """`lachesis-controller [--insecure-no-auth]`: serve the API with uvicorn on LACHESIS_BIND
 until SIGTERM/SIGINT. Without LACHESIS_API_TOKEN it refuses to start (exit 2) unless told
---insecure-no-auth (or LACHESIS_INSECURE_NO_AUTH=1)."""
+--insecure-no-auth (or LACHESIS_INSECURE_NO_AUTH=1).
+
+`lachesis-controller openapi [--check] [--output PATH]`: write the app's OpenAPI document to
+api-schemas/openapi.json (with --check: exit 1 if the file differs)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,10 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
-from .config import ConfigError, Settings
+from lachesis_controller.config import ConfigError, Settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,7 +24,13 @@ def main(argv: list[str] | None = None) -> None:
         "--insecure-no-auth", action="store_true",
         help="serve the API without LACHESIS_API_TOKEN: every caller is an anonymous admin",
     )
+    commands = parser.add_subparsers(dest="command")
+    openapi = commands.add_parser("openapi", help="write (or --check) api-schemas/openapi.json")
+    openapi.add_argument("--output", type=Path, default=OPENAPI_PATH)
+    openapi.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
+    if args.command == "openapi":
+        sys.exit(export_openapi(args.output, check=args.check))
     logging.basicConfig(
         level=os.environ.get("LACHESIS_LOG_LEVEL", "INFO").upper(),
         stream=sys.stderr,
@@ -37,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     # Imported only now so that a configuration mistake is reported at once.
     import uvicorn
 
-    from .app import create_app
+    from lachesis_controller.app import create_app
 
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (in-flight requests finish,
     # the lifespan stops the background tasks) and then re-raises the signal through the
@@ -54,6 +64,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     if _stopped_by:
         logging.getLogger(__name__).info("exiting after %s", signal.Signals(_stopped_by[0]).name)
+
+
+# src/lachesis_controller/main.py -> repository root
+OPENAPI_PATH = Path(__file__).resolve().parents[3] / "api-schemas" / "openapi.json"
+
+
+def export_openapi(output: Path, *, check: bool) -> int:
+    from lachesis_controller.app import openapi_document
+
+    text = openapi_document()
+    if check:
+        current = output.read_text() if output.exists() else ""
+        if current != text:
+            print(f"{output} is out of date; run lachesis-controller openapi", file=sys.stderr)
+            return 1
+        return 0
+    output.write_text(text)
+    print(f"wrote {output}")
+    return 0
 
 
 _stopped_by: list[int] = []

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from .db import UTCDateTime
+from lachesis_controller.db import UTCDateTime
 
 
 class Base(DeclarativeBase):

@@ -11,11 +11,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from .input_bounds import (
-    MAX_CLASSIFIERS, MAX_DETOURS, MAX_HOSTS_PER_ITEM, MAX_PATH_CHARS, check_classifier_value, check_detour_target,
-    check_prefix_text, normal_path,
+from lachesis_controller.bus.messages import Capabilities, Classifier, Detour, HostId, Match, Name
+from lachesis_controller.validation.bounds import (
+    MAX_CLASSIFIERS,
+    MAX_DETOURS,
+    MAX_HOSTS_PER_ITEM,
+    MAX_PATH_CHARS,
+    check_classifier_value,
+    check_detour_target,
+    check_prefix_text,
+    normal_path,
 )
-from .messages import Capabilities, Classifier, Detour, HostId, Match, Name
 
 
 class RequestModel(BaseModel):

@@ -20,8 +20,8 @@ from typing import Literal
 
 import numpy as np
 
-from .curves import Curve, hit_table
-from .solvers import exact_dp, hull_fill, utility, water_fill
+from lachesis_controller.allocation.curves import Curve, hit_table
+from lachesis_controller.allocation.solvers import exact_dp, hull_fill, utility, water_fill
 
 Method = Literal["optimal", "waterfill"]
 

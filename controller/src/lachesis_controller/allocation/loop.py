@@ -28,8 +28,16 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from .allocate import Allocation, Guarantee, GuaranteesInfeasible, Method, TenantDemand, allocate, weighted_hit_rate
-from .curves import Curve
+from lachesis_controller.allocation.allocate import (
+    Allocation,
+    Guarantee,
+    GuaranteesInfeasible,
+    Method,
+    TenantDemand,
+    allocate,
+    weighted_hit_rate,
+)
+from lachesis_controller.allocation.curves import Curve
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,20 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from .. import rollouts
-from ..config import positive_float
-from ..db import utcnow
-from ..models import AllocationGuarantee, CacheAllocation
-from .allocate import Allocation, BandwidthSLA, FixedSize, Guarantee, MinHitRatio, TenantDemand
-from .curves import Curve, CurveError
-from .loop import AllocationLoop, Decision, LoopConfig, TenantCurve
+from lachesis_controller.allocation.allocate import (
+    Allocation,
+    BandwidthSLA,
+    FixedSize,
+    Guarantee,
+    MinHitRatio,
+    TenantDemand,
+)
+from lachesis_controller.allocation.curves import Curve, CurveError
+from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopConfig, TenantCurve
+from lachesis_controller.config import positive_float
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AllocationGuarantee, CacheAllocation
+from lachesis_controller.rollout import engine as rollouts
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .allocate import BandwidthSLA, GuaranteesInfeasible, Unmet
-from .curves import Curve
+from lachesis_controller.allocation.allocate import BandwidthSLA, GuaranteesInfeasible, Unmet
+from lachesis_controller.allocation.curves import Curve
 
 
 @dataclass(frozen=True)

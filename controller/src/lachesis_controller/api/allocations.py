@@ -11,23 +11,32 @@ from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, etags, rollouts
-from ..allocation import (
-    Curve, CurveError, FixedSize, Guarantee, GuaranteesInfeasible, TenantDemand, allocate, weighted_hit_rate,
+from lachesis_controller.allocation import (
+    Curve,
+    CurveError,
+    FixedSize,
+    Guarantee,
+    GuaranteesInfeasible,
+    TenantDemand,
+    allocate,
+    weighted_hit_rate,
 )
-from ..allocation.service import guarantee_of
-from ..allocation.service import shares as tenant_shares
-from ..authz import require_tenant
-from ..db import utcnow
-from ..messages import Name
-from ..models import AllocationCurve, AllocationGuarantee, CacheAllocation, Tenant
-from ..problems import FieldError, ProblemError, invalid, not_found, problem_responses
-from ..input_bounds import MAX_TENANTS
-from ..schemas import RequestModel
-from ..telemetry import current_traceparent
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .pagination import PageDep
+from lachesis_controller.allocation.service import guarantee_of
+from lachesis_controller.allocation.service import shares as tenant_shares
+from lachesis_controller.api import etags
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import require_tenant
+from lachesis_controller.bus.messages import Name
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AllocationCurve, AllocationGuarantee, CacheAllocation, Tenant
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import RequestModel
+from lachesis_controller.validation.bounds import MAX_TENANTS
+from lachesis_controller.validation.problems import FieldError, ProblemError, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/allocations", tags=["allocations"])
 

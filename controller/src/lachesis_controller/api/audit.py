@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from ..models import AuditEvent
-from ..schemas import AuditEventOut
-from .deps import PrincipalDep, SessionDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.models import AuditEvent
+from lachesis_controller.schemas import AuditEventOut
 
 router = APIRouter(prefix="/audit", tags=["audit"])
 

@@ -19,10 +19,10 @@ from sqlalchemy import select
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..authz import ADMIN, OPERATOR, Principal, refusal
-from ..models import ApiToken
-from ..problems import problem_response
-from ..tokens import hash_secret
+from lachesis_controller.auth.authz import ADMIN, OPERATOR, Principal, refusal
+from lachesis_controller.auth.tokens import hash_secret
+from lachesis_controller.models import ApiToken
+from lachesis_controller.validation.problems import problem_response
 
 PROTECTED_PREFIX = "/api/v1"
 TOKENS_PREFIX = "/api/v1/tokens"

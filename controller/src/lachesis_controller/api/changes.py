@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from fastapi import Response
 
-from ..bus import Bus
-from ..rollouts import Publication
+from lachesis_controller.bus.client import Bus
+from lachesis_controller.bus.client import Publication
 
 
 async def ship(

@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from ..authz import Principal
-from ..bus import Bus
-from ..config import Settings
+from lachesis_controller.auth.authz import Principal
+from lachesis_controller.bus.client import Bus
+from lachesis_controller.config import Settings
 
 
 # Async on purpose: FastAPI runs sync dependencies in a worker thread, and every database

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from ..authz import forbidden
-from ..models import DevicePlacement, Host
-from ..stages import store
-from ..stages.resolve import auto_placements
-from ..telemetry_store import TelemetryStore
-from .deps import PrincipalDep, SessionDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.auth.authz import forbidden
+from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.models import DevicePlacement, Host
+from lachesis_controller.stages import store
+from lachesis_controller.stages.resolve import auto_placements
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 

@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from ..bus import REDIS_DOWN
-from ..problems import problem_response, problem_responses
-from ..schemas import Health, Readiness
+from lachesis_controller.bus.client import REDIS_DOWN
+from lachesis_controller.schemas import Health, Readiness
+from lachesis_controller.validation.problems import problem_response, problem_responses
 
 router = APIRouter(tags=["health"])
 

@@ -13,16 +13,17 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from .. import audit, decommission
-from ..authz import ADMIN, forbidden
-from ..bus import REDIS_DOWN, agent_url, agent_user, heartbeat_time
-from ..db import utcnow
-from ..messages import HOST_ID_PATTERN, Capabilities, Heartbeat
-from ..models import AgentCredential, Host
-from ..problems import ProblemError, not_found, problem_responses
-from ..schemas import HostOut
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .pagination import PageDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import ADMIN, forbidden
+from lachesis_controller.bus.client import REDIS_DOWN, agent_url, agent_user, heartbeat_time
+from lachesis_controller.bus.messages import HOST_ID_PATTERN, Capabilities, Heartbeat
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AgentCredential, Host
+from lachesis_controller.rollout import decommission
+from lachesis_controller.schemas import HostOut
+from lachesis_controller.validation.problems import ProblemError, not_found, problem_responses
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
 

@@ -12,16 +12,16 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit
-from ..authz import Principal, require_tenant
-from ..db import utcnow
-from ..messages import Name
-from ..models import DevicePlacement, Host, Tenant
-from ..placement import Geometry, PlacementError, Stream, predict
-from ..problems import invalid, not_found, problem_responses
-from ..schemas import RequestModel
-from .deps import PrincipalDep, SessionDep
-from .pagination import PageDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import Principal, require_tenant
+from lachesis_controller.bus.messages import Name
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import DevicePlacement, Host, Tenant
+from lachesis_controller.placement import Geometry, PlacementError, Stream, predict
+from lachesis_controller.schemas import RequestModel
+from lachesis_controller.validation.problems import invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/placements", tags=["placements"])
 

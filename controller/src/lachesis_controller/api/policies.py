@@ -15,22 +15,31 @@ from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, etags, rollouts
-from ..authz import Principal, forbidden
-from ..db import utcnow
-from ..endpoint_roots import confine
-from ..input_bounds import MAX_RULES, MAX_TENANTS, within
-from ..models import Host, PolicyVersion, Rule, Tenant
-from ..policy_compiler import Compiled, compile_policy, duplicates
-from ..policy_yaml import Located, parse, validate
-from ..problems import ProblemError, conflict, invalid, not_found, problem_responses, unsafe
-from ..ruleset import current_rules, declared_stages, policies_in_force, stage_info
-from ..schemas import PolicyOut, PolicyResult
-from ..telemetry import current_traceparent
-from ..verifier import verify
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .pagination import PageDep
+from lachesis_controller.api import etags
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import Principal, forbidden
+from lachesis_controller.auth.endpoint_roots import confine
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import Host, PolicyVersion, Rule, Tenant
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.policy.compile import Compiled, compile_policy, duplicates
+from lachesis_controller.policy.parse import Located, parse, validate
+from lachesis_controller.policy.ruleset import current_rules, declared_stages, policies_in_force, stage_info
+from lachesis_controller.policy.verify import verify
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import PolicyOut, PolicyResult
+from lachesis_controller.validation.bounds import MAX_RULES, MAX_TENANTS, within
+from lachesis_controller.validation.problems import (
+    ProblemError,
+    conflict,
+    invalid,
+    not_found,
+    problem_responses,
+    unsafe,
+)
 
 router = APIRouter(prefix="/policies", tags=["policies"])
 

@@ -8,13 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from .. import rollouts as engine
-from ..db import utcnow
-from ..authz import Principal
-from ..models import AuditEvent, Rollout
-from ..problems import not_found, problem_responses
-from ..schemas import RestoredResource, RolloutOut, RolloutTargetOut
-from .deps import PrincipalDep, SessionDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.auth.authz import Principal
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AuditEvent, Rollout
+from lachesis_controller.rollout import engine
+from lachesis_controller.schemas import RestoredResource, RolloutOut, RolloutTargetOut
+from lachesis_controller.validation.problems import not_found, problem_responses
 
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])
 

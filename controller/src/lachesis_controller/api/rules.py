@@ -7,22 +7,24 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, etags, rollouts
-from ..authz import Principal, require_tenant
-from ..config import Settings
-from ..db import utcnow
-from ..endpoint_roots import confine, file_targets
-from ..input_bounds import MAX_RULES, require_room
-from ..messages import Detour, Match
-from ..models import Host, Rule, Tenant
-from ..problems import conflict, invalid, not_found, problem_responses, unsafe
-from ..ruleset import current_rules, declared_stages, rule_dict
-from ..verifier import verify
-from ..schemas import RuleChange, RuleOut, RuleSpec
-from ..telemetry import current_traceparent
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .pagination import PageDep
+from lachesis_controller.api import etags
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import Principal, require_tenant
+from lachesis_controller.auth.endpoint_roots import confine, file_targets
+from lachesis_controller.bus.messages import Detour, Match
+from lachesis_controller.config import Settings
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import Host, Rule, Tenant
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.policy.ruleset import current_rules, declared_stages, rule_dict
+from lachesis_controller.policy.verify import verify
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import RuleChange, RuleOut, RuleSpec
+from lachesis_controller.validation.bounds import MAX_RULES, require_room
+from lachesis_controller.validation.problems import conflict, invalid, not_found, problem_responses, unsafe
 
 router = APIRouter(prefix="/rules", tags=["rules"])
 

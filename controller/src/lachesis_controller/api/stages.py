@@ -15,20 +15,21 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
-from .. import audit, rollouts
-from ..authz import Principal, forbidden, require_tenant
-from ..config import Settings
-from ..db import utcnow
-from ..models import Rule, Stage, Tenant
-from ..policy_model import Stage as StageSpec
-from ..problems import ProblemError, conflict, invalid, not_found, problem_responses
-from ..schemas import RequestModel
-from ..stages import store
-from ..stages.resolve import shipped_stages
-from ..telemetry import current_traceparent
-from ..telemetry_store import HostStage, TelemetryStore
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import Principal, forbidden, require_tenant
+from lachesis_controller.bus.agent_telemetry import HostStage, TelemetryStore
+from lachesis_controller.config import Settings
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import Rule, Stage, Tenant
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.policy.model import Stage as StageSpec
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import RequestModel
+from lachesis_controller.stages import store
+from lachesis_controller.stages.resolve import shipped_stages
+from lachesis_controller.validation.problems import ProblemError, conflict, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/stages", tags=["stages"])
 

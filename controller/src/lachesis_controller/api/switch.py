@@ -18,18 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, rollouts
-from ..authz import Principal, require_tenant
-from ..db import utcnow
-from ..input_bounds import MAX_HOSTS_PER_ITEM
-from ..messages import HostId
-from ..models import Host, Rollout
-from ..problems import ProblemError, invalid, not_found, problem_responses
-from ..schemas import CheckedMatch, RolloutOut
-from ..telemetry import current_traceparent
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .rollouts import rollout_out
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.rollouts import rollout_out
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import Principal, require_tenant
+from lachesis_controller.bus.messages import HostId
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import Host, Rollout
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import CheckedMatch, RolloutOut
+from lachesis_controller.validation.bounds import MAX_HOSTS_PER_ITEM
+from lachesis_controller.validation.problems import ProblemError, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/switch", tags=["switch"])
 

@@ -11,11 +11,11 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from ..authz import require_tenant
-from ..models import Tenant
-from ..problems import not_found, problem_responses
-from ..telemetry_store import TelemetryStore, hit_ratio
-from .deps import PrincipalDep, SessionDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.auth.authz import require_tenant
+from lachesis_controller.bus.agent_telemetry import TelemetryStore, hit_ratio
+from lachesis_controller.models import Tenant
+from lachesis_controller.validation.problems import not_found, problem_responses
 
 router = APIRouter(tags=["telemetry"])
 

@@ -7,19 +7,21 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import audit, etags, rollouts
-from ..authz import require_tenant
-from ..config import Settings
-from ..db import utcnow
-from ..input_bounds import MAX_TENANTS, require_room
-from ..messages import Classifier
-from ..models import Rule, Stage, Tenant
-from ..problems import conflict, invalid, not_found, problem_responses
-from ..schemas import TenantChange, TenantOut, TenantSpec
-from ..telemetry import current_traceparent
-from .changes import ship
-from .deps import BusDep, PrincipalDep, SessionDep, SettingsDep
-from .pagination import PageDep
+from lachesis_controller.api import etags
+from lachesis_controller.api.changes import ship
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import require_tenant
+from lachesis_controller.bus.messages import Classifier
+from lachesis_controller.config import Settings
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import Rule, Stage, Tenant
+from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.schemas import TenantChange, TenantOut, TenantSpec
+from lachesis_controller.validation.bounds import MAX_TENANTS, require_room
+from lachesis_controller.validation.problems import conflict, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/tenants", tags=["tenants"])
 

@@ -8,15 +8,15 @@ import uuid
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 
-from .. import audit
-from ..authz import ADMIN
-from ..db import utcnow
-from ..models import ApiToken, Tenant
-from ..problems import ProblemError, conflict, invalid, not_found, problem_responses
-from ..schemas import TokenCreated, TokenOut, TokenSpec
-from ..tokens import hash_secret, new_secret
-from .deps import PrincipalDep, SessionDep
-from .pagination import PageDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.auth import audit
+from lachesis_controller.auth.authz import ADMIN
+from lachesis_controller.auth.tokens import hash_secret, new_secret
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import ApiToken, Tenant
+from lachesis_controller.schemas import TokenCreated, TokenOut, TokenSpec
+from lachesis_controller.validation.problems import ProblemError, conflict, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])
 

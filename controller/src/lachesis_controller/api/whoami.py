@@ -6,10 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from ..problems import problem_responses
-from ..schemas import Role
-from .auth import _route_refusal
-from .deps import PrincipalDep
+from lachesis_controller.api.auth import _route_refusal
+from lachesis_controller.api.deps import PrincipalDep
+from lachesis_controller.schemas import Role
+from lachesis_controller.validation.problems import problem_responses
 
 router = APIRouter(prefix="/whoami", tags=["auth"])
 

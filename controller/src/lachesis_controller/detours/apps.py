@@ -26,11 +26,11 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from .. import rollouts
-from ..config import positive_float
-from ..db import utcnow
-from ..models import Rollout, Rule
-from .messages import DetourRequest
+from lachesis_controller.config import positive_float
+from lachesis_controller.db import utcnow
+from lachesis_controller.detours.messages import DetourRequest
+from lachesis_controller.models import Rollout, Rule
+from lachesis_controller.rollout import engine as rollouts
 
 log = logging.getLogger(__name__)
 

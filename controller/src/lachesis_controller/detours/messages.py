@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ..messages import BusModel, HostId, Name, Op, Timestamp, Traceparent
+from lachesis_controller.bus.messages import BusModel, HostId, Name, Op, Timestamp, Traceparent
 
 RequestId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
 

@@ -22,14 +22,15 @@ from typing import Any
 from opentelemetry import trace
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..bus import DETOURS, REDIS_DOWN, Bus, detour_verdicts_key as verdicts_key
-from ..consumers import StreamConsumer
-from ..messages import parse_timestamp
-from ..rollouts import rfc3339
-from ..telemetry import context_from_traceparent, tracer
-from . import APPS
-from .apps import EIO, Application, Approve, Decision, ReadSet, quiet_from_env
-from .messages import DetourRequest, DetourVerdict
+from lachesis_controller.bus.client import DETOURS, REDIS_DOWN, Bus
+from lachesis_controller.bus.client import detour_verdicts_key as verdicts_key
+from lachesis_controller.bus.messages import parse_timestamp
+from lachesis_controller.policy.verify import CONTROLLER_APPS
+from lachesis_controller.detours.apps import EIO, Application, Approve, Decision, ReadSet, quiet_from_env
+from lachesis_controller.detours.messages import DetourRequest, DetourVerdict
+from lachesis_controller.observability.tracing import context_from_traceparent, tracer
+from lachesis_controller.rollout.engine import rfc3339
+from lachesis_controller.bus.consumer import StreamConsumer
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def verdict_message(request: DetourRequest, decision: Decision) -> str:
 
 class DetourService:
     def __init__(self, bus: Bus, apps: Mapping[str, Application], log_: DetourLog) -> None:
-        assert set(apps) <= set(APPS), "register the application's name in detours.APPS"
+        assert set(apps) <= set(CONTROLLER_APPS), "register the application's name in policy.verify.CONTROLLER_APPS"
         self.bus = bus
         self.apps = apps
         self.log = log_

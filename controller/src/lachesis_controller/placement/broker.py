@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import model
-from .streams import Pattern, Stream
+from lachesis_controller.placement import model
+from lachesis_controller.placement.streams import Pattern, Stream
 
 
 class PlacementError(ValueError):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .streams import Stream
+from lachesis_controller.placement.streams import Stream
 
 REPO = Path(__file__).resolve().parents[4]
 

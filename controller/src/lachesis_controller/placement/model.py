@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from .streams import Stream
+from lachesis_controller.placement.streams import Stream
 
 
 def live_fraction(a: float) -> float | None:

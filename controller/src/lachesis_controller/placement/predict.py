@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from . import devsim
-from .broker import Placement, assign
-from .streams import Stream
+from lachesis_controller.placement import devsim
+from lachesis_controller.placement.broker import Placement, assign
+from lachesis_controller.placement.streams import Stream
 
 
 @dataclass(frozen=True)

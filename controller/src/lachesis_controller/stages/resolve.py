@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..placement import Placement, Stream, assign
+from lachesis_controller.placement import Placement, Stream, assign
 
 # Engine -> the write streams it has (placement/streams.py names the same parts).
 ENGINE_PARTS: dict[str, tuple[str, ...]] = {

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..models import CacheAllocation, DesiredStateBody, DevicePlacement, Host, RolloutTarget, Stage
-from ..ruleset import policies_in_force
-from .resolve import HostView
+from lachesis_controller.models import CacheAllocation, DesiredStateBody, DevicePlacement, Host, RolloutTarget, Stage
+from lachesis_controller.policy.ruleset import policies_in_force
+from lachesis_controller.stages.resolve import HostView
 
 
 def declared_stages(session: Session) -> dict[str, dict[str, Any]]:

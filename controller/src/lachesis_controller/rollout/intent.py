@@ -22,9 +22,16 @@ from sqlalchemy import inspect, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from .db import UTCDateTime
-from .models import (
-    Base, CacheAllocation, DevicePlacement, PolicyVersion, Rule, ShippedIntent, Stage, Tenant,
+from lachesis_controller.db import UTCDateTime
+from lachesis_controller.models import (
+    Base,
+    CacheAllocation,
+    DevicePlacement,
+    PolicyVersion,
+    Rule,
+    ShippedIntent,
+    Stage,
+    Tenant,
 )
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .endpoint_roots import file_targets
-from .policy_model import PolicyDocument
+from lachesis_controller.auth.endpoint_roots import file_targets
+from lachesis_controller.policy.model import PolicyDocument
 
 
 @dataclass(frozen=True)

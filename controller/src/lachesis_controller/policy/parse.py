@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .limits import MAX_BODY_DEPTH
-from .policy_model import PolicyDocument, Stage
-from .problems import FieldError, ProblemError, format_loc
+from lachesis_controller.policy.model import PolicyDocument, Stage
+from lachesis_controller.validation.body_limits import MAX_BODY_DEPTH
+from lachesis_controller.validation.problems import FieldError, ProblemError, format_loc
 
 
 class Located:

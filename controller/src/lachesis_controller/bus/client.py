@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,11 +17,20 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from . import metrics
-from .messages import Heartbeat, parse_timestamp
-from .rollouts import Publication
+from lachesis_controller.bus.messages import Heartbeat, parse_timestamp
+from lachesis_controller.observability import metrics
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Publication:
+    """One desired-state message to write to a host's desired key and inbox."""
+
+    host_id: str
+    generation: int
+    message: str
+
 
 # Agent -> controller streams, one per host and kind: `lachesis:agent:{host}:{kind}`. Only
 # the host's own ACL user may append to its streams (agent_acl_rules), so the stream a message

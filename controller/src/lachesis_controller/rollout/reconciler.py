@@ -15,11 +15,11 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from . import rollouts
-from .bus import REDIS_DOWN, Bus
-from .db import utcnow
-from .models import AgentCredential, Host, RolloutTarget
-from .presence import record_heartbeats
+from lachesis_controller.bus.client import REDIS_DOWN, Bus
+from lachesis_controller.bus.presence import record_heartbeats
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AgentCredential, Host, RolloutTarget
+from lachesis_controller.rollout import engine as rollouts
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Reconciler:
         self._seen_alive: set[str] = set()
 
     async def run(self) -> None:
-        # See consumers.StreamConsumer.run for why a flag ends the loop.
+        # See bus.consumer.StreamConsumer.run for why a flag ends the loop.
         while not self.stop.is_set():
             try:
                 await self.once()

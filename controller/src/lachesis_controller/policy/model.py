@@ -14,9 +14,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .input_bounds import MAX_HOSTS_PER_ITEM, MAX_PATHS, MAX_RULES, MAX_STAGES, MAX_TENANTS, HostPath
-from .messages import MAX_BYTES, HostId, Name
-from .schemas import RequestModel, RuleSpec, TenantSpec
+from lachesis_controller.bus.messages import MAX_BYTES, HostId, Name
+from lachesis_controller.schemas import RequestModel, RuleSpec, TenantSpec
+from lachesis_controller.validation.bounds import (
+    MAX_HOSTS_PER_ITEM,
+    MAX_PATHS,
+    MAX_RULES,
+    MAX_STAGES,
+    MAX_TENANTS,
+    HostPath,
+)
 
 API_VERSION = "lachesis.dev/v1"
 

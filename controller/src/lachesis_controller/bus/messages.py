@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from .input_bounds import HostPath
+from lachesis_controller.validation.bounds import HostPath
 
 HOST_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .problems import ProblemError
+from lachesis_controller.validation.problems import ProblemError
 
 ADMIN, OPERATOR, VIEWER = "admin", "operator", "viewer"
 ROLES = (ADMIN, OPERATOR, VIEWER)

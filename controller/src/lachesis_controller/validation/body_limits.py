@@ -15,7 +15,7 @@ from itertools import accumulate
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .problems import FieldError, problem_response
+from lachesis_controller.validation.problems import FieldError, problem_response
 
 # 1 MiB holds a policy of thousands of rules; nothing the API takes is legitimately larger.
 MAX_BODY_BYTES = 1 << 20

@@ -8,9 +8,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from .bus import heartbeat_time
-from .messages import Heartbeat
-from .models import Host
+from lachesis_controller.bus.client import heartbeat_time
+from lachesis_controller.bus.messages import Heartbeat
+from lachesis_controller.models import Host
 
 
 def record_heartbeats(

@@ -1,7 +1,7 @@
 """Write the policy JSON Schema (policies/schema/policy.schema.json) from policy_model.py.
 
-    python -m lachesis_controller.policy_schema           # write
-    python -m lachesis_controller.policy_schema --check   # exit 1 if the file differs
+    python -m lachesis_controller.policy.json_schema           # write
+    python -m lachesis_controller.policy.json_schema --check   # exit 1 if the file differs
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from .policy_model import PolicyDocument
+from lachesis_controller.policy.model import PolicyDocument
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "policies" / "schema" / "policy.schema.json"
 

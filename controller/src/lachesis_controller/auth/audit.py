@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from .authz import Principal
-from .db import utcnow
-from .models import AuditEvent
+from lachesis_controller.auth.authz import Principal
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import AuditEvent
 
 
 def snapshot(model: BaseModel | None) -> dict[str, Any] | None:

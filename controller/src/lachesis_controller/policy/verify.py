@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .detours import APPS as CONTROLLER_APPS
+# The control applications (detours/) a `header -> controller` detour may name as its
+# target. Defined here, where it is checked: the applications sit above the policy layer.
+CONTROLLER_APPS = ("approve", "readset")
 
 WRITE_OPS = frozenset({"write", "create", "delete"})
 

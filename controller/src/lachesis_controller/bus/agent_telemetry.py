@@ -30,9 +30,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from .bus import TELEMETRY, Bus
-from .consumers import StreamConsumer
-from .messages import Telemetry, TelemetryCurve, TelemetryDevice, TelemetryStage, TelemetryTenant, parse_timestamp
+from lachesis_controller.bus.client import TELEMETRY, Bus
+from lachesis_controller.bus.messages import (
+    Telemetry,
+    TelemetryCurve,
+    TelemetryDevice,
+    TelemetryStage,
+    TelemetryTenant,
+    parse_timestamp,
+)
+from lachesis_controller.bus.consumer import StreamConsumer
 
 log = logging.getLogger(__name__)
 

@@ -32,19 +32,21 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from . import audit, intent, metrics
-from .db import utcnow
-from .messages import Ack, DesiredState
-from .models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
-from .stages import store as stage_store
-from .stages.resolve import shipped_rules, shipped_stages
+from lachesis_controller.auth import audit
+from lachesis_controller.bus.client import Publication
+from lachesis_controller.bus.messages import Ack, DesiredState
+from lachesis_controller.db import utcnow
+from lachesis_controller.models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
+from lachesis_controller.observability import metrics
+from lachesis_controller.rollout import intent
+from lachesis_controller.stages import store as stage_store
+from lachesis_controller.stages.resolve import shipped_rules, shipped_stages
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +57,6 @@ QUIESCE, DRAINED, INSTALL = "quiesce", "drained", "install"
 # A rollout made by a switch operation (api/switch.py): quiesced flows stay quiesced, after
 # the drain, until an explicit resume.
 HOLD = "hold"
-
-
-@dataclass(frozen=True)
-class Publication:
-    """One desired-state message to write to a host's desired key and inbox."""
-
-    host_id: str
-    generation: int
-    message: str
 
 
 def rfc3339(moment: datetime) -> str:

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .models import PolicyVersion, Rule
-from .verifier import StageInfo
+from lachesis_controller.models import PolicyVersion, Rule
+from lachesis_controller.policy.verify import StageInfo
 
 
 def rule_dict(rule: Rule) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from . import rollouts
-from .models import AgentCredential, Host, RolloutTarget
+from lachesis_controller.models import AgentCredential, Host, RolloutTarget
+from lachesis_controller.rollout import engine as rollouts
 
 
 def delete_host(session: Session, host_id: str, now: datetime) -> tuple[dict[str, Any], list[rollouts.Publication]]:

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 
 from sqlalchemy.orm import Session
 
-from .authz import Principal
-from .input_bounds import REMOTE_ENDPOINT, under
-from .models import Tenant
-from .problems import invalid
+from lachesis_controller.auth.authz import Principal
+from lachesis_controller.models import Tenant
+from lachesis_controller.validation.bounds import REMOTE_ENDPOINT, under
+from lachesis_controller.validation.problems import invalid
 
 
 def file_targets(detours: Iterable[dict[str, object]], field: str) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import Header
 from pydantic import BaseModel
 
-from .problems import ProblemError
+from lachesis_controller.validation.problems import ProblemError
 
 IfMatch = Annotated[
     str | None,

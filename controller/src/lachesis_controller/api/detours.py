@@ -9,9 +9,9 @@ from typing import Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from ..api.deps import PrincipalDep
-from ..problems import problem_responses
-from .service import DetourLog
+from lachesis_controller.api.deps import PrincipalDep
+from lachesis_controller.detours.service import DetourLog
+from lachesis_controller.validation.problems import problem_responses
 
 router = APIRouter(tags=["detours"])
 

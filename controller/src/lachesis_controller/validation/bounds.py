@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .problems import invalid
+from lachesis_controller.validation.problems import invalid
 
 MAX_TENANTS = 1000
 MAX_CLASSIFIERS = 64  # per tenant
