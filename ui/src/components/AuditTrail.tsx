@@ -1,6 +1,7 @@
 import { useAudit } from "../api/queries";
 import { useSession } from "../api/session";
-import { ErrorBox, ago } from "./common";
+import { ago } from "./common";
+import { LoadedTable } from "./Loaded";
 
 /** The latest changes and who made them, where the controller keeps an audit trail. */
 export function AuditTrail() {
@@ -10,33 +11,23 @@ export function AuditTrail() {
   return (
     <section>
       <h2>Audit trail</h2>
-      {audit.error ? <ErrorBox error={audit.error} /> : null}
-      {!audit.data?.length ? (
-        <p className="muted">No changes recorded yet.</p>
-      ) : (
-        <table data-testid="audit-table">
-          <thead>
-            <tr>
-              <th>when</th>
-              <th>who</th>
-              <th>action</th>
-              <th>object</th>
-            </tr>
-          </thead>
-          <tbody>
-            {audit.data.map((e) => (
-              <tr key={e.id}>
-                <td>{ago(e.at)}</td>
-                <td>{e.actor}</td>
-                <td>{e.action}</td>
-                <td>
-                  {e.resource_kind}/{e.resource_name}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <LoadedTable
+        query={audit}
+        what="the audit trail"
+        empty="No changes recorded yet."
+        testId="audit-table"
+        head={["when", "who", "action", "object"]}
+        row={(e) => (
+          <tr key={e.id}>
+            <td>{ago(e.at)}</td>
+            <td>{e.actor}</td>
+            <td>{e.action}</td>
+            <td>
+              {e.resource_kind}/{e.resource_name}
+            </td>
+          </tr>
+        )}
+      />
     </section>
   );
 }

@@ -54,7 +54,9 @@ export function TimeChart<R extends { t: number }>({
       </p>
     );
   }
-  const axisOf = (name: unknown) => (lines.find((l) => l.name === name)?.axis === "right" && right ? right : left);
+  // A line or reference on the right axis goes on the left one when the chart has no right axis.
+  const axisId = (axis: "left" | "right" | undefined) => (axis === "right" && right ? "right" : "left");
+  const axisOf = (name: unknown) => (axisId(lines.find((l) => l.name === name)?.axis) === "right" && right) || left;
   return (
     <figure className="series" data-testid={testId}>
       <LineChart width={width} height={height} data={rows} margin={{ top: 10, right: 20, bottom: 10, left: 10 }}>
@@ -67,7 +69,7 @@ export function TimeChart<R extends { t: number }>({
         {lines.map((l) => (
           <Line
             key={l.key}
-            yAxisId={l.axis === "right" && right ? "right" : "left"}
+            yAxisId={axisId(l.axis)}
             name={l.name}
             dataKey={l.key}
             stroke={l.color}
@@ -81,7 +83,7 @@ export function TimeChart<R extends { t: number }>({
         {refs.map((r) => (
           <ReferenceLine
             key={r.label}
-            yAxisId={r.axis === "right" && right ? "right" : "left"}
+            yAxisId={axisId(r.axis)}
             y={r.y}
             stroke={r.color}
             strokeDasharray="6 4"

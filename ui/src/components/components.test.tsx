@@ -6,6 +6,8 @@ import { App } from "../App";
 import { CurveChart, curvePoints, logTicks, missAt } from "./CurveChart";
 import { toCodeMirror } from "./YamlEditor";
 import { ago, bytes } from "./common";
+import { Loaded } from "./Loaded";
+import { ApiError } from "../api/client";
 import { parseRoute, href } from "../router";
 import { ruleFromForm } from "../pages/Rules";
 import { DlwaChart, StageHitChart, StageSizeChart, dlwaDomain, sizeTicks } from "./LoopCharts";
@@ -182,5 +184,32 @@ describe("helpers", () => {
     expect(bytes(1536)).toBe("1.5 KiB");
     expect(ago("2026-01-01T00:00:00Z", Date.parse("2026-01-01T00:02:00Z"))).toBe("2m ago");
     expect(ago(null)).toBe("—");
+  });
+});
+
+describe("Loaded", () => {
+  const show = (query: { data: string[] | null | undefined; error: unknown }, missing?: { what: string; absent?: boolean }) =>
+    render(
+      <Loaded query={query} what="hosts" empty="No hosts." missing={missing}>
+        {(list) => <p data-testid="data">{list.join(",")}</p>}
+      </Loaded>,
+    ).container.textContent;
+  const refused = new ApiError({ type: "about:blank", title: "Refused", status: 503, detail: "database unavailable" });
+
+  it("says loading until the first answer, not that the list is empty", () => {
+    expect(show({ data: undefined, error: null })).toBe("Loading hosts…");
+    expect(show({ data: [], error: null })).toBe("No hosts.");
+    expect(show({ data: ["a", "b"], error: null })).toBe("a,b");
+  });
+
+  it("shows the error alone before any answer, and above the last answer after one", () => {
+    expect(show({ data: undefined, error: refused })).toBe("Refused: database unavailable");
+    expect(show({ data: ["a"], error: refused })).toBe("Refused: database unavailable" + "a");
+  });
+
+  it("says not reported where the controller has no such data or no such endpoint", () => {
+    const missing = { what: "Hosts" };
+    expect(show({ data: null, error: null }, missing)).toBe("Hosts: not reported yet");
+    expect(show({ data: undefined, error: null }, { ...missing, absent: true })).toBe("Hosts: not reported yet");
   });
 });

@@ -3,7 +3,9 @@
 import { useDevices, usePlacements } from "../api/queries";
 import { useSession } from "../api/session";
 import type { DeviceOut, Placement } from "../api/types";
-import { Badge, ErrorBox, Loading, NotReported, bytes } from "../components/common";
+import { Badge, NotReported, bytes } from "../components/common";
+import { Loaded } from "../components/Loaded";
+import { Table } from "../components/Table";
 import { DlwaChart } from "../components/LoopCharts";
 import { href } from "../router";
 import { deviceHandles, dlwaGap, dlwaRows } from "../stages";
@@ -48,28 +50,21 @@ function DeviceSection({ d, placements }: { d: DeviceOut; placements: Placement[
       <div className="charts">
         <DlwaChart rows={dlwaRows(d.series)} predicted={d.predicted_dlwa} />
         {handles.length ? (
-          <table className="handles-table" data-testid="device-handles">
-            <thead>
-              <tr>
-                <th>handle</th>
-                <th>streams</th>
-                <th>host bytes</th>
-                <th>media bytes</th>
-                <th>DLWA</th>
+          <Table
+            className="handles-table"
+            testId="device-handles"
+            head={["handle", "streams", "host bytes", "media bytes", "DLWA"]}
+            rows={handles}
+            row={(h) => (
+              <tr key={h.handle} data-testid={`handle-${h.handle}`}>
+                <td>#{h.handle}</td>
+                <td>{h.streams === null ? <span className="muted">—</span> : h.streams.length ? h.streams.join(", ") : <span className="muted">unused</span>}</td>
+                <td>{size(h.host_bytes_written)}</td>
+                <td>{size(h.media_bytes_written)}</td>
+                <td data-testid="handle-dlwa">{ratio(h.dlwa)}</td>
               </tr>
-            </thead>
-            <tbody>
-              {handles.map((h) => (
-                <tr key={h.handle} data-testid={`handle-${h.handle}`}>
-                  <td>#{h.handle}</td>
-                  <td>{h.streams === null ? <span className="muted">—</span> : h.streams.length ? h.streams.join(", ") : <span className="muted">unused</span>}</td>
-                  <td>{size(h.host_bytes_written)}</td>
-                  <td>{size(h.media_bytes_written)}</td>
-                  <td data-testid="handle-dlwa">{ratio(h.dlwa)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            )}
+          />
         ) : (
           <p className="muted">No placement handles: every write goes to one stream.</p>
         )}
@@ -82,7 +77,6 @@ export function Devices() {
   const { features, access } = useSession();
   const devices = useDevices(features.devices);
   const placements = usePlacements(features.devices);
-  const rows = devices.data ?? [];
   return (
     <div>
       <h1>Devices</h1>
@@ -90,47 +84,39 @@ export function Devices() {
         Write amplification in the device (DLWA: media bytes over host bytes) as the agents measure it, beside what the
         placement broker predicts for the streams it placed on the device's handles.
       </p>
-      {devices.error ? <ErrorBox error={devices.error} /> : null}
-      {!features.devices || devices.data === null ? (
-        <NotReported what={access.tenant ? "Devices (shared by all tenants)" : "Devices (this controller has no /api/v1/devices)"} />
-      ) : null}
-      {features.devices && devices.isPending ? <Loading what="devices" /> : null}
-      {devices.data && !rows.length ? <p className="muted">No agent has registered a device.</p> : null}
-      {rows.length ? (
-        <table data-testid="devices-table">
-          <thead>
-            <tr>
-              <th>host</th>
-              <th>device</th>
-              <th>kind</th>
-              <th>handles</th>
-              <th>host bytes</th>
-              <th>media bytes</th>
-              <th>DLWA measured</th>
-              <th>DLWA predicted</th>
-            </tr>
-          </thead>
-          <tbody>
+      <Loaded
+        query={devices}
+        what="devices"
+        empty="No agent has registered a device."
+        missing={{ what: access.tenant ? "Devices (shared by all tenants)" : "Devices (this controller has no /api/v1/devices)", absent: !features.devices }}
+      >
+        {(rows) => (
+          <>
+            <Table
+              testId="devices-table"
+              head={["host", "device", "kind", "handles", "host bytes", "media bytes", "DLWA measured", "DLWA predicted"]}
+              rows={rows}
+              row={(d) => (
+                <tr key={`${d.host}/${d.name}`} data-testid={`device-row-${d.host}-${d.name}`}>
+                  <td>{d.host}</td>
+                  <td>{d.name}</td>
+                  <td>{d.kind}</td>
+                  <td>{d.placement_handles}</td>
+                  <td>{size(d.host_bytes_written)}</td>
+                  <td>{size(d.media_bytes_written)}</td>
+                  <td data-testid="row-dlwa">{ratio(d.dlwa)}</td>
+                  <td data-testid="row-dlwa-predicted">
+                    <Predicted d={d} />
+                  </td>
+                </tr>
+              )}
+            />
             {rows.map((d) => (
-              <tr key={`${d.host}/${d.name}`} data-testid={`device-row-${d.host}-${d.name}`}>
-                <td>{d.host}</td>
-                <td>{d.name}</td>
-                <td>{d.kind}</td>
-                <td>{d.placement_handles}</td>
-                <td>{size(d.host_bytes_written)}</td>
-                <td>{size(d.media_bytes_written)}</td>
-                <td data-testid="row-dlwa">{ratio(d.dlwa)}</td>
-                <td data-testid="row-dlwa-predicted">
-                  <Predicted d={d} />
-                </td>
-              </tr>
+              <DeviceSection key={`${d.host}/${d.name}`} d={d} placements={placements.data} />
             ))}
-          </tbody>
-        </table>
-      ) : null}
-      {rows.map((d) => (
-        <DeviceSection key={`${d.host}/${d.name}`} d={d} placements={placements.data} />
-      ))}
+          </>
+        )}
+      </Loaded>
     </div>
   );
 }

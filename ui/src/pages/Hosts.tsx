@@ -1,5 +1,7 @@
 import { useHosts, usePlacements, useRules, useTelemetrySummary } from "../api/queries";
-import { Badge, ErrorBox, Loading, NotReported, bytes } from "../components/common";
+import type { RuleOut } from "../api/types";
+import { Badge, NotReported, bytes } from "../components/common";
+import { Table } from "../components/Table";
 import { HostTable } from "./Overview";
 import { describeDetours, describeMatch, rulesForHost } from "../model";
 import { deviceRows } from "../telemetry";
@@ -18,9 +20,8 @@ export function Hosts({ id }: { id?: string }) {
   return (
     <div>
       <h1>Hosts and devices</h1>
+      {/* the hosts query's error and loading are HostTable's to show */}
       <HostTable />
-      {hosts.error ? <ErrorBox error={hosts.error} /> : null}
-      {!hosts.data ? <Loading what="hosts" /> : null}
       {id && hosts.data && !shown.length ? <p className="error">No host named {id}.</p> : null}
       {shown.map((h) => (
         <section key={h.id} data-testid={`host-${h.id}`}>
@@ -28,52 +29,40 @@ export function Hosts({ id }: { id?: string }) {
             {h.id} <small className="muted">{h.capabilities.cpus} CPUs</small>
           </h2>
           <h3>Devices</h3>
-          <table data-testid={`devices-${h.id}`}>
-            <thead>
-              <tr>
-                <th>device</th>
-                <th>path</th>
-                <th>kind</th>
-                <th>size</th>
-                <th>FDP</th>
-                <th>placement handles (streams)</th>
-                <th>write rate</th>
-                <th>DLWA measured</th>
-                <th>DLWA predicted</th>
+          <Table
+            testId={`devices-${h.id}`}
+            head={["device", "path", "kind", "size", "FDP", "placement handles (streams)", "write rate", "DLWA measured", "DLWA predicted"]}
+            rows={deviceRows(h, summary.data, placements.data)}
+            row={(d) => (
+              <tr key={d.name} data-testid={`device-row-${d.name}`}>
+                <td>{d.name}</td>
+                <td>
+                  <code>{d.path}</code>
+                </td>
+                <td>{d.kind}</td>
+                <td>{bytes(d.size_bytes)}</td>
+                <td>{d.fdp ? <Badge tone="ok">FDP</Badge> : <Badge tone="idle">no FDP</Badge>}</td>
+                <td>
+                  {d.placement_handles}
+                  {d.handles?.length ? (
+                    <ul className="handles">
+                      {d.handles.map((ph) => (
+                        <li key={ph.handle}>
+                          #{ph.handle}: {ph.streams.length ? ph.streams.join(", ") : <span className="muted">unused</span>}
+                        </li>
+                      ))}
+                    </ul>
+                  ) : null}
+                </td>
+                <td data-testid="device-write-rate">{d.write_bytes_per_s == null ? "—" : `${bytes(d.write_bytes_per_s)}/s`}</td>
+                <td data-testid="device-dlwa">{ratio(d.dlwa)}</td>
+                <td data-testid="device-dlwa-predicted">
+                  {ratio(d.predicted_dlwa)}
+                  {d.predicted_by ? <small className="muted"> ({d.predicted_by})</small> : null}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {deviceRows(h, summary.data, placements.data).map((d) => (
-                <tr key={d.name} data-testid={`device-row-${d.name}`}>
-                  <td>{d.name}</td>
-                  <td>
-                    <code>{d.path}</code>
-                  </td>
-                  <td>{d.kind}</td>
-                  <td>{bytes(d.size_bytes)}</td>
-                  <td>{d.fdp ? <Badge tone="ok">FDP</Badge> : <Badge tone="idle">no FDP</Badge>}</td>
-                  <td>
-                    {d.placement_handles}
-                    {d.handles?.length ? (
-                      <ul className="handles">
-                        {d.handles.map((ph) => (
-                          <li key={ph.handle}>
-                            #{ph.handle}: {ph.streams.length ? ph.streams.join(", ") : <span className="muted">unused</span>}
-                          </li>
-                        ))}
-                      </ul>
-                    ) : null}
-                  </td>
-                  <td data-testid="device-write-rate">{d.write_bytes_per_s == null ? "—" : `${bytes(d.write_bytes_per_s)}/s`}</td>
-                  <td data-testid="device-dlwa">{ratio(d.dlwa)}</td>
-                  <td data-testid="device-dlwa-predicted">
-                    {ratio(d.predicted_dlwa)}
-                    {d.predicted_by ? <small className="muted"> ({d.predicted_by})</small> : null}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            )}
+          />
           {!summary.data || !placements.data ? (
             <NotReported
               what={[!summary.data ? "Device write rate and measured DLWA" : null, !placements.data ? "streams per placement handle and predicted DLWA" : null]
@@ -96,34 +85,24 @@ export function Hosts({ id }: { id?: string }) {
   );
 }
 
-export function RuleTable({ rules, actions }: { rules: import("../api/types").RuleOut[]; actions?: (name: string) => React.ReactNode }) {
+export function RuleTable({ rules, actions }: { rules: RuleOut[]; actions?: (name: string) => React.ReactNode }) {
   if (!rules.length) return <p className="muted">No rules.</p>;
   return (
-    <table data-testid="rules-table">
-      <thead>
-        <tr>
-          <th>#</th>
-          <th>rule</th>
-          <th>priority</th>
-          <th>match</th>
-          <th>detours</th>
-          <th>hosts</th>
-          {actions ? <th /> : null}
+    <Table
+      testId="rules-table"
+      head={["#", "rule", "priority", "match", "detours", "hosts", ...(actions ? [null] : [])]}
+      rows={rules}
+      row={(r, i) => (
+        <tr key={r.name} data-testid={`rule-row-${r.name}`}>
+          <td>{i + 1}</td>
+          <td>{r.name}</td>
+          <td>{r.priority}</td>
+          <td>{describeMatch(r)}</td>
+          <td>{describeDetours(r)}</td>
+          <td>{r.hosts ? r.hosts.join(", ") : "all"}</td>
+          {actions ? <td>{actions(r.name)}</td> : null}
         </tr>
-      </thead>
-      <tbody>
-        {rules.map((r, i) => (
-          <tr key={r.name} data-testid={`rule-row-${r.name}`}>
-            <td>{i + 1}</td>
-            <td>{r.name}</td>
-            <td>{r.priority}</td>
-            <td>{describeMatch(r)}</td>
-            <td>{describeDetours(r)}</td>
-            <td>{r.hosts ? r.hosts.join(", ") : "all"}</td>
-            {actions ? <td>{actions(r.name)}</td> : null}
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      )}
+    />
   );
 }

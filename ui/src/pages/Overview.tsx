@@ -1,98 +1,78 @@
 import { useHosts, useReadiness, useRollouts, useTelemetrySummary, useTenants } from "../api/queries";
 import { useSession } from "../api/session";
-import { Badge, ErrorBox, Flag, Loading, NotReported, ago, stateTone } from "../components/common";
+import { Badge, Flag, NotReported, ago, stateTone } from "../components/common";
+import { LoadedTable } from "../components/Loaded";
 import { failingChecks } from "../model";
 import { iops, percent, visibleTenants } from "../telemetry";
 import { href } from "../router";
 
 export function HostTable() {
-  const hosts = useHosts();
-  if (hosts.error) return <ErrorBox error={hosts.error} />;
-  if (!hosts.data) return <Loading what="hosts" />;
-  if (!hosts.data.length) return <p className="muted">No agent has registered yet.</p>;
   return (
-    <table data-testid="hosts-table">
-      <thead>
-        <tr>
-          <th>host</th>
-          <th>alive</th>
-          <th>agent</th>
-          <th>kernel</th>
-          <th>generation (acked / desired)</th>
-          <th>last seen</th>
+    <LoadedTable
+      query={useHosts()}
+      what="hosts"
+      empty="No agent has registered yet."
+      testId="hosts-table"
+      head={["host", "alive", "agent", "kernel", "generation (acked / desired)", "last seen"]}
+      row={(h) => (
+        <tr key={h.id} data-testid={`host-row-${h.id}`}>
+          <td>
+            <a href={href({ page: "hosts", id: h.id })}>{h.id}</a>
+          </td>
+          <td>
+            {h.alive === true ? (
+              <Badge tone="ok" testId="host-alive">alive</Badge>
+            ) : h.alive === false ? (
+              <Badge tone="bad" testId="host-alive">down</Badge>
+            ) : (
+              <Badge tone="idle" testId="host-alive">unknown</Badge>
+            )}
+          </td>
+          <td>{h.agent_version}</td>
+          <td>
+            {h.capabilities.kernel.release}{" "}
+            <Flag on={h.capabilities.kernel.btf} label="BTF" /> <Flag on={h.capabilities.kernel.io_uring} label="io_uring" />{" "}
+            <Flag on={h.capabilities.kernel.fuse} label="FUSE" />
+          </td>
+          <td>
+            <span data-testid="host-generation">
+              {h.acked_generation} / {h.desired_generation}
+            </span>{" "}
+            {h.acked_generation < h.desired_generation ? <Badge tone="warn">behind</Badge> : null}
+          </td>
+          <td>{ago(h.last_seen)}</td>
         </tr>
-      </thead>
-      <tbody>
-        {hosts.data.map((h) => (
-          <tr key={h.id} data-testid={`host-row-${h.id}`}>
-            <td>
-              <a href={href({ page: "hosts", id: h.id })}>{h.id}</a>
-            </td>
-            <td>
-              {h.alive === true ? (
-                <Badge tone="ok" testId="host-alive">alive</Badge>
-              ) : h.alive === false ? (
-                <Badge tone="bad" testId="host-alive">down</Badge>
-              ) : (
-                <Badge tone="idle" testId="host-alive">unknown</Badge>
-              )}
-            </td>
-            <td>{h.agent_version}</td>
-            <td>
-              {h.capabilities.kernel.release}{" "}
-              <Flag on={h.capabilities.kernel.btf} label="BTF" /> <Flag on={h.capabilities.kernel.io_uring} label="io_uring" />{" "}
-              <Flag on={h.capabilities.kernel.fuse} label="FUSE" />
-            </td>
-            <td>
-              <span data-testid="host-generation">
-                {h.acked_generation} / {h.desired_generation}
-              </span>{" "}
-              {h.acked_generation < h.desired_generation ? <Badge tone="warn">behind</Badge> : null}
-            </td>
-            <td>{ago(h.last_seen)}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      )}
+    />
   );
 }
 
 export function RolloutList({ limit = 10 }: { limit?: number }) {
-  const rollouts = useRollouts(limit);
-  if (rollouts.error) return <ErrorBox error={rollouts.error} />;
-  if (!rollouts.data) return <Loading what="rollouts" />;
-  if (!rollouts.data.length) return <p className="muted">No rollouts yet.</p>;
   return (
-    <table data-testid="rollouts-table">
-      <thead>
-        <tr>
-          <th>rollout</th>
-          <th>state</th>
-          <th>cause</th>
-          <th>hosts applied</th>
-          <th>started</th>
+    <LoadedTable
+      query={useRollouts(limit)}
+      what="rollouts"
+      empty="No rollouts yet."
+      testId="rollouts-table"
+      head={["rollout", "state", "cause", "hosts applied", "started"]}
+      row={(r) => (
+        <tr key={r.id}>
+          <td>
+            <a href={href({ page: "rules", rollout: r.id })}>
+              <code>{r.id.slice(0, 8)}</code>
+            </a>
+          </td>
+          <td>
+            <Badge tone={stateTone(r.state)}>{r.state}</Badge>
+          </td>
+          <td>{r.cause}</td>
+          <td>
+            {r.targets.filter((t) => t.status === "applied").length} / {r.targets.length}
+          </td>
+          <td>{ago(r.created_at)}</td>
         </tr>
-      </thead>
-      <tbody>
-        {rollouts.data.map((r) => (
-          <tr key={r.id}>
-            <td>
-              <a href={href({ page: "rules", rollout: r.id })}>
-                <code>{r.id.slice(0, 8)}</code>
-              </a>
-            </td>
-            <td>
-              <Badge tone={stateTone(r.state)}>{r.state}</Badge>
-            </td>
-            <td>{r.cause}</td>
-            <td>
-              {r.targets.filter((t) => t.status === "applied").length} / {r.targets.length}
-            </td>
-            <td>{ago(r.created_at)}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      )}
+    />
   );
 }
 
@@ -156,31 +136,22 @@ export function Overview() {
       </section>
       <section>
         <h2>Tenants</h2>
-        {tenants.error ? <ErrorBox error={tenants.error} /> : null}
-        {tenants.data?.length ? (
-          <table data-testid="tenants-table">
-            <thead>
-              <tr>
-                <th>tenant</th>
-                <th>IOPS</th>
-                <th>hit rate</th>
-              </tr>
-            </thead>
-            <tbody>
-              {tenants.data.map((t) => (
-                <tr key={t.name} data-testid={`tenant-row-${t.name}`}>
-                  <td>
-                    <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
-                  </td>
-                  <td>{iops(perTenant.get(t.name)?.iops)}</td>
-                  <td>{percent(perTenant.get(t.name)?.hit_ratio)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        ) : (
-          <p className="muted">No tenants yet.</p>
-        )}
+        <LoadedTable
+          query={tenants}
+          what="tenants"
+          empty="No tenants yet."
+          testId="tenants-table"
+          head={["tenant", "IOPS", "hit rate"]}
+          row={(t) => (
+            <tr key={t.name} data-testid={`tenant-row-${t.name}`}>
+              <td>
+                <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
+              </td>
+              <td>{iops(perTenant.get(t.name)?.iops)}</td>
+              <td>{percent(perTenant.get(t.name)?.hit_ratio)}</td>
+            </tr>
+          )}
+        />
         {!summary.data ? <NotReported what="Per-tenant IOPS and hit rate" /> : null}
       </section>
       <section>

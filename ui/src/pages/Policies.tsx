@@ -8,7 +8,9 @@ import { useSession } from "../api/session";
 import type { PolicyResult } from "../api/types";
 import { AuditTrail } from "../components/AuditTrail";
 import { DraftEditor } from "../components/DraftEditor";
-import { Badge, ErrorBox, Loading, WriteButton, ago } from "../components/common";
+import { Badge, WriteButton, ago } from "../components/common";
+import { LoadedTable } from "../components/Loaded";
+import { Table } from "../components/Table";
 import { useDraft } from "../yaml/draft";
 import { hostChanges, policyDiagnostics, policySyntax, summary } from "../yaml/policy";
 import { RolloutDetail } from "./Rules";
@@ -54,28 +56,22 @@ function DiffView({ result }: { result: PolicyResult }) {
       <Names label="tenants" n={s.tenants} />
       <Names label="rules" n={s.rules} />
       <Names label="stages" n={s.stages} />
-      <table data-testid="host-diff">
-        <thead>
-          <tr>
-            <th>host</th>
-            <th>rules</th>
-            <th>stages</th>
+      <Table
+        testId="host-diff"
+        head={["host", "rules", "stages"]}
+        rows={hosts}
+        row={(h) => (
+          <tr key={h.host} data-testid={`host-diff-${h.host}`}>
+            <td>{h.host}</td>
+            <td>
+              <Names label="" n={h.rules} />
+            </td>
+            <td>
+              <Names label="" n={h.stages} />
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {hosts.map((h) => (
-            <tr key={h.host} data-testid={`host-diff-${h.host}`}>
-              <td>{h.host}</td>
-              <td>
-                <Names label="" n={h.rules} />
-              </td>
-              <td>
-                <Names label="" n={h.stages} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        )}
+      />
       {!hosts.length ? <p className="muted">No host has registered: nothing would ship.</p> : null}
       {result.warnings.length ? (
         <ul className="checks">
@@ -116,41 +112,27 @@ export function Policies() {
       <h1>Policies</h1>
       <section>
         <h2>In force</h2>
-        {policies.error ? <ErrorBox error={policies.error} /> : null}
-        {!policies.data ? (
-          <Loading what="policies" />
-        ) : policies.data.length ? (
-          <table data-testid="policies-table">
-            <thead>
-              <tr>
-                <th>policy</th>
-                <th>version</th>
-                <th>tenants</th>
-                <th>by</th>
-                <th>applied</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {policies.data.map((p) => (
-                <tr key={p.name} data-testid={`policy-row-${p.name}`}>
-                  <td>{p.name}</td>
-                  <td>{p.version}</td>
-                  <td>{p.tenants.join(", ")}</td>
-                  <td>{p.created_by}</td>
-                  <td>{ago(p.created_at)}</td>
-                  <td>
-                    <button type="button" className="btn plain" onClick={() => draft.setText(p.document)}>
-                      Edit
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        ) : (
-          <p className="muted">No policy applied yet.</p>
-        )}
+        <LoadedTable
+          query={policies}
+          what="policies"
+          empty="No policy applied yet."
+          testId="policies-table"
+          head={["policy", "version", "tenants", "by", "applied", null]}
+          row={(p) => (
+            <tr key={p.name} data-testid={`policy-row-${p.name}`}>
+              <td>{p.name}</td>
+              <td>{p.version}</td>
+              <td>{p.tenants.join(", ")}</td>
+              <td>{p.created_by}</td>
+              <td>{ago(p.created_at)}</td>
+              <td>
+                <button type="button" className="btn plain" onClick={() => draft.setText(p.document)}>
+                  Edit
+                </button>
+              </td>
+            </tr>
+          )}
+        />
       </section>
       <section>
         <h2>Edit</h2>

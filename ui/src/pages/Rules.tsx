@@ -1,63 +1,54 @@
 import { useState } from "react";
 import { useHosts, useRollout, useRules, useWrite } from "../api/queries";
 import type { RuleSpec } from "../api/types";
-import { Badge, ErrorBox, Loading, WriteButton, ago, stateTone } from "../components/common";
+import { Badge, ErrorBox, WriteButton, ago, stateTone } from "../components/common";
+import { Loaded } from "../components/Loaded";
+import { Table } from "../components/Table";
 import { evaluationOrder, rulesForHost } from "../model";
 import { href } from "../router";
 import { RolloutList } from "./Overview";
 import { RuleTable } from "./Hosts";
 
 export function RolloutDetail({ id }: { id: string }) {
-  const rollout = useRollout(id);
-  if (rollout.error) return <ErrorBox error={rollout.error} />;
-  if (!rollout.data) return <Loading what={`rollout ${id}`} />;
-  const r = rollout.data;
   return (
-    <section className="rollout" data-testid="rollout-detail">
-      <h2>
-        Rollout <code>{r.id}</code> <Badge tone={stateTone(r.state)} testId="rollout-state">{r.state}</Badge>
-        {r.phase ? <Badge tone="idle" testId="rollout-phase">{`two-phase: ${r.phase}`}</Badge> : null}
-      </h2>
-      {r.rolled_back_by ? (
-        <p>
-          Rolled back by <a href={href({ page: "rules", rollout: r.rolled_back_by })}>{r.rolled_back_by.slice(0, 8)}</a>
-        </p>
-      ) : null}
-      <p>
-        {r.cause} — started {ago(r.created_at)}
-        {r.completed_at ? `, finished ${ago(r.completed_at)}` : `, deadline ${new Date(r.deadline).toLocaleTimeString()}`}
-        {r.reason ? ` — ${r.reason}` : ""}
-      </p>
-      <table>
-        <thead>
-          <tr>
-            <th>host</th>
-            <th>generation</th>
-            <th>phase</th>
-            <th>status</th>
-            <th>drained</th>
-            <th>acked</th>
-            <th>reason</th>
-          </tr>
-        </thead>
-        <tbody>
-          {r.targets.map((t) => (
-            <tr key={t.host_id} data-testid={`target-${t.host_id}`}>
-              <td>{t.host_id}</td>
-              <td>{t.generation}</td>
-              <td data-testid="target-phase">{t.phase ?? "install"}</td>
-              <td>
-                <Badge tone={stateTone(t.status)} testId="target-status">{t.status}</Badge>
-              </td>
-              <td>{ago(t.drained_at)}</td>
-              <td>{ago(t.acked_at)}</td>
-              <td>{t.reason ?? ""}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {!r.targets.length ? <p className="muted">No hosts were targeted.</p> : null}
-    </section>
+    <Loaded query={useRollout(id)} what={`rollout ${id}`}>
+      {(r) => (
+        <section className="rollout" data-testid="rollout-detail">
+          <h2>
+            Rollout <code>{r.id}</code> <Badge tone={stateTone(r.state)} testId="rollout-state">{r.state}</Badge>
+            {r.phase ? <Badge tone="idle" testId="rollout-phase">{`two-phase: ${r.phase}`}</Badge> : null}
+          </h2>
+          {r.rolled_back_by ? (
+            <p>
+              Rolled back by <a href={href({ page: "rules", rollout: r.rolled_back_by })}>{r.rolled_back_by.slice(0, 8)}</a>
+            </p>
+          ) : null}
+          <p>
+            {r.cause} — started {ago(r.created_at)}
+            {r.completed_at ? `, finished ${ago(r.completed_at)}` : `, deadline ${new Date(r.deadline).toLocaleTimeString()}`}
+            {r.reason ? ` — ${r.reason}` : ""}
+          </p>
+          <Table
+            head={["host", "generation", "phase", "status", "drained", "acked", "reason"]}
+            rows={r.targets}
+            row={(t) => (
+              <tr key={t.host_id} data-testid={`target-${t.host_id}`}>
+                <td>{t.host_id}</td>
+                <td>{t.generation}</td>
+                <td data-testid="target-phase">{t.phase ?? "install"}</td>
+                <td>
+                  <Badge tone={stateTone(t.status)} testId="target-status">{t.status}</Badge>
+                </td>
+                <td>{ago(t.drained_at)}</td>
+                <td>{ago(t.acked_at)}</td>
+                <td>{t.reason ?? ""}</td>
+              </tr>
+            )}
+          />
+          {!r.targets.length ? <p className="muted">No hosts were targeted.</p> : null}
+        </section>
+      )}
+    </Loaded>
   );
 }
 
@@ -136,26 +127,25 @@ export function Rules({ rollout }: { rollout?: string }) {
       {rollout ? <RolloutDetail id={rollout} /> : null}
       <section>
         <h2>Rules (first match wins, top to bottom)</h2>
-        {rules.error ? <ErrorBox error={rules.error} /> : null}
-        {!rules.data ? (
-          <Loading what="rules" />
-        ) : (
-          <RuleTable
-            rules={evaluationOrder(rules.data)}
-            actions={(name) => (
-              <WriteButton
-                kind="danger"
-                testId={`delete-${name}`}
-                onClick={() => {
-                  if (window.confirm(`Delete rule ${name}? Every host drops it in the next generation.`))
-                    deleteRule.mutate(name, { onSuccess: (c) => go(c.rollout_id) });
-                }}
-              >
-                Delete
-              </WriteButton>
-            )}
-          />
-        )}
+        <Loaded query={rules} what="rules">
+          {(list) => (
+            <RuleTable
+              rules={evaluationOrder(list)}
+              actions={(name) => (
+                <WriteButton
+                  kind="danger"
+                  testId={`delete-${name}`}
+                  onClick={() => {
+                    if (window.confirm(`Delete rule ${name}? Every host drops it in the next generation.`))
+                      deleteRule.mutate(name, { onSuccess: (c) => go(c.rollout_id) });
+                  }}
+                >
+                  Delete
+                </WriteButton>
+              )}
+            />
+          )}
+        </Loaded>
         <ErrorBox error={deleteRule.error} />
         <h3>New rule</h3>
         <RuleForm onCreated={go} />

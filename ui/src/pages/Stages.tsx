@@ -4,7 +4,9 @@
 import { useAllocations, useHosts, useStages, useTenantTelemetry } from "../api/queries";
 import { useSession } from "../api/session";
 import type { HostOut, StageHost, StageOut } from "../api/types";
-import { Badge, ErrorBox, Loading, NotReported, ago, bytes } from "../components/common";
+import { Badge, NotReported, ago, bytes } from "../components/common";
+import { Loaded } from "../components/Loaded";
+import { Table } from "../components/Table";
 import { StageHitChart, StageSizeChart } from "../components/LoopCharts";
 import { href } from "../router";
 import {
@@ -138,25 +140,12 @@ export function StageSection({
       </H>
       {stage.hosts.length ? (
         <>
-          <table className="stage-hosts">
-            <thead>
-              <tr>
-                <th>host</th>
-                <th>allocated</th>
-                <th>installed</th>
-                <th>hit ratio measured</th>
-                <th>predicted</th>
-                <th>dirty</th>
-                <th>evictions</th>
-                <th>reported</th>
-              </tr>
-            </thead>
-            <tbody>
-              {stage.hosts.map((h) => (
-                <StageHostRow key={h.host_id} stage={stage} stages={stages} h={h} host={hosts.find((x) => x.id === h.host_id)} />
-              ))}
-            </tbody>
-          </table>
+          <Table
+            className="stage-hosts"
+            head={["host", "allocated", "installed", "hit ratio measured", "predicted", "dirty", "evictions", "reported"]}
+            rows={stage.hosts}
+            row={(h) => <StageHostRow key={h.host_id} stage={stage} stages={stages} h={h} host={hosts.find((x) => x.id === h.host_id)} />}
+          />
           {stage.hosts.some((h) => h.series.length) ? (
             stage.hosts
               .filter((h) => h.series.length)
@@ -203,23 +192,12 @@ export function TenantCacheTable({ stages }: { stages: StageOut[] }) {
   const rows = tenantCacheSummaries(stages);
   if (!rows.length) return <p className="muted">No tenant owns a cache stage.</p>;
   return (
-    <table data-testid="stage-summary">
-      <thead>
-        <tr>
-          <th>tenant</th>
-          <th>cache stages</th>
-          <th>allocated (all hosts)</th>
-          <th>installed</th>
-          <th>hit ratio measured</th>
-          <th>predicted</th>
-        </tr>
-      </thead>
-      <tbody>
-        {rows.map((t) => (
-          <TenantSummaryRow key={t.tenant} t={t} stages={stages} />
-        ))}
-      </tbody>
-    </table>
+    <Table
+      testId="stage-summary"
+      head={["tenant", "cache stages", "allocated (all hosts)", "installed", "hit ratio measured", "predicted"]}
+      rows={rows}
+      row={(t) => <TenantSummaryRow key={t.tenant} t={t} stages={stages} />}
+    />
   );
 }
 
@@ -229,28 +207,20 @@ function OtherStages({ stages }: { stages: StageOut[] }) {
   return (
     <section>
       <h2>Other stages</h2>
-      <table data-testid="other-stages">
-        <thead>
-          <tr>
-            <th>stage</th>
-            <th>kind</th>
-            <th>owner</th>
-            <th>hosts</th>
-            <th>source</th>
+      <Table
+        testId="other-stages"
+        head={["stage", "kind", "owner", "hosts", "source"]}
+        rows={rows}
+        row={(s) => (
+          <tr key={s.name}>
+            <td>{s.name}</td>
+            <td>{s.kind}</td>
+            <td>{s.owner ?? "shared"}</td>
+            <td>{s.hosts.map((h) => h.host_id).join(", ") || "—"}</td>
+            <td>{s.source}</td>
           </tr>
-        </thead>
-        <tbody>
-          {rows.map((s) => (
-            <tr key={s.name}>
-              <td>{s.name}</td>
-              <td>{s.kind}</td>
-              <td>{s.owner ?? "shared"}</td>
-              <td>{s.hosts.map((h) => h.host_id).join(", ") || "—"}</td>
-              <td>{s.source}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        )}
+      />
     </section>
   );
 }
@@ -259,7 +229,6 @@ export function Stages() {
   const { features } = useSession();
   const stages = useStages(features.stages);
   const hosts = useHosts();
-  const caches = cacheStages(stages.data);
   return (
     <div>
       <h1>Cache stages</h1>
@@ -267,22 +236,24 @@ export function Stages() {
         Each tenant's cache as the agents run it: the size the controller allocated and the size the engine installed, the hit
         ratio the real stage measured and the one the tenant's miss-ratio curve predicts at the allocated size.
       </p>
-      {stages.error ? <ErrorBox error={stages.error} /> : null}
-      {features.stages && stages.isPending ? <Loading what="stages" /> : null}
-      {!features.stages || stages.data === null ? <NotReported what="Stages (this controller has no /api/v1/stages)" /> : null}
-      {stages.data ? (
-        <>
-          <section>
-            <h2>Per tenant</h2>
-            <TenantCacheTable stages={stages.data} />
-          </section>
-          {caches.map((s) => (
-            <StageSection key={s.name} stage={s} stages={stages.data!} hosts={hosts.data ?? []} />
-          ))}
-          {!caches.length ? <p className="muted">No cache stage is declared (a policy's stages, or POST /api/v1/stages).</p> : null}
-          <OtherStages stages={stages.data} />
-        </>
-      ) : null}
+      <Loaded query={stages} what="stages" missing={{ what: "Stages (this controller has no /api/v1/stages)", absent: !features.stages }}>
+        {(list) => {
+          const caches = cacheStages(list);
+          return (
+            <>
+              <section>
+                <h2>Per tenant</h2>
+                <TenantCacheTable stages={list} />
+              </section>
+              {caches.map((s) => (
+                <StageSection key={s.name} stage={s} stages={list} hosts={hosts.data ?? []} />
+              ))}
+              {!caches.length ? <p className="muted">No cache stage is declared (a policy's stages, or POST /api/v1/stages).</p> : null}
+              <OtherStages stages={list} />
+            </>
+          );
+        }}
+      </Loaded>
     </div>
   );
 }
@@ -291,15 +262,21 @@ export function Stages() {
 export function TenantStages({ name }: { name: string }) {
   const stages = useStages();
   const hosts = useHosts();
-  if (stages.error) return <ErrorBox error={stages.error} />;
-  if (stages.data === undefined) return <Loading what="stages" />;
-  const mine = cacheStages(stages.data, name);
-  if (!mine.length) return <p className="muted">No cache stage serves this tenant.</p>;
+  // No stages reported (404: null) is no stage serving this tenant, not "not reported yet".
+  const read = { data: stages.data === null ? [] : stages.data, error: stages.error };
   return (
-    <div data-testid="tenant-stages">
-      {mine.map((s) => (
-        <StageSection key={s.name} stage={s} stages={stages.data ?? []} hosts={hosts.data ?? []} compact />
-      ))}
-    </div>
+    <Loaded query={read} what="stages">
+      {(all) => {
+        const mine = cacheStages(all, name);
+        if (!mine.length) return <p className="muted">No cache stage serves this tenant.</p>;
+        return (
+          <div data-testid="tenant-stages">
+            {mine.map((s) => (
+              <StageSection key={s.name} stage={s} stages={all} hosts={hosts.data ?? []} compact />
+            ))}
+          </div>
+        );
+      }}
+    </Loaded>
   );
 }

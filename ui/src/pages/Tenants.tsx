@@ -2,7 +2,9 @@ import { useAllocations, usePolicies, useRules, useStages, useTenant, useTenantT
 import { ownedCacheSizes } from "../stages";
 import { useSession } from "../api/session";
 import type { TenantShare } from "../api/types";
-import { ErrorBox, Loading, NotReported, ago, bytes } from "../components/common";
+import { ErrorBox, NotReported, ago, bytes } from "../components/common";
+import { Loaded } from "../components/Loaded";
+import { Table } from "../components/Table";
 import { CurveChart } from "../components/CurveChart";
 import { SeriesChart } from "../components/SeriesChart";
 import { rulesForTenant, tenantStages } from "../model";
@@ -20,16 +22,17 @@ export function Tenants({ name }: { name?: string }) {
     <div className="split">
       <nav className="sidelist">
         <h2>Tenants</h2>
-        {tenants.error ? <ErrorBox error={tenants.error} /> : null}
-        {!tenants.data ? <Loading what="tenants" /> : null}
-        <ul>
-          {(tenants.data ?? []).map((t) => (
-            <li key={t.name} className={t.name === shown ? "current" : ""}>
-              <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
-            </li>
-          ))}
-        </ul>
-        {tenants.data && !tenants.data.length ? <p className="muted">No tenants yet.</p> : null}
+        <Loaded query={tenants} what="tenants" empty="No tenants yet.">
+          {(list) => (
+            <ul>
+              {list.map((t) => (
+                <li key={t.name} className={t.name === shown ? "current" : ""}>
+                  <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
+                </li>
+              ))}
+            </ul>
+          )}
+        </Loaded>
       </nav>
       <div className="main">{shown ? <TenantDetail name={shown} /> : <p className="muted">Pick a tenant.</p>}</div>
     </div>
@@ -43,28 +46,20 @@ function TenantCache({ name }: { name: string }) {
   const stages = tenantStages(policies.data ?? [], name);
   if (!features.policies || !stages.length) return <p className="muted">No policy in force gives this tenant a cache stage.</p>;
   return (
-    <table data-testid="tenant-stages">
-      <thead>
-        <tr>
-          <th>stage</th>
-          <th>kind</th>
-          <th>size</th>
-          <th>owner / shared with</th>
-          <th>policy</th>
+    <Table
+      testId="tenant-stages"
+      head={["stage", "kind", "size", "owner / shared with", "policy"]}
+      rows={stages}
+      row={(s) => (
+        <tr key={s.name}>
+          <td>{s.name}</td>
+          <td>{s.kind}</td>
+          <td>{typeof s.size_bytes === "number" ? bytes(s.size_bytes) : "—"}</td>
+          <td>{s.owner ?? (s.shared_with ?? []).join(", ")}</td>
+          <td>{s.policy}</td>
         </tr>
-      </thead>
-      <tbody>
-        {stages.map((s) => (
-          <tr key={s.name}>
-            <td>{s.name}</td>
-            <td>{s.kind}</td>
-            <td>{typeof s.size_bytes === "number" ? bytes(s.size_bytes) : "—"}</td>
-            <td>{s.owner ?? (s.shared_with ?? []).join(", ")}</td>
-            <td>{s.policy}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+      )}
+    />
   );
 }
 
@@ -144,40 +139,35 @@ function TenantCacheSection({ name }: { name: string }) {
 function TenantDetail({ name }: { name: string }) {
   const tenant = useTenant(name);
   const rules = useRules();
-  if (tenant.error) return <ErrorBox error={tenant.error} />;
-  if (!tenant.data) return <Loading what={`tenant ${name}`} />;
-  const t = tenant.data;
   return (
-    <div data-testid="tenant-detail">
-      <h1>{t.name}</h1>
-      {t.description ? <p>{t.description}</p> : null}
-      <TenantTelemetryView name={t.name} />
-      <TenantCacheSection name={t.name} />
-      <section>
-        <h2>Classifiers</h2>
-        <table>
-          <thead>
-            <tr>
-              <th>kind</th>
-              <th>value</th>
-            </tr>
-          </thead>
-          <tbody>
-            {t.classifiers.map((c, i) => (
-              <tr key={i}>
-                <td>{c.kind}</td>
-                <td>
-                  <code>{c.value}</code>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </section>
-      <section>
-        <h2>Rules</h2>
-        <RuleTable rules={rulesForTenant(rules.data ?? [], t.name)} />
-      </section>
-    </div>
+    <Loaded query={tenant} what={`tenant ${name}`}>
+      {(t) => (
+        <div data-testid="tenant-detail">
+          <h1>{t.name}</h1>
+          {t.description ? <p>{t.description}</p> : null}
+          <TenantTelemetryView name={t.name} />
+          <TenantCacheSection name={t.name} />
+          <section>
+            <h2>Classifiers</h2>
+            <Table
+              head={["kind", "value"]}
+              rows={t.classifiers}
+              row={(c, i) => (
+                <tr key={i}>
+                  <td>{c.kind}</td>
+                  <td>
+                    <code>{c.value}</code>
+                  </td>
+                </tr>
+              )}
+            />
+          </section>
+          <section>
+            <h2>Rules</h2>
+            <RuleTable rules={rulesForTenant(rules.data ?? [], t.name)} />
+          </section>
+        </div>
+      )}
+    </Loaded>
   );
 }

@@ -321,3 +321,39 @@ describe("devices page", () => {
     expect(screen.queryByTestId("nav-devices")).toBeNull();
   });
 });
+
+describe("a read of the controller", () => {
+  // As the browser does when the tab comes back: every stale query refetches now.
+  const refetchAll = () => window.dispatchEvent(new Event("visibilitychange"));
+
+  it("keeps what was last read under the error, so an outage does not blank the page", async () => {
+    signedIn("#/");
+    const refusals: Record<string, { status: number; detail: string }> = {};
+    render(wrap(<App />, fakeController({ refusals })));
+    await screen.findByTestId("host-row-host-a");
+    refusals["/api/v1/hosts"] = { status: 503, detail: "database unavailable" };
+    refetchAll();
+    expect((await screen.findByRole("alert")).textContent).toMatch(/database unavailable/);
+    expect(screen.getByTestId("host-row-host-a")).toBeTruthy();
+  });
+
+  it("is said once on the hosts page, not by the host table and the page both", async () => {
+    signedIn("#/hosts");
+    const refusals = { "/api/v1/hosts": { status: 503, detail: "database unavailable" } };
+    render(wrap(<App />, fakeController({ refusals })));
+    expect((await screen.findByRole("alert")).textContent).toMatch(/database unavailable/);
+    expect(screen.getAllByRole("alert")).toHaveLength(1);
+    expect(screen.queryByText("Loading hosts…")).toBeNull();
+  });
+
+  it("is loading, not empty, until the controller answers", async () => {
+    signedIn("#/");
+    const controller = fakeController();
+    const tenantsNeverAnswer = ((url: RequestInfo | URL, init?: RequestInit) =>
+      String(url) === "/api/v1/tenants" ? new Promise<Response>(() => {}) : controller(url, init)) as typeof controller;
+    render(wrap(<App />, tenantsNeverAnswer));
+    await screen.findByTestId("host-row-host-a");
+    expect(screen.getByText("Loading tenants…")).toBeTruthy();
+    expect(screen.queryByText("No tenants yet.")).toBeNull();
+  });
+});
