@@ -4,7 +4,7 @@
 //!
 //! The switch gates IO per rule (a flow = the IO one rule matches), while a rollout names the
 //! flows to quiesce as header matches. A quiesce therefore holds every installed rule whose
-//! match can overlap one of the flows; IO that matches no rule (or files opened with kernel
+//! match overlaps one of the flows ([`Match::overlaps`]); IO that matches no rule (or files opened with kernel
 //! passthrough before the rule existed) is not held, and needs none: delegates route reads of
 //! bytes written elsewhere to where they were written.
 //!
@@ -90,39 +90,6 @@ pub struct Datapath {
     /// Told of every tenant's IO through the switches (the data path's curves).
     observer: Option<IoObserver>,
     inner: Mutex<Inner>,
-}
-
-/// Whether some IO can match both `a` and `b` (a field absent on either side matches all).
-pub fn may_overlap(a: &Match, b: &Match) -> bool {
-    let both = |x: Option<&String>, y: Option<&String>, f: &dyn Fn(&str, &str) -> bool| match (x, y)
-    {
-        (Some(x), Some(y)) => f(x, y),
-        _ => true,
-    };
-    let ops_meet = match (&a.ops, &b.ops) {
-        (Some(x), Some(y)) if !x.is_empty() && !y.is_empty() => x.iter().any(|o| y.contains(o)),
-        _ => true,
-    };
-    let ranges_meet = match (a.range.as_option(), b.range.as_option()) {
-        (Some(x), Some(y)) => x.start < y.end && y.start < x.end,
-        _ => true,
-    };
-    both(a.tenant.as_option(), b.tenant.as_option(), &|x, y| x == y)
-        && ops_meet
-        && both(
-            a.path_prefix.as_option(),
-            b.path_prefix.as_option(),
-            &|x, y| {
-                lachesis_switch::path_prefix_matches(x, y)
-                    || lachesis_switch::path_prefix_matches(y, x)
-            },
-        )
-        && both(
-            a.key_prefix.as_option(),
-            b.key_prefix.as_option(),
-            &|x, y| x.starts_with(y) || y.starts_with(x),
-        )
-        && ranges_meet
 }
 
 impl Datapath {
@@ -335,7 +302,7 @@ impl FlowControl for Datapath {
         let Inner { mounts, held, .. } = &mut *inner;
         for (m, held) in mounts.iter().zip(held.iter_mut()) {
             for r in m.switch.rules() {
-                if flows.iter().any(|f| may_overlap(f, &r.r#match)) && !held.contains(&r.name) {
+                if flows.iter().any(|f| f.overlaps(&r.r#match)) && !held.contains(&r.name) {
                     m.switch.quiesce(&r.name);
                     held.push(r.name);
                 }
@@ -395,31 +362,7 @@ impl Datapath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lachesis_switch::{Detour, DetourKind, DetourWhat, Op};
-
-    #[test]
-    fn overlap_is_decided_per_field() {
-        let data = Match::any().path_prefix("/data");
-        assert!(may_overlap(&data, &Match::any()));
-        assert!(may_overlap(&data, &Match::any().path_prefix("/data/x")));
-        assert!(!may_overlap(&data, &Match::any().path_prefix("/database")));
-        assert!(!may_overlap(
-            &Match::any().tenant("a"),
-            &Match::any().tenant("b")
-        ));
-        assert!(!may_overlap(
-            &Match::any().ops([Op::Read]),
-            &Match::any().ops([Op::Write])
-        ));
-        assert!(!may_overlap(
-            &Match::any().range(0, 10),
-            &Match::any().range(10, 20)
-        ));
-        assert!(may_overlap(
-            &Match::any().range(0, 11),
-            &Match::any().range(10, 20)
-        ));
-    }
+    use lachesis_switch::{Detour, DetourKind, DetourWhat};
 
     #[test]
     fn quiesce_holds_the_overlapping_rules_until_resume() {

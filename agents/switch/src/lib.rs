@@ -5,12 +5,15 @@
 //!
 //! - [`rule`]: `Rule`, `Match`, `Detour`, `Op`, `Tenant`, `Classifier`, mirroring
 //!   `api-schemas/bus/common.schema.json` (serde, unknown fields rejected, the schema's
-//!   constraints checked while deserializing). [`Match::matches`] is the reference semantics.
+//!   constraints checked while deserializing).
+//! - [`algebra`]: the rule algebra, [`Match::matches`] (the reference semantics of one IO),
+//!   [`Match::covers`] and [`Match::overlaps`].
 //! - [`table`]: [`RuleTable`], the ordered, indexed table with the Switch API verbs
 //!   (insert, delete, quiesce, resume) and [`RuleTable::lookup`].
 //! - [`names`]: the name pattern shared by tenants and rules, and serde helpers.
 //! - [`stage`]: [`StageConfig`], the stage contract: the stages rules name as targets.
 
+pub mod algebra;
 pub mod names;
 pub mod rule;
 pub mod stage;

@@ -1,5 +1,5 @@
-//! Rule types of the bus contract (`api-schemas/bus/common.schema.json`) and their match
-//! semantics.
+//! Rule types of the bus contract (`api-schemas/bus/common.schema.json`); what a match
+//! matches is the rule algebra's (`algebra.rs`).
 //!
 //! Deserialization enforces the schema: unknown fields are refused, names follow the name
 //! pattern, `ops` has no duplicates, strings have their length limits, a rule has at least one
@@ -12,7 +12,6 @@ use serde::de::{Deserialize, Deserializer, Error as _};
 use serde::{Serialize, Serializer};
 
 use crate::names::{check_len, de_name, is_valid_name, name_error};
-use crate::table::IoHeader;
 
 /// Highest rule priority the schema allows (lower values are evaluated first).
 pub const MAX_PRIORITY: u32 = 1_000_000;
@@ -129,7 +128,7 @@ impl ByteRange {
 
     /// Whether an IO of `length` bytes at `offset` overlaps the range. A zero-length IO
     /// matches when its offset lies inside the range.
-    pub fn overlaps(&self, offset: u64, length: u64) -> bool {
+    pub fn overlaps_io(&self, offset: u64, length: u64) -> bool {
         if length == 0 {
             self.start <= offset && offset < self.end
         } else {
@@ -221,40 +220,6 @@ impl Match {
     pub fn range(mut self, start: u64, end: u64) -> Self {
         self.range = Nullable::Value(ByteRange::new(start, end));
         self
-    }
-
-    /// The reference semantics of a match: every present field must match the header. A
-    /// field that needs a header value the IO does not have (a path, key or tenant) does not
-    /// match. [`crate::RuleTable::lookup`] gives the same answers faster.
-    pub fn matches(&self, h: &IoHeader<'_>) -> bool {
-        if let Some(t) = self.tenant.as_option() {
-            if h.tenant != Some(t.as_str()) {
-                return false;
-            }
-        }
-        if let Some(ops) = &self.ops {
-            if !ops.is_empty() && !ops.contains(&h.op) {
-                return false;
-            }
-        }
-        if let Some(p) = self.path_prefix.as_option() {
-            match h.path {
-                Some(path) if path_prefix_matches(p, path) => {}
-                _ => return false,
-            }
-        }
-        if let Some(k) = self.key_prefix.as_option() {
-            match h.key {
-                Some(key) if key.starts_with(k.as_str()) => {}
-                _ => return false,
-            }
-        }
-        if let Some(r) = self.range.as_option() {
-            if !r.overlaps(h.offset, h.length) {
-                return false;
-            }
-        }
-        true
     }
 }
 
@@ -441,18 +406,18 @@ mod tests {
     #[test]
     fn range_overlap() {
         let r = ByteRange::new(100, 200);
-        assert!(r.overlaps(100, 1));
-        assert!(r.overlaps(199, 1));
-        assert!(r.overlaps(50, 51));
-        assert!(!r.overlaps(50, 50));
-        assert!(!r.overlaps(200, 10));
-        assert!(r.overlaps(0, u64::MAX));
-        assert!(r.overlaps(150, u64::MAX));
+        assert!(r.overlaps_io(100, 1));
+        assert!(r.overlaps_io(199, 1));
+        assert!(r.overlaps_io(50, 51));
+        assert!(!r.overlaps_io(50, 50));
+        assert!(!r.overlaps_io(200, 10));
+        assert!(r.overlaps_io(0, u64::MAX));
+        assert!(r.overlaps_io(150, u64::MAX));
         // zero-length IO: inside [start, end)
-        assert!(r.overlaps(100, 0));
-        assert!(r.overlaps(199, 0));
-        assert!(!r.overlaps(200, 0));
-        assert!(!r.overlaps(99, 0));
+        assert!(r.overlaps_io(100, 0));
+        assert!(r.overlaps_io(199, 0));
+        assert!(!r.overlaps_io(200, 0));
+        assert!(!r.overlaps_io(99, 0));
     }
 
     #[test]

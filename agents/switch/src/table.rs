@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::names::{is_valid_name, name_error};
-use crate::rule::{path_prefix_matches, Op, Rule, MAX_PRIORITY};
+use crate::rule::{Op, Rule, MAX_PRIORITY};
 
 /// The header of one IO, as the front ends see it (sRoute's IO header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,45 +79,21 @@ pub enum TableError {
 #[derive(Debug, Clone)]
 struct Entry {
     rule: Rule,
-    /// Bit set of [`Op::bit`]; all ones when the rule matches any op.
+    /// Bit set of [`Op::bit`] (`Match::op_set`).
     ops: u8,
 }
 
 impl Entry {
     fn compile(rule: Rule) -> Result<Self, TableError> {
         validate(&rule)?;
-        let ops = match &rule.r#match.ops {
-            Some(ops) if !ops.is_empty() => ops.iter().fold(0u8, |m, op| m | op.bit()),
-            _ => u8::MAX,
-        };
+        let ops = rule.r#match.op_set();
         Ok(Entry { rule, ops })
     }
 
     #[inline]
-    fn matches(&self, h: &IoHeader<'_>) -> bool {
+    fn accepts(&self, h: &IoHeader<'_>) -> bool {
         // The tenant was already checked by the index.
-        let m = &self.rule.r#match;
-        if self.ops & h.op.bit() == 0 {
-            return false;
-        }
-        if let Some(r) = m.range.as_option() {
-            if !r.overlaps(h.offset, h.length) {
-                return false;
-            }
-        }
-        if let Some(p) = m.path_prefix.as_option() {
-            match h.path {
-                Some(path) if path_prefix_matches(p, path) => {}
-                _ => return false,
-            }
-        }
-        if let Some(k) = m.key_prefix.as_option() {
-            match h.key {
-                Some(key) if key.starts_with(k.as_str()) => {}
-                _ => return false,
-            }
-        }
-        true
+        self.ops & h.op.bit() != 0 && self.rule.r#match.matches_beyond_tenant_and_op(h)
     }
 }
 
@@ -272,7 +248,7 @@ impl RuleTable {
         candidates
             .iter()
             .map(|&i| &self.entries[i])
-            .find(|e| e.matches(h))
+            .find(|e| e.accepts(h))
             .map(|e| &e.rule)
     }
 
