@@ -231,28 +231,8 @@ spec:
         target: /srv/audit
 `;
 
-const GOOD = `kind: Tenant
-spec:
-  name: analytics
-  description: Batch analytics jobs
-  classifiers:
-    - kind: cgroup
-      value: /sys/fs/cgroup/analytics
----
-kind: Rule
-spec:
-  name: analytics-reads-to-cache
-  priority: 10
-  match:
-    tenant: analytics
-    ops: [read]
-    path_prefix: /data/
-  detours:
-    - what: io
-      to:
-        kind: stage
-        target: cache/analytics
-`;
+// The tenant and rule the dashboard's editor opens with.
+const GOOD = fs.readFileSync(path.join(UI, "src/examples/tenant-and-rule.yaml"), "utf8");
 
 const policy = (cgroup) => `apiVersion: lachesis.dev/v1
 kind: Policy

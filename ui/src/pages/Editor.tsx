@@ -11,31 +11,8 @@ import { applyText, type Applied } from "../yaml/apply";
 import { parseDocuments } from "../yaml/documents";
 import { useDraft } from "../yaml/draft";
 import { RolloutDetail } from "./Rules";
-
-export const EXAMPLE = `# Tenants and rules as YAML documents, like lachesis-cli apply -f.
-kind: Tenant
-spec:
-  name: analytics
-  description: Batch analytics jobs
-  classifiers:
-    - kind: cgroup
-      value: /sys/fs/cgroup/analytics
----
-kind: Rule
-spec:
-  name: analytics-reads-to-cache
-  priority: 10
-  hosts: null
-  match:
-    tenant: analytics
-    ops: [read]
-    path_prefix: /data/
-  detours:
-    - what: io
-      to:
-        kind: stage
-        target: cache/analytics
-`;
+// What the editor opens with (the e2e browser test applies it too).
+import EXAMPLE from "../examples/tenant-and-rule.yaml?raw";
 
 /** The current tenants and rules as editor text. */
 export function currentAsYaml(tenants: TenantOut[], rules: RuleOut[]): string {

@@ -14,25 +14,10 @@ import { Table } from "../components/Table";
 import { useDraft } from "../yaml/draft";
 import { hostChanges, policyDiagnostics, policySyntax, summary } from "../yaml/policy";
 import { RolloutDetail } from "./Rules";
+// What the policy editor opens with.
+import EXAMPLE_POLICY from "../examples/policy.yaml?raw";
 
 const locatePolicyError = (text: string, err: unknown) => (err instanceof ApiError ? policyDiagnostics(text, err.problem) : []);
-
-export const EXAMPLE_POLICY = `apiVersion: lachesis.dev/v1
-kind: Policy
-metadata:
-  name: analytics-cache
-spec:
-  tenants:
-    - name: analytics
-      classifiers: [{kind: cgroup, value: /sys/fs/cgroup/analytics}]
-  stages:
-    - {name: cache/analytics, kind: cache, owner: analytics, size_bytes: 1073741824}
-  rules:
-    - name: analytics-cached
-      priority: 10
-      match: {tenant: analytics}
-      detours: [{what: io, to: {kind: stage, target: cache/analytics}}]
-`;
 
 function Names({ label, n }: { label: string; n: { added: string[]; removed: string[]; changed: string[] } }) {
   if (!n.added.length && !n.removed.length && !n.changed.length) return label ? null : <span className="muted">no change</span>;
