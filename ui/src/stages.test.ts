@@ -16,7 +16,7 @@ import {
   stageTraits,
   tenantCacheSummaries,
 } from "./stages";
-import { DEVICES, STAGES } from "./test-controller";
+import { DEVICES, STAGES, placement, share } from "./test-controller";
 import { tenantCurve } from "./telemetry";
 
 const MiB = 1 << 20;
@@ -31,15 +31,6 @@ const CURVE: ReportedCurve = {
     { size_bytes: 128 * MiB, miss_ratio: 0.2 },
   ],
 };
-
-const share = (size_bytes: number, hit_ratio: number) => ({
-  size_bytes,
-  reserved_bytes: 0,
-  hit_ratio,
-  weight: 1,
-  idle: false,
-  curve_point: { size_bytes, miss_ratio: 1 - hit_ratio, index: 0 },
-});
 
 /** A cache stage of `owner` on hosts given as [host, allocated, installed, hits, misses]. */
 const cache = (name: string, owner: string | null, hosts: [string, number | null, number | null, number | null, number | null][], declared: Record<string, unknown> = {}): StageOut => ({
@@ -184,23 +175,11 @@ describe("tenantCacheSummaries", () => {
 
 describe("devices", () => {
   it("lists every handle with its bytes and the streams placed on it", () => {
-    const placement = {
-      host_id: "host-a",
-      device: "flash0",
-      handles: 3,
-      overprovisioning: 0.07,
-      streams: [
-        { tenant: "analytics", part: "loc", space: 0.5, writes: 0.5, trimmed: false, handle: 1 },
-        { tenant: "db", part: "klog", space: 0.5, writes: 0.5, trimmed: false, handle: 1 },
-      ],
-      shared: [],
-      predicted_dlwa: 1.1,
-      predicted_by: "simulator" as const,
-      model_dlwa: 1.2,
-      warnings: [],
-      computed_at: "2026-11-21T10:00:00Z",
-    };
-    expect(deviceHandles(DEVICES[0], [placement])).toEqual([
+    const placed = placement("flash0", 3, [
+      { tenant: "analytics", part: "loc", space: 0.5, writes: 0.5, trimmed: false, handle: 1 },
+      { tenant: "db", part: "klog", space: 0.5, writes: 0.5, trimmed: false, handle: 1 },
+    ]);
+    expect(deviceHandles(DEVICES[0], [placed])).toEqual([
       { handle: 0, host_bytes_written: 60 * MiB, media_bytes_written: 66 * MiB, dlwa: 1.1, streams: [] },
       { handle: 1, host_bytes_written: 40 * MiB, media_bytes_written: 60 * MiB, dlwa: 1.5, streams: ["analytics/loc", "db/klog"] },
       { handle: 2, host_bytes_written: null, media_bytes_written: null, dlwa: null, streams: [] },

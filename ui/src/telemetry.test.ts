@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { HostOut, TelemetrySummary, TenantTelemetry } from "./api/types";
+import { placement, share } from "./test-controller";
 import { allocationFor, deviceRows, handleStreams, iops, latest, percent, seriesRows, tenantCurve, visibleTenants } from "./telemetry";
 
 const TELEMETRY: TenantTelemetry = {
@@ -13,28 +14,9 @@ const TELEMETRY: TenantTelemetry = {
   ],
 };
 
-const share = (size_bytes: number) => ({
-  size_bytes,
-  reserved_bytes: 0,
-  hit_ratio: 0.5,
-  weight: 1,
-  idle: false,
-  curve_point: { size_bytes, miss_ratio: 0.5, index: 0 },
-});
-
-const placement = (device: string, handles: number, streams: [string, string, number][]) => ({
-  host_id: "host-a",
-  device,
-  handles,
-  overprovisioning: 0.07,
-  streams: streams.map(([tenant, part, handle]) => ({ tenant, part, space: 0.1, writes: 0.1, trimmed: false, handle })),
-  shared: [],
-  predicted_dlwa: 1.1,
-  predicted_by: "simulator" as const,
-  model_dlwa: 1.2,
-  warnings: [],
-  computed_at: "2026-11-21T10:00:00Z",
-});
+/** A placement whose streams are [tenant, part, handle], each a tenth of the space and writes. */
+const placed = (device: string, handles: number, streams: [string, string, number][]) =>
+  placement(device, handles, streams.map(([tenant, part, handle]) => ({ tenant, part, space: 0.1, writes: 0.1, trimmed: false, handle })));
 
 const HOST = {
   id: "host-a",
@@ -99,7 +81,7 @@ describe("deviceRows", () => {
     ],
   };
   it("joins measured rates and DLWA and the placements by host and device name", () => {
-    const rows = deviceRows(HOST, summary, [placement("nvme0", 2, [["web", "loc", 0]])]);
+    const rows = deviceRows(HOST, summary, [placed("nvme0", 2, [["web", "loc", 0]])]);
     expect(rows[0]).toMatchObject({
       name: "nvme0",
       write_bytes_per_s: 4096,
@@ -120,7 +102,7 @@ describe("deviceRows", () => {
 
 describe("handleStreams", () => {
   it("groups streams by handle, listing unused handles too", () => {
-    expect(handleStreams(placement("d", 3, [["a", "klog", 2], ["b", "kset", 0], ["a", "kset", 2]]))).toEqual([
+    expect(handleStreams(placed("d", 3, [["a", "klog", 2], ["b", "kset", 0], ["a", "kset", 2]]))).toEqual([
       { handle: 0, streams: ["b/kset"] },
       { handle: 1, streams: [] },
       { handle: 2, streams: ["a/klog", "a/kset"] },

@@ -4,7 +4,7 @@ import { vi } from "vitest";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { SessionProvider } from "./api/session";
-import type { DeviceOut, StageOut } from "./api/types";
+import type { DeviceOut, PlacedStream, Placement, StageOut, TenantShare } from "./api/types";
 
 export const HOST = {
   id: "host-a",
@@ -114,6 +114,31 @@ export const DEVICES: DeviceOut[] = [
     ],
   },
 ];
+
+/** A tenant's share of the cache: `size_bytes`, where its curve expects `hit_ratio`. */
+export const share = (size_bytes: number, hit_ratio = 0.5): TenantShare => ({
+  size_bytes,
+  reserved_bytes: 0,
+  hit_ratio,
+  weight: 1,
+  idle: false,
+  curve_point: { size_bytes, miss_ratio: 1 - hit_ratio, index: 0 },
+});
+
+/** The broker's placement of `streams` on host-a's `device` with `handles` handles (DLWA 1.1 predicted by the simulator). */
+export const placement = (device: string, handles: number, streams: PlacedStream[]): Placement => ({
+  host_id: "host-a",
+  device,
+  handles,
+  overprovisioning: 0.07,
+  streams,
+  shared: [],
+  predicted_dlwa: 1.1,
+  predicted_by: "simulator",
+  model_dlwa: 1.2,
+  warnings: [],
+  computed_at: "2026-11-21T10:00:00Z",
+});
 
 export const tenant = (name: string) => ({ name, classifiers: [], description: null, created_at: "", updated_at: "" });
 

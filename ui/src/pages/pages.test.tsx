@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { render, screen, waitFor, within } from "@testing-library/react";
 import { App } from "../App";
-import { DEVICES, HOST, STAGES, fakeController, tenant, wrap } from "../test-controller";
+import { DEVICES, HOST, STAGES, fakeController, placement, share, tenant, wrap } from "../test-controller";
 
 const TELEMETRY = {
   tenant: "analytics",
@@ -112,21 +112,7 @@ describe("hosts page", () => {
     const routes = {
       "/api/v1/hosts": [host],
       "/api/v1/telemetry/summary": SUMMARY,
-      "/api/v1/placements": [
-        {
-          host_id: "host-a",
-          device: "flash0",
-          handles: 2,
-          overprovisioning: 0.07,
-          streams: [{ tenant: "analytics", part: "klog", space: 0.5, writes: 0.9, trimmed: true, handle: 0 }],
-          shared: [],
-          predicted_dlwa: 1.1,
-          predicted_by: "simulator",
-          model_dlwa: 1.2,
-          warnings: [],
-          computed_at: "2026-11-21T10:00:00Z",
-        },
-      ],
+      "/api/v1/placements": [placement("flash0", 2, [{ tenant: "analytics", part: "klog", space: 0.5, writes: 0.9, trimmed: true, handle: 0 }])],
     };
     render(wrap(<App />, fakeController({ routes })));
     const row = await screen.findByTestId("device-row-flash0");
@@ -196,14 +182,6 @@ describe("rollout detail", () => {
 });
 
 const MiB = 1 << 20;
-const shareOf = (size_bytes: number, hit_ratio: number) => ({
-  size_bytes,
-  reserved_bytes: 0,
-  hit_ratio,
-  weight: 1,
-  idle: false,
-  curve_point: { size_bytes, miss_ratio: 1 - hit_ratio, index: 0 },
-});
 /** The stage fixtures with a curve for analytics (30% misses at 64 MiB) and an allocation for db (45% expected). */
 const LOOP = {
   "/api/v1/hosts": [{ ...HOST, capabilities: { ...HOST.capabilities, devices: [{ ...HOST.capabilities.devices[0], reclaim_unit_bytes: 4 * MiB }] } }],
@@ -215,8 +193,8 @@ const LOOP = {
     curve: { ...TELEMETRY.curve, points: [{ size_bytes: 16 * MiB, miss_ratio: 0.8 }, { size_bytes: 64 * MiB, miss_ratio: 0.3 }, { size_bytes: 256 * MiB, miss_ratio: 0.1 }] },
   },
   "/api/v1/allocations": [
-    { tenant: "analytics", current: shareOf(64 * MiB, 0.69), proposed: null, guarantee: null },
-    { tenant: "db", current: shareOf(16 * MiB, 0.45), proposed: null, guarantee: null },
+    { tenant: "analytics", current: share(64 * MiB, 0.69), proposed: null, guarantee: null },
+    { tenant: "db", current: share(16 * MiB, 0.45), proposed: null, guarantee: null },
   ],
 };
 
@@ -281,20 +259,8 @@ describe("tenant page with stages", () => {
 describe("devices page", () => {
   it("shows each device's DLWA measured beside the prediction, per handle and over time", async () => {
     signedIn("#/devices");
-    const placement = {
-      host_id: "host-a",
-      device: "flash0",
-      handles: 2,
-      overprovisioning: 0.07,
-      streams: [{ tenant: "analytics", part: "loc", space: 0.5, writes: 0.9, trimmed: false, handle: 1 }],
-      shared: [],
-      predicted_dlwa: 1.1,
-      predicted_by: "simulator",
-      model_dlwa: 1.2,
-      warnings: [],
-      computed_at: "2026-11-21T10:00:00Z",
-    };
-    render(wrap(<App />, fakeController({ routes: { ...LOOP, "/api/v1/placements": [placement] } })));
+    const placed = placement("flash0", 2, [{ tenant: "analytics", part: "loc", space: 0.5, writes: 0.9, trimmed: false, handle: 1 }]);
+    render(wrap(<App />, fakeController({ routes: { ...LOOP, "/api/v1/placements": [placed] } })));
     const row = await screen.findByTestId("device-row-host-a-flash0");
     expect(within(row).getByTestId("row-dlwa").textContent).toBe("1.26");
     expect(within(row).getByTestId("row-dlwa-predicted").textContent).toBe("1.10 (simulator)");
