@@ -4,9 +4,9 @@
 //!
 //! The switch gates IO per rule (a flow = the IO one rule matches), while a rollout names the
 //! flows to quiesce as header matches. A quiesce therefore holds every installed rule whose
-//! match overlaps one of the flows ([`Match::overlaps`]); IO that matches no rule (or files opened with kernel
-//! passthrough before the rule existed) is not held, and needs none: delegates route reads of
-//! bytes written elsewhere to where they were written.
+//! match overlaps one of the flows ([`Match::overlaps`]); IO that matches no rule (or files
+//! opened with kernel passthrough before the rule existed) is not held, and needs none:
+//! delegates route reads of bytes written elsewhere to where they were written.
 //!
 //! The namespace is mounted at the first install; every install also hands the desired
 //! state's tenants to the mounted classifier (new opens are classified by them, open files

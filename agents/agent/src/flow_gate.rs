@@ -2,16 +2,15 @@
 //! rollouts, [`crate::runner`]) and the data path that carries the IO.
 //!
 //! The data path (the FUSE switch in `agents/fs`) implements [`FlowControl`]; until it is
-//! plugged in, the agent uses [`InFlightGate`], an in-process implementation that admits,
-//! counts and releases operations, so the protocol is exercised end to end with or without
+//! plugged in, the agent uses [`InFlightGate`], an in-process implementation on the switch's
+//! quiesce gate ([`lachesis_switch::gate`]) that admits, counts and releases operations, so the protocol is exercised end to end with or without
 //! real IO. A data path can also use [`InFlightGate`] directly: call [`InFlightGate::admit`]
 //! (or [`InFlightGate::admit_wait`]) before each operation and drop the guard after it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use lachesis_switch::{IoHeader, Match, Op};
+use lachesis_switch::{Admitted, Gate, IoHeader, Match, OwnedIoHeader, Waiting};
 use tokio::sync::Notify;
 use tokio::time::{sleep, Instant};
 
@@ -60,120 +59,45 @@ pub async fn drain(ctl: &dyn FlowControl, timeout: Duration) -> Drained {
     }
 }
 
-/// The header of an admitted operation, kept to decide later whether it belongs to a flow
-/// quiesced after it was admitted.
-#[derive(Debug, Clone)]
-struct OwnedHeader {
-    op: Op,
-    tenant: Option<String>,
-    path: Option<String>,
-    key: Option<String>,
-    offset: u64,
-    length: u64,
-}
+/// The in-process gate keys IO by its header and quiesces header matches.
+type HeaderGate = Gate<OwnedIoHeader, Match>;
 
-impl OwnedHeader {
-    fn of(h: &IoHeader<'_>) -> Self {
-        OwnedHeader {
-            op: h.op,
-            tenant: h.tenant.map(str::to_owned),
-            path: h.path.map(str::to_owned),
-            key: h.key.map(str::to_owned),
-            offset: h.offset,
-            length: h.length,
-        }
-    }
-
-    fn matches(&self, m: &Match) -> bool {
-        let mut h = IoHeader::new(self.op).at(self.offset, self.length);
-        if let Some(t) = &self.tenant {
-            h = h.tenant(t);
-        }
-        if let Some(p) = &self.path {
-            h = h.path(p);
-        }
-        if let Some(k) = &self.key {
-            h = h.key(k);
-        }
-        m.matches(&h)
-    }
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    quiesced: Vec<Match>,
-    ops: HashMap<u64, OwnedHeader>,
-    next_id: u64,
-    /// Callers of `admit_wait` waiting for a resume.
-    waiting: u64,
-}
-
-/// In-process [`FlowControl`]: counts the operations in flight and refuses new ones of
-/// quiesced flows.
-#[derive(Debug, Default)]
+/// In-process [`FlowControl`] on the switch's [`Gate`]: counts the operations in flight and
+/// refuses new ones of quiesced flows.
+#[derive(Default)]
 pub struct InFlightGate {
-    inner: Mutex<Inner>,
+    gate: Arc<HeaderGate>,
     resumed: Notify,
 }
 
 /// An admitted operation; dropping it ends the operation.
-#[derive(Debug)]
-pub struct OpGuard {
-    gate: Arc<InFlightGate>,
-    id: u64,
-}
-
-impl Drop for OpGuard {
-    fn drop(&mut self) {
-        self.gate.lock().ops.remove(&self.id);
-    }
-}
+pub type OpGuard = Admitted<Arc<HeaderGate>, OwnedIoHeader>;
 
 impl InFlightGate {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Admit an operation, or `None` while its flow is quiesced.
     pub fn admit(self: &Arc<Self>, h: &IoHeader<'_>) -> Option<OpGuard> {
-        let mut inner = self.lock();
-        if inner.quiesced.iter().any(|m| m.matches(h)) {
-            return None;
-        }
-        let id = inner.next_id;
-        inner.next_id += 1;
-        inner.ops.insert(id, OwnedHeader::of(h));
-        Some(OpGuard {
-            gate: Arc::clone(self),
-            id,
-        })
+        Gate::try_admit(Arc::clone(&self.gate), OwnedIoHeader::of(h))
     }
 
-    /// Admit an operation, waiting while its flow is quiesced.
+    /// Admit an operation, waiting while its flow is quiesced (counted in
+    /// [`FlowControl::waiting`] meanwhile).
     pub async fn admit_wait(self: &Arc<Self>, h: &IoHeader<'_>) -> OpGuard {
-        /// Counts the caller in [`InFlightGate::waiting`] until it is admitted or gives up.
-        struct Waiting<'a>(&'a InFlightGate);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.lock().waiting -= 1;
-            }
-        }
         let mut waiting = None;
         loop {
             // Registered before the check, so a resume between the check and the await
             // is not lost.
             let resumed = self.resumed.notified();
-            if let Some(guard) = self.admit(h) {
-                return guard;
-            }
-            if waiting.is_none() {
-                self.lock().waiting += 1;
-                waiting = Some(Waiting(self));
+            let tried = match waiting.take() {
+                None => Gate::admit_or_wait(Arc::clone(&self.gate), OwnedIoHeader::of(h)),
+                Some(w) => Waiting::retry(w),
+            };
+            match tried {
+                Ok(guard) => return guard,
+                Err(w) => waiting = Some(w),
             }
             resumed.await;
         }
@@ -181,36 +105,28 @@ impl InFlightGate {
 
     /// Operations in flight, of any flow.
     pub fn total_in_flight(&self) -> u64 {
-        self.lock().ops.len() as u64
+        self.gate.total_in_flight()
     }
 
     /// Whether some flow is quiesced.
     pub fn is_quiesced(&self) -> bool {
-        !self.lock().quiesced.is_empty()
+        self.gate.any_quiesced()
     }
 }
 
 impl FlowControl for InFlightGate {
     fn quiesce(&self, flows: &[Match]) {
-        let mut inner = self.lock();
         for f in flows {
-            if !inner.quiesced.contains(f) {
-                inner.quiesced.push(f.clone());
-            }
+            self.gate.quiesce(f.clone());
         }
     }
 
     fn in_flight(&self) -> u64 {
-        let inner = self.lock();
-        inner
-            .ops
-            .values()
-            .filter(|op| inner.quiesced.iter().any(|m| op.matches(m)))
-            .count() as u64
+        self.gate.held_in_flight()
     }
 
     fn resume(&self) {
-        self.lock().quiesced.clear();
+        self.gate.resume_all();
         self.resumed.notify_waiters();
     }
 
@@ -220,13 +136,14 @@ impl FlowControl for InFlightGate {
     }
 
     fn waiting(&self) -> u64 {
-        self.lock().waiting
+        self.gate.total_waiting()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lachesis_switch::Op;
     use std::future::Future;
     use std::task::Poll;
 

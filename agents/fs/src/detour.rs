@@ -17,7 +17,7 @@
 //!   controller being away must not let IO through: correctness over liveness, but a mature
 //!   tool gives up eventually). A header whose answer is overdue is sent again by the next IO.
 //! - Gates: a held IO is *not admitted* while it waits (the switch asks before
-//!   [`crate::gate::Gates::admit`]), so it is not in flight and a drain does not wait for it.
+//!   [`lachesis_switch::Gate::admit`]), so it is not in flight and a drain does not wait for it.
 //!   That is what lets the controller quiesce and drain the very flow whose IO it holds (the
 //!   read-set application does) without a deadlock; once released, the IO is admitted by the
 //!   gate of the rule it matches then, and waits there if that flow is quiesced.

@@ -13,7 +13,6 @@ pub mod delegate;
 pub mod detour;
 pub mod embed;
 pub mod fuse;
-pub mod gate;
 pub mod header_log;
 pub mod private;
 pub mod rangemap;

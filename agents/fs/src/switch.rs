@@ -9,12 +9,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use lachesis_switch::{check_stages, IoHeader, Op, Rule, RuleTable, StageConfig};
+use lachesis_switch::{check_stages, Gate, IoHeader, Op, Rule, RuleTable, StageConfig};
 
 use crate::confine::Roots;
 use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
-use crate::gate::Gates;
 use crate::route::{under, LiveStage, RemoteEndpoint, Route, RouteSpec, StageRegistry, StageSet};
 use crate::stage::space::Reservation;
 use crate::stage::{Backend, Chain, Devices, Stage, StageStats};
@@ -77,7 +76,8 @@ pub struct Switch {
     /// Write-backs and resizes that failed after a new stage set was in force (logged).
     reconcile_errors: AtomicU64,
     delegates: Delegates,
-    gates: Gates,
+    /// Keyed and quiesced by rule name.
+    gates: Gate<String, String>,
     /// The way to the controller for `header -> controller` detours; `None` (standalone
     /// `lachesis-fs mount`): rules with such detours are refused.
     detours: Option<Arc<Detours>>,
@@ -234,7 +234,9 @@ impl Switch {
             held: RwLock::new(HashMap::new()),
             reconcile_errors: AtomicU64::new(0),
             delegates,
-            gates: Gates::default(),
+            gates: Gate::counting().on_hold(|flow| {
+                tracing::info!(flow = flow.as_str(), "IO held at the quiesced flow")
+            }),
             detours,
             endpoints: Mutex::new(HashMap::new()),
             plain,
@@ -682,7 +684,7 @@ impl Switch {
                 }
                 None => {
                     let (flow, route) = self.lookup_held(ctx, Op::Read, s, e - s)?;
-                    let _admitted = self.gates.admit(flow.as_deref());
+                    let _admitted = Gate::admit(&self.gates, flow);
                     // A read set of several replicas spreads reads over all of them.
                     let from = match route.endpoints.len() {
                         0 | 1 => 0,
@@ -724,7 +726,7 @@ impl Switch {
         self.user_written.fetch_add(len, Ordering::Relaxed);
         self.observe(ctx, off, len);
         let (flow, route) = self.lookup_held(ctx, Op::Write, off, len)?;
-        let _admitted = self.gates.admit(flow.as_deref());
+        let _admitted = Gate::admit(&self.gates, flow);
         if !route.is_plain() {
             // The backing file keeps the namespace's size, wherever the bytes go.
             let size = ctx.backing.metadata()?.len();
@@ -978,12 +980,12 @@ impl Switch {
 
     /// Stops admitting IO of the flow of rule `rule`.
     pub fn quiesce(&self, rule: &str) {
-        self.gates.quiesce(rule)
+        self.gates.quiesce(rule.to_string())
     }
 
     /// Waits for the in-flight IO of rule `rule`; false on timeout.
     pub fn drain(&self, rule: &str, timeout: Duration) -> bool {
-        self.gates.drain(rule, timeout)
+        self.gates.drain(&rule.to_string(), timeout)
     }
 
     pub fn resume(&self, rule: &str) {
@@ -992,7 +994,8 @@ impl Switch {
 
     /// IO of rule `rule`'s flow admitted so far, and IO waiting at its quiesced gate.
     pub fn flow_counts(&self, rule: &str) -> (u64, usize) {
-        (self.gates.admitted(rule), self.gates.waiting(rule))
+        let c = self.gates.counts(rule);
+        (c.admitted, c.waiting as usize)
     }
 
     /// Stage counters and delegate state, for the stats file.
@@ -1015,13 +1018,14 @@ impl Switch {
             .table
             .rules()
             .map(|r| {
+                let c = self.gates.counts(&r.name);
                 (
                     r.name.clone(),
                     serde_json::json!({
                         "quiesced": self.gates.is_quiesced(&r.name),
-                        "in_flight": self.gates.in_flight(&r.name),
-                        "admitted": self.gates.admitted(&r.name),
-                        "waiting": self.gates.waiting(&r.name),
+                        "in_flight": c.in_flight,
+                        "admitted": c.admitted,
+                        "waiting": c.waiting,
                     }),
                 )
             })

@@ -10,15 +10,19 @@
 //!   [`Match::covers`] and [`Match::overlaps`].
 //! - [`table`]: [`RuleTable`], the ordered, indexed table with the Switch API verbs
 //!   (insert, delete, quiesce, resume) and [`RuleTable::lookup`].
+//! - [`gate`]: [`Gate`], the quiesce gate of the data paths (hold, count in flight, drain,
+//!   resume), and [`Held`], the flows a quiesce holds.
 //! - [`names`]: the name pattern shared by tenants and rules, and serde helpers.
 //! - [`stage`]: [`StageConfig`], the stage contract: the stages rules name as targets.
 
 pub mod algebra;
+pub mod gate;
 pub mod names;
 pub mod rule;
 pub mod stage;
 pub mod table;
 
+pub use gate::{Admitted, FlowCounts, Gate, Held, Selects, Waiting};
 pub use rule::{
     path_prefix_matches, ByteRange, Classifier, ClassifierKind, Detour, DetourKind, DetourTarget,
     DetourWhat, Match, Nullable, Op, Rule, Tenant, MAX_PRIORITY,
@@ -27,4 +31,4 @@ pub use stage::{
     check_stages, host_path_error, CacheConfig, CacheEngine, EnginePart, Eviction, LogConfig,
     PartHandle, RateLimitConfig, StageConfig, WriteMode,
 };
-pub use table::{IoHeader, RuleTable, TableError};
+pub use table::{IoHeader, OwnedIoHeader, RuleTable, TableError};

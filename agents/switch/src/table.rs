@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::gate::Held;
 use crate::names::{is_valid_name, name_error};
 use crate::rule::{Op, Rule, MAX_PRIORITY};
 
@@ -51,6 +52,43 @@ impl<'a> IoHeader<'a> {
         self.offset = offset;
         self.length = length;
         self
+    }
+}
+
+/// An [`IoHeader`] that outlives the IO call: kept while the IO is in flight, to decide
+/// whether it belongs to a flow quiesced after it was admitted ([`crate::gate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OwnedIoHeader {
+    pub tenant: Option<String>,
+    pub op: Op,
+    pub path: Option<String>,
+    pub offset: u64,
+    pub length: u64,
+    pub key: Option<String>,
+}
+
+impl OwnedIoHeader {
+    pub fn of(h: &IoHeader<'_>) -> Self {
+        OwnedIoHeader {
+            tenant: h.tenant.map(str::to_owned),
+            op: h.op,
+            path: h.path.map(str::to_owned),
+            offset: h.offset,
+            length: h.length,
+            key: h.key.map(str::to_owned),
+        }
+    }
+
+    /// The header to match.
+    pub fn header(&self) -> IoHeader<'_> {
+        IoHeader {
+            tenant: self.tenant.as_deref(),
+            op: self.op,
+            path: self.path.as_deref(),
+            offset: self.offset,
+            length: self.length,
+            key: self.key.as_deref(),
+        }
     }
 }
 
@@ -161,7 +199,7 @@ pub struct RuleTable {
     /// can match).
     any_tenant: Vec<usize>,
     /// Names of quiesced rules.
-    quiesced: HashSet<String>,
+    quiesced: Held<String>,
 }
 
 impl RuleTable {
@@ -281,7 +319,7 @@ impl RuleTable {
         if !self.by_name.contains_key(name) {
             return Err(TableError::UnknownRule(name.to_string()));
         }
-        self.quiesced.insert(name.to_string());
+        self.quiesced.hold(name.to_string());
         Ok(())
     }
 
@@ -290,12 +328,12 @@ impl RuleTable {
         if !self.by_name.contains_key(name) {
             return Err(TableError::UnknownRule(name.to_string()));
         }
-        self.quiesced.remove(name);
+        self.quiesced.release(name);
         Ok(())
     }
 
     pub fn is_quiesced(&self, name: &str) -> bool {
-        self.quiesced.contains(name)
+        self.quiesced.holds(name)
     }
 }
 

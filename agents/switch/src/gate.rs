@@ -1,0 +1,523 @@
+//! The quiesce gate of every data path, for consistent rollouts: quiesce stops admitting the
+//! IO of a flow, drain waits until the flow's in-flight IO has finished, resume lets the held
+//! IO go on.
+//!
+//! IO enters the gate under a key `K`; a quiesce names flows `F` that [`Selects`] keys. The
+//! FUSE switch keys IO by the rule it matched and quiesces rules by name (`Gate<String,
+//! String>`); the agent's in-process gate keys IO by its header and quiesces header matches
+//! (`Gate<OwnedIoHeader, Match>`), so IO admitted before a quiesce counts as in flight for
+//! every flow quiesced later that matches it.
+//!
+//! Per key the gate also counts the IO admitted so far and the IO waiting at a quiesced gate:
+//! the agent logs them at drain and resume, so a log shows that no IO of a quiesced flow was
+//! admitted in between and that IO was held (tests order events by these counters, not by
+//! clocks).
+//!
+//! Admission takes one uncontended mutex and no allocation when the key was seen before (it
+//! is on the FUSE switch's IO path); leaving takes it once more.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::ops::Deref;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::rule::Match;
+use crate::table::OwnedIoHeader;
+
+/// Whether a quiesced flow holds the IO admitted under a key.
+pub trait Selects<K: ?Sized> {
+    fn selects(&self, key: &K) -> bool;
+}
+
+/// A flow named like its key (a rule name) holds the IO admitted under that name.
+impl Selects<str> for String {
+    fn selects(&self, key: &str) -> bool {
+        self == key
+    }
+}
+
+impl Selects<String> for String {
+    fn selects(&self, key: &String) -> bool {
+        self == key
+    }
+}
+
+/// A header match holds the IO it matches.
+impl Selects<OwnedIoHeader> for Match {
+    fn selects(&self, key: &OwnedIoHeader) -> bool {
+        self.matches(&key.header())
+    }
+}
+
+/// The flows a quiesce holds, each once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held<F> {
+    flows: Vec<F>,
+}
+
+impl<F> Default for Held<F> {
+    fn default() -> Self {
+        Held { flows: Vec::new() }
+    }
+}
+
+impl<F: PartialEq> Held<F> {
+    /// Holds `flow` too (once).
+    pub fn hold(&mut self, flow: F) {
+        if !self.flows.contains(&flow) {
+            self.flows.push(flow);
+        }
+    }
+
+    /// Lets `flow` go.
+    pub fn release<Q: ?Sized>(&mut self, flow: &Q)
+    where
+        F: PartialEq<Q>,
+    {
+        self.flows.retain(|f| f != flow);
+    }
+
+    pub fn release_all(&mut self) {
+        self.flows.clear();
+    }
+
+    /// Keeps only the flows `keep` says.
+    pub fn retain(&mut self, keep: impl FnMut(&F) -> bool) {
+        self.flows.retain(keep);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Whether some held flow holds the IO of `key`.
+    pub fn holds<K: ?Sized>(&self, key: &K) -> bool
+    where
+        F: Selects<K>,
+    {
+        self.flows.iter().any(|f| f.selects(key))
+    }
+}
+
+/// The counters of one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounts {
+    /// IO admitted and not yet finished.
+    pub in_flight: u64,
+    /// IO admitted so far (only grows while the gate keeps the key, see [`Gate::counting`]).
+    pub admitted: u64,
+    /// IO waiting at the quiesced gate.
+    pub waiting: u64,
+}
+
+impl FlowCounts {
+    fn idle(&self) -> bool {
+        self.in_flight == 0 && self.waiting == 0
+    }
+}
+
+struct State<K, F> {
+    held: Held<F>,
+    keys: HashMap<K, FlowCounts>,
+}
+
+/// Holds new IO of quiesced flows, counts the IO in flight, waits for drains, releases on
+/// resume.
+pub struct Gate<K, F> {
+    state: Mutex<State<K, F>>,
+    changed: Condvar,
+    /// Keep the counters of keys with nothing in flight or waiting, for `admitted`. Only for a
+    /// bounded set of keys (rule names); keys per header are forgotten when idle.
+    keep_idle: bool,
+    /// Told when the first IO of a key starts waiting (a log line).
+    on_hold: Option<fn(&K)>,
+}
+
+/// Admission of one IO; the IO counts as in flight until this is dropped. `G` is how it
+/// reaches the gate: a borrow on the IO path, an `Arc` for an IO that outlives the call.
+pub struct Admitted<G, K>
+where
+    G: Deref,
+    G::Target: Door<K>,
+{
+    /// `None`: IO no flow claims (never held, not counted).
+    entered: Option<(G, K)>,
+}
+
+/// An IO waiting at a quiesced gate, counted in `waiting` until admitted or dropped.
+pub struct Waiting<G, K>
+where
+    G: Deref,
+    G::Target: Door<K>,
+{
+    /// Taken when admitted.
+    at: Option<(G, K)>,
+}
+
+/// What the guards ask of their gate (implemented by [`Gate`]).
+pub trait Door<K> {
+    /// Admits `key` if no held flow selects it; `waited`: the caller is counted as waiting.
+    fn enter(&self, key: &K, waited: bool) -> bool;
+    /// Ends an admitted IO.
+    fn leave(&self, key: &K);
+    /// Counts a waiting IO out.
+    fn stop_waiting(&self, key: &K);
+}
+
+impl<G: Deref, K> Drop for Admitted<G, K>
+where
+    G::Target: Door<K>,
+{
+    fn drop(&mut self) {
+        if let Some((gate, key)) = self.entered.take() {
+            gate.leave(&key);
+        }
+    }
+}
+
+impl<G: Deref, K> Drop for Waiting<G, K>
+where
+    G::Target: Door<K>,
+{
+    fn drop(&mut self) {
+        if let Some((gate, key)) = self.at.take() {
+            gate.stop_waiting(&key);
+        }
+    }
+}
+
+impl<G: Deref, K> Waiting<G, K>
+where
+    G::Target: Door<K>,
+{
+    /// Admitted if the flow was resumed since; still waiting (and counted once) otherwise.
+    pub fn retry(mut self) -> Result<Admitted<G, K>, Self> {
+        let (gate, key) = self.at.take().expect("only taken when admitted");
+        if gate.enter(&key, true) {
+            Ok(Admitted {
+                entered: Some((gate, key)),
+            })
+        } else {
+            Err(Waiting {
+                at: Some((gate, key)),
+            })
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
+    /// A gate that forgets a key once nothing of it is in flight or waiting (keys per IO
+    /// header); `admitted` counts only while IO of the key is in flight.
+    pub fn new() -> Self {
+        Gate {
+            state: Mutex::new(State {
+                held: Held::default(),
+                keys: HashMap::new(),
+            }),
+            changed: Condvar::new(),
+            keep_idle: false,
+            on_hold: None,
+        }
+    }
+
+    /// A gate that keeps every key's counters (a bounded set of keys: rule names), so
+    /// `admitted` only grows.
+    pub fn counting() -> Self {
+        Gate {
+            keep_idle: true,
+            ..Self::new()
+        }
+    }
+
+    /// Calls `f` when the first IO of a key starts waiting at the quiesced gate.
+    pub fn on_hold(mut self, f: fn(&K)) -> Self {
+        self.on_hold = Some(f);
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K, F>> {
+        // A panic elsewhere while holding the lock leaves plain counters behind: keep using
+        // them.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Admits an IO under `key` (`None`: IO no flow claims, never held), blocking the thread
+    /// while a quiesced flow holds it.
+    pub fn admit<G: Deref<Target = Self>>(gate: G, key: Option<K>) -> Admitted<G, K> {
+        let Some(key) = key else {
+            return Admitted { entered: None };
+        };
+        let mut waiting = match Self::admit_or_wait(gate, key) {
+            Ok(admitted) => return admitted,
+            Err(waiting) => waiting,
+        };
+        loop {
+            {
+                let (gate, key) = waiting.at.as_ref().expect("waiting");
+                let state = gate.lock();
+                if state.held.holds(key) {
+                    drop(gate.changed.wait(state).unwrap_or_else(|e| e.into_inner()));
+                }
+            }
+            waiting = match waiting.retry() {
+                Ok(admitted) => return admitted,
+                Err(w) => w,
+            };
+        }
+    }
+
+    /// Admits an IO under `key`, or `None` while a quiesced flow holds it (not counted as
+    /// waiting).
+    pub fn try_admit<G: Deref<Target = Self>>(gate: G, key: K) -> Option<Admitted<G, K>> {
+        gate.enter(&key, false).then(|| Admitted {
+            entered: Some((gate, key)),
+        })
+    }
+
+    /// Admits an IO under `key`, or counts it as waiting while a quiesced flow holds it
+    /// ([`Waiting::retry`] after a resume).
+    pub fn admit_or_wait<G: Deref<Target = Self>>(
+        gate: G,
+        key: K,
+    ) -> Result<Admitted<G, K>, Waiting<G, K>> {
+        let mut state = gate.lock();
+        if Self::enter_locked(&mut state, &key, false) {
+            drop(state);
+            return Ok(Admitted {
+                entered: Some((gate, key)),
+            });
+        }
+        let c = Self::counts_mut(&mut state, &key);
+        c.waiting += 1;
+        let first = c.waiting == 1;
+        drop(state);
+        if let Some(f) = gate.on_hold.filter(|_| first) {
+            f(&key);
+        }
+        Err(Waiting {
+            at: Some((gate, key)),
+        })
+    }
+
+    fn counts_mut<'s>(state: &'s mut State<K, F>, key: &K) -> &'s mut FlowCounts {
+        // Looked up before inserting: no clone of a key seen before.
+        if !state.keys.contains_key(key) {
+            state.keys.insert(key.clone(), FlowCounts::default());
+        }
+        state.keys.get_mut(key).expect("inserted above")
+    }
+
+    fn enter_locked(state: &mut State<K, F>, key: &K, waited: bool) -> bool {
+        if state.held.holds(key) {
+            return false;
+        }
+        let c = Self::counts_mut(state, key);
+        if waited {
+            c.waiting -= 1;
+        }
+        c.in_flight += 1;
+        c.admitted += 1;
+        true
+    }
+
+    /// Applies `f` to the counters of `key`, forgetting them when idle unless kept.
+    fn count_out(&self, key: &K, f: impl FnOnce(&mut FlowCounts)) {
+        let mut state = self.lock();
+        if let Some(c) = state.keys.get_mut(key) {
+            f(c);
+            if !self.keep_idle && c.idle() {
+                state.keys.remove(key);
+            }
+        }
+    }
+
+    /// Stops admitting new IO of `flow` (added to the flows already held). IO already admitted
+    /// goes on.
+    pub fn quiesce(&self, flow: F) {
+        self.lock().held.hold(flow);
+    }
+
+    /// Admits `flow` again and wakes the IO held on it.
+    pub fn resume<Q: ?Sized>(&self, flow: &Q)
+    where
+        F: PartialEq<Q>,
+    {
+        self.lock().held.release(flow);
+        self.changed.notify_all();
+    }
+
+    /// Admits every flow again and wakes the IO held.
+    pub fn resume_all(&self) {
+        self.lock().held.release_all();
+        self.changed.notify_all();
+    }
+
+    /// Whether `flow` is held.
+    pub fn is_quiesced<Q: ?Sized>(&self, flow: &Q) -> bool
+    where
+        F: PartialEq<Q>,
+    {
+        self.lock().held.flows.iter().any(|f| f == flow)
+    }
+
+    /// Whether some flow is held.
+    pub fn any_quiesced(&self) -> bool {
+        !self.lock().held.is_empty()
+    }
+
+    /// Waits until no IO that `flow` selects is in flight; false if `timeout` passed first.
+    pub fn drain(&self, flow: &F, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if Self::in_flight_where(&state, |k| flow.selects(k)) == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn in_flight_where(state: &State<K, F>, select: impl Fn(&K) -> bool) -> u64 {
+        state
+            .keys
+            .iter()
+            .filter(|(k, _)| select(k))
+            .map(|(_, c)| c.in_flight)
+            .sum()
+    }
+
+    /// The counters of `key` (zero for a key never seen or forgotten).
+    pub fn counts<Q: ?Sized + Hash + Eq>(&self, key: &Q) -> FlowCounts
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        self.lock().keys.get(key).copied().unwrap_or_default()
+    }
+
+    /// IO in flight that some held flow selects.
+    pub fn held_in_flight(&self) -> u64 {
+        let state = self.lock();
+        Self::in_flight_where(&state, |k| state.held.holds(k))
+    }
+
+    /// IO in flight, of any key.
+    pub fn total_in_flight(&self) -> u64 {
+        Self::in_flight_where(&self.lock(), |_| true)
+    }
+
+    /// IO waiting at the gate, of any key.
+    pub fn total_waiting(&self) -> u64 {
+        self.lock().keys.values().map(|c| c.waiting).sum()
+    }
+}
+
+impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Default for Gate<K, F> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Door<K> for Gate<K, F> {
+    fn enter(&self, key: &K, waited: bool) -> bool {
+        Self::enter_locked(&mut self.lock(), key, waited)
+    }
+
+    fn leave(&self, key: &K) {
+        self.count_out(key, |c| c.in_flight -= 1);
+        self.changed.notify_all();
+    }
+
+    fn stop_waiting(&self, key: &K) {
+        self.count_out(key, |c| c.waiting -= 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    type Rules = Gate<String, String>;
+
+    fn admit<'g>(g: &'g Rules, flow: Option<&str>) -> Admitted<&'g Rules, String> {
+        Gate::admit(g, flow.map(str::to_string))
+    }
+
+    #[test]
+    fn quiesce_holds_new_io_and_drain_waits_for_in_flight() {
+        let g = Arc::new(Rules::counting());
+        let r1 = "r1".to_string();
+        let a = admit(&g, Some("r1"));
+        g.quiesce(r1.clone());
+        // One IO in flight, which nothing finishes: drain gives up, whatever the timeout.
+        assert!(!g.drain(&r1, Duration::ZERO));
+        let done = Arc::new(AtomicBool::new(false));
+        let (g2, d2) = (g.clone(), done.clone());
+        let held = std::thread::spawn(move || {
+            let _x = Gate::admit(g2.as_ref(), Some("r1".to_string()));
+            d2.store(true, Ordering::SeqCst);
+        });
+        // The new IO reached the gate and waits there (the count of polls only turns a hang
+        // into a failure).
+        let mut polls = 0;
+        while g.counts("r1").waiting == 0 {
+            polls += 1;
+            assert!(polls < 60_000, "the IO never reached the gate");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!done.load(Ordering::SeqCst), "a quiesced flow admitted IO");
+        assert_eq!(g.counts("r1").admitted, 1);
+        // Other flows and unmatched IO are not held.
+        drop(admit(&g, Some("r2")));
+        drop(admit(&g, None));
+        drop(a);
+        assert!(g.drain(&r1, Duration::ZERO));
+        assert!(!done.load(Ordering::SeqCst), "drained, but still quiesced");
+        g.resume("r1");
+        held.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        assert_eq!(
+            g.counts("r1"),
+            FlowCounts {
+                in_flight: 0,
+                waiting: 0,
+                admitted: 2
+            }
+        );
+        assert_eq!(g.counts("r2").admitted, 1);
+    }
+
+    #[test]
+    fn a_header_gate_holds_what_a_later_quiesce_matches_and_forgets_idle_headers() {
+        use crate::rule::Op;
+        use crate::table::IoHeader;
+        let g = Arc::new(Gate::<OwnedIoHeader, Match>::new());
+        let io = |t: &str| OwnedIoHeader::of(&IoHeader::new(Op::Read).tenant(t).path("/d"));
+        let a = Gate::try_admit(g.clone(), io("a")).expect("nothing quiesced");
+        g.quiesce(Match::any().tenant("a"));
+        assert!(g.any_quiesced());
+        assert!(Gate::try_admit(g.clone(), io("a")).is_none());
+        let b = Gate::try_admit(g.clone(), io("b")).expect("another flow");
+        assert_eq!((g.held_in_flight(), g.total_in_flight()), (1, 2));
+        let w = Gate::admit_or_wait(g.clone(), io("a")).err().expect("held");
+        assert_eq!(g.total_waiting(), 1);
+        let w = w.retry().err().expect("still held");
+        assert_eq!(g.total_waiting(), 1);
+        g.resume_all();
+        let again = w.retry().ok().expect("resumed");
+        assert_eq!((g.total_waiting(), g.total_in_flight()), (0, 3));
+        drop((a, b, again));
+        assert_eq!(g.counts(&io("a")), FlowCounts::default());
+        assert!(g.lock().keys.is_empty());
+    }
+}
