@@ -95,6 +95,12 @@ export function bytes(n: number): string {
   return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
 }
 
+/** A byte count, or "—" where none was reported. */
+export const size = (n: number | null | undefined) => (typeof n === "number" ? bytes(n) : "—");
+
+/** A ratio such as a DLWA to two places, or "—" where none was reported or it is no finite number. */
+export const ratio = (x: number | null | undefined) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(2) : "—");
+
 export function Loading({ what }: { what: string }) {
   return <p className="muted">Loading {what}…</p>;
 }

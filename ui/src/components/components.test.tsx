@@ -5,7 +5,7 @@ import { fakeController, wrap } from "../test-controller";
 import { App } from "../App";
 import { CurveChart, curvePoints, logTicks, missAt } from "./CurveChart";
 import { toCodeMirror } from "./YamlEditor";
-import { ago, bytes } from "./common";
+import { ago, bytes, ratio, size } from "./common";
 import { Loaded } from "./Loaded";
 import { ApiError } from "../api/client";
 import { parseRoute, href } from "../router";
@@ -184,6 +184,15 @@ describe("helpers", () => {
     expect(bytes(1536)).toBe("1.5 KiB");
     expect(ago("2026-01-01T00:00:00Z", Date.parse("2026-01-01T00:02:00Z"))).toBe("2m ago");
     expect(ago(null)).toBe("—");
+  });
+});
+
+describe("figures that may be missing", () => {
+  it("show a dash for a size or ratio not reported, or a ratio that is no number (the hosts page printed NaN)", () => {
+    expect(size(3 << 20)).toBe("3 MiB");
+    expect(size(null)).toBe("—");
+    expect(ratio(1.256)).toBe("1.26");
+    expect([ratio(null), ratio(undefined), ratio(Number.NaN), ratio(Number.POSITIVE_INFINITY)]).toEqual(["—", "—", "—", "—"]);
   });
 });
 

@@ -3,15 +3,12 @@
 import { useDevices, usePlacements } from "../api/queries";
 import { useSession } from "../api/session";
 import type { DeviceOut, Placement } from "../api/types";
-import { Badge, NotReported, bytes } from "../components/common";
+import { Badge, NotReported, bytes, ratio, size } from "../components/common";
 import { Loaded } from "../components/Loaded";
 import { Table } from "../components/Table";
 import { DlwaChart } from "../components/LoopCharts";
 import { href } from "../router";
 import { deviceHandles, dlwaGap, dlwaRows } from "../stages";
-
-const ratio = (x: number | null | undefined) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(2) : "—");
-const size = (n: number | null | undefined) => (typeof n === "number" ? bytes(n) : "—");
 
 function Predicted({ d }: { d: DeviceOut }) {
   return (

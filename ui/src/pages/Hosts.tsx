@@ -1,14 +1,12 @@
 import { useHosts, usePlacements, useRules, useTelemetrySummary } from "../api/queries";
 import type { RuleOut } from "../api/types";
-import { Badge, NotReported, bytes } from "../components/common";
+import { Badge, NotReported, bytes, ratio } from "../components/common";
 import { Table } from "../components/Table";
 import { HostTable } from "./Overview";
 import { describeDetours, describeMatch, rulesForHost } from "../model";
 import { deviceRows } from "../telemetry";
 import { useSession } from "../api/session";
 import { href } from "../router";
-
-const ratio = (x: number | null) => (x == null ? "—" : x.toFixed(2));
 
 export function Hosts({ id }: { id?: string }) {
   const hosts = useHosts();

@@ -4,7 +4,7 @@
 import { useAllocations, useHosts, useStages, useTenantTelemetry } from "../api/queries";
 import { useSession } from "../api/session";
 import type { HostOut, StageHost, StageOut } from "../api/types";
-import { Badge, NotReported, ago, bytes } from "../components/common";
+import { Badge, NotReported, ago, bytes, size } from "../components/common";
 import { Loaded } from "../components/Loaded";
 import { Table } from "../components/Table";
 import { StageHitChart, StageSizeChart } from "../components/LoopCharts";
@@ -24,7 +24,6 @@ import {
 } from "../stages";
 import { allocationFor, percent } from "../telemetry";
 
-const size = (n: number | null | undefined) => (typeof n === "number" ? bytes(n) : "—");
 const count = (n: number | null | undefined) => (typeof n === "number" ? n.toLocaleString() : "—");
 
 function InstallBadge({ state, allocated, installed }: { state: InstallState; allocated: number | null; installed: number | null }) {
