@@ -37,6 +37,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "lachesis.h"
+#include "hash.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -224,7 +225,7 @@ static __always_inline __u64 ptr_bits(const void *p)
 static __always_inline __u32 inflight_home(__u64 key)
 {
 	/* Fibonacci hashing: slab pointers differ in their middle bits. */
-	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - INFLIGHT_SLOTS_SHIFT);
+	return (key * LX_GOLDEN_GAMMA) >> (64 - INFLIGHT_SLOTS_SHIFT);
 }
 
 /* A slot for key, claimed for the caller, or NULL if all probed are busy. */
@@ -755,16 +756,6 @@ static __always_inline __u32 bio_tenant(struct bio *bio, int op)
 
 /* ---- block layer: SHARDS sampling ---- */
 
-/* splitmix64's finalizer, the same function as lachesis_mrc::hash::mix64,
- * so user space can recompute (and test) every sampling decision. */
-static __always_inline __u64 mix64(__u64 z)
-{
-	z += 0x9e3779b97f4a7c15ULL;
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 /* One 64-bit key per (device, block); the rotation keeps every bit of dev. */
 static __always_inline __u64 shards_key(__u32 dev, __u64 block)
 {
@@ -790,7 +781,7 @@ struct sample_ctx {
  */
 static __always_inline void sample_block(const struct sample_ctx *c, __u64 block)
 {
-	__u32 h = mix64(shards_key(c->dev, block)) & (LX_SHARDS_P - 1);
+	__u32 h = lx_mix64(shards_key(c->dev, block)) & (LX_SHARDS_P - 1);
 	struct lx_tenant_stats *st;
 	struct lx_sample *s;
 

@@ -6,6 +6,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::{Error, Result};
+use lachesis_mrc::hash::mix64;
 
 /// How big an object is. Sizes are a function of the key, so every set of a key stores the
 /// same size, as in the traces.
@@ -56,7 +57,7 @@ impl SizeDist {
         match *self {
             SizeDist::Fixed(n) => n,
             SizeDist::LogNormal { median, sigma } => {
-                let h = splitmix(key ^ 0x5143_a1e5);
+                let h = mix64(key ^ 0x5143_a1e5);
                 // Box-Muller from two 26-bit uniforms taken from one hash.
                 let u1 = ((h >> 38) as f64 + 0.5) / (1u64 << 26) as f64;
                 let u2 = (((h >> 12) & ((1 << 26) - 1)) as f64 + 0.5) / (1u64 << 26) as f64;
@@ -65,13 +66,6 @@ impl SizeDist {
             }
         }
     }
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Zipf-distributed keys over `n` objects: rank r has probability ∝ 1 / r^alpha. Ranks are
@@ -107,7 +101,7 @@ impl Zipf {
     pub fn next_key(&mut self) -> u64 {
         let u: f64 = self.rng.random();
         let rank = self.cdf.partition_point(|&c| c < u) as u64;
-        splitmix(rank)
+        mix64(rank)
     }
 
     /// A uniform draw in [0, 1) from the same generator (operation mix, admission).
@@ -137,7 +131,7 @@ mod tests {
             (SizeDist::TWITTER, 250.0, 400.0),
         ] {
             let n = 200_000u64;
-            let sizes: Vec<u32> = (0..n).map(|k| dist.size_of(splitmix(k))).collect();
+            let sizes: Vec<u32> = (0..n).map(|k| dist.size_of(mix64(k))).collect();
             let mean = sizes.iter().map(|&s| f64::from(s)).sum::<f64>() / n as f64;
             let small = sizes.iter().filter(|&&s| s < 2048).count() as f64 / n as f64;
             assert!((lo..hi).contains(&mean), "{dist:?}: mean {mean}");
@@ -150,7 +144,7 @@ mod tests {
     #[test]
     fn zipf_is_skewed() {
         let mut z = Zipf::new(1000, 1.0, 7).unwrap();
-        let top = splitmix(0);
+        let top = mix64(0);
         let hits = (0..100_000).filter(|_| z.next_key() == top).count();
         // P(rank 1) = 1 / H(1000) ≈ 0.134.
         assert!((12_000..15_000).contains(&hits), "{hits}");

@@ -35,18 +35,14 @@ fn config(span: Span) -> KangarooConfig {
     KangarooConfig::new(span, PlacementHandle(1), PlacementHandle(2))
 }
 
-/// SplitMix64: reproducible randomness without pulling the engine's generator into the test.
-struct Rng(u64);
+/// Reproducible randomness without pulling the engine's generator into the test.
+struct Rng(lachesis_mrc::hash::SplitMix64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Rng {
+        Rng(lachesis_mrc::hash::SplitMix64(seed))
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.next_u64() % n
     }
 }
 
@@ -57,7 +53,7 @@ fn model_check(mut cfg: KangarooConfig, seed: u64, ops: usize, keys: u64) -> (Ka
     cfg.seed = seed;
     let mut kg = Kangaroo::new(cfg).unwrap();
     let mut reference: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut hits, mut gets) = (0u64, 0u64);
     for op in 0..ops {
         let key = format!("key-{}", rng.below(keys)).into_bytes();
@@ -320,7 +316,7 @@ fn model_check_keys_sharing_set_and_tag() {
         .take(6)
         .collect();
     let mut reference: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let mut twin_hits = 0;
     for op in 0..60_000usize {
         let key = if rng.below(3) == 0 {
@@ -460,7 +456,7 @@ fn model_check_with_random_damage() {
         let len = c.span.len;
         let mut kg = Kangaroo::new(c).unwrap();
         let mut reference: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut page = vec![0u8; 4096];
         for op in 0..40_000usize {
             if op % 500 == 0 {

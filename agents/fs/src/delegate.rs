@@ -163,7 +163,7 @@ impl Delegates {
             let map = self.map.read().unwrap_or_else(|e| e.into_inner());
             let unchanged = match map.get(path) {
                 None => !delegate,
-                Some(m) => delegate && m.covers(start, end, |r| Arc::ptr_eq(r, route)),
+                Some(m) => delegate && m.covers_range(start, end, |r| Arc::ptr_eq(r, route)),
             };
             if unchanged {
                 return Ok(());

@@ -67,7 +67,7 @@ impl<V: Clone> RangeMap<V> {
     }
 
     /// Whether one interval covers all of `[start, end)` with a value `same` accepts.
-    pub fn covers(&self, start: u64, end: u64, same: impl Fn(&V) -> bool) -> bool {
+    pub fn covers_range(&self, start: u64, end: u64, same: impl Fn(&V) -> bool) -> bool {
         match self.map.range(..=start).next_back() {
             Some((_, (e, v))) => *e >= end && same(v),
             None => false,
@@ -144,8 +144,8 @@ mod tests {
             ]
         );
         assert_eq!(m.segments(0, 5), vec![(0, 5, None)]);
-        assert!(m.covers(12, 20, |v| *v == 'x'));
-        assert!(!m.covers(12, 21, |v| *v == 'x'));
+        assert!(m.covers_range(12, 20, |v| *v == 'x'));
+        assert!(!m.covers_range(12, 21, |v| *v == 'x'));
     }
 
     #[test]

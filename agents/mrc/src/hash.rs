@@ -10,7 +10,9 @@
 //! with user space.
 //!
 //! The maps keyed by trace keys (the LRU stack's, the simulated caches')
-//! hash with [`NeighbourHasher`], built on the same mixer.
+//! hash with [`NeighbourHasher`], built on the same mixer, and every crate's
+//! seeded generator is [`SplitMix64`] over it: one splitmix64 in Rust. The C
+//! copy is `ebpf/hash.h`; both run `api-schemas/fixtures/hash/splitmix64.json`.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -18,10 +20,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// SHARDS modulus: sampling thresholds live in `0..=P`.
 pub const P: u64 = 1 << 24;
 
-/// splitmix64's output function (Steele, Lea, Flood 2014).
+/// 2^64 / φ, odd: splitmix64's increment, and the multiplier of Fibonacci
+/// hashing.
+pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// splitmix64's output function (Steele, Lea, Flood 2014): the first value of
+/// a [`SplitMix64`] seeded with `key`.
 #[inline(always)]
 pub fn mix64(key: u64) -> u64 {
-    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = key.wrapping_add(GOLDEN_GAMMA);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -45,7 +52,21 @@ pub fn sample_value(key: u64, salt: u64) -> u64 {
 /// is hashed once for both.
 #[inline(always)]
 pub fn sample_hash(key: u64, salt: u64) -> u64 {
-    mix64(key ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    mix64(key ^ salt.wrapping_mul(GOLDEN_GAMMA))
+}
+
+/// The splitmix64 generator: a seeded, reproducible stream of well-mixed
+/// 64-bit values (simulated workloads, admission coin flips, benchmarks).
+#[derive(Clone, Debug)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let z = mix64(self.0);
+        self.0 = self.0.wrapping_add(GOLDEN_GAMMA);
+        z
+    }
 }
 
 /// Threshold `T` for sampling rate `rate` (clamped to `1..=P`).
@@ -137,6 +158,50 @@ mod tests {
             hash(base + 4) & !3 & 0xffff_ffff,
             hash(base) & !3 & 0xffff_ffff
         );
+    }
+
+    /// The cases every language's splitmix64 runs (the BPF program's in
+    /// `agents/ebpf-metrics/tests/hash_c.rs`).
+    fn fixture_cases() -> Vec<(u64, u64)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../api-schemas/fixtures/hash/splitmix64.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("fixture is JSON");
+        let num = |c: &serde_json::Value, f: &str| -> u64 {
+            c[f].as_str()
+                .unwrap_or_else(|| panic!("{path}: {f} is not a string: {c}"))
+                .parse()
+                .unwrap_or_else(|e| panic!("{path}: {f} of {c}: {e}"))
+        };
+        doc["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .map(|c| (num(c, "in"), num(c, "out")))
+            .collect()
+    }
+
+    #[test]
+    fn mix64_matches_the_shared_fixture() {
+        let cases = fixture_cases();
+        assert!(cases.len() >= 12, "{} cases", cases.len());
+        for (input, out) in cases {
+            assert_eq!(mix64(input), out, "mix64({input})");
+        }
+    }
+
+    #[test]
+    fn the_generator_yields_mix64_of_each_state() {
+        let mut g = SplitMix64(0);
+        let first: Vec<u64> = (0..3).map(|_| g.next_u64()).collect();
+        // The reference sequence of splitmix64 seeded with 0.
+        assert_eq!(
+            first,
+            [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]
+        );
+        assert_eq!(g.0, GOLDEN_GAMMA.wrapping_mul(3));
     }
 
     #[test]

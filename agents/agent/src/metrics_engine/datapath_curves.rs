@@ -36,7 +36,7 @@ impl std::fmt::Debug for DatapathCurves {
 /// One key per (file, block): splitmix-style mixing keeps blocks of different files apart
 /// (the sampler hashes the key again).
 fn key(file: u64, block: u64) -> u64 {
-    file.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ block
+    file.wrapping_mul(lachesis_mrc::hash::GOLDEN_GAMMA).rotate_left(29) ^ block
 }
 
 impl DatapathCurves {

@@ -6,9 +6,11 @@
 //!   KLog map to the set, so every set rewrite is amortized over `n` or more objects. A victim
 //!   below the threshold is dropped, or readmitted to KLog when it was hit while there.
 
+use lachesis_mrc::hash::SplitMix64;
+
 /// Pre-flash admission with a seeded generator (SplitMix64), so runs are reproducible.
 pub struct PreFlash {
-    state: u64,
+    rng: SplitMix64,
     /// Admit when the next 53-bit draw is below this.
     cutoff: u64,
 }
@@ -16,18 +18,13 @@ pub struct PreFlash {
 impl PreFlash {
     pub fn new(probability: f64, seed: u64) -> PreFlash {
         PreFlash {
-            state: seed,
+            rng: SplitMix64(seed),
             cutoff: (probability.clamp(0.0, 1.0) * (1u64 << 53) as f64) as u64,
         }
     }
 
     pub fn admit(&mut self) -> bool {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 11) < self.cutoff
+        (self.rng.next_u64() >> 11) < self.cutoff
     }
 }
 

@@ -14,6 +14,7 @@
 
 use clap::{Parser, Subcommand};
 use lachesis_device::AlignedBuf;
+use lachesis_mrc::hash::SplitMix64;
 use lachesis_ebpf_metrics::{
     cgroup2_mount, cgroup_id, threshold_for_rate, EbpfMetrics, Layer, Layers, LoadOptions, Op, Sample, SampleReader,
 };
@@ -161,15 +162,6 @@ fn main() -> ExitCode {
 
 // ---------------------------------------------------------------- io
 
-/// splitmix64, for reproducible offsets.
-fn next_rand(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Block numbers of an ARC trace, one per 512-byte-block reference.
 pub fn arc_blocks(path: &Path) -> BoxResult<Vec<u64>> {
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -220,9 +212,9 @@ fn io_cmd(a: &IoArgs) -> BoxResult<()> {
             return Err(format!("--random {n} exceeds the file's {file_blocks} blocks").into());
         }
         let mut perm: Vec<u64> = (0..file_blocks).collect();
-        let mut st = a.seed;
+        let mut rng = SplitMix64(a.seed);
         for i in 0..n as usize {
-            let j = i + (next_rand(&mut st) % (file_blocks - i as u64)) as usize;
+            let j = i + (rng.next_u64() % (file_blocks - i as u64)) as usize;
             perm.swap(i, j);
         }
         perm.truncate(n as usize);
@@ -337,9 +329,9 @@ fn make_file(path: &Path, mib: u64) -> BoxResult<()> {
     }
     let f = OpenOptions::new().create(true).truncate(true).write(true).custom_flags(libc::O_DIRECT).open(path)?;
     let mut buf = AlignedBuf::new(1 << 20)?;
-    let mut st = 7u64;
+    let mut rng = SplitMix64(7);
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        chunk.copy_from_slice(&(next_rand(&mut st) ^ i as u64).to_le_bytes());
+        chunk.copy_from_slice(&(rng.next_u64() ^ i as u64).to_le_bytes());
     }
     for i in 0..mib {
         f.write_all_at(&buf, i << 20)?;
