@@ -220,12 +220,20 @@ fn de_nullable_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>,
     Option::<String>::deserialize(d)
 }
 
-fn de_generation_positive<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let g = u64::deserialize(d)?;
-    if g == 0 {
-        return Err(D::Error::custom("generation must be at least 1"));
+/// A count that must be at least 1; `what` names it in the error.
+fn de_at_least_one<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default + PartialEq>(
+    d: D,
+    what: &str,
+) -> Result<T, D::Error> {
+    let n = T::deserialize(d)?;
+    if n == T::default() {
+        return Err(D::Error::custom(format!("{what} must be at least 1")));
     }
-    Ok(g)
+    Ok(n)
+}
+
+fn de_generation_positive<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    de_at_least_one(d, "generation")
 }
 
 fn de_agent_version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -237,11 +245,7 @@ fn de_nonempty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 }
 
 fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    let n = u32::deserialize(d)?;
-    if n == 0 {
-        return Err(D::Error::custom("cpus must be at least 1"));
-    }
-    Ok(n)
+    de_at_least_one(d, "cpus")
 }
 
 fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {

@@ -69,12 +69,12 @@ impl Match {
             .as_option()
             .is_none_or(|t| h.tenant == Some(t.as_str()))
             && self.op_set() & h.op.bit() != 0
-            && self.matches_beyond_tenant_and_op(h)
+            && self.path_key_and_range_match(h)
     }
 
     /// The path, key and range fields of [`Match::matches`] (the table checks tenant and
     /// operation by its index and op bits, then these).
-    pub(crate) fn matches_beyond_tenant_and_op(&self, h: &IoHeader<'_>) -> bool {
+    pub(crate) fn path_key_and_range_match(&self, h: &IoHeader<'_>) -> bool {
         let prefix = |field: Option<&String>, value: Option<&str>, f: fn(&str, &str) -> bool| {
             field.is_none_or(|p| value.is_some_and(|v| f(p, v)))
         };

@@ -131,7 +131,7 @@ impl Entry {
     #[inline]
     fn accepts(&self, h: &IoHeader<'_>) -> bool {
         // The tenant was already checked by the index.
-        self.ops & h.op.bit() != 0 && self.rule.r#match.matches_beyond_tenant_and_op(h)
+        self.ops & h.op.bit() != 0 && self.rule.r#match.path_key_and_range_match(h)
     }
 }
 

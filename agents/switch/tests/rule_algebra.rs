@@ -65,7 +65,7 @@ fn check<C>(list: &[C], name: impl Fn(&C) -> &str, got_expected: impl Fn(&C) -> 
 }
 
 #[test]
-fn matches() {
+fn matches_cases() {
     check(
         &cases().matches,
         |c| &c.name,
@@ -85,7 +85,7 @@ fn matches() {
 }
 
 #[test]
-fn covers() {
+fn covers_cases() {
     check(
         &cases().covers,
         |c| &c.name,
@@ -94,7 +94,7 @@ fn covers() {
 }
 
 #[test]
-fn overlaps() {
+fn overlaps_cases() {
     // Symmetric: each case holds both ways round.
     check(
         &cases().overlaps,
