@@ -1,7 +1,9 @@
-//! The sSwitch of a Lachesis agent: the forwarding-rule types of the bus contract and the rule
-//! table that the IO path consults (first match wins).
+//! The sSwitch of a Lachesis agent: the forwarding-rule types of the bus contract, the rule
+//! algebra, the rule table that the IO path consults (first match wins) and the quiesce gate
+//! the data paths hold IO at.
 //!
-//! This crate is pure: no IO, no async, no allocation on the lookup path.
+//! This crate does no IO and no async, and allocates nothing on the lookup path; only the
+//! gate's blocking admit waits (on a condition variable, for a resume).
 //!
 //! - [`rule`]: `Rule`, `Match`, `Detour`, `Op`, `Tenant`, `Classifier`, mirroring
 //!   `api-schemas/bus/common.schema.json` (serde, unknown fields rejected, the schema's
