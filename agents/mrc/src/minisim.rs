@@ -4,15 +4,27 @@
 //! the SHARDS-sampled references. A cache of `C * R` units sees the sample
 //! the way a cache of `C` units sees the whole stream. With `R = 1` this is
 //! the full simulation the miniature one is checked against.
+//!
+//! [`MiniSim`] samples the stream itself and runs one cache per size of a
+//! curve; [`MiniLru`] is one miniature LRU cache fed samples taken elsewhere
+//! (the kernel's, at a rate the sampler lowers as the working set grows),
+//! which the agent runs at each tenant's allocated size. Both scale a cache
+//! with [`miniature_size`].
 
 use crate::curve::{check_sizes, Curve, Unit};
 use crate::distinct::Hll;
 use crate::error::MrcError;
 use crate::estimator::{MrcEstimator, Op};
 use crate::hash::{sample_hash, threshold_for_rate, KeySet, P};
-use crate::policies::{Policy, PolicyKind};
+use crate::policies::{Lru, Policy, PolicyKind};
 use crate::regression::KeyRegression;
 use crate::shards::Adjustment;
+
+/// Units of the miniature cache that stands for a cache of `size` units at
+/// sampling rate `rate`: `C · R`, at least one.
+pub fn miniature_size(size: u64, rate: f64) -> u64 {
+    ((size as f64 * rate).round() as u64).max(1)
+}
 
 pub struct MiniSim {
     unit: Unit,
@@ -72,7 +84,7 @@ impl MiniSim {
         let rate = threshold as f64 / P as f64;
         let caches = sizes
             .iter()
-            .map(|&c| policy.build(((c as f64 * rate).round() as u64).max(1)))
+            .map(|&c| policy.build(miniature_size(c, rate)))
             .collect();
         let n = sizes.len();
         let mut m = MiniSim {
@@ -258,6 +270,110 @@ impl MrcEstimator for MiniSim {
                 }
             )
         }
+    }
+}
+
+/// One miniature LRU cache of `size` units (of weight one each), fed references
+/// sampled elsewhere with [`crate::hash::sample_value`] at threshold `T`: every
+/// sampled reference stands for `1 / R` references of the stream (`R = T / P`).
+/// It follows the sampler: a lower threshold drops the keys that left the
+/// sample and shrinks the cache to `C · R`; a new size keeps the most recent
+/// keys that fit (as a resized cache would keep its warm blocks).
+#[derive(Debug, Clone)]
+pub struct MiniLru {
+    size: u64,
+    threshold: u64,
+    rate: f64,
+    /// None for a cache of size zero (or a sampler that samples nothing), which
+    /// misses every reference.
+    lru: Option<Lru>,
+    hits: f64,
+    misses: f64,
+}
+
+impl MiniLru {
+    /// A cache of `size` units fed samples below `threshold` (in `0..=P`).
+    pub fn new(size: u64, threshold: u64) -> Self {
+        let mut c = MiniLru {
+            size,
+            threshold,
+            rate: threshold.min(P) as f64 / P as f64,
+            lru: None,
+            hits: 0.0,
+            misses: 0.0,
+        };
+        c.lru = c.capacity().map(Lru::new);
+        c
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        (self.size > 0 && self.threshold > 0).then(|| miniature_size(self.size, self.rate))
+    }
+
+    /// A new size: the most recent keys that fit stay.
+    pub fn resize(&mut self, size: u64) {
+        self.size = size;
+        self.fit();
+    }
+
+    /// Follow the sampler's threshold. Only a lower one changes anything: a
+    /// fixed-size sampler never raises it.
+    pub fn lower_threshold(&mut self, threshold: u64) {
+        if threshold >= self.threshold {
+            return;
+        }
+        self.threshold = threshold;
+        self.rate = threshold as f64 / P as f64;
+        if let Some(lru) = self.lru.as_mut() {
+            lru.retain(|k| crate::hash::sample_value(k, 0) < threshold);
+        }
+        self.fit();
+    }
+
+    fn fit(&mut self) {
+        match (self.capacity(), self.lru.as_mut()) {
+            (Some(cap), Some(lru)) => lru.resize(cap),
+            (cap, _) => self.lru = cap.map(Lru::new),
+        }
+    }
+
+    /// One sampled reference; `hash` is the value the sampler compared with
+    /// its threshold (`sample_value(key, 0)`). Samples at or above the current
+    /// threshold (taken before the sampler lowered it) are not in the sample.
+    pub fn access(&mut self, key: u64, hash: u64) {
+        if hash >= self.threshold {
+            return;
+        }
+        let weight = 1.0 / self.rate;
+        let hit = self.lru.as_mut().is_some_and(|lru| lru.access(key, 1));
+        if hit {
+            self.hits += weight;
+        } else {
+            self.misses += weight;
+        }
+    }
+
+    /// Cumulative hits, scaled to the whole stream.
+    pub fn hits(&self) -> f64 {
+        self.hits
+    }
+
+    /// Cumulative misses, scaled to the whole stream.
+    pub fn misses(&self) -> f64 {
+        self.misses
+    }
+
+    /// The keys in the cache, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lru.iter().flat_map(|l| l.keys())
     }
 }
 

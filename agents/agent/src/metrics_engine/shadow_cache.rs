@@ -1,16 +1,15 @@
 //! A tenant's cache at its allocated size, measured without running it: a miniature LRU
-//! simulation (Waldspurger et al., ATC'17) fed the same SHARDS samples as the tenant's curve.
-//! A cache of `C` blocks sees the whole stream the way one of `C · R` blocks sees a rate-`R`
-//! sample, and every sampled reference stands for `1 / R` references.
+//! simulation (Waldspurger et al., ATC'17, [`lachesis_mrc::minisim::MiniLru`]) fed the same
+//! SHARDS samples as the tenant's curve. A cache of `C` blocks sees the whole stream the way
+//! one of `C · R` blocks sees a rate-`R` sample, and every sampled reference stands for
+//! `1 / R` references.
 //!
 //! The fixed-size SHARDS estimator lowers `R` as the working set grows; the shadow follows it
 //! ([`ShadowCache::set_rate`]): blocks no longer in the sample leave, and the cache shrinks
 //! to `C · R`.
 
-use std::num::NonZeroUsize;
-
-use lachesis_ebpf_metrics::{threshold_for_rate, SHARDS_P};
-use lru::LruCache;
+use lachesis_ebpf_metrics::threshold_for_rate;
+use lachesis_mrc::minisim::MiniLru;
 
 use crate::telemetry::TenantCache;
 
@@ -20,42 +19,21 @@ const BLOCK: u64 = 4096;
 #[derive(Debug)]
 pub struct ShadowCache {
     size_bytes: u64,
-    threshold: u32,
-    rate: f64,
-    /// Sampled block key → its SHARDS hash (to drop it when the threshold goes down); None
-    /// for a cache of size zero, which misses every reference.
-    lru: Option<LruCache<u64, u32>>,
-    hits: f64,
-    misses: f64,
+    /// The miniature cache, in blocks.
+    mini: MiniLru,
 }
 
 impl ShadowCache {
     /// A cache of `size_bytes` fed samples taken at `rate` (in (0, 1]).
     pub fn new(size_bytes: u64, rate: f64) -> Self {
-        let mut c = ShadowCache {
+        ShadowCache {
             size_bytes,
-            threshold: threshold_for_rate(rate),
-            rate: 0.0,
-            lru: None,
-            hits: 0.0,
-            misses: 0.0,
-        };
-        c.rate = c.threshold as f64 / SHARDS_P as f64;
-        c.lru = c.capacity().map(LruCache::new);
-        c
+            mini: MiniLru::new(size_bytes.div_ceil(BLOCK), u64::from(threshold_for_rate(rate))),
+        }
     }
 
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
-    }
-
-    /// Entries of the miniature cache: `C · R` blocks, at least one for a non-empty cache.
-    fn capacity(&self) -> Option<NonZeroUsize> {
-        if self.size_bytes == 0 || self.threshold == 0 {
-            return None;
-        }
-        let blocks = self.size_bytes.div_ceil(BLOCK) as f64;
-        NonZeroUsize::new(((blocks * self.rate).round() as usize).max(1))
     }
 
     /// A new allocation: the warm blocks that fit stay (as a resized cache would keep them).
@@ -64,68 +42,28 @@ impl ShadowCache {
             return;
         }
         self.size_bytes = size_bytes;
-        self.fit();
+        self.mini.resize(size_bytes.div_ceil(BLOCK));
     }
 
     /// Follow the estimator's sampling rate. Only a lower rate changes anything: the kernel's
     /// threshold never goes back up for a fixed-size estimator.
     pub fn set_rate(&mut self, rate: f64) {
-        let threshold = threshold_for_rate(rate);
-        if threshold >= self.threshold {
-            return;
-        }
-        self.threshold = threshold;
-        self.rate = threshold as f64 / SHARDS_P as f64;
-        if let Some(lru) = self.lru.as_mut() {
-            let out: Vec<u64> = lru
-                .iter()
-                .filter(|(_, &h)| h >= threshold)
-                .map(|(&k, _)| k)
-                .collect();
-            for k in out {
-                lru.pop(&k);
-            }
-        }
-        self.fit();
+        self.mini.lower_threshold(u64::from(threshold_for_rate(rate)));
     }
 
-    fn fit(&mut self) {
-        match (self.capacity(), self.lru.as_mut()) {
-            (Some(cap), Some(lru)) => lru.resize(cap),
-            (cap, _) => self.lru = cap.map(LruCache::new),
-        }
-    }
-
-    /// One sampled reference (`hash` is the SHARDS hash the kernel compared). Samples above
-    /// the current threshold (queued before the kernel lowered it) are not in the sample.
+    /// One sampled reference (`hash` is the SHARDS hash the kernel compared, which is
+    /// `lachesis_mrc::hash::sample_value(key, 0)`). Samples above the current threshold
+    /// (queued before the kernel lowered it) are not in the sample.
     pub fn access(&mut self, key: u64, hash: u32) {
-        if hash >= self.threshold {
-            return;
-        }
-        let weight = 1.0 / self.rate;
-        let hit = match self.lru.as_mut() {
-            Some(lru) => {
-                let hit = lru.get(&key).is_some();
-                if !hit {
-                    lru.put(key, hash);
-                }
-                hit
-            }
-            None => false,
-        };
-        if hit {
-            self.hits += weight;
-        } else {
-            self.misses += weight;
-        }
+        self.mini.access(key, u64::from(hash));
     }
 
     /// Cumulative hits and misses, scaled to the whole stream.
     pub fn report(&self) -> TenantCache {
         TenantCache {
             size_bytes: self.size_bytes,
-            hits: self.hits.round() as u64,
-            misses: self.misses.round() as u64,
+            hits: self.mini.hits().round() as u64,
+            misses: self.mini.misses().round() as u64,
         }
     }
 }
@@ -134,12 +72,11 @@ impl ShadowCache {
 mod tests {
     use super::*;
 
-    /// A well-mixed 24-bit hash, standing in for the kernel's.
+    use lachesis_ebpf_metrics::SHARDS_P;
+
+    /// The kernel's 24-bit SHARDS hash of `key`.
     fn hash(key: u64) -> u32 {
-        let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) % SHARDS_P as u64) as u32
+        lachesis_mrc::hash::sample_value(key, 0) as u32
     }
 
     fn ratio(c: &ShadowCache) -> f64 {
@@ -202,9 +139,9 @@ mod tests {
         }
         assert_eq!(c.report().hits, 500);
         c.set_rate(0.5);
-        let kept = c.lru.as_ref().unwrap();
-        assert!(kept.len() <= 250 && kept.iter().all(|(_, &h)| h < SHARDS_P / 2));
+        let kept: Vec<u64> = c.mini.keys().collect();
+        assert!(kept.len() <= 250 && kept.iter().all(|&k| hash(k) < SHARDS_P / 2));
         c.set_rate(1.0); // never goes back up
-        assert_eq!(c.threshold, threshold_for_rate(0.5));
+        assert_eq!(c.mini.threshold(), u64::from(threshold_for_rate(0.5)));
     }
 }
