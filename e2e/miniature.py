@@ -31,20 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The one Python splitmix64 (also the demo's scaling), held to the Rust and C ones by a fixture.
+from lachesis_cli.demo.traces import SHARDS_P, sample_value
+
 BLOCK = 4096
-SHARDS_P = 1 << 24
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def sample_value(keys: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer mod 2^24: `lachesis_mrc::hash::sample_value(key, 0)`."""
-    z = keys.astype(np.uint64) + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    z = z ^ (z >> np.uint64(31))
-    return z & np.uint64(SHARDS_P - 1)
 
 
 def arc_blocks(path: Path) -> np.ndarray:

@@ -13,8 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from lachesis_controller.app import prepare_database
 from lachesis_controller.bus.messages import Ack
-from lachesis_controller.db import make_engine, make_sessionmaker, migrate, utcnow
+from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Host
 from lachesis_controller.rollout import engine as rollouts
 
@@ -22,7 +23,7 @@ from lachesis_controller.rollout import engine as rollouts
 def one_run(hosts: int, batched: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'l.db'}")
-        migrate(engine)
+        prepare_database(engine)
         sessions = make_sessionmaker(engine)
         now = utcnow()
         ids = [f"host-{i:03d}" for i in range(hosts)]

@@ -15,8 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from lachesis_controller.app import prepare_database
 from lachesis_controller.bus.messages import Ack
-from lachesis_controller.db import make_engine, make_sessionmaker, migrate, utcnow
+from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Host, Rule, Tenant
 from lachesis_controller.rollout import engine as rollouts
 
@@ -55,7 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "l.db"
         engine = make_engine(f"sqlite:///{path}")
-        migrate(engine)
+        prepare_database(engine)
         sessions = make_sessionmaker(engine)
         seed(sessions, args.hosts)
         started = time.perf_counter()

@@ -65,7 +65,7 @@ def test_propose_apply_and_read_back(two: TestClient) -> None:
 
 def etag_of_proposed(client: TestClient) -> str:
     from lachesis_controller.api import etags
-    from lachesis_controller.api.allocations import AllocationSummary
+    from lachesis_controller.schemas.allocations import AllocationSummary
 
     proposed = client.get("/api/v1/allocations/summary").json()["proposed"]
     return etags.etag_of(AllocationSummary.model_validate(proposed))

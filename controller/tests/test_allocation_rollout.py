@@ -11,9 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from conftest import FakeAgent, enroll, make_settings, now_rfc3339, wait_rollout, wait_until
-from lachesis_controller.allocation.service import config_from_env
+from lachesis_controller.allocation.loop import LoopConfig
+from lachesis_controller.allocation.service import loop_config
 from lachesis_controller.app import create_app
-from lachesis_controller.config import ConfigError
+from lachesis_controller.config import ConfigError, Settings
 from test_allocation_api import CURVES, etag_of_proposed, tenant
 from test_bus_contract import validator
 
@@ -67,11 +68,10 @@ def _telemetry(host: str, tenants: dict[str, int], seq: int) -> dict[str, object
 
 
 def test_the_loop_rolls_its_decisions_out_to_the_hosts(
-    tmp_path: Path, redis_url: str, agents: Agents, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, redis_url: str, agents: Agents,
 ) -> None:
-    monkeypatch.setenv("LACHESIS_ALLOCATION_INTERVAL_S", "0.2")
-    monkeypatch.setenv("LACHESIS_ALLOCATION_REACTION_S", "1")
-    with TestClient(create_app(make_settings(tmp_path, redis_url))) as client:
+    settings = make_settings(tmp_path, redis_url, allocation_interval_s=0.2, allocation_reaction_s=1.0)
+    with TestClient(create_app(settings)) as client:
         tenant(client, "loop")
         tenant(client, "web")
         a = agents("host-a")
@@ -100,6 +100,10 @@ def test_the_loop_rolls_its_decisions_out_to_the_hosts(
         # "loop" stops: after the reaction time its space goes to "web".
         active = {"web": 100}
         wait_until(lambda: sizes() == {"loop": 0, "web": 1000}, timeout=20, what="loop's space moving to web")
+
+
+def config_from_env(env: dict[str, str]) -> LoopConfig:
+    return loop_config(Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", **env}))
 
 
 def test_loop_timing_from_the_environment() -> None:

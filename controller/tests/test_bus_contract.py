@@ -26,7 +26,13 @@ MODELS: dict[str, type[BaseModel]] = {
     "registration": Registration,
     "telemetry": Telemetry,
 }
-FIXTURES = sorted(p for p in (SCHEMAS / "fixtures").glob("*/*.json") if p.parent.name != "devsim-input")  # not a bus message: test_placement_devsim_contract.py
+# Fixture folders that are not bus messages, each with the tests that run it.
+NOT_MESSAGES = {
+    "devsim-input",  # test_placement_devsim_contract.py
+    "rule-match",  # test_rule_match.py and agents/switch
+    "hash",  # test_hash.py, agents/mrc and the BPF program's hash
+}
+FIXTURES = sorted(p for p in (SCHEMAS / "fixtures").glob("*/*.json") if p.parent.name not in NOT_MESSAGES)
 
 
 def _registry() -> Registry:

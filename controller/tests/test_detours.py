@@ -104,13 +104,12 @@ def _file(target: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def readset_client(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    monkeypatch.setenv("LACHESIS_READSET_QUIET_S", "1")
+def readset_client(tmp_path: Path, redis_url: str) -> Iterator[TestClient]:
     # The redis-server is shared by the session: start without earlier tests' requests.
     admin = redis.Redis.from_url(redis_url)
     admin.delete("lachesis:agent:host-a:detours", "lachesis:detour-verdicts:host-a")
     admin.close()
-    with TestClient(create_app(make_settings(tmp_path, redis_url))) as c:
+    with TestClient(create_app(make_settings(tmp_path, redis_url, readset_quiet_s=1.0))) as c:
         yield c
 
 

@@ -16,14 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from lachesis_controller.validation.bounds import (
-    HOST_PATH_PATTERN,
-    MAX_CLASSIFIERS,
-    MAX_DETOURS,
-    MAX_PATH_CHARS,
-    MAX_TENANTS,
-    normal_path,
-)
+from lachesis_controller.validation.bounds import HOST_PATH_PATTERN, MAX_CLASSIFIERS, MAX_DETOURS, MAX_PATH_CHARS, MAX_TENANTS, normal_path
 
 BOOTSTRAP = "input-bootstrap"
 ADMIN = {"Authorization": f"Bearer {BOOTSTRAP}"}
@@ -129,10 +122,10 @@ def test_remote_and_normal_file_targets_are_accepted(secured: TestClient) -> Non
 
 
 def test_rules_and_tenants_in_total_are_bounded(secured: TestClient, state: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in ("tenants", "policies"):
-        monkeypatch.setattr(f"lachesis_controller.api.{module}.MAX_TENANTS", 2)
-    for module in ("rules", "policies"):
-        monkeypatch.setattr(f"lachesis_controller.api.{module}.MAX_RULES", 2)
+    for module in ("api.tenants", "policy.service"):
+        monkeypatch.setattr(f"lachesis_controller.{module}.MAX_TENANTS", 2)
+    for module in ("api.rules", "policy.service"):
+        monkeypatch.setattr(f"lachesis_controller.{module}.MAX_RULES", 2)
     for name in ("web", "db"):
         assert secured.post("/api/v1/tenants", json=tenant(path_prefix(f"/srv/{name}/"), name=name)).status_code == 201
     refused(secured, state, "POST", "/api/v1/tenants", "name", "3 tenants in all would pass the limit of 2",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lachesis_controller.placement import Geometry, PlacementError, Stream, assign, devsim, model, naive, predict
+from lachesis_controller.placement import Geometry, PlacementError, Stream, assign, devsim, dlwa as model, naive, predict
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 
 from lachesis_controller.bus.messages import DesiredState
 from lachesis_controller.policy.compile import compile_policy
-from lachesis_controller.policy.model import PolicyDocument
+from lachesis_controller.policy.document import PolicyDocument
 from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
 
 EXAMPLES = sorted((REPO_ROOT / "policies" / "examples").glob("*.yaml"))

@@ -104,6 +104,19 @@ def test_detour_loops_are_refused() -> None:
     assert checks(self_loop.errors) == [("loop", ("self",))]
 
 
+def test_paths_are_matched_by_component_as_the_switch_does() -> None:
+    # /data never matches /database on an agent (agents/switch), so neither may the verifier:
+    # a plain string prefix saw a loop here, and a shadowed rule below.
+    to_database = verify([rule("data-to-database", path_prefix="/data")(("io", "file", "/database/f"))], STAGES)
+    assert to_database.errors == []
+    rules = [
+        rule("data", priority=1, path_prefix="/data")(("io", "stage", "cache/shared")),
+        rule("database", priority=2, path_prefix="/database")(("io", "stage", "cache/shared")),
+        rule("data-sub", priority=3, path_prefix="/data/sub/")(("io", "stage", "cache/shared")),
+    ]
+    assert checks(verify(rules, STAGES).warnings) == [("shadowed", ("data-sub", "data"))]
+
+
 def test_a_tenants_io_may_not_reach_another_tenants_stage() -> None:
     rules = [
         rule("b-into-a", tenant="b")(("io", "stage", "cache/a")),

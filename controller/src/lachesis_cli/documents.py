@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from lachesis_controller.policy.model import PolicyDocument
-from lachesis_controller.schemas import RuleSpec, TenantSpec
+from lachesis_controller.policy.document import PolicyDocument
+from lachesis_controller.schemas.rules import RuleSpec
+from lachesis_controller.schemas.tenants import TenantSpec
 from lachesis_controller.validation.problems import format_loc
 
 from .errors import CliError

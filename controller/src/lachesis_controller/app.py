@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from lachesis_controller import __version__
 from lachesis_controller.allocation import service as allocation_service
+from lachesis_controller.allocation.service import loop_config
 from lachesis_controller.api import (
     allocations,
     audit,
@@ -26,10 +27,10 @@ from lachesis_controller.api import (
     hosts,
     placements,
     policies,
+    quiesce,
     rollouts,
     rules,
     stages,
-    switch,
     telemetry,
     tenants,
     tokens,
@@ -80,8 +81,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
     app.state.telemetry = TelemetryStore()
     tasks.append(TelemetryConsumer(bus, app.state.telemetry, stop).start())
-    tasks.append(detour_service.start(sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s))
-    tasks.append(allocation_service.start(sessions, app.state.telemetry, stop, bus=bus, rollout_timeout_s=settings.rollout_timeout_s))
+    tasks.append(detour_service.start(
+        sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s, quiet_s=settings.readset_quiet_s
+    ))
+    tasks.append(allocation_service.start(
+        sessions, app.state.telemetry, stop, loop_config(settings), bus=bus, rollout_timeout_s=settings.rollout_timeout_s
+    ))
     log.info(
         "controller %s ready: database %s, redis %s, auth %s",
         __version__,
@@ -110,7 +115,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
-    setup_tracing()
+    setup_tracing(console=settings.otel_console)
     app = FastAPI(
         title="Lachesis controller",
         version=__version__,
@@ -128,7 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, switch, telemetry, detours_api):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api):
         api.include_router(module.router)
     app.include_router(api)
 

@@ -33,17 +33,32 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     max_body_depth: int = MAX_BODY_DEPTH
     # Host directories a tenant-scoped token's file endpoints may lie under, besides the
-    # tenant's own path_prefix classifiers (endpoint_roots.py).
+    # tenant's own path_prefix classifiers (auth/endpoint_roots.py).
     endpoint_roots: tuple[str, ...] = ()
     # Connections to Redis the controller may hold at once (REST calls, publications and one
     # per blocking consumer); callers beyond it wait for one (bus.make_redis).
     redis_max_connections: int = 64
     # The dashboard's build output; in a checkout that is ui/dist beside controller/.
     ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
+    log_level: str = "INFO"
+    # Spans to stderr as well (observability/tracing.py).
+    otel_console: bool = False
+    # The allocation loop's timing (allocation/service.py): how often it runs, how long a
+    # gain must last before it acts, and the smallest hit-ratio gain worth a rollout.
+    allocation_interval_s: float = 5.0
+    allocation_reaction_s: float = 15.0
+    allocation_gain: float = 0.01
+    # How long writes must be quiet before the read-set application restores a flow's
+    # replica reads (detours/apps.py; 30 s as in the sRoute paper).
+    readset_quiet_s: float = 30.0
+    # The placement broker's simulator; None: the workspace's release build, else PATH.
+    devsim: Path | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
+        """From `env` (the process environment by default), with `overrides` (variable name
+        to value) on top."""
+        env = {**(os.environ if env is None else env), **overrides}
         database_url = env.get("LACHESIS_DATABASE_URL") or _default_database_url()
         host, port = _parse_bind(env.get("LACHESIS_BIND") or "127.0.0.1:8080")
         return cls(
@@ -61,6 +76,13 @@ class Settings:
             endpoint_roots=_roots(env, "LACHESIS_ENDPOINT_ROOTS"),
             redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
+            log_level=(env.get("LACHESIS_LOG_LEVEL") or "INFO").upper(),
+            otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
+            allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
+            allocation_reaction_s=positive_float(env, "LACHESIS_ALLOCATION_REACTION_S", 15.0),
+            allocation_gain=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
+            readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
+            devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
         )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
@@ -31,19 +30,17 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "openapi":
         sys.exit(export_openapi(args.output, check=args.check))
-    logging.basicConfig(
-        level=os.environ.get("LACHESIS_LOG_LEVEL", "INFO").upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
-        env = dict(os.environ)
-        if args.insecure_no_auth:
-            env["LACHESIS_INSECURE_NO_AUTH"] = "1"
-        settings = Settings.from_env(env)
+        flags = {"LACHESIS_INSECURE_NO_AUTH": "1"} if args.insecure_no_auth else {}
+        settings = Settings.from_env(None, **flags)
     except ConfigError as exc:
         print(f"lachesis-controller: {exc}", file=sys.stderr)
         sys.exit(2)
+    logging.basicConfig(
+        level=settings.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     # Imported only now so that a configuration mistake is reported at once.
     import uvicorn
 

@@ -81,7 +81,7 @@ class Rollout(Base):
     phase: Mapped[str | None] = mapped_column(String(16))
     # The rollout that rolled this one's hosts back after it failed or timed out.
     rolled_back_by: Mapped[str | None] = mapped_column(String(36))
-    # While pending: what this rollout ships that the one before it did not (intent.py's
+    # While pending: what this rollout ships that the one before it did not (rollout/intent.py's
     # diff), so a failure can put the database back. Cleared once it is decided.
     changes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     # After a rollback: the resources the database got back ({kind, name}).
@@ -143,7 +143,7 @@ class DesiredStateBody(Base):
 
 class ShippedIntent(Base):
     """The intent (tenants, rules, stages, policies, allocation, placements) as the newest
-    rollout shipped it: the "before" of the next rollout's changes (intent.py)."""
+    rollout shipped it: the "before" of the next rollout's changes (rollout/intent.py)."""
 
     __tablename__ = "shipped_intent"
 
@@ -216,7 +216,7 @@ class PolicyVersion(Base):
 
 
 class AgentCredential(Base):
-    """The Redis ACL user of one agent (bus.py: agent_acl_rules). Only the SHA-256 of the
+    """The Redis ACL user of one agent (bus/client.py: agent_acl_rules). Only the SHA-256 of the
     secret is kept, the same hash Redis holds, so the controller can recreate the user after
     Redis lost it without ever storing the secret."""
 
@@ -305,7 +305,7 @@ class Stage(Base):
     kind: Mapped[str] = mapped_column(String(16))
     # The database itself refuses to drop a tenant that owns a stage.
     owner: Mapped[str | None] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"), index=True)
-    # The declaration as sent (policy_model's stage kinds), with its defaults filled in.
+    # The declaration as sent (policy/document.py's stage kinds), with its defaults filled in.
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

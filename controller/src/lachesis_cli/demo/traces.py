@@ -31,14 +31,19 @@ class TraceError(ValueError):
     """A trace that cannot be read: the message names the file and what is wrong."""
 
 
-def sample_value(keys: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer mod 2^24: `lachesis_mrc::hash::sample_value(key, 0)`."""
+def mix64(keys: np.ndarray) -> np.ndarray:
+    """splitmix64's output function, vectorised: `lachesis_mrc::hash::mix64`, the BPF
+    program's `lx_mix64` (the three are held to api-schemas/fixtures/hash/splitmix64.json)."""
     with np.errstate(over="ignore"):
         z = keys.astype(np.uint64) + _GOLDEN
         z = (z ^ (z >> np.uint64(30))) * _M1
         z = (z ^ (z >> np.uint64(27))) * _M2
-    z = z ^ (z >> np.uint64(31))
-    return z & np.uint64(SHARDS_P - 1)
+    return z ^ (z >> np.uint64(31))
+
+
+def sample_value(keys: np.ndarray) -> np.ndarray:
+    """The hash mod 2^24: `lachesis_mrc::hash::sample_value(key, 0)`."""
+    return mix64(keys) & np.uint64(SHARDS_P - 1)
 
 
 @dataclass(frozen=True)

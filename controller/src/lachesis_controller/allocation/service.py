@@ -11,7 +11,7 @@ The loop does nothing until an operator has stated the cache's capacity with a f
 `POST /api/v1/allocations/proposals`; from then on it follows the telemetry. Each decision it
 rolls out is a new (one-phase) generation for every host, carrying the sizes as `caches`.
 
-Its timing comes from the environment (`config_from_env`): LACHESIS_ALLOCATION_INTERVAL_S,
+Its timing comes from the environment (`config.Settings`, `loop_config`): LACHESIS_ALLOCATION_INTERVAL_S,
 LACHESIS_ALLOCATION_REACTION_S (the reaction time, default 15 s), LACHESIS_ALLOCATION_GAIN.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -37,7 +36,7 @@ from lachesis_controller.allocation.allocate import (
 )
 from lachesis_controller.allocation.curves import Curve, CurveError
 from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopConfig, TenantCurve
-from lachesis_controller.config import positive_float
+from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AllocationGuarantee, CacheAllocation
 from lachesis_controller.rollout import engine as rollouts
@@ -115,15 +114,13 @@ class Publisher(Protocol):
     async def publish(self, publications: list[rollouts.Publication], *, source: str) -> Any: ...
 
 
-def config_from_env(env: Mapping[str, str] | None = None) -> LoopConfig:
-    """The loop's timing; a bad value is a ConfigError naming the variable."""
-    env = os.environ if env is None else env
-
+def loop_config(settings: Settings) -> LoopConfig:
+    """The loop's timing (LACHESIS_ALLOCATION_*, read and checked by config.Settings)."""
     return LoopConfig(
         capacity=0.0,
-        interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
-        reaction_time_s=positive_float(env, "LACHESIS_ALLOCATION_REACTION_S", 15.0),
-        gain_threshold=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
+        interval_s=settings.allocation_interval_s,
+        reaction_time_s=settings.allocation_reaction_s,
+        gain_threshold=settings.allocation_gain,
     )
 
 
@@ -173,7 +170,7 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
     """The loop as a background task of the controller; without a bus the generations are
     still recorded and the reconciler delivers them."""
     side = DatabaseSide(sessions, rollout_timeout_s)
-    cfg = config or config_from_env()
+    cfg = config or LoopConfig(capacity=0.0)
     holder: dict[str, AllocationLoop] = {}
 
     async def publish(decision: Decision) -> None:

@@ -3,11 +3,7 @@ hit-ratio curve that share sits on, and the guarantees that come first (allocati
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Literal
-
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -29,13 +25,23 @@ from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, Setti
 from lachesis_controller.api.pagination import PageDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import require_tenant
-from lachesis_controller.bus.messages import Name
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AllocationCurve, AllocationGuarantee, CacheAllocation, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas import RequestModel
-from lachesis_controller.validation.bounds import MAX_TENANTS
+from lachesis_controller.schemas.allocations import (
+    AllocationSummary,
+    BandwidthIn,
+    FixedSizeIn,
+    GuaranteeBody,
+    GuaranteeOut,
+    MinHitRatioIn,
+    ProposalOut,
+    ProposalRequest,
+    Summaries,
+    TenantAllocationOut,
+    TenantShare,
+)
 from lachesis_controller.validation.problems import FieldError, ProblemError, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/allocations", tags=["allocations"])
@@ -44,102 +50,31 @@ CURRENT, PROPOSED = "current", "proposed"
 # Bounds on one request's work: 5,000 tenants × 1,000 increments is the design point.
 MAX_INCREMENTS = 100_000
 MAX_CELLS = 20_000_000
-# Bytes and bytes/s: an exabyte is beyond any cache, and keeps the arithmetic finite.
-MAX_QUANTITY = 1e18
 
 
-class CurveIn(RequestModel):
-    sizes: list[Annotated[float, Field(ge=0, le=MAX_QUANTITY, allow_inf_nan=False)]] = Field(
-        min_length=1, max_length=100_000, description="Cache sizes in bytes, increasing."
-    )
-    miss_ratios: list[float] = Field(min_length=1, max_length=100_000, description="Miss ratio at each size.")
-    weight: float = Field(allow_inf_nan=False, default=1.0, ge=0, le=1e12, description="Requests per second: the weight of its hit ratio.")
 
 
-class MinHitRatioIn(RequestModel):
-    kind: Literal["min_hit_ratio"]
-    ratio: float = Field(allow_inf_nan=False, gt=0, le=1)
 
 
-class BandwidthIn(RequestModel):
-    """Turned into a minimum hit ratio by Moirai's Eq. 5.2."""
-
-    kind: Literal["bandwidth"]
-    sla: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth the tenant must get, bytes/s.")
-    storage: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the storage back end, bytes/s.")
-    memory: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the cache, bytes/s.")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> BandwidthIn:
-        if self.memory <= self.storage:
-            raise ValueError("memory bandwidth must exceed storage bandwidth")
-        return self
 
 
-class FixedSizeIn(RequestModel):
-    kind: Literal["fixed_size"]
-    size_bytes: float = Field(allow_inf_nan=False, ge=0, le=MAX_QUANTITY)
 
 
-GuaranteeIn = Annotated[MinHitRatioIn | BandwidthIn | FixedSizeIn, Field(discriminator="kind")]
 
 
-class ProposalRequest(RequestModel):
-    capacity_bytes: float = Field(allow_inf_nan=False, ge=1, le=MAX_QUANTITY)
-    epsilon_bytes: float | None = Field(allow_inf_nan=False, default=None, gt=0, description="Increment; default 0.001 × capacity.")
-    method: Literal["optimal", "waterfill"] = "optimal"
-    curves: dict[Name, CurveIn] | None = Field(
-        default=None, max_length=MAX_TENANTS, description="Curves to use (and keep) instead of the stored ones, by tenant."
-    )
-    guarantees: dict[Name, GuaranteeIn] | None = Field(
-        default=None, max_length=MAX_TENANTS, description="Guarantees for this proposal only, overriding the stored ones."
-    )
-    idle: list[Name] = Field(default_factory=list, max_length=MAX_TENANTS, description="Tenants whose space is reclaimed.")
 
 
-class CurvePoint(BaseModel):
-    size_bytes: float
-    miss_ratio: float
-    index: int = Field(description="The measured point at or below this size.")
 
 
-class TenantShare(BaseModel):
-    size_bytes: float
-    reserved_bytes: float
-    hit_ratio: float
-    weight: float
-    idle: bool
-    curve_point: CurvePoint
 
 
-class TenantAllocationOut(BaseModel):
-    tenant: str
-    current: TenantShare | None
-    proposed: TenantShare | None
-    guarantee: GuaranteeIn | None
 
 
-class AllocationSummary(BaseModel):
-    state: Literal["current", "proposed"]
-    capacity_bytes: float
-    epsilon_bytes: float
-    method: str
-    utility: float = Field(description="Σ weight × hit ratio.")
-    upper_bound: float = Field(description="No allocation of the same curves does better.")
-    optimal: bool
-    computed_at: datetime
-    computed_by: str
 
 
-class ProposalOut(BaseModel):
-    summary: AllocationSummary
-    tenants: dict[str, TenantShare]
-    gain: float | None = Field(description="Utility over the current allocation's under the same curves.")
 
 
-class Summaries(BaseModel):
-    current: AllocationSummary | None
-    proposed: AllocationSummary | None
+
 
 
 def _guarantee(spec: MinHitRatioIn | BandwidthIn | FixedSizeIn) -> Guarantee:
@@ -323,9 +258,6 @@ async def apply_proposal(
     return out
 
 
-class GuaranteeOut(BaseModel):
-    tenant: str
-    guarantee: GuaranteeIn
 
 
 @router.get("/guarantees", response_model=list[GuaranteeOut])
@@ -338,8 +270,6 @@ async def list_guarantees(
     return page.cut(out, request, response)
 
 
-class GuaranteeBody(RequestModel):
-    guarantee: GuaranteeIn
 
 
 @router.put(

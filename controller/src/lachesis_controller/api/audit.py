@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.models import AuditEvent
-from lachesis_controller.schemas import AuditEventOut
+from lachesis_controller.schemas.audit import AuditEventOut
 
 router = APIRouter(prefix="/audit", tags=["audit"])
 

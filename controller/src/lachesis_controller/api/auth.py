@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lachesis_controller.auth.authz import ADMIN, OPERATOR, Principal, refusal
 from lachesis_controller.auth.tokens import hash_secret
 from lachesis_controller.models import ApiToken
+from lachesis_controller.validation.bounds import under
 from lachesis_controller.validation.problems import problem_response
 
 PROTECTED_PREFIX = "/api/v1"
@@ -45,7 +46,7 @@ class BearerAuthMiddleware:
         self.bootstrap = token.encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _under(scope.get("path", ""), PROTECTED_PREFIX):
+        if scope["type"] != "http" or not under(scope.get("path", ""), PROTECTED_PREFIX):
             await self.app(scope, receive, send)
             return
         principal = ANONYMOUS if self.bootstrap is None else self._authenticate(scope)
@@ -89,13 +90,13 @@ class BearerAuthMiddleware:
 
 def _route_refusal(principal: Principal, method: str, path: str) -> str | None:
     """The checks that need only the method and path; None when the request may go on."""
-    if _under(path, TOKENS_PREFIX) and principal.role != ADMIN:
+    if under(path, TOKENS_PREFIX) and principal.role != ADMIN:
         return refusal(principal, "manage API tokens (admin only)")
     if method in READ_METHODS:
         return None
     if principal.role not in (ADMIN, OPERATOR):
         return refusal(principal, "change anything (read-only role)")
-    if principal.tenant is not None and _under(path, TENANTS_PREFIX):
+    if principal.tenant is not None and under(path, TENANTS_PREFIX):
         # A tenant's classifiers decide which IO is whose; letting a tenant edit them would
         # let it claim another tenant's IO.
         return refusal(principal, "create, change or delete tenants")
@@ -110,7 +111,3 @@ def _bearer(scope: Scope) -> bytes | None:
                 return None
             return credentials.strip()
     return None
-
-
-def _under(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix + "/")

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from fastapi import Response
 
-from lachesis_controller.bus.client import Bus
-from lachesis_controller.bus.client import Publication
+from lachesis_controller.bus.client import Bus, Publication
 
 
 async def ship(

@@ -4,36 +4,16 @@ their tenant's headers."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
 
 from lachesis_controller.api.deps import PrincipalDep
 from lachesis_controller.detours.service import DetourLog
+from lachesis_controller.schemas.detours import DetourOut
 from lachesis_controller.validation.problems import problem_responses
 
 router = APIRouter(tags=["detours"])
 
 
-class DetourOut(BaseModel):
-    id: str = Field(description="The agent's request id.")
-    host_id: str
-    rule: str
-    target: str = Field(description="The controller application.")
-    hold: bool = Field(description="The IO waited for the verdict (false: a copy).")
-    tenant: str | None
-    op: Literal["read", "write", "create", "delete"]
-    path: str
-    offset: int
-    length: int
-    sent_at: str
-    verdict: Literal["proceed", "deny"] | None = Field(description="null for copies.")
-    errno: int | None
-    ttl_ms: int | None
-    reason: str | None
-    latency_ms: float = Field(description="From the request's arrival to its verdict being sent.")
-    traceparent: str | None
 
 
 @router.get("/detours", response_model=list[DetourOut], responses=problem_responses(401))

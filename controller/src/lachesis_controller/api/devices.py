@@ -3,50 +3,24 @@ bytes, DLWA, per placement handle) and the placement broker's prediction beside 
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.auth.authz import forbidden
 from lachesis_controller.bus.agent_telemetry import TelemetryStore
 from lachesis_controller.models import DevicePlacement, Host
+from lachesis_controller.schemas.devices import DeviceOut, DevicePoint, HandleOut
 from lachesis_controller.stages import store
 from lachesis_controller.stages.resolve import auto_placements
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
 
-class HandleOut(BaseModel):
-    handle: int
-    host_bytes_written: int
-    media_bytes_written: int | None
-    dlwa: float | None
 
 
-class DevicePoint(BaseModel):
-    at: datetime
-    write_bytes_per_s: float
-    dlwa: float | None = Field(description="Media over host bytes written in the interval ending at `at`.")
 
 
-class DeviceOut(BaseModel):
-    host: str
-    name: str
-    kind: str
-    path: str
-    size_bytes: int
-    placement_handles: int
-    reclaim_unit_bytes: int | None
-    host_bytes_written: int | None = Field(description="Since the agent opened the device.")
-    media_bytes_written: int | None
-    dlwa: float | None = Field(description="Media over host bytes since the agent opened the device.")
-    predicted_dlwa: float | None = Field(description="The placement broker's prediction for the streams placed on the device.")
-    predicted_by: str | None = Field(description="simulator or model (the FDP paper's closed form).")
-    handles: list[HandleOut]
-    series: list[DevicePoint]
 
 
 def _ratio(media: int | None, host: int | None) -> float | None:

@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from lachesis_controller.bus.client import REDIS_DOWN
-from lachesis_controller.schemas import Health, Readiness
+from lachesis_controller.schemas.health import Health, Readiness
 from lachesis_controller.validation.problems import problem_response, problem_responses
 
 router = APIRouter(tags=["health"])

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
@@ -22,7 +21,7 @@ from lachesis_controller.bus.messages import HOST_ID_PATTERN, Capabilities, Hear
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AgentCredential, Host
 from lachesis_controller.rollout import decommission
-from lachesis_controller.schemas import HostOut
+from lachesis_controller.schemas.hosts import EnrollmentOut, HostOut
 from lachesis_controller.validation.problems import ProblemError, not_found, problem_responses
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
@@ -67,14 +66,6 @@ async def get_host(host_id: str, session: SessionDep, bus: BusDep) -> HostOut:
     return host_out(host, beats, utcnow())
 
 
-class EnrollmentOut(BaseModel):
-    host_id: str
-    redis_user: str
-    redis_url: str = Field(
-        description="The bus URL for the agent (`lachesis-agent run --redis-url`), with its "
-        "user and secret. Shown once: the controller keeps only the secret's SHA-256."
-    )
-    created_at: datetime
 
 
 HostIdPath = Annotated[str, Path(pattern=HOST_ID_PATTERN, description="Host id the agent will run as.")]

@@ -4,72 +4,36 @@ device, which streams share one and why, and the device's predicted DLWA (placem
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lachesis_controller.api.deps import PrincipalDep, SessionDep
+from lachesis_controller.api.deps import PrincipalDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import Principal, require_tenant
-from lachesis_controller.bus.messages import Name
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import DevicePlacement, Host, Tenant
 from lachesis_controller.placement import Geometry, PlacementError, Stream, predict
-from lachesis_controller.schemas import RequestModel
+from lachesis_controller.schemas.placements import DevicePlacementOut, PlacementRequest, SharedOut, StreamOut
 from lachesis_controller.validation.problems import invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/placements", tags=["placements"])
 
-Part = Literal["loc", "klog", "kset", "set-assoc", "fwlog", "fwsets"]
 
 
-class StreamIn(RequestModel):
-    tenant: Name
-    part: Part = Field(description="Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.")
-    space: float = Field(allow_inf_nan=False, ge=1e-6, le=1, description="Share of the device's logical space.")
-    writes: float = Field(allow_inf_nan=False, ge=0, le=1, description="Share of the device's host writes.")
-    trimmed: bool = Field(default=False, description="A log that deallocates each segment before rewriting it.")
 
 
-class PlacementRequest(RequestModel):
-    streams: list[StreamIn] = Field(min_length=1, max_length=256)
-    overprovisioning: float = Field(allow_inf_nan=False, default=0.07, gt=0, le=1, description="The device's spare share of flash.")
-    reclaim_units: int = Field(default=1024, ge=64, le=4096, description="Reclaim units the simulator models.")
-    simulate: bool = Field(default=True, description="Predict with the simulated SSD (else the closed form).")
 
 
-class StreamOut(BaseModel):
-    tenant: str
-    part: str
-    space: float
-    writes: float
-    trimmed: bool
-    handle: int
 
 
-class SharedOut(BaseModel):
-    handle: int
-    streams: list[str]
-    reason: str
 
 
-class DevicePlacementOut(BaseModel):
-    host_id: str
-    device: str
-    handles: int
-    overprovisioning: float
-    streams: list[StreamOut]
-    shared: list[SharedOut] = Field(description="Handles more than one stream writes with, and why.")
-    predicted_dlwa: float
-    predicted_by: Literal["simulator", "model"]
-    model_dlwa: float = Field(description="The FDP paper's closed form for the same placement.")
-    warnings: list[str]
-    computed_at: datetime
+
 
 
 def _out(row: DevicePlacement, principal: Principal) -> DevicePlacementOut:
@@ -127,13 +91,13 @@ def _no_device(host_id: str, device: str, known: str) -> Exception:
 
 async def _compute(
     host_id: str, device: str, streams: list[dict[str, Any]], handles: int, notes: list[str], op: float,
-    reclaim_units: int, simulate: bool,
+    reclaim_units: int, simulate: bool, simulator: Path | None,
 ) -> DevicePlacement:
     parsed = [Stream(s["tenant"], s["part"], s["space"], s["writes"], s.get("trimmed", False)) for s in streams]
     geometry = Geometry(reclaim_units=reclaim_units, overprovisioning=op, handles=handles)
     # The simulator takes a second or two: off the event loop.
     try:
-        result = await asyncio.to_thread(predict, parsed, geometry, simulate=simulate)
+        result = await asyncio.to_thread(predict, parsed, geometry, simulate=simulate, simulator=simulator)
     except PlacementError as e:
         raise invalid([("streams", str(e))]) from None
     except ValueError as e:  # the simulated device cannot be built (too little spare space)
@@ -154,7 +118,7 @@ async def _compute(
     summary="Place a device's streams on its handles and predict its DLWA",
 )
 async def place_device(
-    host_id: str, device: str, spec: PlacementRequest, session: SessionDep, principal: PrincipalDep,
+    host_id: str, device: str, spec: PlacementRequest, session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
 ) -> DevicePlacementOut:
     require_tenant(principal, None, f"place the streams of device {host_id}/{device}")
     with session.begin():
@@ -166,7 +130,7 @@ async def place_device(
             raise invalid(unknown)
     streams = [s.model_dump() for s in spec.streams]
     row = await _compute(host_id, device, streams, handles, notes, spec.overprovisioning, spec.reclaim_units,
-                         spec.simulate)
+                         spec.simulate, settings.devsim)
     with session.begin():
         if session.get(Host, host_id) is None:  # deregistered meanwhile
             raise not_found("host", host_id)
@@ -184,7 +148,7 @@ async def place_device(
     "/recompute", response_model=list[DevicePlacementOut], responses=problem_responses(401, 403),
     summary="Place every known device's streams again (after its handle inventory changed)",
 )
-async def recompute(session: SessionDep, principal: PrincipalDep) -> list[DevicePlacementOut]:
+async def recompute(session: SessionDep, principal: PrincipalDep, settings: SettingsDep) -> list[DevicePlacementOut]:
     require_tenant(principal, None, "recompute placements")
     with session.begin():
         jobs = []
@@ -195,7 +159,7 @@ async def recompute(session: SessionDep, principal: PrincipalDep) -> list[Device
                 continue
             streams = [{k: s[k] for k in ("tenant", "part", "space", "writes", "trimmed")} for s in r.streams]
             jobs.append((r.host_id, r.device, streams, handles, notes, r.overprovisioning, r.reclaim_units))
-    rows = [await _compute(*job, simulate=True) for job in jobs]
+    rows = [await _compute(*job, simulate=True, simulator=settings.devsim) for job in jobs]
     with session.begin():
         out = [_out(session.merge(r), principal) for r in rows if session.get(Host, r.host_id) is not None]
     return out

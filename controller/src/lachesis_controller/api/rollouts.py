@@ -13,7 +13,7 @@ from lachesis_controller.auth.authz import Principal
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AuditEvent, Rollout
 from lachesis_controller.rollout import engine
-from lachesis_controller.schemas import RestoredResource, RolloutOut, RolloutTargetOut
+from lachesis_controller.schemas.rollouts import RestoredResource, RolloutOut, RolloutTargetOut
 from lachesis_controller.validation.problems import not_found, problem_responses
 
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])

@@ -22,7 +22,7 @@ from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.policy.ruleset import current_rules, declared_stages, rule_dict
 from lachesis_controller.policy.verify import verify
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas import RuleChange, RuleOut, RuleSpec
+from lachesis_controller.schemas.rules import RuleChange, RuleOut, RuleSpec
 from lachesis_controller.validation.bounds import MAX_RULES, require_room
 from lachesis_controller.validation.problems import conflict, invalid, not_found, problem_responses, unsafe
 
@@ -77,7 +77,7 @@ def _audit(
 
 
 def _verify(session: Session, rule: Rule) -> None:
-    """Refuse the change if the rule set with it would be unsafe (verifier.py). Runs
+    """Refuse the change if the rule set with it would be unsafe (policy/verify.py). Runs
     after the change is in the session, before the commit: a refusal rolls it back."""
     rules = [r for r in current_rules(session) if r["name"] != rule.name] + [rule_dict(rule)]
     report = verify(rules, declared_stages(session))

@@ -8,11 +8,10 @@ runs and measures comes back on telemetry and is served with the declaration.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
 from lachesis_controller.api.changes import ship
@@ -24,9 +23,9 @@ from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Rule, Stage, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
-from lachesis_controller.policy.model import Stage as StageSpec
+from lachesis_controller.policy.document import Stage as StageSpec
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas import RequestModel
+from lachesis_controller.schemas.stages import StageChange, StageHost, StageOut, StagePatch, StagePointOut
 from lachesis_controller.stages import store
 from lachesis_controller.stages.resolve import shipped_stages
 from lachesis_controller.validation.problems import ProblemError, conflict, invalid, not_found, problem_responses
@@ -37,55 +36,14 @@ WRITE_ERRORS = problem_responses(400, 401, 403, 404, 409, 415, 422)
 STAGE_SPEC: TypeAdapter[Any] = TypeAdapter(StageSpec)
 
 
-class StagePointOut(BaseModel):
-    at: datetime
-    size_bytes: int | None = Field(description="The size desired state asked for then.")
-    installed_bytes: int | None
-    hit_ratio: float | None = Field(description="Hits over block reads in the interval ending at `at`.")
 
 
-class StageHost(BaseModel):
-    """One host's instance of a stage: what desired state asks for and what the agent reports."""
-
-    host_id: str
-    allocated_bytes: int | None = Field(description="Cache size shipped to the host (the allocation while one is in force).")
-    reported_at: datetime | None
-    installed_bytes: int | None = Field(description="Size the engine holds now.")
-    hits: int | None
-    misses: int | None
-    hit_ratio: float | None = Field(description="Hits over block reads since the stage was built.")
-    bytes_read_hit: int | None
-    bytes_read_miss: int | None
-    bytes_written: int | None
-    evictions: int | None
-    writebacks: int | None
-    dirty_bytes: int | None
-    series: list[StagePointOut] = Field(description="Per reporting interval, oldest first (bounded).")
 
 
-class StageOut(BaseModel):
-    name: str
-    kind: str
-    owner: str | None
-    source: str = Field(description="api, or policy/NAME for a stage a policy declares.")
-    declared: dict[str, Any] = Field(description="The declaration, as given (defaults filled in).")
-    hosts: list[StageHost]
 
 
-class StageChange(StageOut):
-    rollout_id: str
 
 
-class StagePatch(RequestModel):
-    """Configure a stage: the fields to change (Moirai's configure; resize with size_bytes)."""
-
-    size_bytes: int | None = Field(default=None, ge=1 << 20, le=1 << 50)
-    write_mode: Literal["through", "back", "around"] | None = None
-    eviction: Literal["lru", "fifo", "mrc"] | None = None
-    engine: Literal["dram", "loc", "kangaroo", "hybrid"] | None = None
-    max_dirty_bytes: int | None = Field(default=None, ge=4096, le=1 << 50)
-    max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=1 << 50)
-    max_iops: int | None = Field(default=None, ge=1, le=100_000_000)
 
 
 def _telemetry(request: Request) -> TelemetryStore:

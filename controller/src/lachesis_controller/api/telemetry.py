@@ -1,72 +1,42 @@
 """Telemetry: per-tenant IO rates and miss-ratio curves, per-device write rates and DLWA, as
-the agents last reported them (telemetry_store.py). Read-only; tenant-scoped tokens see only
+the agents last reported them (bus/agent_telemetry.py). Read-only; tenant-scoped tokens see only
 their tenant."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
-
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.auth.authz import require_tenant
 from lachesis_controller.bus.agent_telemetry import TelemetryStore, hit_ratio
 from lachesis_controller.models import Tenant
+from lachesis_controller.schemas.telemetry import (
+    CurveOut,
+    MissRatioPoint,
+    SeriesPoint,
+    SummaryDevice,
+    SummaryTenant,
+    TelemetrySummary,
+    TenantTelemetryOut,
+)
 from lachesis_controller.validation.problems import not_found, problem_responses
 
 router = APIRouter(tags=["telemetry"])
 
 
-class CurvePoint(BaseModel):
-    size_bytes: int = Field(description="Cache size.")
-    miss_ratio: float = Field(description="LRU miss ratio of the tenant's 4 KiB block references at that size.")
 
 
-class CurveOut(BaseModel):
-    policy: Literal["lru"]
-    algorithm: Literal["shards-fixed-size", "shards-fixed-rate"]
-    unit: Literal["bytes"]
-    points: list[CurvePoint]
-    references: int = Field(description="4 KiB block references the curve covers.")
 
 
-class SeriesPoint(BaseModel):
-    at: datetime
-    read_iops: float
-    write_iops: float
-    read_bytes_per_s: float
-    write_bytes_per_s: float
-    hit_ratio: float | None = Field(description="Flash cache hit ratio; null until caches report hits.")
 
 
-class TenantTelemetryOut(BaseModel):
-    tenant: str
-    updated_at: datetime | None = Field(description="When an agent last reported the tenant; null if never.")
-    curve: CurveOut | None
-    series: list[SeriesPoint] = Field(description="Rates over each reporting interval, oldest first (bounded).")
 
 
-class SummaryTenant(BaseModel):
-    name: str
-    iops: float
-    hit_ratio: float | None
 
 
-class SummaryDevice(BaseModel):
-    host_id: str
-    name: str
-    write_bytes_per_s: float | None = Field(description="Null until the device has reported twice.")
-    dlwa: float | None = Field(description="Media bytes over host bytes written; null if the device does not report media writes.")
 
 
-class TelemetrySummary(BaseModel):
-    total_iops: float
-    hit_ratio: float | None
-    tenants: list[SummaryTenant]
-    devices: list[SummaryDevice]
 
 
 def _store(request: Request) -> TelemetryStore:
@@ -89,7 +59,7 @@ async def tenant_telemetry(
         c = view.curve
         curve = CurveOut(
             policy=c.policy, algorithm=c.algorithm, unit=c.unit, references=c.references,
-            points=[CurvePoint(size_bytes=s, miss_ratio=m) for s, m in zip(c.sizes, c.miss_ratios, strict=True)],
+            points=[MissRatioPoint(size_bytes=s, miss_ratio=m) for s, m in zip(c.sizes, c.miss_ratios, strict=True)],
         )
     return TenantTelemetryOut(
         tenant=name,

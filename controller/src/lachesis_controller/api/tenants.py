@@ -19,7 +19,7 @@ from lachesis_controller.db import utcnow
 from lachesis_controller.models import Rule, Stage, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas import TenantChange, TenantOut, TenantSpec
+from lachesis_controller.schemas.tenants import TenantChange, TenantOut, TenantSpec
 from lachesis_controller.validation.bounds import MAX_TENANTS, require_room
 from lachesis_controller.validation.problems import conflict, invalid, not_found, problem_responses
 

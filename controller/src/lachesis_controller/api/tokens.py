@@ -15,7 +15,7 @@ from lachesis_controller.auth.authz import ADMIN
 from lachesis_controller.auth.tokens import hash_secret, new_secret
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import ApiToken, Tenant
-from lachesis_controller.schemas import TokenCreated, TokenOut, TokenSpec
+from lachesis_controller.schemas.tokens import TokenCreated, TokenOut, TokenSpec
 from lachesis_controller.validation.problems import ProblemError, conflict, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/tokens", tags=["tokens"])

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lachesis_controller.bus.client import TELEMETRY, Bus
+from lachesis_controller.bus.consumer import StreamConsumer
 from lachesis_controller.bus.messages import (
     Telemetry,
     TelemetryCurve,
@@ -39,7 +40,6 @@ from lachesis_controller.bus.messages import (
     TelemetryTenant,
     parse_timestamp,
 )
-from lachesis_controller.bus.consumer import StreamConsumer
 
 log = logging.getLogger(__name__)
 

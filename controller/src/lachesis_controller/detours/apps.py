@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,10 +25,10 @@ from typing import Any, Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from lachesis_controller.config import positive_float
 from lachesis_controller.db import utcnow
 from lachesis_controller.detours.messages import DetourRequest
 from lachesis_controller.models import Rollout, Rule
+from lachesis_controller.policy.match import path_prefix_matches
 from lachesis_controller.rollout import engine as rollouts
 
 log = logging.getLogger(__name__)
@@ -58,20 +57,6 @@ class Approve:
         return Decision("proceed", reason="approved")
 
 
-def quiet_from_env() -> float:
-    """`LACHESIS_READSET_QUIET_S` (default 30 s, as in the paper); ConfigError if bad."""
-    return positive_float(os.environ, "LACHESIS_READSET_QUIET_S", 30.0)
-
-
-def _path_matches(prefix: str | None, path: str) -> bool:
-    if prefix is None:
-        return True
-    p = prefix.rstrip("/")
-    if not p:
-        return path.startswith("/")
-    return path == p or path.startswith(p + "/")
-
-
 def read_rules_of(rules: list[Rule], request: DetourRequest) -> list[Rule]:
     """The rules that match reads of the write's tenant and path (the flow's read rules)."""
     h = request.header
@@ -82,7 +67,9 @@ def read_rules_of(rules: list[Rule], request: DetourRequest) -> list[Rule]:
             continue
         if m.get("tenant") is not None and m["tenant"] != h.tenant:
             continue
-        if m.get("key_prefix") is not None or not _path_matches(m.get("path_prefix"), h.path):
+        if m.get("key_prefix") is not None:
+            continue
+        if m.get("path_prefix") is not None and not path_prefix_matches(m["path_prefix"], h.path):
             continue
         out.append(r)
     return out

@@ -24,13 +24,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from lachesis_controller.bus.client import DETOURS, REDIS_DOWN, Bus
 from lachesis_controller.bus.client import detour_verdicts_key as verdicts_key
+from lachesis_controller.bus.consumer import StreamConsumer
 from lachesis_controller.bus.messages import parse_timestamp
-from lachesis_controller.policy.verify import CONTROLLER_APPS
-from lachesis_controller.detours.apps import EIO, Application, Approve, Decision, ReadSet, quiet_from_env
+from lachesis_controller.detours.apps import EIO, Application, Approve, Decision, ReadSet
 from lachesis_controller.detours.messages import DetourRequest, DetourVerdict
 from lachesis_controller.observability.tracing import context_from_traceparent, tracer
+from lachesis_controller.policy.verify import CONTROLLER_APPS
 from lachesis_controller.rollout.engine import rfc3339
-from lachesis_controller.bus.consumer import StreamConsumer
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,14 @@ class DetourService:
 
 def start(
     sessions: sessionmaker[Session], bus: Bus, stop: asyncio.Event, log_: DetourLog, *, rollout_timeout_s: float,
+    quiet_s: float = 30.0,
 ) -> asyncio.Task[None]:
     async def publish(publications: Any) -> object:
         return await bus.publish(publications, source="detour")
 
     apps: dict[str, Application] = {
         "approve": Approve(),
-        "readset": ReadSet(sessions, publish, rollout_timeout_s=rollout_timeout_s, quiet_s=quiet_from_env(), stop=stop),
+        "readset": ReadSet(sessions, publish, rollout_timeout_s=rollout_timeout_s, quiet_s=quiet_s, stop=stop),
     }
     service = DetourService(bus, apps, log_)
     consumer = StreamConsumer(bus, REQUESTS, DetourRequest, service.handle, stop)

@@ -7,7 +7,6 @@ configuration to add when the project has one.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from opentelemetry import propagate, trace
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 _configured = False
 
 
-def setup_tracing() -> None:
+def setup_tracing(*, console: bool = False) -> None:
     """Install the SDK tracer provider once per process (OpenTelemetry allows only one)."""
     global _configured
     if _configured:
@@ -28,7 +27,7 @@ def setup_tracing() -> None:
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return
     provider = TracerProvider(resource=Resource.create({"service.name": "lachesis-controller"}))
-    if os.environ.get("LACHESIS_OTEL_CONSOLE") == "1":
+    if console:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     trace.set_tracer_provider(provider)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lachesis_controller.placement import model
+from lachesis_controller.placement.dlwa import placement_dlwa
 from lachesis_controller.placement.streams import Pattern, Stream
 
 
@@ -98,7 +98,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> 
     if len(streams) <= handles:
         groups = [[s] for s in streams]
         return Placement({s.name: h for h, s in enumerate(streams)}, [],
-                         model.placement_dlwa(groups, overprovisioning))
+                         placement_dlwa(groups, overprovisioning))
     by_pattern: dict[Pattern, list[Stream]] = {}
     for s in streams:
         by_pattern.setdefault(s.pattern, []).append(s)
@@ -107,7 +107,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> 
         placement = {s.name: 0 for s in streams}
         shared = [SharedHandle(0, [s.name for s in streams],
                                "one handle for logs and random rewrites alike: the device has only one")]
-        return Placement(placement, shared, model.placement_dlwa([list(streams)], overprovisioning))
+        return Placement(placement, shared, placement_dlwa([list(streams)], overprovisioning))
 
     members = {p: sorted(by_pattern[p], key=lambda s: (s.log_rate, s.name)) for p in patterns}
     tables = {
@@ -123,7 +123,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> 
             n = len(members[p])
             groups += [[members[p][i] for i in g] for g in _groups(cut, n, k)]
             spread += float(cost[k, n])
-        dlwa = model.placement_dlwa(groups, overprovisioning)
+        dlwa = placement_dlwa(groups, overprovisioning)
         if best is None or (dlwa, spread) < (best[0] - 1e-12, best[1] - 1e-12) or (
             abs(dlwa - best[0]) <= 1e-12 and spread < best[1] - 1e-12
         ):
@@ -169,4 +169,4 @@ def naive(streams: Sequence[Stream], handles: int, overprovisioning: float) -> P
     groups: dict[int, list[Stream]] = {}
     for s in streams:
         groups.setdefault(placement[s.name], []).append(s)
-    return Placement(placement, [], model.placement_dlwa(groups.values(), overprovisioning))
+    return Placement(placement, [], placement_dlwa(groups.values(), overprovisioning))

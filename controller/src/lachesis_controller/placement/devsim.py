@@ -34,10 +34,10 @@ class Geometry:
     handles: int = 8
 
 
-def find_devsim() -> Path:
-    """LACHESIS_DEVSIM, else the workspace's release build, else PATH."""
-    env = os.environ.get("LACHESIS_DEVSIM")
-    candidates = [Path(env)] if env else []
+def find_devsim(configured: Path | None = None) -> Path:
+    """`configured` (LACHESIS_DEVSIM, config.Settings.devsim), else the workspace's release
+    build, else PATH."""
+    candidates = [configured] if configured else []
     candidates.append(REPO / "agents" / "target" / "release" / "lachesis-devsim")
     if (found := shutil.which("lachesis-devsim")) is not None:
         candidates.append(Path(found))

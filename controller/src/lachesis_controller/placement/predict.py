@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from lachesis_controller.placement import devsim
 from lachesis_controller.placement.broker import Placement, assign
@@ -22,13 +23,14 @@ class DevicePrediction:
 
 
 def predict(streams: Sequence[Stream], geometry: devsim.Geometry, *, simulate: bool = True,
-            seed: int = 1) -> DevicePrediction:
+            seed: int = 1, simulator: Path | None = None) -> DevicePrediction:
+    """`simulator`: the configured lachesis-devsim (config.Settings.devsim), else found."""
     placement = assign(streams, geometry.handles, geometry.overprovisioning)
     warnings = [f"handle {s.handle} shared by {', '.join(s.streams)}: {s.reason}" for s in placement.shared]
     if simulate and streams:
         try:
             body = devsim.request(streams, placement.handles, replace(geometry), seed=seed)
-            out = devsim.run(body)
+            out = devsim.run(body, binary=devsim.find_devsim(simulator))
             return DevicePrediction(placement, float(out["dlwa"]), "simulator", placement.model_dlwa, warnings)
         except (devsim.DevsimUnavailable, devsim.DevsimFailed) as e:
             warnings.append(f"simulator not used ({e}); predicted DLWA is the closed-form model")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lachesis_controller.auth.endpoint_roots import file_targets
-from lachesis_controller.policy.model import PolicyDocument
+from lachesis_controller.policy.document import PolicyDocument
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Compiled:
 
     def host_paths(self) -> list[tuple[str, str]]:
         """(field, path) of every host path the document names: file detour targets, log
-        directories, replica sets, tail-latency candidates (endpoint_roots.py confines them)."""
+        directories, replica sets, tail-latency candidates (auth/endpoint_roots.py confines them)."""
         paths = [p for i, r in enumerate(self.rules) for p in file_targets(r["detours"], f"spec.rules[{i}].detours")]
         for i, stage in enumerate(self.stages):
             if "dir" in stage:

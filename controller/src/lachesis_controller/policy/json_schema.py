@@ -1,4 +1,4 @@
-"""Write the policy JSON Schema (policies/schema/policy.schema.json) from policy_model.py.
+"""Write the policy JSON Schema (policies/schema/policy.schema.json) from policy/document.py.
 
     python -m lachesis_controller.policy.json_schema           # write
     python -m lachesis_controller.policy.json_schema --check   # exit 1 if the file differs
@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from lachesis_controller.policy.model import PolicyDocument
+from lachesis_controller.policy.document import PolicyDocument
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "policies" / "schema" / "policy.schema.json"
 

@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from lachesis_controller.policy.model import PolicyDocument, Stage
+from lachesis_controller.policy.document import PolicyDocument, Stage
 from lachesis_controller.validation.body_limits import MAX_BODY_DEPTH
-from lachesis_controller.validation.problems import FieldError, ProblemError, format_loc
+from lachesis_controller.validation.problems import FieldError, ProblemError, field_message, format_loc
 
 
 class Located:
@@ -161,7 +161,7 @@ def policy_error(located: Located, exc: ValidationError) -> ProblemError:
     errors = []
     for error in exc.errors():
         loc = _model_path(error.get("loc", ()))
-        message = _message(error)
+        message = field_message(error)
         where = located.where(loc)
         field = format_loc(loc)
         line, column = where if where else (None, None)
@@ -175,7 +175,7 @@ def policy_error(located: Located, exc: ValidationError) -> ProblemError:
     )
 
 
-# Every kind of policy_model.Stage: one left out would stay in its fields' paths.
+# Every kind of policy.document.Stage: one left out would stay in its fields' paths.
 STAGE_TAGS = frozenset(
     typing.get_args(cls.model_fields["kind"].annotation)[0] for cls in typing.get_args(typing.get_args(Stage)[0])
 )
@@ -190,12 +190,3 @@ def _model_path(loc: Sequence[str | int]) -> tuple[str | int, ...]:
             continue
         out.append(part)
     return tuple(out)
-
-
-def _message(error: dict[str, Any]) -> str:
-    kind = error.get("type")
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "missing":
-        return "field required"
-    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lachesis_controller.policy.match import covers, path_prefix_matches
+
 # The control applications (detours/) a `header -> controller` detour may name as its
 # target. Defined here, where it is checked: the applications sit above the policy layer.
 CONTROLLER_APPS = ("approve", "readset")
@@ -193,7 +195,7 @@ def _cycle_from(start: str, target: str, edges: list[tuple[str, str, str]]) -> l
     while stack:
         file, path = stack.pop()
         for rule, prefix, nxt in edges:
-            if not file.startswith(prefix):
+            if not path_prefix_matches(prefix, file):
                 continue
             if rule == start:
                 return path
@@ -205,19 +207,8 @@ def _cycle_from(start: str, target: str, edges: list[tuple[str, str, str]]) -> l
 
 def _covers(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
     """Whether every IO `later` matches is matched by `earlier` too, on every host of later."""
-    a, b = earlier["match"], later["match"]
-    if a.get("tenant") is not None and a.get("tenant") != b.get("tenant"):
-        return False
-    if a.get("ops") is not None and (b.get("ops") is None or not set(b["ops"]) <= set(a["ops"])):
-        return False
-    for key in ("path_prefix", "key_prefix"):
-        if a.get(key) is not None and (b.get(key) is None or not b[key].startswith(a[key])):
-            return False
-    ra, rb = a.get("range"), b.get("range")
-    if ra is not None and (rb is None or rb["start"] < ra["start"] or rb["end"] > ra["end"]):
-        return False
     ha, hb = earlier.get("hosts"), later.get("hosts")
-    return ha is None or (hb is not None and set(hb) <= set(ha))
+    return covers(earlier["match"], later["match"]) and (ha is None or (hb is not None and set(hb) <= set(ha)))
 
 
 def _check_shadowing(ordered: Sequence[Mapping[str, Any]], report: Report) -> None:

@@ -3,7 +3,7 @@ back into rollout states.
 
 Every function here runs inside the caller's transaction, so a change to a rule or tenant,
 the generation bumps it causes and the rollout recording them commit together or not at
-all. Publishing to Redis happens after the commit (bus.py), and the reconciler repeats it
+all. Publishing to Redis happens after the commit (bus/client.py), and the reconciler repeats it
 if Redis missed it.
 
 A change that moves flows (an existing rule whose match, priority or detours change, or
@@ -54,7 +54,7 @@ PENDING, SUCCEEDED, FAILED, TIMED_OUT = "pending", "succeeded", "failed", "timed
 APPLIED, REJECTED = "applied", "rejected"
 # Phases of a target (RolloutTarget.phase) and of a two-phase rollout (Rollout.phase).
 QUIESCE, DRAINED, INSTALL = "quiesce", "drained", "install"
-# A rollout made by a switch operation (api/switch.py): quiesced flows stay quiesced, after
+# A rollout made by a switch operation (api/quiesce.py): quiesced flows stay quiesced, after
 # the drain, until an explicit resume.
 HOLD = "hold"
 

@@ -2,7 +2,7 @@
 
 A body larger than the size limit is refused with 413 before it is read in full; a JSON
 body that nests deeper than the depth limit is refused with 422 before a recursive parser
-(json, pydantic) can run out of stack. YAML bodies are bounded by policy_yaml.py, which
+(json, pydantic) can run out of stack. YAML bodies are bounded by policy/parse.py, which
 composes them itself.
 """
 

@@ -81,30 +81,25 @@ def invalid(errors: Iterable[tuple[str, str]]) -> ProblemError:
     )
 
 
-def problem_response(
-    request: Request | None,
-    status: int,
-    detail: str,
-    *,
-    kind: str,
-    title: str | None = None,
-    errors: Sequence[FieldError] | None = None,
-    headers: dict[str, str] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> JSONResponse:
+def problem_response(request: Request | None, status: int, detail: str, **fields: Any) -> JSONResponse:
+    """The problem+json response of `ProblemError(status, detail, **fields)`."""
+    return render(request, ProblemError(status, detail, **fields))
+
+
+def render(request: Request | None, problem: ProblemError) -> JSONResponse:
     body: dict[str, Any] = {
-        "type": PROBLEM_BASE + kind,
-        "title": title or HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
+        "type": PROBLEM_BASE + problem.kind,
+        "title": problem.title,
+        "status": problem.status,
+        "detail": problem.detail,
     }
     if request is not None:
         body["instance"] = request.url.path
-    if errors:
-        body["errors"] = [e.model_dump(exclude_none=True) for e in errors]
-    if extra:
-        body.update(extra)
-    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
+    if problem.errors:
+        body["errors"] = [e.model_dump(exclude_none=True) for e in problem.errors]
+    if problem.extra:
+        body.update(problem.extra)
+    return JSONResponse(body, status_code=problem.status, headers=problem.headers, media_type=PROBLEM_JSON)
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
@@ -127,7 +122,8 @@ def _summary(errors: Sequence[FieldError]) -> str:
     return f"{first.field}: {first.message}{more}"
 
 
-def _message(error: dict[str, Any]) -> str:
+def field_message(error: dict[str, Any]) -> str:
+    """A pydantic error's message as a user should read it."""
     kind = error.get("type")
     if kind == "extra_forbidden":
         return "unknown field"
@@ -169,7 +165,7 @@ async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
             f"request body must be JSON (Content-Type: application/json), got {content_type or 'no Content-Type'}",
             kind="unsupported-media-type",
         )
-    field_errors = [FieldError(field=format_loc(e.get("loc", ())), message=_message(e)) for e in errors]
+    field_errors = [FieldError(field=format_loc(e.get("loc", ())), message=field_message(e)) for e in errors]
     if not field_errors:
         field_errors = [FieldError(field="body", message="invalid request")]
     return problem_response(
@@ -180,10 +176,7 @@ async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
 
 async def _problem_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
-    return problem_response(
-        request, exc.status, exc.detail, kind=exc.kind, title=exc.title, errors=exc.errors,
-        headers=exc.headers, extra=exc.extra,
-    )
+    return render(request, exc)
 
 
 async def _http_handler(request: Request, exc: Exception) -> JSONResponse:

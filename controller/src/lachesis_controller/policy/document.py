@@ -1,6 +1,6 @@
 """The policy document (apiVersion lachesis.dev/v1, kind Policy) as pydantic models.
 
-These models are the source of policies/schema/policy.schema.json (policy_schema.py writes
+These models are the source of policies/schema/policy.schema.json (policy/json_schema.py writes
 it; a test keeps the two equal), so the API and the published schema accept the same
 documents. A policy states tenants, the stages their IO may be sent through (caches, QoS
 limits, log writers, replica sets, tail-latency routers, FDP placements) and the sRoute rules
@@ -15,7 +15,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from lachesis_controller.bus.messages import MAX_BYTES, HostId, Name
-from lachesis_controller.schemas import RequestModel, RuleSpec, TenantSpec
+from lachesis_controller.schemas.base import RequestModel
+from lachesis_controller.schemas.rules import RuleSpec
+from lachesis_controller.schemas.tenants import TenantSpec
 from lachesis_controller.validation.bounds import (
     MAX_HOSTS_PER_ITEM,
     MAX_PATHS,

@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -23,13 +22,12 @@ from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, Setti
 from lachesis_controller.api.rollouts import rollout_out
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import Principal, require_tenant
-from lachesis_controller.bus.messages import HostId
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Host, Rollout
 from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas import CheckedMatch, RolloutOut
-from lachesis_controller.validation.bounds import MAX_HOSTS_PER_ITEM
+from lachesis_controller.schemas.rollouts import RolloutOut
+from lachesis_controller.schemas.switch import ResumeOut, Scope
 from lachesis_controller.validation.problems import ProblemError, invalid, not_found, problem_responses
 
 router = APIRouter(prefix="/switch", tags=["switch"])
@@ -37,17 +35,8 @@ router = APIRouter(prefix="/switch", tags=["switch"])
 POLL_S = 0.05
 
 
-class Scope(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    hosts: list[HostId] | None = Field(
-        default=None, max_length=MAX_HOSTS_PER_ITEM, description="Hosts to act on; null: every host."
-    )
-    flow: CheckedMatch | None = Field(default=None, description="IO header match of the flow; null: all IO.")
 
 
-class ResumeOut(BaseModel):
-    resumed: list[str] = Field(description="Rollouts whose held quiesce was ended.")
 
 
 def _flow(scope: Scope) -> dict[str, Any]:

@@ -1,0 +1,16 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ok"]
+    checks: dict[str, str]
