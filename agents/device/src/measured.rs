@@ -32,6 +32,7 @@ use crate::device::{
     BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
 };
 use crate::nvme::logpage::{FdpConfigurations, FdpEvent, FdpStats, RuhStatus, RuhType};
+use crate::model::{dlwa_between, measured_dlwa};
 use crate::sim::{SimConfig, SimSsd};
 use crate::uring::{UringConfig, UringDevice};
 
@@ -162,18 +163,11 @@ impl MeasuredStats {
     /// DLWA between an earlier snapshot of the same device and this one (Δmedia / Δhost), for
     /// a steady-state window; `None` if nothing was written in between.
     pub fn dlwa_since(&self, earlier: &MeasuredStats) -> Option<f64> {
-        let host = self
-            .host_bytes_written
-            .checked_sub(earlier.host_bytes_written)?;
-        let media = self
-            .media_bytes_written
-            .checked_sub(earlier.media_bytes_written)?;
-        ratio(media, host)
+        dlwa_between(
+            (earlier.host_bytes_written.into(), earlier.media_bytes_written.into()),
+            (self.host_bytes_written.into(), self.media_bytes_written.into()),
+        )
     }
-}
-
-fn ratio(media: u64, host: u64) -> Option<f64> {
-    (host > 0).then(|| media as f64 / host as f64)
 }
 
 /// What every ring of one device shares: the model and the fixed facts about it.
@@ -221,7 +215,7 @@ impl Shared {
                 gc_bytes_relocated: c.gc_pages_written * ps,
                 bytes_deallocated: c.pages_deallocated * ps,
                 valid_bytes: c.valid_pages * ps,
-                dlwa: ratio(c.media_pages_written(), c.host_pages_written),
+                dlwa: measured_dlwa(c.media_pages_written().into(), c.host_pages_written.into()),
             })
             .collect();
         MeasuredStats {
@@ -236,7 +230,7 @@ impl Shared {
             media_bytes_written: media,
             gc_bytes_relocated: s.gc_pages_written * ps,
             media_bytes_erased: s.rus_erased * ru_bytes,
-            dlwa: ratio(media, host),
+            dlwa: measured_dlwa(media.into(), host.into()),
             gc_victims: s.gc_victims,
             gc_victims_with_data: with_data,
             bytes_deallocated: s.pages_deallocated * ps,

@@ -2,6 +2,19 @@
 //! δ = e^(−a(1−δ)), DLWA = 1 / (1 − δ), with a = physical space / logical space of the data.
 //! The simulator is checked against it.
 
+/// Measured DLWA: media bytes written per host byte written; `None` when the host wrote
+/// nothing.
+pub fn measured_dlwa(media_bytes: u128, host_bytes: u128) -> Option<f64> {
+    (host_bytes > 0).then(|| media_bytes as f64 / host_bytes as f64)
+}
+
+/// DLWA over a window between two readings of the (host, media) bytes-written counters:
+/// Δmedia / Δhost; `None` if the host wrote nothing in between or a counter went back (not
+/// the same device).
+pub fn dlwa_between(earlier: (u128, u128), now: (u128, u128)) -> Option<f64> {
+    measured_dlwa(now.1.checked_sub(earlier.1)?, now.0.checked_sub(earlier.0)?)
+}
+
 /// δ, the average fraction of a garbage collection victim that is still valid: the root of
 /// δ = e^(−a(1−δ)) in (0, 1), i.e. −W(−a·e^(−a)) / a on the principal branch of Lambert W.
 /// `None` unless `a > 1` (without spare space there is no such root).

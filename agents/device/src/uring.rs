@@ -334,22 +334,8 @@ impl UringDevice {
         }
         let range = self.buf_range(buf_index)?;
         let ptr = self.bufs[range].as_mut_ptr();
-        let fd = types::Fixed(0);
         let idx = buf_index as u16;
-        let (sqe, name) = match op {
-            FixedOp::Read => (
-                opcode::ReadFixed::new(fd, ptr, len, idx)
-                    .offset(offset)
-                    .build(),
-                "read",
-            ),
-            FixedOp::Write => (
-                opcode::WriteFixed::new(fd, ptr, len, idx)
-                    .offset(offset)
-                    .build(),
-                "write",
-            ),
-        };
+        let (sqe, name) = rw_entry(op, ptr, len, offset, Some(idx));
         self.push(
             sqe,
             Slot {
@@ -518,27 +504,12 @@ impl UringDevice {
                 let r = &mut reqs[req];
                 let offset = r.offset() + done as u64;
                 let len = (r.len() - done).min(max_io);
-                let (ptr, is_read) = match r {
-                    IoRequest::Read { buf, .. } => (buf[done..].as_mut_ptr(), true),
-                    IoRequest::Write { buf, .. } => (buf[done..].as_ptr() as *mut u8, false),
+                let (ptr, dir) = match r {
+                    IoRequest::Read { buf, .. } => (buf[done..].as_mut_ptr(), FixedOp::Read),
+                    IoRequest::Write { buf, .. } => (buf[done..].as_ptr() as *mut u8, FixedOp::Write),
                 };
-                let fd = types::Fixed(0);
                 let pushed = if is_aligned(ptr, len, align) {
-                    let (sqe, op) = if is_read {
-                        (
-                            opcode::Read::new(fd, ptr, len as u32)
-                                .offset(offset)
-                                .build(),
-                            "read",
-                        )
-                    } else {
-                        (
-                            opcode::Write::new(fd, ptr, len as u32)
-                                .offset(offset)
-                                .build(),
-                            "write",
-                        )
-                    };
+                    let (sqe, op) = rw_entry(dir, ptr, len as u32, offset, None);
                     self.push(
                         sqe,
                         Slot {
@@ -554,26 +525,16 @@ impl UringDevice {
                     let Some(b) = self.free_bufs.pop() else { break };
                     let start = usize::from(b) * max_io;
                     let bptr = self.bufs[start..start + max_io].as_mut_ptr();
-                    let (sqe, op, copy_to) = if is_read {
-                        (
-                            opcode::ReadFixed::new(fd, bptr, len as u32, b)
-                                .offset(offset)
-                                .build(),
-                            "read",
-                            ptr,
-                        )
-                    } else {
-                        // SAFETY: ptr..ptr+len is inside the caller's write buffer.
-                        self.bufs[start..start + len]
-                            .copy_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) });
-                        (
-                            opcode::WriteFixed::new(fd, bptr, len as u32, b)
-                                .offset(offset)
-                                .build(),
-                            "write",
-                            std::ptr::null_mut(),
-                        )
+                    let copy_to = match dir {
+                        FixedOp::Read => ptr,
+                        FixedOp::Write => {
+                            // SAFETY: ptr..ptr+len is inside the caller's write buffer.
+                            self.bufs[start..start + len]
+                                .copy_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) });
+                            std::ptr::null_mut()
+                        }
                     };
+                    let (sqe, op) = rw_entry(dir, bptr, len as u32, offset, Some(b));
                     self.push(
                         sqe,
                         Slot {
@@ -753,6 +714,29 @@ impl Drop for UringDevice {
         }
         // A broken ring's buffers are leaked: the kernel may still write into them.
     }
+}
+
+/// The entry for a read or write of `len` bytes at `offset` between `ptr` and the registered
+/// file, through registered buffer `fixed` when given; with the op's name for errors.
+fn rw_entry(
+    dir: FixedOp,
+    ptr: *mut u8,
+    len: u32,
+    offset: u64,
+    fixed: Option<u16>,
+) -> (squeue::Entry, &'static str) {
+    let fd = types::Fixed(0);
+    let sqe = match (dir, fixed) {
+        (FixedOp::Read, Some(b)) => opcode::ReadFixed::new(fd, ptr, len, b).offset(offset).build(),
+        (FixedOp::Read, None) => opcode::Read::new(fd, ptr, len).offset(offset).build(),
+        (FixedOp::Write, Some(b)) => opcode::WriteFixed::new(fd, ptr, len, b).offset(offset).build(),
+        (FixedOp::Write, None) => opcode::Write::new(fd, ptr, len).offset(offset).build(),
+    };
+    let name = match dir {
+        FixedOp::Read => "read",
+        FixedOp::Write => "write",
+    };
+    (sqe, name)
 }
 
 fn transient(e: &io::Error) -> bool {

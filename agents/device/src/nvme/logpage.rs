@@ -97,13 +97,10 @@ impl FdpStats {
     /// Device-level write amplification since `earlier`: Δmedia bytes / Δhost bytes.
     /// `None` when no host bytes were written in between.
     pub fn dlwa_since(&self, earlier: &FdpStats) -> Option<f64> {
-        let host = self
-            .host_bytes_written
-            .checked_sub(earlier.host_bytes_written)?;
-        let media = self
-            .media_bytes_written
-            .checked_sub(earlier.media_bytes_written)?;
-        (host > 0).then(|| media as f64 / host as f64)
+        crate::model::dlwa_between(
+            (earlier.host_bytes_written, earlier.media_bytes_written),
+            (self.host_bytes_written, self.media_bytes_written),
+        )
     }
 }
 

@@ -115,8 +115,8 @@ pub fn open(path: &Path, format: Format, progress: Progress) -> Result<Requests,
     Ok(match format {
         Format::Oracle => Box::new(oracle::OracleReader::new(path, input)),
         Format::CloudPhysics => Box::new(cloudphysics::CloudPhysicsReader::new(path, input)),
-        Format::Arc => Box::new(arc::ArcReader::new(path, input)),
-        Format::Msr => Box::new(msr::MsrReader::new(path, input)),
+        Format::Arc => Box::new(BlockRuns::new(path, input, arc::BLOCK, arc::parse)),
+        Format::Msr => Box::new(BlockRuns::new(path, input, msr::BLOCK as u32, msr::parse)),
         Format::Lines => Box::new(lines::LinesReader::new(path, input)),
     })
 }
@@ -236,6 +236,72 @@ impl Lines {
     pub(crate) fn fail(&mut self, reason: impl Into<String>) -> TraceError {
         self.done = true;
         line_error(&self.path, self.line, reason)
+    }
+}
+
+/// One line of a block trace: `n` references to the blocks from `first` on.
+pub(crate) struct Run {
+    pub first: u64,
+    pub n: u64,
+    pub op: Op,
+    pub time: u64,
+}
+
+/// A block trace's reader: each line (`parse` of it, `None` for a line without
+/// references) expands to one reference per block of its [`Run`].
+pub(crate) struct BlockRuns {
+    lines: Lines,
+    parse: fn(&Lines) -> Result<Option<Run>, String>,
+    block_bytes: u32,
+    run: Run,
+}
+
+impl BlockRuns {
+    pub(crate) fn new(
+        path: PathBuf,
+        input: Box<dyn BufRead>,
+        block_bytes: u32,
+        parse: fn(&Lines) -> Result<Option<Run>, String>,
+    ) -> Self {
+        BlockRuns {
+            lines: Lines::new(path, input),
+            parse,
+            block_bytes,
+            run: Run {
+                first: 0,
+                n: 0,
+                op: Op::Read,
+                time: 0,
+            },
+        }
+    }
+}
+
+impl Iterator for BlockRuns {
+    type Item = Result<Request, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.run.n == 0 {
+            match self.lines.advance() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+            match (self.parse)(&self.lines) {
+                Ok(None) => {}
+                Ok(Some(run)) => self.run = run,
+                Err(reason) => return Some(Err(self.lines.fail(reason))),
+            }
+        }
+        let key = self.run.first;
+        self.run.first += 1;
+        self.run.n -= 1;
+        Some(Ok(Request {
+            key,
+            size: self.block_bytes,
+            op: self.run.op,
+            time: self.run.time,
+        }))
     }
 }
 
