@@ -21,6 +21,22 @@ pub struct EngineStats {
     pub objects: u64,
 }
 
+/// Sums two engines' counters (parts of one cache, or an engine and the ones it replaced).
+impl std::ops::AddAssign<&EngineStats> for EngineStats {
+    fn add_assign(&mut self, b: &EngineStats) {
+        self.gets += b.gets;
+        self.hits += b.hits;
+        self.sets += b.sets;
+        self.rejected_sets += b.rejected_sets;
+        self.deletes += b.deletes;
+        self.evictions += b.evictions;
+        self.app_bytes_written += b.app_bytes_written;
+        self.flash_bytes_written += b.flash_bytes_written;
+        self.corrupt_reads += b.corrupt_reads;
+        self.objects += b.objects;
+    }
+}
+
 /// A key-value cache on a block device. An engine is driven by one thread at a time
 /// (`&mut self`); the hybrid cache shards and locks around it.
 ///

@@ -76,19 +76,6 @@ fn locked<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn add(a: &mut EngineStats, b: &EngineStats) {
-    a.gets += b.gets;
-    a.hits += b.hits;
-    a.sets += b.sets;
-    a.rejected_sets += b.rejected_sets;
-    a.deletes += b.deletes;
-    a.evictions += b.evictions;
-    a.app_bytes_written += b.app_bytes_written;
-    a.flash_bytes_written += b.flash_bytes_written;
-    a.corrupt_reads += b.corrupt_reads;
-    a.objects += b.objects;
-}
-
 impl Hybrid {
     pub fn new(config: HybridConfig) -> Result<Hybrid> {
         config.span.check("hybrid cache")?;
@@ -277,7 +264,7 @@ impl Hybrid {
             // Rebuilt first with a placeholder-free swap: the old engine is dropped only once
             // the new one exists, and the log never writes during this (we hold the layout).
             let old = flash.small.stats();
-            add(&mut flash.small_retired, &EngineStats { objects: 0, ..old });
+            flash.small_retired += &EngineStats { objects: 0, ..old };
             let old_span = flash.small_span;
             flash.loc.resize(loc_bytes)?;
             if old_span.1 > 0 {
@@ -304,8 +291,8 @@ impl Hybrid {
     pub fn stats(&self) -> EngineStats {
         let flash = locked(&self.flash);
         let mut s = flash.small_retired.clone();
-        add(&mut s, &flash.small.stats());
-        add(&mut s, &flash.loc.stats());
+        s += &flash.small.stats();
+        s += &flash.loc.stats();
         s.gets = self.gets.load(Ordering::Relaxed);
         s.hits = self.hits.load(Ordering::Relaxed);
         s.sets = self.sets.load(Ordering::Relaxed);

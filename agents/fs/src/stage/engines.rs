@@ -62,18 +62,6 @@ impl Engine for Nothing {
     }
 }
 
-fn add(a: &mut EngineStats, b: &EngineStats) {
-    a.gets += b.gets;
-    a.hits += b.hits;
-    a.sets += b.sets;
-    a.rejected_sets += b.rejected_sets;
-    a.deletes += b.deletes;
-    a.evictions += b.evictions;
-    a.app_bytes_written += b.app_bytes_written;
-    a.flash_bytes_written += b.flash_bytes_written;
-    a.corrupt_reads += b.corrupt_reads;
-}
-
 fn cache_err(e: lachesis_cache::Error) -> String {
     e.to_string()
 }
@@ -212,7 +200,8 @@ impl BlockEngine {
     /// Replaces the flash engine by an empty one of `n` regions.
     fn rebuild(&mut self, n: u32, reserved: Option<Reservation>) -> Result<(), String> {
         let old = std::mem::replace(&mut self.engine, Box::new(Nothing(EngineStats::default())));
-        add(&mut self.retired, &old.stats());
+        // Its objects are gone with it; stats() takes `objects` from the engine in place.
+        self.retired += &old.stats();
         drop(old);
         self.installed = 0;
         let space = self.space.as_ref().expect("flash");
@@ -341,7 +330,7 @@ impl BlockEngine {
     pub fn stats(&self) -> EngineStats {
         let now = self.engine.stats();
         let mut s = self.retired.clone();
-        add(&mut s, &now);
+        s += &now;
         s.objects = now.objects;
         s
     }
