@@ -227,41 +227,26 @@ fn main() {
         rows.push(row("exact LRU (bytes)".into(), &t, None, None, ""));
         drop(t);
 
+        let exact = (&e_lin, &e_log);
         for adj in ADJUSTMENTS {
-            let t = run(&reqs, o.reps, || {
+            let fixed_rate = || {
                 ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, true)
                     .unwrap()
                     .with_adjustment(adj)
-            });
-            let (m, ml) = (
-                t.estimator.curve().mae(&e_lin).ok(),
-                t.estimator.curve_at(&log).mae(&e_log).ok(),
-            );
-            rows.push(row(
-                format!("SHARDS fixed-rate R={rate} {}", tag(adj)),
-                &t,
-                m,
-                ml,
-                "exact",
-            ));
+            };
+            let name = format!("SHARDS fixed-rate R={rate} {}", tag(adj));
+            let t = run(&reqs, o.reps, fixed_rate);
+            rows.push(scored_row(name, &t, t.estimator.curve_at(&log), exact));
         }
         for adj in ADJUSTMENTS {
-            let t = run(&reqs, o.reps, || {
+            let fixed_size = || {
                 ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, true)
                     .unwrap()
                     .with_adjustment(adj)
-            });
-            let (m, ml) = (
-                t.estimator.curve().mae(&e_lin).ok(),
-                t.estimator.curve_at(&log).mae(&e_log).ok(),
-            );
-            rows.push(row(
-                format!("SHARDS fixed-size Smax=8192 {}", tag(adj)),
-                &t,
-                m,
-                ml,
-                "exact",
-            ));
+            };
+            let name = format!("SHARDS fixed-size Smax=8192 {}", tag(adj));
+            let t = run(&reqs, o.reps, fixed_size);
+            rows.push(scored_row(name, &t, t.estimator.curve_at(&log), exact));
         }
 
         // The spread over independent hashes: one salt is one draw of the
@@ -269,23 +254,15 @@ fn main() {
         let mut spreads = Vec::new();
         for adj in ADJUSTMENTS {
             let fr = spread(o.salts, &e_lin, |salt| {
-                let mut e = ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, true)
-                    .unwrap()
-                    .with_adjustment(adj)
-                    .with_salt(salt);
-                reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
-                e.curve()
+                let e = ShardsFixedRate::new(Unit::Objects, lin.clone(), rate, true).unwrap();
+                curve_of(&reqs, e.with_adjustment(adj).with_salt(salt))
             });
             spreads.push((format!("SHARDS fixed-rate R={rate} {}", tag(adj)), fr));
         }
         for adj in ADJUSTMENTS {
             let fs = spread(o.salts, &e_lin, |salt| {
-                let mut e = ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, true)
-                    .unwrap()
-                    .with_adjustment(adj)
-                    .with_salt(salt);
-                reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
-                e.curve()
+                let e = ShardsFixedSize::new(Unit::Objects, lin.clone(), 8192, true).unwrap();
+                curve_of(&reqs, e.with_adjustment(adj).with_salt(salt))
             });
             spreads.push((format!("SHARDS fixed-size Smax=8192 {}", tag(adj)), fs));
         }
@@ -401,7 +378,7 @@ fn tag(adj: Adjustment) -> &'static str {
 fn spread(salts: u64, base: &Curve, curve: impl Fn(u64) -> Curve) -> (f64, f64, f64, f64) {
     let maes: Vec<f64> = (0..salts.max(1))
         .map(|i| {
-            curve(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            curve(i.wrapping_mul(lachesis_mrc::hash::GOLDEN_GAMMA))
                 .mae(base)
                 .unwrap_or(f64::NAN)
         })
@@ -409,6 +386,24 @@ fn spread(salts: u64, base: &Curve, curve: impl Fn(u64) -> Curve) -> (f64, f64, 
     let mean = maes.iter().sum::<f64>() / maes.len() as f64;
     let worst = maes.iter().cloned().fold(0.0, f64::max);
     (maes[0], median(maes), worst, mean)
+}
+
+/// The curve of estimator `e` fed every reference.
+fn curve_of(reqs: &[Request], mut e: impl MrcEstimator) -> Curve {
+    reqs.iter().for_each(|r| e.record(r.key, r.size, r.op));
+    e.curve()
+}
+
+/// A timed estimator's row, scored against the exact curves (at the linear
+/// sizes, and `at_log` at the log sizes).
+fn scored_row<E: MrcEstimator>(
+    name: String,
+    t: &Timed<E>,
+    at_log: Curve,
+    exact: (&Curve, &Curve),
+) -> Row {
+    let mae = t.estimator.curve().mae(exact.0).ok();
+    row(name, t, mae, at_log.mae(exact.1).ok(), "exact")
 }
 
 fn row<E>(
