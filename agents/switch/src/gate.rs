@@ -13,8 +13,9 @@
 //! admitted in between and that IO was held (tests order events by these counters, not by
 //! clocks).
 //!
-//! Admission takes one uncontended mutex and no allocation when the key was seen before (it
-//! is on the FUSE switch's IO path); leaving takes it once more.
+//! Admission takes the mutex once and looks its key up once, however many flows are held,
+//! and allocates nothing for a key seen before (it is on the FUSE switch's IO path); leaving
+//! takes the mutex once more. Quiesce and resume, rare, visit every key.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -117,9 +118,55 @@ impl FlowCounts {
     }
 }
 
+/// What the gate knows of one key.
+#[derive(Default)]
+struct KeyState {
+    counts: FlowCounts,
+    /// Whether a held flow selects the key: decided when the key is first seen and at each
+    /// quiesce and resume, so that admission is one hash lookup however many flows are held.
+    held: bool,
+}
+
 struct State<K, F> {
     held: Held<F>,
-    keys: HashMap<K, FlowCounts>,
+    keys: HashMap<K, KeyState>,
+}
+
+impl<K: Hash + Eq + Clone, F: Selects<K>> State<K, F> {
+    fn key_mut(&mut self, key: &K) -> &mut KeyState {
+        // Looked up before inserting: no clone of a key seen before.
+        if !self.keys.contains_key(key) {
+            let held = self.held.flows.iter().any(|f| f.selects(key));
+            self.keys.insert(
+                key.clone(),
+                KeyState {
+                    held,
+                    ..KeyState::default()
+                },
+            );
+        }
+        self.keys.get_mut(key).expect("inserted above")
+    }
+
+    fn is_held(&self, key: &K) -> bool {
+        self.keys.get(key).is_some_and(|k| k.held)
+    }
+
+    /// Decides again, after the held flows changed, which keys they hold.
+    fn rehold(&mut self) {
+        let State { held, keys } = self;
+        for (k, s) in keys.iter_mut() {
+            s.held = held.flows.iter().any(|f| f.selects(k));
+        }
+    }
+
+    fn in_flight_where(&self, select: impl Fn(&K, &KeyState) -> bool) -> u64 {
+        self.keys
+            .iter()
+            .filter(|(k, s)| select(k, s))
+            .map(|(_, s)| s.counts.in_flight)
+            .sum()
+    }
 }
 
 /// Holds new IO of quiesced flows, counts the IO in flight, waits for drains, releases on
@@ -256,7 +303,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
             {
                 let (gate, key) = waiting.at.as_ref().expect("waiting");
                 let state = gate.lock();
-                if state.held.holds(key) {
+                if state.is_held(key) {
                     drop(gate.changed.wait(state).unwrap_or_else(|e| e.into_inner()));
                 }
             }
@@ -282,13 +329,13 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         key: K,
     ) -> Result<Admitted<G, K>, Waiting<G, K>> {
         let mut state = gate.lock();
-        if Self::enter_locked(&mut state, &key, false) {
+        if gate.enter_locked(&mut state, &key, false) {
             drop(state);
             return Ok(Admitted {
                 entered: Some((gate, key)),
             });
         }
-        let c = Self::counts_mut(&mut state, &key);
+        let c = &mut state.key_mut(&key).counts;
         c.waiting += 1;
         let first = c.waiting == 1;
         drop(state);
@@ -300,19 +347,15 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         })
     }
 
-    fn counts_mut<'s>(state: &'s mut State<K, F>, key: &K) -> &'s mut FlowCounts {
-        // Looked up before inserting: no clone of a key seen before.
-        if !state.keys.contains_key(key) {
-            state.keys.insert(key.clone(), FlowCounts::default());
-        }
-        state.keys.get_mut(key).expect("inserted above")
-    }
-
-    fn enter_locked(state: &mut State<K, F>, key: &K, waited: bool) -> bool {
-        if state.held.holds(key) {
+    fn enter_locked(&self, state: &mut State<K, F>, key: &K, waited: bool) -> bool {
+        let k = state.key_mut(key);
+        if k.held {
+            if !self.keep_idle && k.counts.idle() {
+                state.keys.remove(key);
+            }
             return false;
         }
-        let c = Self::counts_mut(state, key);
+        let c = &mut k.counts;
         if waited {
             c.waiting -= 1;
         }
@@ -324,9 +367,9 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
     /// Applies `f` to the counters of `key`, forgetting them when idle unless kept.
     fn count_out(&self, key: &K, f: impl FnOnce(&mut FlowCounts)) {
         let mut state = self.lock();
-        if let Some(c) = state.keys.get_mut(key) {
-            f(c);
-            if !self.keep_idle && c.idle() {
+        if let Some(k) = state.keys.get_mut(key) {
+            f(&mut k.counts);
+            if !self.keep_idle && k.counts.idle() {
                 state.keys.remove(key);
             }
         }
@@ -335,7 +378,11 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
     /// Stops admitting new IO of `flow` (added to the flows already held). IO already admitted
     /// goes on.
     pub fn quiesce(&self, flow: F) {
-        self.lock().held.hold(flow);
+        let mut state = self.lock();
+        for (k, s) in state.keys.iter_mut() {
+            s.held |= flow.selects(k);
+        }
+        state.held.hold(flow);
     }
 
     /// Admits `flow` again and wakes the IO held on it.
@@ -343,13 +390,19 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
     where
         F: PartialEq<Q>,
     {
-        self.lock().held.release(flow);
+        let mut state = self.lock();
+        state.held.release(flow);
+        state.rehold();
+        drop(state);
         self.changed.notify_all();
     }
 
     /// Admits every flow again and wakes the IO held.
     pub fn resume_all(&self) {
-        self.lock().held.release_all();
+        let mut state = self.lock();
+        state.held.release_all();
+        state.rehold();
+        drop(state);
         self.changed.notify_all();
     }
 
@@ -371,7 +424,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         let deadline = Instant::now() + timeout;
         let mut state = self.lock();
         loop {
-            if Self::in_flight_where(&state, |k| flow.selects(k)) == 0 {
+            if state.in_flight_where(|k, _| flow.selects(k)) == 0 {
                 return true;
             }
             let now = Instant::now();
@@ -386,37 +439,30 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         }
     }
 
-    fn in_flight_where(state: &State<K, F>, select: impl Fn(&K) -> bool) -> u64 {
-        state
-            .keys
-            .iter()
-            .filter(|(k, _)| select(k))
-            .map(|(_, c)| c.in_flight)
-            .sum()
-    }
-
     /// The counters of `key` (zero for a key never seen or forgotten).
     pub fn counts<Q: ?Sized + Hash + Eq>(&self, key: &Q) -> FlowCounts
     where
         K: std::borrow::Borrow<Q>,
     {
-        self.lock().keys.get(key).copied().unwrap_or_default()
+        self.lock()
+            .keys
+            .get(key)
+            .map_or_else(FlowCounts::default, |k| k.counts)
     }
 
     /// IO in flight that some held flow selects.
     pub fn held_in_flight(&self) -> u64 {
-        let state = self.lock();
-        Self::in_flight_where(&state, |k| state.held.holds(k))
+        self.lock().in_flight_where(|_, s| s.held)
     }
 
     /// IO in flight, of any key.
     pub fn total_in_flight(&self) -> u64 {
-        Self::in_flight_where(&self.lock(), |_| true)
+        self.lock().in_flight_where(|_, _| true)
     }
 
     /// IO waiting at the gate, of any key.
     pub fn total_waiting(&self) -> u64 {
-        self.lock().keys.values().map(|c| c.waiting).sum()
+        self.lock().keys.values().map(|k| k.counts.waiting).sum()
     }
 }
 
@@ -428,7 +474,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Default for Gate<K, F> {
 
 impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Door<K> for Gate<K, F> {
     fn enter(&self, key: &K, waited: bool) -> bool {
-        Self::enter_locked(&mut self.lock(), key, waited)
+        self.enter_locked(&mut self.lock(), key, waited)
     }
 
     fn leave(&self, key: &K) {
@@ -519,5 +565,33 @@ mod tests {
         drop((a, b, again));
         assert_eq!(g.counts(&io("a")), FlowCounts::default());
         assert!(g.lock().keys.is_empty());
+    }
+
+    #[test]
+    fn resuming_one_flow_keeps_what_another_holds_and_new_keys_see_the_held_flows() {
+        use crate::rule::Op;
+        use crate::table::IoHeader;
+        let g = Gate::<OwnedIoHeader, Match>::counting();
+        let io = OwnedIoHeader::of(&IoHeader::new(Op::Write).tenant("a").path("/d/x"));
+        let (by_tenant, by_path) = (Match::any().tenant("a"), Match::any().path_prefix("/d"));
+        let a = Gate::try_admit(&g, io.clone()).expect("nothing quiesced");
+        g.quiesce(by_tenant.clone());
+        g.quiesce(by_path.clone());
+        g.resume(&by_tenant);
+        assert!(
+            Gate::try_admit(&g, io.clone()).is_none(),
+            "/d still holds it"
+        );
+        assert_eq!(g.held_in_flight(), 1);
+        // A key the gate has not seen yet is held as well.
+        let other = OwnedIoHeader::of(&IoHeader::new(Op::Read).path("/d/y"));
+        assert!(Gate::try_admit(&g, other.clone()).is_none());
+        g.resume(&by_path);
+        assert!(!g.any_quiesced());
+        let b = Gate::try_admit(&g, io.clone()).expect("resumed");
+        assert_eq!((g.held_in_flight(), g.counts(&io).in_flight), (0, 2));
+        drop((a, b));
+        assert_eq!(g.counts(&io).admitted, 2, "a counting gate keeps idle keys");
+        assert!(Gate::try_admit(&g, other).is_some());
     }
 }
