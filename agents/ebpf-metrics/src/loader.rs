@@ -351,6 +351,15 @@ mod imp {
         for p in PROBES {
             let event = p.tracepoint.split_once(':').map_or(p.tracepoint, |(_, e)| e);
             let wanted = opts.layers.enables(p.program);
+            let present = || btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_some();
+            let missing = || Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() };
+            let unattached = |reason| ProbeStatus {
+                program: p.program,
+                tracepoint: p.tracepoint,
+                required: p.required,
+                attached: false,
+                reason,
+            };
             if p.program.starts_with("lx_sc_") || p.program.starts_with("lx_sys_") {
                 let narrow = p.program.starts_with("lx_sc_");
                 let reason = match (&sc_ids, narrow) {
@@ -360,33 +369,21 @@ mod imp {
                     (Err(why), true) => Some(format!("{SUPERSEDED} unavailable ({why}): raw_syscalls used")),
                 };
                 // The fallback's tracepoint must exist when it is the one used.
-                if reason.is_none() && !narrow && btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_none() {
-                    return Err(Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() });
+                if reason.is_none() && !narrow && !present() {
+                    return Err(missing());
                 }
-                probes.push(ProbeStatus {
-                    program: p.program,
-                    tracepoint: p.tracepoint,
-                    required: p.required,
-                    attached: false,
-                    reason,
-                });
+                probes.push(unattached(reason));
                 continue;
             }
-            let present = btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_some();
+            let present = present();
             if wanted && !present && p.required {
-                return Err(Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() });
+                return Err(missing());
             }
-            probes.push(ProbeStatus {
-                program: p.program,
-                tracepoint: p.tracepoint,
-                required: p.required,
-                attached: false,
-                reason: if !wanted {
-                    Some(format!("{} disabled by LoadOptions::layers", p.program))
-                } else {
-                    (!present).then(|| format!("kernel has no tracepoint {}: {}", p.tracepoint, p.loses))
-                },
-            });
+            probes.push(unattached(if !wanted {
+                Some(format!("{} disabled by LoadOptions::layers", p.program))
+            } else {
+                (!present).then(|| format!("kernel has no tracepoint {}: {}", p.tracepoint, p.loses))
+            }));
         }
         drop(btf);
 

@@ -614,40 +614,22 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
             for attached in order {
                 let att = if attached { Some(Attached::new(&cg.0, 0.01, Layers::default(), a.raw_syscalls)?) } else { None };
                 let spin = child_json(&["spin".into(), "--n".into(), a.n.to_string()])?;
-                let io = child_json(&[
-                    "io".into(),
-                    "--file".into(),
-                    file.display().to_string(),
-                    "--cgroup".into(),
-                    cg.0.display().to_string(),
-                    "--buffered".into(),
-                    "--random".into(),
-                    "256".into(),
-                    "--seq".into(),
-                    "0".into(),
-                ])
-                .and_then(|_| {
-                    // The 256-read warm-up above pulls the file into the
-                    // page cache; this run is the measurement.
-                    child_json(&[
-                        "io".into(),
-                        "--file".into(),
-                        file.display().to_string(),
-                        "--cgroup".into(),
-                        cg.0.display().to_string(),
-                        "--buffered".into(),
-                        "--seq".into(),
-                        reads.to_string(),
-                    ])
-                })?;
-                let other = child_json(&[
-                    "io".into(),
-                    "--file".into(),
-                    file.display().to_string(),
-                    "--buffered".into(),
-                    "--seq".into(),
-                    reads.to_string(),
-                ])?;
+                // Buffered reads of the file, in the bench's cgroup or not.
+                let buffered_io = |in_cgroup: bool, extra: &[&str]| {
+                    let mut args: Vec<String> = vec!["io".into(), "--file".into(), file.display().to_string()];
+                    if in_cgroup {
+                        args.extend(["--cgroup".into(), cg.0.display().to_string()]);
+                    }
+                    args.push("--buffered".into());
+                    args.extend(extra.iter().map(|s| s.to_string()));
+                    child_json(&args)
+                };
+                let reads = reads.to_string();
+                // The 256-read warm-up pulls the file into the page cache;
+                // the second run is the measurement.
+                let io = buffered_io(true, &["--random", "256", "--seq", "0"])
+                    .and_then(|_| buffered_io(true, &["--seq", &reads]))?;
+                let other = buffered_io(false, &["--seq", &reads])?;
                 if let Some(att) = att {
                     att.finish();
                 }
