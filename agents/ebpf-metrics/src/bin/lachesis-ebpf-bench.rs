@@ -23,7 +23,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::collections::BTreeMap;
 use std::os::fd::FromRawFd;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -233,7 +232,7 @@ fn io_cmd(a: &IoArgs) -> BoxResult<()> {
     let t0 = Instant::now();
     let ios = match a.engine.as_str() {
         "psync" => io_psync(&file, &blocks, bs, a.write)?,
-        "uring" => io_uring_loop(&file, &blocks, bs, a.write, a.qd)?,
+        "uring" => io_uring_loop(&a.file, &blocks, bs, a.write, a.qd, !a.buffered)?,
         other => return Err(format!("--engine {other}: want psync or uring").into()),
     };
     let secs = t0.elapsed().as_secs_f64();
@@ -257,37 +256,32 @@ fn io_psync(file: &File, blocks: &[u64], bs: usize, write: bool) -> BoxResult<u6
     Ok(blocks.len() as u64)
 }
 
-fn io_uring_loop(file: &File, blocks: &[u64], bs: usize, write: bool, qd: u32) -> BoxResult<u64> {
-    use io_uring::{opcode, types, IoUring};
+/// `blocks` through the device crate's io_uring backend: registered buffers, `qd` in flight.
+fn io_uring_loop(path: &Path, blocks: &[u64], bs: usize, write: bool, qd: u32, direct: bool) -> BoxResult<u64> {
+    use lachesis_device::uring::{Completion, FixedOp, UringConfig, UringDevice};
+    use lachesis_device::PlacementHandle;
+    if bs % 4096 != 0 {
+        return Err(format!("--engine uring: --bs {bs} must be a multiple of 4096").into());
+    }
     let qd = qd.clamp(1, 256);
-    let mut ring = IoUring::new(qd)?;
-    let mut bufs: Vec<AlignedBuf> = (0..qd).map(|_| AlignedBuf::new(bs)).collect::<Result<_, _>>()?;
+    let config = UringConfig { queue_depth: qd, max_io_bytes: bs as u32, direct, block_size: Some(bs as u32), ..Default::default() };
+    let mut dev = UringDevice::open(path, config)?;
+    let op = if write { FixedOp::Write } else { FixedOp::Read };
     let mut free: Vec<usize> = (0..qd as usize).collect();
-    let fd = types::Fd(file.as_raw_fd());
-    let (mut next, mut done, mut inflight) = (0usize, 0u64, 0u32);
+    let mut done_ios = Vec::with_capacity(qd as usize);
+    let (mut next, mut done) = (0usize, 0u64);
     while done < blocks.len() as u64 {
-        while inflight < qd && next < blocks.len() {
-            let Some(slot) = free.pop() else { break };
-            let ptr = bufs[slot].as_mut_ptr();
+        while next < blocks.len() {
+            let Some(buf) = free.pop() else { break };
             let off = blocks[next] * bs as u64;
-            let e = if write {
-                opcode::Write::new(fd, ptr, bs as u32).offset(off).build()
-            } else {
-                opcode::Read::new(fd, ptr, bs as u32).offset(off).build()
-            }
-            .user_data(slot as u64);
-            // SAFETY: the buffer stays alive and unused until its CQE.
-            unsafe { ring.submission().push(&e).map_err(|_| "submission queue full")? };
+            dev.queue_fixed(op, buf, off, bs as u32, PlacementHandle::DEFAULT, buf as u64)?;
             next += 1;
-            inflight += 1;
         }
-        ring.submit_and_wait(1)?;
-        for cqe in ring.completion() {
-            if cqe.result() != bs as i32 {
-                return Err(format!("io_uring IO returned {}", cqe.result()).into());
-            }
-            free.push(cqe.user_data() as usize);
-            inflight -= 1;
+        done_ios.clear();
+        dev.wait(1, &mut done_ios)?;
+        for Completion { tag, result } in done_ios.drain(..) {
+            result?;
+            free.push(tag as usize);
             done += 1;
         }
     }
