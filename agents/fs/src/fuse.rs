@@ -216,6 +216,29 @@ impl SwitchFs {
     }
 
     /// Stats `ns`, remembers its inode and returns its attributes.
+    /// Makes `name` in `parent` with `make` (given its backing path), owned by the caller, and
+    /// replies with its entry.
+    fn make_node(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEntry,
+        make: impl FnOnce(&Path) -> io::Result<()>,
+    ) {
+        let r = (|| {
+            let ns = self.child(parent, name)?;
+            let real = self.real(&ns);
+            make(&real).map_err(errno)?;
+            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            self.entry(&ns)
+        })();
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn entry(&self, ns: &str) -> Result<FileAttr, Errno> {
         let m = std::fs::symlink_metadata(self.real(ns)).map_err(errno)?;
         let a = self.attr(&m);
@@ -485,20 +508,11 @@ impl Filesystem for SwitchFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = (|| {
-            let ns = self.child(parent, name)?;
-            let real = self.real(&ns);
+        self.make_node(req, parent, name, reply, |real| {
             std::fs::DirBuilder::new()
                 .mode(mode & !umask & 0o7777)
-                .create(&real)
-                .map_err(errno)?;
-            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
-            self.entry(&ns)
-        })();
-        match r {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+                .create(real)
+        })
     }
 
     fn symlink(
@@ -509,17 +523,9 @@ impl Filesystem for SwitchFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = (|| {
-            let ns = self.child(parent, link_name)?;
-            let real = self.real(&ns);
-            std::os::unix::fs::symlink(target, &real).map_err(errno)?;
-            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
-            self.entry(&ns)
-        })();
-        match r {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        self.make_node(req, parent, link_name, reply, |real| {
+            std::os::unix::fs::symlink(target, real)
+        })
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
