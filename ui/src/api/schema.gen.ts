@@ -3,6 +3,18 @@
 
 export interface components {
     schemas: {
+        /** AllocationCurvePoint */
+        AllocationCurvePoint: {
+            /**
+             * Index
+             * @description The measured point at or below this size.
+             */
+            index: number;
+            /** Miss Ratio */
+            miss_ratio: number;
+            /** Size Bytes */
+            size_bytes: number;
+        };
         /** AllocationSummary */
         AllocationSummary: {
             /** Capacity Bytes */
@@ -225,7 +237,7 @@ export interface components {
              */
             algorithm: "shards-fixed-size" | "shards-fixed-rate";
             /** Points */
-            points: components["schemas"]["lachesis_controller__api__telemetry__CurvePoint"][];
+            points: components["schemas"]["MissRatioPoint"][];
             /**
              * Policy
              * @constant
@@ -640,6 +652,19 @@ export interface components {
             kind: "min_hit_ratio";
             /** Ratio */
             ratio: number;
+        };
+        /** MissRatioPoint */
+        MissRatioPoint: {
+            /**
+             * Miss Ratio
+             * @description LRU miss ratio of the tenant's 4 KiB block references at that size.
+             */
+            miss_ratio: number;
+            /**
+             * Size Bytes
+             * @description Cache size.
+             */
+            size_bytes: number;
         };
         /** PlacementRequest */
         PlacementRequest: {
@@ -1401,7 +1426,7 @@ export interface components {
         };
         /** TenantShare */
         TenantShare: {
-            curve_point: components["schemas"]["lachesis_controller__api__allocations__CurvePoint"];
+            curve_point: components["schemas"]["AllocationCurvePoint"];
             /** Hit Ratio */
             hit_ratio: number;
             /** Idle */
@@ -1535,31 +1560,6 @@ export interface components {
              * @description Why this token may not change tenants, rules or policies, as a 403 would say it; null when it may (a tenant's own rules and policies, for a tenant-scoped operator).
              */
             write_refusal: string | null;
-        };
-        /** CurvePoint */
-        lachesis_controller__api__allocations__CurvePoint: {
-            /**
-             * Index
-             * @description The measured point at or below this size.
-             */
-            index: number;
-            /** Miss Ratio */
-            miss_ratio: number;
-            /** Size Bytes */
-            size_bytes: number;
-        };
-        /** CurvePoint */
-        lachesis_controller__api__telemetry__CurvePoint: {
-            /**
-             * Miss Ratio
-             * @description LRU miss ratio of the tenant's 4 KiB block references at that size.
-             */
-            miss_ratio: number;
-            /**
-             * Size Bytes
-             * @description Cache size.
-             */
-            size_bytes: number;
         };
     };
     responses: never;
