@@ -1,9 +1,9 @@
 """Rollout latency (REST call -> last ack) and bytes on the bus per flow.
 
 Real agents: the release lachesis-agent binary, started like the e2e suite does. Simulated
-agents: asyncio tasks, one Redis connection each, that register, read their inbox and ack
-every desired state the way an agent does (api-schemas/README): a quiesce phase with a
-quiesce ack (nothing in flight to drain), an install with an install ack.
+agents: simagents.py's asyncio tasks, each as its own Redis user, that register, read their
+inbox and ack every desired state the way an agent does (api-schemas/README): a quiesce phase
+with a quiesce ack (nothing in flight to drain), an install with an install ack.
 
 Two kinds of change per scenario, alternating: the baseline is a one-phase rollout (a
 tenant's classifiers change: no flow of an existing rule moves), the measured one a
@@ -22,15 +22,13 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-
-import redis
-import redis.asyncio as aredis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "e2e"))
 from conftest import Cluster, wait_for  # noqa: E402
+from simagents import run_agents  # noqa: E402
 
 TENANT = {"name": "bench", "classifiers": [{"kind": "cgroup", "value": "/sys/fs/cgroup/bench"}]}
 
@@ -43,45 +41,14 @@ def rule(priority: int) -> dict:
     }
 
 
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-async def simulated_agent(url: str, host_id: str, stop: asyncio.Event) -> None:
-    r = aredis.Redis.from_url(url, decode_responses=True)
-    await r.xadd(f"lachesis:agent:{host_id}:registrations", {"msg": json.dumps({
-        "schema": "lachesis.registration/v1", "host_id": host_id, "agent_version": "sim",
-        "started_at": now(),
-        "capabilities": {"cpus": 1, "devices": [], "kernel": {"release": "6.1", "btf": True, "io_uring": True, "fuse": True}},
-    })})
-    inbox, last = f"lachesis:agent:{host_id}:inbox", "0-0"
-    while not stop.is_set():
-        entries = await r.xread({inbox: last}, block=200)
-        for _, messages in entries:
-            for entry_id, fields in messages:
-                last = entry_id
-                state = json.loads(fields["msg"])
-                ack = {
-                    "schema": "lachesis.ack/v1", "host_id": host_id, "generation": state["generation"],
-                    "rollout_id": state["rollout_id"], "status": "applied", "reason": None,
-                    "rules_installed": len(state["rules"]), "acked_at": now(),
-                    "traceparent": state["traceparent"],
-                }
-                if "phase" in state:
-                    ack["phase"] = state["phase"]
-                if state.get("phase") == "quiesce":
-                    ack["drained"] = 0
-                await r.xadd(f"lachesis:agent:{host_id}:acks", {"msg": json.dumps(ack)})
-    await r.aclose()
-
-
-def start_simulated(url: str, count: int) -> tuple[threading.Thread, asyncio.AbstractEventLoop, asyncio.Event]:
+def start_simulated(hosts: list[tuple[str, str]]) -> tuple[threading.Thread, asyncio.AbstractEventLoop, asyncio.Event]:
+    """simagents.py's agents, one per (host_id, its own Redis URL), in a thread of their own."""
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(asyncio.gather(*(simulated_agent(url, f"sim-{i:03d}", stop) for i in range(count))))
+        loop.run_until_complete(run_agents(hosts, stop))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -170,9 +137,8 @@ def scenario(kind: str, hosts: int, runs: int) -> dict:
                 for i in range(hosts):
                     cluster.start_agent(f"host-{i:02d}")
             else:
-                for i in range(hosts):  # the controller hears enrolled hosts only
-                    cluster.enroll(f"sim-{i:03d}")
-                sim = start_simulated(cluster.redis_url, hosts)
+                # the controller hears enrolled hosts only
+                sim = start_simulated([(h, cluster.enroll(h)) for h in (f"sim-{i:03d}" for i in range(hosts))])
             result = measure(cluster, hosts, runs)
             if sim is not None:
                 sim[1].call_soon_threadsafe(sim[2].set)
