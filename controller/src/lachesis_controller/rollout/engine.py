@@ -255,7 +255,13 @@ def start_rollout(
     changes = intent.ship(session)
     rollout.changes = changes if restores is None else None
     wanted = sorted(set(host_ids))
-    hosts = session.scalars(select(Host).where(Host.id.in_(wanted)).order_by(Host.id)).all()
+    # Locked (in id order, so two rollouts never deadlock on each other) and read afresh: a
+    # copy the session loaded earlier (record_acks' hosts before a rollback) may predate a
+    # generation another replica committed meanwhile, and N + 1 from it would be issued twice.
+    hosts = session.scalars(
+        select(Host).where(Host.id.in_(wanted)).order_by(Host.id)
+        .with_for_update().execution_options(populate_existing=True)
+    ).all()
     staged: list[tuple[Host, dict[str, Any], list[dict[str, Any]]]] = []
     for host in hosts:
         before = _shipped_body(session, host.id, host.desired_generation)
