@@ -19,7 +19,7 @@ def test_healthz(client: TestClient) -> None:
 def test_readyz_when_everything_answers(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}}
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}, "leader": True}
 
 
 def test_readyz_names_redis_when_it_is_down(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ LAYERS: list[str | set[str]] = [
     "stages",
     "policy",
     "schemas",
-    {"bus", "auth", "placement"},
+    {"bus", "auth", "placement", "ha"},
     "observability",
     "models",
     "db",

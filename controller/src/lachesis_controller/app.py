@@ -1,5 +1,7 @@
 """The FastAPI application: routes, error handling, auth, tracing, and the background
-tasks (bus consumers, reconciler) that live as long as it does."""
+tasks that live as long as it does: on every replica the telemetry consumer and the
+leader lease, and on the leader only the singletons (bus consumers, reconciler, detour
+applications, allocation loop; ha/lease.py)."""
 
 from __future__ import annotations
 
@@ -38,15 +40,16 @@ from lachesis_controller.api import (
 )
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
-from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore
-from lachesis_controller.bus.client import Bus, make_redis, redact_url
+from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
+from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate
 from lachesis_controller.detours import service as detour_service
+from lachesis_controller.ha.lease import AdvisoryLease, Leadership, LocalLease, Singletons, lease_for
 from lachesis_controller.observability.tracing import setup_tracing
 from lachesis_controller.rollout import handlers as consumers
 from lachesis_controller.rollout.intent import ensure_baseline
-from lachesis_controller.rollout.reconciler import Reconciler
+from lachesis_controller.rollout.reconciler import Reconciler, track_enrolment
 from lachesis_controller.validation import problems
 from lachesis_controller.validation.body_limits import BodyLimitMiddleware
 
@@ -74,19 +77,24 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     bus = Bus(redis)
     app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
 
-    handlers = consumers.Handlers(sessions, bus, settings.rollout_timeout_s)
     stop = asyncio.Event()
-    reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
-    tasks = consumers.start(handlers, stop)
-    tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
     app.state.telemetry = TelemetryStore()
-    tasks.append(TelemetryConsumer(bus, app.state.telemetry, stop).start())
-    tasks.append(detour_service.start(
-        sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s, quiet_s=settings.readset_quiet_s
-    ))
-    tasks.append(allocation_service.start(
-        sessions, app.state.telemetry, stop, loop_config(settings), bus=bus, rollout_timeout_s=settings.rollout_timeout_s
-    ))
+    lease = lease_for(settings.database_url)
+    # Alone on SQLite, the controller keeps the shared consumer group for telemetry; each of
+    # several replicas reads every report in a group of its own.
+    shared = isinstance(lease, LocalLease)
+    telemetry_consumer = TelemetryConsumer(
+        bus, app.state.telemetry, stop, group=GROUP if shared else replica_group(settings.replica_id)
+    )
+    tasks = [
+        telemetry_consumer.start(),
+        asyncio.create_task(track_enrolment(sessions, bus, settings.reconcile_interval_s, stop), name="enrolment"),
+    ]
+    app.state.leadership = Leadership(
+        lease, _singletons(app, settings), stop, interval_s=settings.lease_interval_s, grace_s=SHUTDOWN_GRACE_S
+    )
+    await app.state.leadership.step()
+    tasks.append(asyncio.create_task(app.state.leadership.run(), name="leadership"))
     log.info(
         "controller %s ready: database %s, redis %s, auth %s",
         __version__,
@@ -108,9 +116,37 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         _, stuck = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
         for task in stuck:
             log.warning("background task %s did not stop within %s s", task.get_name(), SHUTDOWN_GRACE_S)
+        if not shared:
+            with contextlib.suppress(*REDIS_DOWN):
+                await telemetry_consumer.forget()
+        if isinstance(lease, AdvisoryLease):
+            lease.dispose()
         await redis.aclose()
         engine.dispose()
         log.info("controller stopped")
+
+
+def _singletons(app: FastAPI, settings: Settings) -> Singletons:
+    """What only the leader runs, started each time this replica takes the lease and stopped
+    (by `stop`) when it loses it."""
+
+    def start(stop: asyncio.Event) -> list[asyncio.Task[None]]:
+        sessions, bus = app.state.sessions, app.state.bus
+        handlers = consumers.Handlers(sessions, bus, settings.rollout_timeout_s)
+        reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
+        tasks = consumers.start(handlers, stop)
+        tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
+        tasks.append(detour_service.start(
+            sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s,
+            quiet_s=settings.readset_quiet_s,
+        ))
+        tasks.append(allocation_service.start(
+            sessions, app.state.telemetry, stop, loop_config(settings), bus=bus,
+            rollout_timeout_s=settings.rollout_timeout_s,
+        ))
+        return tasks
+
+    return start
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -152,7 +188,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, max_depth=settings.max_body_depth)
     app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
     FastAPIInstrumentor.instrument_app(
-        app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+        app, excluded_urls="healthz,livez,readyz,metrics", exclude_spans=["receive", "send"]
     )
     app.openapi = _openapi_with_problem_media_type(app)  # type: ignore[method-assign]
     return app

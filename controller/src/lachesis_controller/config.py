@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,6 +55,11 @@ class Settings:
     readset_quiet_s: float = 30.0
     # The placement broker's simulator; None: the workspace's release build, else PATH.
     devsim: Path | None = None
+    # Several replicas on one PostgreSQL (ha/lease.py): how often the leader lease is tried
+    # or checked, and this replica's name (its own telemetry consumer group; unique per
+    # process by default).
+    lease_interval_s: float = 1.0
+    replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
@@ -83,6 +90,8 @@ class Settings:
             allocation_gain=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
             readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
+            lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),
+            **({"replica_id": _replica_id(env["LACHESIS_REPLICA_ID"])} if env.get("LACHESIS_REPLICA_ID") else {}),
         )
 
 
@@ -144,6 +153,13 @@ def _roots(env: Mapping[str, str], name: str) -> tuple[str, ...]:
         except ValueError as exc:
             raise ConfigError(f"{name}: {exc}") from None
     return tuple(roots)
+
+
+def _replica_id(raw: str) -> str:
+    # It becomes part of a Redis consumer group name and of log lines.
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", raw):
+        raise ConfigError(f"LACHESIS_REPLICA_ID={raw!r}: expected 1-63 letters, digits, '.', '_' or '-'")
+    return raw
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

@@ -868,6 +868,8 @@ export interface components {
             checks: {
                 [key: string]: string;
             };
+            /** Leader */
+            leader: boolean;
             /**
              * Status
              * @constant

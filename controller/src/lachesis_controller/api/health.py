@@ -22,10 +22,18 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
+@router.get("/livez", response_model=Health, summary="The process's event loop answers")
+async def livez() -> Health:
+    # Served on the event loop itself, so an answer means the loop is not stuck: a liveness
+    # probe restarts a controller whose loop blocks, not one whose database is down (that is
+    # /readyz's business).
+    return Health(status="ok")
+
+
 @router.get(
     "/readyz",
     response_model=Readiness,
-    summary="The database and Redis both answer",
+    summary="The database and Redis both answer; says whether this replica leads",
     responses=problem_responses(503),
 )
 async def readyz(request: Request) -> Response:
@@ -42,13 +50,14 @@ async def readyz(request: Request) -> Response:
     except REDIS_DOWN as exc:
         checks["redis"] = f"unavailable: {type(exc).__name__}: {exc}"
     down = [name for name, state in checks.items() if state != "ok"]
+    leader = request.app.state.leadership.leading
     if down:
         return problem_response(
             request, 503,
             "not ready: " + "; ".join(f"{name} {checks[name]}" for name in down),
-            kind="not-ready", extra={"checks": checks},
+            kind="not-ready", extra={"checks": checks, "leader": leader},
         )
-    return JSONResponse(Readiness(status="ok", checks=checks).model_dump())
+    return JSONResponse(Readiness(status="ok", checks=checks, leader=leader).model_dump())
 
 
 @router.get("/metrics", include_in_schema=False)

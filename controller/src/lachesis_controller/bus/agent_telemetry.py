@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from lachesis_controller.bus.client import TELEMETRY, Bus
+from lachesis_controller.bus.client import GROUP, TELEMETRY, Bus
 from lachesis_controller.bus.consumer import StreamConsumer
 from lachesis_controller.bus.messages import (
     Telemetry,
@@ -336,14 +336,26 @@ def hit_ratio(caches: list[tuple[int, int]]) -> float | None:
 
 class TelemetryConsumer:
     """Feeds a TelemetryStore from every enrolled host's `lachesis:agent:{host}:telemetry`
-    (consumer group `controller`; invalid or forged messages are dropped by StreamConsumer)."""
+    (consumer group `controller`, or the replica's own; invalid or forged messages are dropped
+    by StreamConsumer)."""
 
-    def __init__(self, bus: Bus, store: TelemetryStore, stop: asyncio.Event) -> None:
+    def __init__(self, bus: Bus, store: TelemetryStore, stop: asyncio.Event, *, group: str = GROUP) -> None:
+        """`group`: with several replicas, each has its own (`replica_group`), so each sees
+        every report: every replica serves the telemetry API from its own store."""
         self.store = store
-        self.consumer = StreamConsumer(bus, TELEMETRY, Telemetry, self._handle, stop)
+        self.consumer = StreamConsumer(bus, TELEMETRY, Telemetry, self._handle, stop, group=group)
 
     async def _handle(self, msg: Any) -> None:
         self.store.ingest(msg)
 
     def start(self) -> asyncio.Task[None]:
         return asyncio.create_task(self.consumer.run(), name="telemetry consumer")
+
+    async def forget(self) -> None:
+        """Drop this replica's own group (clean shutdown)."""
+        await self.consumer.forget_group()
+
+
+def replica_group(replica_id: str) -> str:
+    """The telemetry consumer group of one replica among several."""
+    return f"{GROUP}:telemetry:{replica_id}"

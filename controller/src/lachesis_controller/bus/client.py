@@ -45,8 +45,12 @@ AGENT_STREAM_KINDS = (REGISTRATIONS, ACKS, TELEMETRY, DETOURS)
 # What the agent's control path runs (runner.rs); anything else is refused.
 AGENT_COMMANDS = ("get", "set", "xadd", "xread", "xrange", "xrevrange", "ping", "hello", "auth", "select")
 GROUP = "controller"
-# One controller process: a fixed consumer name lets a restarted controller pick up the
-# entries its predecessor read but did not ack.
+# A fixed consumer name, whichever process reads: the registration, ack and detour streams
+# are read by the leader only (ha/lease.py), so at most one process uses the name at a time,
+# and a restarted controller or a new leader starts by re-reading from id "0" the entries
+# its predecessor was delivered but did not ack (killed between XREADGROUP and XACK): they
+# are this name's pending entries. Per-process names would need XAUTOCLAIM with an idle
+# threshold, i.e. a guess of how long a live leader may take over a batch.
 CONSUMER = "controller-1"
 INBOX_MAXLEN = 1000
 

@@ -48,17 +48,22 @@ class StreamConsumer:
         stop: asyncio.Event,
         *,
         batch: bool = False,
+        group: str = GROUP,
     ) -> None:
-        """`handle` takes one message, or with `batch` the list of messages of one read."""
+        """`handle` takes one message, or with `batch` the list of messages of one read.
+        `group`: the consumer group (the shared `controller` one by default; one per replica
+        for what every replica must see, e.g. telemetry)."""
         self.bus = bus
+        self.group = group
         self.stop = stop
         self.kind = kind
         self.model = model
         self.handle = handle
         self.batch = batch
         # Next id to read per stream: "0" first re-reads entries delivered to this consumer
-        # but never acked (a previous controller died mid-way), then ">" takes new ones. A
-        # stream is in here once its consumer group exists.
+        # but never acked (a previous controller, or leader, died mid-way: bus.client.CONSUMER
+        # says why the name is fixed), then ">" takes new ones. A stream is in here once its
+        # consumer group exists.
         self._next: dict[str, str] = {}
 
     async def run(self) -> None:
@@ -75,7 +80,7 @@ class StreamConsumer:
                     await self.bus.enrolled_changed(BLOCK_MS / 1000)
                     continue
                 reply = await redis.xreadgroup(
-                    GROUP, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
+                    self.group, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
                 )
                 read = [(stream, entries) for stream, entries in reply or []]
                 for stream, entries in read:
@@ -86,7 +91,7 @@ class StreamConsumer:
                     async with redis.pipeline(transaction=False) as pipe:
                         for stream, entries in read:
                             if entries:
-                                pipe.xack(stream, GROUP, *[entry_id for entry_id, _ in entries])
+                                pipe.xack(stream, self.group, *[entry_id for entry_id, _ in entries])
                         await pipe.execute()
                 if down_since_logged:
                     log.info("%s streams: Redis is back", self.kind)
@@ -111,6 +116,17 @@ class StreamConsumer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
+    async def forget_group(self) -> None:
+        """Destroy this consumer's group on every stream it read (a replica's own group, at
+        a clean shutdown: nobody reads it again)."""
+        streams = list(self._next) or [agent_stream(h, self.kind) for h in self.bus.enrolled or ()]
+        if not streams:
+            return
+        async with self.bus.redis.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                pipe.xgroup_destroy(stream, self.group)
+            await pipe.execute(raise_on_error=False)
+
     async def _streams(self) -> dict[str, str]:
         """Stream -> host of every enrolled host, each with its consumer group."""
         streams = {agent_stream(h, self.kind): h for h in sorted(self.bus.enrolled or ())}
@@ -121,7 +137,7 @@ class StreamConsumer:
             async with self.bus.redis.pipeline(transaction=False) as pipe:
                 for stream in new:
                     # From id 0: what the agent wrote before the controller read it counts too.
-                    pipe.xgroup_create(stream, GROUP, id="0", mkstream=True)
+                    pipe.xgroup_create(stream, self.group, id="0", mkstream=True)
                 results = await pipe.execute(raise_on_error=False)
             for stream, result in zip(new, results, strict=True):
                 if isinstance(result, Exception) and "BUSYGROUP" not in str(result):

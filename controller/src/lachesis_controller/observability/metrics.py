@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 ROLLOUTS_STARTED = Counter(
     "lachesis_rollouts_started_total", "Rollouts created, by the kind of change", ["trigger"]
@@ -32,4 +32,8 @@ DESIRED_STATE_PUBLISHED = Counter(
 )
 PUBLISH_FAILURES = Counter(
     "lachesis_publish_failures_total", "Desired-state publishes that Redis refused or missed"
+)
+CONTROLLER_LEADER = Gauge(
+    "lachesis_controller_leader",
+    "1 while this controller replica holds the leader lease (runs the allocation loop, reconciler and consumers)",
 )

@@ -10,6 +10,7 @@ the rollout that caused it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from sqlalchemy import select
@@ -121,3 +122,19 @@ class Reconciler:
                     )
                 publications.append(rollouts.Publication(host_id, generation, message))
         return publications
+
+
+async def track_enrolment(
+    sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event
+) -> None:
+    """Keep `bus.enrolled` (whose streams the consumers read) in step with the database on
+    every replica: the leader's reconciler does it too, but a follower reads the telemetry
+    of hosts another replica enrolled."""
+    while not stop.is_set():
+        try:
+            with sessions() as session:
+                bus.set_enrolled(session.scalars(select(AgentCredential.host_id)).all())
+        except Exception as exc:  # the database is down: keep the hosts known so far
+            log.warning("cannot read the enrolled hosts (%s: %s)", type(exc).__name__, exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)

@@ -14,3 +14,6 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ok"]
     checks: dict[str, str]
+    # Whether this replica holds the leader lease (runs the singletons); a follower is ready
+    # all the same: it serves the API.
+    leader: bool
