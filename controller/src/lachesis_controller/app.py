@@ -46,7 +46,7 @@ from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate
 from lachesis_controller.detours import service as detour_service
 from lachesis_controller.ha.lease import AdvisoryLease, Leadership, LocalLease, Singletons, lease_for
-from lachesis_controller.observability.tracing import setup_tracing
+from lachesis_controller.observability.tracing import flush_spans, setup_tracing
 from lachesis_controller.rollout import handlers as consumers
 from lachesis_controller.rollout.intent import ensure_baseline
 from lachesis_controller.rollout.reconciler import Reconciler, track_enrolment
@@ -123,6 +123,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             lease.dispose()
         await redis.aclose()
         engine.dispose()
+        flush_spans()
         log.info("controller stopped")
 
 
@@ -151,7 +152,7 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
-    setup_tracing(console=settings.otel_console)
+    setup_tracing(console=settings.otel_console, otlp_endpoint=settings.otlp_traces_endpoint)
     app = FastAPI(
         title="Lachesis controller",
         version=__version__,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from lachesis_controller.validation.body_limits import MAX_BODY_BYTES, MAX_BODY_DEPTH
 from lachesis_controller.validation.bounds import normal_path
@@ -45,6 +46,9 @@ class Settings:
     log_level: str = "INFO"
     # Spans to stderr as well (observability/tracing.py).
     otel_console: bool = False
+    # Where spans go over OTLP (HTTP/protobuf), from the standard OTEL_EXPORTER_OTLP_*
+    # variables; None: not exported. Headers, timeout and compression the exporter reads itself.
+    otlp_traces_endpoint: str | None = None
     # The allocation loop's timing (allocation/service.py): how often it runs, how long a
     # gain must last before it acts, and the smallest hit-ratio gain worth a rollout.
     allocation_interval_s: float = 5.0
@@ -85,6 +89,7 @@ class Settings:
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
             log_level=(env.get("LACHESIS_LOG_LEVEL") or "INFO").upper(),
             otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
+            otlp_traces_endpoint=_otlp_traces_endpoint(env),
             allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
             allocation_reaction_s=positive_float(env, "LACHESIS_ALLOCATION_REACTION_S", 15.0),
             allocation_gain=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
@@ -153,6 +158,26 @@ def _roots(env: Mapping[str, str], name: str) -> tuple[str, ...]:
         except ValueError as exc:
             raise ConfigError(f"{name}: {exc}") from None
     return tuple(roots)
+
+
+def _otlp_traces_endpoint(env: Mapping[str, str]) -> str | None:
+    """The OTLP/HTTP traces URL the OpenTelemetry specification derives from the environment:
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env.get(name)
+        if protocol:
+            if protocol != "http/protobuf":
+                raise ConfigError(f"{name}={protocol!r}: the controller exports OTLP as http/protobuf only")
+            break
+    for name, suffix in (("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""), ("OTEL_EXPORTER_OTLP_ENDPOINT", "/v1/traces")):
+        raw = (env.get(name) or "").strip()
+        if not raw:
+            continue
+        url = urlsplit(raw)
+        if url.scheme not in {"http", "https"} or not url.hostname:
+            raise ConfigError(f"{name}={raw!r}: expected an http:// or https:// URL, e.g. http://127.0.0.1:4318")
+        return raw.rstrip("/") + suffix if suffix else raw
+    return None
 
 
 def _replica_id(raw: str) -> str:

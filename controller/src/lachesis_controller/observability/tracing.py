@@ -1,8 +1,8 @@
 """OpenTelemetry: one trace per REST call, carried to the agents in `traceparent`.
 
-Spans are recorded by the SDK so that each has a real trace id to hand on; they are
-exported only when LACHESIS_OTEL_CONSOLE=1 (to stderr). Shipping them to a collector is
-configuration to add when the project has one.
+Spans are recorded by the SDK so that each has a real trace id to hand on. They leave the
+process over OTLP (HTTP/protobuf, batched) when the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
+is set (`Settings.otlp_traces_endpoint`), and to stderr when LACHESIS_OTEL_CONSOLE=1.
 """
 
 from __future__ import annotations
@@ -11,14 +11,29 @@ import sys
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
+SERVICE_NAME = "lachesis-controller"
 
 _configured = False
 
 
-def setup_tracing(*, console: bool = False) -> None:
+def make_provider(*, console: bool = False, otlp_endpoint: str | None = None) -> TracerProvider:
+    """A tracer provider exporting where asked. OTLP spans are batched, off the request path;
+    the provider's shutdown (at exit) flushes them."""
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
+    if otlp_endpoint:
+        # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables.
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
+    if console:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    return provider
+
+
+def setup_tracing(*, console: bool = False, otlp_endpoint: str | None = None) -> None:
     """Install the SDK tracer provider once per process (OpenTelemetry allows only one)."""
     global _configured
     if _configured:
@@ -26,10 +41,15 @@ def setup_tracing(*, console: bool = False) -> None:
     _configured = True
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return
-    provider = TracerProvider(resource=Resource.create({"service.name": "lachesis-controller"}))
-    if console:
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-    trace.set_tracer_provider(provider)
+    trace.set_tracer_provider(make_provider(console=console, otlp_endpoint=otlp_endpoint))
+
+
+def flush_spans() -> None:
+    """Send the spans still batched; at the app's shutdown, so none is lost when the process
+    is stopped before the batch's next send."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush()
 
 
 tracer = trace.get_tracer("lachesis_controller")
