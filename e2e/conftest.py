@@ -113,6 +113,9 @@ class Cluster:
     agent_urls: dict[str, str] = field(default_factory=dict)
     # More arguments of an agent's `run` (a --device here replaces the default flash0).
     agent_args: dict[str, list[str]] = field(default_factory=dict)
+    # The controllers' database: SQLite in the test's directory unless a test names one
+    # (test_ha.py: PostgreSQL shared by several controllers).
+    database_url: str | None = None
 
     @property
     def redis_url(self) -> str:
@@ -167,19 +170,23 @@ class Cluster:
         wait_for("redis-server to answer PING", lambda: self.redis().ping())
         return proc
 
-    def start_controller(self) -> Process:
-        proc = self.processes.get("controller") or self._add(
-            "controller",
+    def start_controller(self, name: str = "controller", port: int | None = None, env: dict[str, str] | None = None) -> Process:
+        """A controller serving on `port` (the cluster's api_port by default); another `name`
+        and port start another replica on the same database and Redis."""
+        port = port or self.api_port
+        proc = self.processes.get(name) or self._add(
+            name,
             [str(CONTROLLER_BIN)],
             {
-                "LACHESIS_DATABASE_URL": f"sqlite:///{self.tmp / 'lachesis.db'}",
+                "LACHESIS_DATABASE_URL": self.database_url or f"sqlite:///{self.tmp / 'lachesis.db'}",
                 "LACHESIS_REDIS_URL": self.redis_url,
-                "LACHESIS_BIND": f"127.0.0.1:{self.api_port}",
+                "LACHESIS_BIND": f"127.0.0.1:{port}",
                 "LACHESIS_API_TOKEN": TOKEN,
+                **(env or {}),
             },
         )
         proc.start()
-        wait_for("the controller's /readyz", lambda: httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200, timeout=60)
+        wait_for(f"{name}'s /readyz", lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, timeout=60)
         return proc
 
     def start_agent(self, host_id: str) -> Process:
