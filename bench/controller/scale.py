@@ -13,6 +13,8 @@ Measured, as medians over the runs:
 - rollout latency p50/p99: from before the REST call until the database says the rollout
   succeeded (the controller recorded the last host's install ack); the state is read from
   PostgreSQL directly every 5 ms, so polling costs the controller nothing;
+- the two phases on the controller's clock (median): created until the last drain recorded,
+  then until it succeeded;
 - CPU seconds per rollout of the controller processes (utime + stime from /proc, all
   replicas), of redis-server (INFO cpu) and of PostgreSQL (the postmaster's children), over
   the run divided by its rollouts; the controllers' idle CPU rate (heartbeats, reconciler)
@@ -163,6 +165,21 @@ class Deployment:
         with self.db.connect() as connection:
             return connection.execute(text(query), params).scalar()
 
+    def phases(self, rollout_id: str) -> tuple[float, float]:
+        """Server clock of a two-phase rollout: created until the last host's drain was
+        recorded, and from then until it succeeded."""
+        with self.db.connect() as connection:
+            created, drained, completed = connection.execute(text(
+                "SELECT r.created_at, max(t.drained_at), r.completed_at FROM rollouts r "
+                "JOIN rollout_targets t ON t.rollout_id = r.id WHERE r.id = :id GROUP BY r.id"), {"id": rollout_id}).one()
+        return (drained - created).total_seconds(), (completed - drained).total_seconds()
+
+    def check_simulators(self) -> None:
+        for i, sim in enumerate(self.simulators):
+            if sim.poll() is not None:
+                raise RuntimeError(f"simulated agents {i} exited {sim.returncode}: "
+                                   f"{(self.tmp / f'simagents-{i}.log').read_text()[-2000:]}")
+
     def stop(self) -> None:
         for sim in self.simulators:
             sim.terminate()
@@ -217,6 +234,7 @@ def start_simulators(dep: Deployment, agent_urls: dict[str, str], procs: int) ->
 
 def wait_rollout(dep: Deployment, rollout_id: str) -> str:
     """Poll the rollout's state in the database every 5 ms until it is decided."""
+    dep.check_simulators()
     polls = 0
     while (state := dep.scalar("SELECT state FROM rollouts WHERE id = :id", id=rollout_id)) == "pending":
         polls += 1
@@ -232,20 +250,25 @@ def pct(values: list[float], q: float) -> float:
 
 
 def one_run(dep: Deployment, apis: list[httpx.Client], rollouts: int, start_priority: int) -> dict[str, float]:
-    latencies = []
+    latencies, quiesce, install = [], [], []
     cpu0, redis0, pg0 = dep.controller_cpu(), dep.redis_cpu(), dep.postgres_cpu()
     for i in range(rollouts):
         api = apis[i % len(apis)]
         started = time.perf_counter()
         change = api.put("/api/v1/rules/bench-rule", json=rule(start_priority + i))
         assert change.status_code == 200, change.text
-        state = wait_rollout(dep, change.json()["rollout_id"])
+        rollout_id = change.json()["rollout_id"]
+        state = wait_rollout(dep, rollout_id)
         latencies.append(time.perf_counter() - started)
         if state != "succeeded":
-            raise RuntimeError(f"rollout {change.json()['rollout_id']} {state}: "
-                               f"{dep.scalar('SELECT reason FROM rollouts WHERE id = :id', id=change.json()['rollout_id'])}")
+            raise RuntimeError(f"rollout {rollout_id} {state}: "
+                               f"{dep.scalar('SELECT reason FROM rollouts WHERE id = :id', id=rollout_id)}")
+        phase1, phase2 = dep.phases(rollout_id)
+        quiesce.append(phase1)
+        install.append(phase2)
     return {
         "p50_s": pct(latencies, 0.50), "p99_s": pct(latencies, 0.99),
+        "quiesce_s": statistics.median(quiesce), "install_s": statistics.median(install),
         "controller_cpu_s": (dep.controller_cpu() - cpu0) / rollouts,
         "redis_cpu_s": (dep.redis_cpu() - redis0) / rollouts,
         "postgres_cpu_s": (dep.postgres_cpu() - pg0) / rollouts,
@@ -328,21 +351,22 @@ def main() -> None:
     bindir, pg_class = postgres_bindir(), postgres_server_class()
     results = [scenario(args, r, pg_class, bindir) for r in replica_counts]
     print(f"agents={args.agents} rollouts={args.rollouts} runs={args.runs} agent_procs={args.agent_procs}")
-    print("| replicas | rollout p50 (s) | rollout p99 (s) | controller CPU s / rollout | idle controller CPU s/s | "
+    print("| replicas | rollout p50 (s) | rollout p99 (s) | quiesce phase (s) | install phase (s) | controller CPU s / rollout | idle controller CPU s/s | "
           "Redis CPU s / rollout | PostgreSQL CPU s / rollout | Redis B / host (enrolled) | of which connections | "
           "Redis B / host (after runs) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = next((r for r in results if not r["pending"]), None)
     for r in results:
         if r["pending"]:
-            print(f"| {r['replicas']} | pending HA | | | | | | | | |")
+            print(f"| {r['replicas']} | pending HA | | | | | | | | | | |")
             continue
-        print(f"| {r['replicas']} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | {r['controller_cpu_s']:.2f} | {r['idle_cpu_s_per_s']:.3f} | "
+        print(f"| {r['replicas']} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | {r['quiesce_s']:.2f} | {r['install_s']:.2f} | {r['controller_cpu_s']:.2f} | {r['idle_cpu_s_per_s']:.3f} | "
               f"{r['redis_cpu_s']:.3f} | {r['postgres_cpu_s']:.2f} | {r['redis_bytes_per_host']:.0f} | "
               f"{r['redis_client_bytes_per_host']:.0f} | {r['redis_bytes_per_host_after']:.0f} |")
     for r in results:
         if base is not None and r is not base and not r["pending"]:
             print(f"| {r['replicas']} / {base['replicas']} | {r['p50_s'] / base['p50_s']:.2f} | {r['p99_s'] / base['p99_s']:.2f} | "
+                  f"{r['quiesce_s'] / base['quiesce_s']:.2f} | {r['install_s'] / base['install_s']:.2f} | "
                   f"{r['controller_cpu_s'] / base['controller_cpu_s']:.2f} | | {r['redis_cpu_s'] / base['redis_cpu_s']:.2f} | "
                   f"{r['postgres_cpu_s'] / base['postgres_cpu_s']:.2f} | | | |")
     print()
