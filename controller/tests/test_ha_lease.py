@@ -151,6 +151,46 @@ def test_a_new_leader_handles_what_the_dead_one_was_delivered_but_did_not_ack(re
     plain.close()
 
 
+def test_entries_a_stale_leader_was_delivered_after_the_new_one_started_are_handled(redis_url: str) -> None:
+    """The old leader, not yet aware it lost the lease, is delivered an entry under the shared
+    consumer name after the new leader's first read of its pending entries, and stops
+    before acking it: the new leader handles it at its next re-read of them."""
+    stream = agent_stream("ha-host", "acks")
+    plain = redis.Redis.from_url(redis_url, decode_responses=True)
+    plain.delete(stream)
+
+    async def new_leader() -> list[int]:
+        bus = Bus(make_redis(redis_url))
+        bus.set_enrolled(["ha-host"])
+        stop, holding, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen: list[int] = []
+
+        async def handle(note: Any) -> None:
+            seen.append(note.n)
+            if note.n == 1:  # the new leader is busy: meanwhile the old one reads
+                holding.set()
+                await release.wait()
+            if len(seen) == 2:
+                stop.set()
+
+        consumer = StreamConsumer(bus, "acks", Note, handle, stop, recheck_every=1)
+        task = asyncio.create_task(consumer.run())
+        await asyncio.to_thread(plain.xadd, stream, {"msg": Note(host_id="ha-host", n=1).model_dump_json()})
+        await asyncio.wait_for(holding.wait(), 30)
+        await asyncio.to_thread(plain.xadd, stream, {"msg": Note(host_id="ha-host", n=2).model_dump_json()})
+        stale = await asyncio.to_thread(plain.xreadgroup, GROUP, CONSUMER, {stream: ">"}, 10)
+        assert [fields["msg"] for _, fields in stale[0][1]] == [Note(host_id="ha-host", n=2).model_dump_json()]
+        release.set()
+        await asyncio.wait_for(task, 30)
+        await bus.redis.aclose()
+        return seen
+
+    assert asyncio.run(new_leader()) == [1, 2]
+    assert plain.xpending(stream, GROUP)["pending"] == 0
+    plain.delete(stream)
+    plain.close()
+
+
 def test_each_replica_reads_every_telemetry_report_in_its_own_group(redis_url: str) -> None:
     stream = agent_stream("ha-host", "telemetry")
     plain = redis.Redis.from_url(redis_url, decode_responses=True)

@@ -32,6 +32,8 @@ BLOCK_MS = 1000
 BATCH = 100
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 5.0
+# Idle reads (of up to BLOCK_MS each) between two re-reads of this consumer's pending entries.
+RECHECK_PENDING_EVERY = 30
 
 
 class StreamConsumer:
@@ -49,12 +51,15 @@ class StreamConsumer:
         *,
         batch: bool = False,
         group: str = GROUP,
+        recheck_every: int = RECHECK_PENDING_EVERY,
     ) -> None:
         """`handle` takes one message, or with `batch` the list of messages of one read.
         `group`: the consumer group (the shared `controller` one by default; one per replica
         for what every replica must see, e.g. telemetry)."""
         self.bus = bus
         self.group = group
+        self.recheck_every = recheck_every
+        self._idle_reads = 0
         self.stop = stop
         self.kind = kind
         self.model = model
@@ -83,6 +88,7 @@ class StreamConsumer:
                     self.group, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
                 )
                 read = [(stream, entries) for stream, entries in reply or []]
+                self._recheck_when_idle(read)
                 for stream, entries in read:
                     if self._next.get(stream) == "0" and not entries:
                         self._next[stream] = ">"
@@ -115,6 +121,20 @@ class StreamConsumer:
                 self._next.clear()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _recheck_when_idle(self, read: list[tuple[str, list[Any]]]) -> None:
+        """After `recheck_every` reads that found nothing, read this consumer's pending
+        entries ("0") again. They are normally none; but a leader that lost its lease may
+        still have been delivered entries under the shared name (bus.client.CONSUMER) until
+        it noticed, and stopped before acking them, after the new leader's first read."""
+        if any(entries for _, entries in read):
+            self._idle_reads = 0
+            return
+        self._idle_reads += 1
+        if self._idle_reads >= self.recheck_every:
+            self._idle_reads = 0
+            for stream in self._next:
+                self._next[stream] = "0"
 
     async def forget_group(self) -> None:
         """Destroy this consumer's group on every stream it read (a replica's own group, at
