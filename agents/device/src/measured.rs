@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use crate::device::{
     BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
 };
-use crate::nvme::logpage::{FdpConfigurations, FdpEvent, FdpStats, RuhStatus, RuhType};
 use crate::model::{dlwa_between, measured_dlwa};
+use crate::nvme::logpage::{FdpConfigurations, FdpEvent, FdpStats, RuhStatus, RuhType};
 use crate::sim::{SimConfig, SimSsd};
 use crate::uring::{UringConfig, UringDevice};
 
@@ -164,8 +164,14 @@ impl MeasuredStats {
     /// a steady-state window; `None` if nothing was written in between.
     pub fn dlwa_since(&self, earlier: &MeasuredStats) -> Option<f64> {
         dlwa_between(
-            (earlier.host_bytes_written.into(), earlier.media_bytes_written.into()),
-            (self.host_bytes_written.into(), self.media_bytes_written.into()),
+            (
+                earlier.host_bytes_written.into(),
+                earlier.media_bytes_written.into(),
+            ),
+            (
+                self.host_bytes_written.into(),
+                self.media_bytes_written.into(),
+            ),
         )
     }
 }

@@ -506,7 +506,9 @@ impl UringDevice {
                 let len = (r.len() - done).min(max_io);
                 let (ptr, dir) = match r {
                     IoRequest::Read { buf, .. } => (buf[done..].as_mut_ptr(), FixedOp::Read),
-                    IoRequest::Write { buf, .. } => (buf[done..].as_ptr() as *mut u8, FixedOp::Write),
+                    IoRequest::Write { buf, .. } => {
+                        (buf[done..].as_ptr() as *mut u8, FixedOp::Write)
+                    }
                 };
                 let pushed = if is_aligned(ptr, len, align) {
                     let (sqe, op) = rw_entry(dir, ptr, len as u32, offset, None);
@@ -727,9 +729,13 @@ fn rw_entry(
 ) -> (squeue::Entry, &'static str) {
     let fd = types::Fixed(0);
     let sqe = match (dir, fixed) {
-        (FixedOp::Read, Some(b)) => opcode::ReadFixed::new(fd, ptr, len, b).offset(offset).build(),
+        (FixedOp::Read, Some(b)) => opcode::ReadFixed::new(fd, ptr, len, b)
+            .offset(offset)
+            .build(),
         (FixedOp::Read, None) => opcode::Read::new(fd, ptr, len).offset(offset).build(),
-        (FixedOp::Write, Some(b)) => opcode::WriteFixed::new(fd, ptr, len, b).offset(offset).build(),
+        (FixedOp::Write, Some(b)) => opcode::WriteFixed::new(fd, ptr, len, b)
+            .offset(offset)
+            .build(),
         (FixedOp::Write, None) => opcode::Write::new(fd, ptr, len).offset(offset).build(),
     };
     let name = match dir {

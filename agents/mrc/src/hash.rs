@@ -199,7 +199,11 @@ mod tests {
         // The reference sequence of splitmix64 seeded with 0.
         assert_eq!(
             first,
-            [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]
+            [
+                0xe220_a839_7b1d_cdaf,
+                0x6e78_9e6a_a1b9_65f4,
+                0x06c4_5d18_8009_454f
+            ]
         );
         assert_eq!(g.0, GOLDEN_GAMMA.wrapping_mul(3));
     }

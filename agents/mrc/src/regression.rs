@@ -182,12 +182,7 @@ impl KeyRegression {
     }
 
     pub fn footprint_bytes(&self) -> usize {
-        let buckets = if self.index.capacity() == 0 {
-            0
-        } else {
-            (self.index.capacity() * 8 / 7).next_power_of_two()
-        };
-        buckets * (std::mem::size_of::<(u64, u32)>() + 1)
+        crate::policies::map_bytes(&self.index)
             + self.keys.capacity() * 8
             + self.stats.capacity() * 4
             + (self.sum_m.capacity() + self.sum_rm.capacity()) * 8

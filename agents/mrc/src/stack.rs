@@ -292,15 +292,9 @@ impl LruStack {
         }
     }
 
-    /// Bytes held, from capacities. hashbrown keeps a power-of-two bucket
-    /// array at most 7/8 full, with one control byte per bucket.
+    /// Bytes held, from capacities.
     pub fn footprint_bytes(&self) -> usize {
-        let buckets = if self.map.capacity() == 0 {
-            0
-        } else {
-            (self.map.capacity() * 8 / 7).next_power_of_two()
-        };
-        buckets * (std::mem::size_of::<(u64, u32)>() + 1)
+        crate::policies::map_bytes(&self.map)
             + self.slot_key.capacity() * 8
             + self.weight.capacity() * 4
             + self.live.capacity() * 8

@@ -36,7 +36,9 @@ impl std::fmt::Debug for DatapathCurves {
 /// One key per (file, block): splitmix-style mixing keeps blocks of different files apart
 /// (the sampler hashes the key again).
 fn key(file: u64, block: u64) -> u64 {
-    file.wrapping_mul(lachesis_mrc::hash::GOLDEN_GAMMA).rotate_left(29) ^ block
+    file.wrapping_mul(lachesis_mrc::hash::GOLDEN_GAMMA)
+        .rotate_left(29)
+        ^ block
 }
 
 impl DatapathCurves {
@@ -57,8 +59,9 @@ impl DatapathCurves {
         let (first, last) = (off / 4096, (off + len - 1) / 4096);
         let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         if !tenants.contains_key(tenant) {
-            let estimator = ShardsFixedSize::new(Unit::Objects, self.sizes.clone(), self.sample_keys, true)
-                .expect("S_max above zero");
+            let estimator =
+                ShardsFixedSize::new(Unit::Objects, self.sizes.clone(), self.sample_keys, true)
+                    .expect("S_max above zero");
             tenants.insert(
                 tenant.to_string(),
                 TenantRefs {

@@ -28,7 +28,10 @@ impl ShadowCache {
     pub fn new(size_bytes: u64, rate: f64) -> Self {
         ShadowCache {
             size_bytes,
-            mini: MiniLru::new(size_bytes.div_ceil(BLOCK), u64::from(threshold_for_rate(rate))),
+            mini: MiniLru::new(
+                size_bytes.div_ceil(BLOCK),
+                u64::from(threshold_for_rate(rate)),
+            ),
         }
     }
 
@@ -48,7 +51,8 @@ impl ShadowCache {
     /// Follow the estimator's sampling rate. Only a lower rate changes anything: the kernel's
     /// threshold never goes back up for a fixed-size estimator.
     pub fn set_rate(&mut self, rate: f64) {
-        self.mini.lower_threshold(u64::from(threshold_for_rate(rate)));
+        self.mini
+            .lower_threshold(u64::from(threshold_for_rate(rate)));
     }
 
     /// One sampled reference (`hash` is the SHARDS hash the kernel compared, which is

@@ -185,25 +185,20 @@ fn build_runs(args: &Args, unit: Unit, sizes: &[u64]) -> Result<Vec<Run>, CliErr
                 policy: None,
                 estimator: Box::new(ExactLru::new(unit, s)?),
             }),
-            Algorithm::ShardsFixedRate => {
+            Algorithm::ShardsFixedRate | Algorithm::ShardsFixedSize => {
                 for &adj in adjs {
-                    let estimator = Box::new(
-                        ShardsFixedRate::new(unit, s.clone(), args.rate, true)?
-                            .with_adjustment(adj),
-                    );
-                    runs.push(Run {
-                        algorithm,
-                        policy: None,
-                        estimator,
-                    });
-                }
-            }
-            Algorithm::ShardsFixedSize => {
-                for &adj in adjs {
-                    let estimator = Box::new(
-                        ShardsFixedSize::new(unit, s.clone(), args.smax, true)?
-                            .with_adjustment(adj),
-                    );
+                    let estimator: Box<dyn MrcEstimator> =
+                        if algorithm == Algorithm::ShardsFixedRate {
+                            Box::new(
+                                ShardsFixedRate::new(unit, s.clone(), args.rate, true)?
+                                    .with_adjustment(adj),
+                            )
+                        } else {
+                            Box::new(
+                                ShardsFixedSize::new(unit, s.clone(), args.smax, true)?
+                                    .with_adjustment(adj),
+                            )
+                        };
                     runs.push(Run {
                         algorithm,
                         policy: None,

@@ -13,7 +13,7 @@ pub use lru::Lru;
 pub use rrip::Rrip;
 pub use s3fifo::S3Fifo;
 
-pub(crate) use list::set_bytes;
+pub(crate) use list::{map_bytes, set_bytes};
 
 use crate::error::MrcError;
 use serde::Serialize;
