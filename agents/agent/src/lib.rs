@@ -5,12 +5,15 @@
 //! itself is the `lachesis-switch` crate.
 
 pub mod bus;
+pub mod bus_lag;
 pub mod caps;
 pub mod datapath;
 pub mod detour_link;
 pub mod devices;
 pub mod flow_gate;
 pub mod metrics_engine;
+pub mod metrics_exposition;
+pub mod metrics_http;
 pub mod persist;
 pub mod runner;
 pub mod state;

@@ -22,6 +22,7 @@ use lachesis_fs::detour::Detours;
 use lachesis_fs::stage::Devices;
 use lachesis_fs::IoObserver;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
+use lachesis_agent::metrics_http;
 use lachesis_agent::persist::Persisted;
 use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
@@ -142,6 +143,12 @@ struct RunArgs {
     /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
     #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
     bpf_pin_dir: PathBuf,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics (IP:PORT; port 0 picks a free one,
+    /// logged). Off unless given.
+    #[arg(long, env = "LACHESIS_AGENT_METRICS_LISTEN", value_name = "ADDR",
+          value_parser = lachesis_agent::metrics_http::parse_listen)]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_host_id(s: &str) -> Result<String, String> {
@@ -318,6 +325,13 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
     }
+    let metrics_listener = match args.metrics_listen.map(metrics_http::bind).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: --metrics-listen {}: {e}", args.metrics_listen.expect("bound one"));
+            return ExitCode::from(2);
+        }
+    };
     let client = match redis::Client::open(args.redis_url.as_str()) {
         Ok(c) => c,
         Err(e) => {
@@ -374,6 +388,7 @@ fn run(args: RunArgs) -> ExitCode {
             devices: devices.clone(),
             stages: None,
             datapath_curves: None,
+            latest: Default::default(),
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
         if let Some(p) = persisted {
@@ -434,6 +449,14 @@ fn run(args: RunArgs) -> ExitCode {
             });
             let link = RedisLink::start(client.clone(), &args.host_id, deadline, generation);
             dp.set_controller(Arc::new(Detours::new(link, deadline)));
+        }
+        if let Some(l) = metrics_listener {
+            let sources = metrics_http::Sources::new(args.host_id.clone(), telemetry_cfg.latest.clone(),
+                agent.bus_progress(), agent.subscribe(), client.clone());
+            if let Err(e) = metrics_http::spawn(l, Arc::new(sources)) {
+                eprintln!("error: --metrics-listen: {e}");
+                return ExitCode::from(2);
+            }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let telemetry = match metrics_engine::spawn(

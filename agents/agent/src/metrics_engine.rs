@@ -534,6 +534,8 @@ pub struct TelemetryConfig {
     pub stages: Option<StageSource>,
     /// Curves of the IO through the data path, per tenant (`datapath_curves.rs`).
     pub datapath_curves: Option<Arc<datapath_curves::DatapathCurves>>,
+    /// Every report is also kept here for the metrics endpoint.
+    pub latest: Arc<crate::telemetry::LatestReport>,
 }
 
 /// Where the telemetry thread reads the installed stages from (the data path).
@@ -615,6 +617,7 @@ fn telemetry_loop(
             stages: cfg.stages.as_ref().map(|s| s()),
         };
         bus.publish(&msg);
+        cfg.latest.set(msg);
         // A slow Redis must not make reports pile up.
         next = next.max(Instant::now());
     }

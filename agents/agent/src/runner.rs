@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 use tracing::{debug, error, info, warn};
 
+use crate::bus_lag::BusProgress;
 use crate::bus::{
     keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Registration, Timestamp,
 };
@@ -106,6 +107,7 @@ pub struct Agent {
     installer: Option<Arc<dyn Installer>>,
     /// Where the last applied and acked state is kept across restarts.
     persist: Option<Persisted>,
+    progress: Arc<BusProgress>,
 }
 
 impl Agent {
@@ -122,6 +124,7 @@ impl Agent {
             flows: InFlightGate::new(),
             installer: None,
             persist: None,
+            progress: Arc::default(),
         }
     }
 
@@ -172,6 +175,11 @@ impl Agent {
     pub fn with_installer(mut self, installer: Arc<dyn Installer>) -> Self {
         self.installer = Some(installer);
         self
+    }
+
+    /// When the control loop last read the bus, and up to which inbox entry.
+    pub fn bus_progress(&self) -> Arc<BusProgress> {
+        self.progress.clone()
     }
 
     /// Follow the applied state (generation, rule table) as it changes.
@@ -266,6 +274,7 @@ async fn session(agent: &mut Agent, backoff: &mut Backoff) -> anyhow::Result<Inf
         Some(text) => handle_message(agent, &mut con, &desired_key, None, &text).await?,
         None => info!(key = %desired_key, "no desired state published yet"),
     }
+    agent.progress.read(&last_id);
     info!(
         host_id = %host,
         generation = agent.state.generation(),
@@ -299,6 +308,7 @@ async fn session(agent: &mut Agent, backoff: &mut Backoff) -> anyhow::Result<Inf
                 ),
             }
         }
+        agent.progress.read(&last_id);
     }
 }
 

@@ -304,6 +304,25 @@ fn de_latency<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> 
     }
 }
 
+/// The last report the telemetry thread built, numbered, for read-outs beside the bus (the
+/// Prometheus endpoint, `src/metrics_http.rs`): they show the numbers the stream carries, not a
+/// second count of them.
+#[derive(Debug, Default)]
+pub struct LatestReport(std::sync::Mutex<Option<(u64, std::sync::Arc<Telemetry>)>>);
+
+impl LatestReport {
+    pub fn set(&self, report: Telemetry) {
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = last.as_ref().map_or(0, |(n, _)| *n) + 1;
+        *last = Some((n, std::sync::Arc::new(report)));
+    }
+
+    /// How many reports were built, and the last; None before the first.
+    pub fn get(&self) -> Option<(u64, std::sync::Arc<Telemetry>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,12 +6,11 @@
 //! the test is skipped with a message, except under `CI=true`, where it fails.
 
 use std::fs;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
+mod common;
+use common::{connect, find_redis_server, free_port, stream_messages, wait_for, AgentProc, Redis};
 use jsonschema::{Registry, Validator};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -19,133 +18,6 @@ use serde_json::{json, Value};
 
 const HOST: &str = "test-host";
 const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
-fn find_redis_server() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("REDIS_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let fixed = Path::new("/usr/bin/redis-server");
-    if fixed.exists() {
-        return Some(fixed.to_path_buf());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("redis-server"))
-            .find(|p| p.exists())
-    })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A redis-server child, killed on drop.
-struct Redis {
-    child: Child,
-}
-
-impl Redis {
-    fn start(bin: &Path, port: u16, dir: &Path) -> Redis {
-        let child = Command::new(bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let r = Redis { child };
-        let url = format!("redis://127.0.0.1:{port}");
-        wait_for("redis-server to answer PING", || {
-            let client = redis::Client::open(url.as_str()).ok()?;
-            let mut con = client
-                .get_connection_with_timeout(Duration::from_millis(200))
-                .ok()?;
-            redis::cmd("PING").query::<String>(&mut con).ok()
-        });
-        r
-    }
-
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The agent child; killed on drop, its stderr kept in a file for failure messages.
-struct AgentProc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl AgentProc {
-    fn logs(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for AgentProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- agent log ---\n{}", self.logs());
-        }
-    }
-}
-
-/// Polls `probe`; a bounded number of polls (a minute's worth) only turns a hang into a failure.
-fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    const POLLS: u32 = 1_200;
-    for _ in 0..POLLS {
-        if let Some(v) = probe() {
-            return v;
-        }
-        sleep(Duration::from_millis(50));
-    }
-    panic!("never after {POLLS} polls: {what}");
-}
-
-fn connect(url: &str) -> Option<redis::Connection> {
-    redis::Client::open(url)
-        .ok()?
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()
-}
-
-/// All messages of a stream, parsed.
-fn stream_messages(url: &str, key: &str) -> Vec<Value> {
-    let Some(mut con) = connect(url) else {
-        return vec![];
-    };
-    let reply: redis::streams::StreamRangeReply = match redis::cmd("XRANGE")
-        .arg(key)
-        .arg("-")
-        .arg("+")
-        .query(&mut con)
-    {
-        Ok(r) => r,
-        Err(_) => return vec![],
-    };
-    reply
-        .ids
-        .iter()
-        .filter_map(|e| e.get::<String>("msg"))
-        .map(|s| serde_json::from_str(&s).expect("stream message is JSON"))
-        .collect()
-}
 
 fn schemas() -> (Validator, Validator, Validator) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../api-schemas/bus");
@@ -256,7 +128,7 @@ fn agent_against_real_redis() {
     let url = format!("redis://127.0.0.1:{port}");
     let (reg_schema, ack_schema, hb_schema) = schemas();
 
-    let redis = Redis::start(&redis_bin, port, dir.path());
+    let redis = Redis::start_on(&redis_bin, port, dir.path());
 
     let device = dir.path().join("devices/flash0.img");
     let log = dir.path().join("agent.log");
@@ -357,7 +229,7 @@ fn agent_against_real_redis() {
     // 4. Redis restarts empty on the same port: the agent re-registers and acks a new
     // generation.
     redis.stop();
-    let redis = Redis::start(&redis_bin, port, dir.path());
+    let redis = Redis::start_on(&redis_bin, port, dir.path());
     let reg = wait_for("re-registration", || {
         stream_messages(&url, &format!("lachesis:agent:{HOST}:registrations"))
             .into_iter()

@@ -1,17 +1,7 @@
 //! Bad flags stop the agent before it touches the bus: exit 2 and a message naming the flag.
 
-use std::process::Command;
-
-fn run_agent(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lachesis-agent"))
-        .arg("run")
-        .args(args)
-        // Nothing listens here: a bad flag must be refused before any connection attempt.
-        .args(["--host-id", "cli-test", "--redis-url", "redis://127.0.0.1:1/", "--no-ebpf"])
-        .output()
-        .expect("run lachesis-agent");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
+mod common;
+use common::run_agent_offline as run_agent;
 
 #[test]
 fn a_missing_forward_key_file_is_a_usage_error() {
