@@ -12,7 +12,7 @@
 //! file); tests use it to know that an IO is blocked on a block lock without sleeping.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{LockResult, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, TryLockResult};
 
 const BLOCK: u64 = 4096;
 const STRIPES: usize = 4096;
@@ -53,28 +53,31 @@ impl BlockLocks {
     }
 
     pub fn read(&self, file: u64, off: u64, len: u64) -> Vec<RwLockReadGuard<'_, ()>> {
-        self.stripes_of(file, off, len)
-            .into_iter()
-            .map(|i| match self.stripes[i].try_read() {
-                Ok(g) => g,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => {
-                    self.waits.fetch_add(1, Ordering::Relaxed);
-                    self.stripes[i].read().unwrap_or_else(|e| e.into_inner())
-                }
-            })
-            .collect()
+        self.lock(file, off, len, RwLock::try_read, RwLock::read)
     }
 
     pub fn write(&self, file: u64, off: u64, len: u64) -> Vec<RwLockWriteGuard<'_, ()>> {
+        self.lock(file, off, len, RwLock::try_write, RwLock::write)
+    }
+
+    /// The range's stripes locked in order with `try_lock`, or `lock` (counted as a wait) when
+    /// that would block; a poisoned stripe is taken as is.
+    fn lock<'a, G>(
+        &'a self,
+        file: u64,
+        off: u64,
+        len: u64,
+        try_lock: impl Fn(&'a RwLock<()>) -> TryLockResult<G>,
+        lock: impl Fn(&'a RwLock<()>) -> LockResult<G>,
+    ) -> Vec<G> {
         self.stripes_of(file, off, len)
             .into_iter()
-            .map(|i| match self.stripes[i].try_write() {
+            .map(|i| match try_lock(&self.stripes[i]) {
                 Ok(g) => g,
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(TryLockError::WouldBlock) => {
                     self.waits.fetch_add(1, Ordering::Relaxed);
-                    self.stripes[i].write().unwrap_or_else(|e| e.into_inner())
+                    lock(&self.stripes[i]).unwrap_or_else(|e| e.into_inner())
                 }
             })
             .collect()
