@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from lachesis_controller.app import create_app
 from lachesis_controller.bus.agent_telemetry import replica_group
 from lachesis_controller.bus.client import CONSUMER, GROUP, Bus, agent_stream, make_redis
 from lachesis_controller.bus.consumer import StreamConsumer
+from lachesis_controller.config import ConfigError, Settings
 from lachesis_controller.ha.lease import AdvisoryLease, Leadership, LocalLease
 
 
@@ -238,3 +240,40 @@ def test_two_controllers_on_postgresql_one_leads_both_serve(
     with TestClient(create_app(second_settings)) as third:
         assert third.get("/readyz").json()["leader"] is True
 
+
+
+class HangingLease(LocalLease):
+    """Taken at once; then its check never answers (a database that went silent)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.abandoned = 0
+
+    def holds(self) -> bool:
+        self.gate.wait()
+        return True
+
+    def abandon(self) -> None:
+        self.abandoned += 1
+
+
+def test_a_leader_whose_check_gets_no_answer_stops_its_singletons() -> None:
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        started = Started()
+        lease = HangingLease()
+        leadership = Leadership(lease, started, stop, probe_timeout_s=0.2)
+        await leadership.step()
+        assert leadership.leading
+        await leadership.step()  # the check hangs: not shown held, so not held
+        assert not leadership.leading and started.runs[0].is_set() and lease.abandoned == 1
+        lease.gate.set()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("name", "value"), [("LACHESIS_REPLICA_ID", "a b"), ("LACHESIS_LEASE_INTERVAL_S", "0")])
+def test_bad_ha_settings_are_refused_by_name(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", name: value})
+    assert Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", "LACHESIS_REPLICA_ID": "pod-1.a_b"}).replica_id == "pod-1.a_b"
