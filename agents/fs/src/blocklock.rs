@@ -12,7 +12,9 @@
 //! file); tests use it to know that an IO is blocked on a block lock without sleeping.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{LockResult, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, TryLockResult};
+use std::sync::{
+    LockResult, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, TryLockResult,
+};
 
 const BLOCK: u64 = 4096;
 const STRIPES: usize = 4096;
@@ -124,7 +126,10 @@ mod tests {
             let mut polls = 0u32;
             while l.waits() == 0 {
                 polls += 1;
-                assert!(polls < 60_000, "the overlapping read never waited ({polls} polls)");
+                assert!(
+                    polls < 60_000,
+                    "the overlapping read never waited ({polls} polls)"
+                );
                 std::thread::sleep(Duration::from_millis(1));
             }
             assert!(
