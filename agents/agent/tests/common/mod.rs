@@ -2,6 +2,8 @@
 //! starting redis-server, the agent child with its log, counted polls, reading streams.
 #![allow(dead_code)] // each test uses its part
 
+pub mod openmetrics;
+
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
