@@ -98,6 +98,9 @@ def test_controller_replicas_probes_and_secrets(helm: Helm) -> None:
     }
     assert "value" not in env["LACHESIS_DATABASE_URL"] and "value" not in env["LACHESIS_API_TOKEN"]
     assert env["LACHESIS_BIND"]["value"] == "0.0.0.0:8080"
+    # Several replicas: each its own name (the pod's), one lease interval.
+    assert env["LACHESIS_REPLICA_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["LACHESIS_LEASE_INTERVAL_S"]["value"] == "1"
     # Every other setting from values, as the controller's config.py reads it.
     assert env["LACHESIS_ROLLOUT_TIMEOUT_S"]["value"] == "30"
     assert env["LACHESIS_MAX_BODY_BYTES"]["value"] == "1048576"
