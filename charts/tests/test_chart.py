@@ -110,6 +110,37 @@ def test_controller_replicas_probes_and_secrets(helm: Helm) -> None:
     assert budget["spec"]["minAvailable"] == 1
 
 
+# Controller settings the chart deliberately does not set: the API open to anyone is for a
+# developer's machine, never a cluster.
+NOT_FROM_THE_CHART = {"LACHESIS_INSECURE_NO_AUTH"}
+
+
+def test_every_controller_setting_reaches_the_controller_from_values(helm: Helm) -> None:
+    """config.py is where every LACHESIS_* setting is read; a new one fails here until the
+    chart sets it (or it is listed above with the reason)."""
+    config = (CHART.parents[1] / "controller/src/lachesis_controller/config.py").read_text()
+    settings = set(re.findall(r'"(LACHESIS_[A-Z0-9_]+)"', config))
+    assert "LACHESIS_ROLLOUT_TIMEOUT_S" in settings
+    set_everything = ("controller.settings.endpointRoots={/srv}", "controller.settings.uiDir=/ui",
+                      "controller.settings.devsim=/usr/bin/lachesis-devsim")
+    env = env_of(containers(one(helm.render(EXTERNAL, sets=set_everything), "Deployment", "lachesis-controller"))[0])
+    assert settings - NOT_FROM_THE_CHART - set(env) == set()
+
+
+def test_every_agent_variable_reaches_the_agent_from_values(helm: Helm) -> None:
+    """Each `lachesis-agent run` flag that has an environment variable (main.rs) is set by
+    the chart under some values (eBPF on or off, forwarding, endpoint roots)."""
+    main = (CHART.parents[1] / "agents/agent/src/main.rs").read_text()
+    variables = set(re.findall(r'env = "(LACHESIS_[A-Z0-9_]+)"', main))
+    assert "LACHESIS_HOST_ID" in variables
+    seen: set[str] = set()
+    for ebpf in ("true", "false"):
+        docs = helm.render(EXTERNAL, sets=(f"agent.ebpf={ebpf}", "agent.endpointRoots={/srv}"))
+        for daemonset in by_kind(docs, "DaemonSet"):
+            seen |= set(env_of(containers(daemonset)[0]))
+    assert variables - seen == set()
+
+
 def test_existing_secrets_are_used_and_none_is_made(helm: Helm) -> None:
     docs = helm.render(EXTERNAL)
     deployment = one(docs, "Deployment", "lachesis-controller")
