@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHART, KUBE_VERSION, Helm
+from helm import CHART, KUBE_VERSION, Helm
 from manifests import InvalidManifest, validate_manifest
 from values_doc import readme_with_table
 
