@@ -125,6 +125,7 @@ class Deployment:
                 "LACHESIS_REDIS_URL": self.cluster.redis_url,
                 "LACHESIS_BIND": f"127.0.0.1:{port}",
                 "LACHESIS_API_TOKEN": TOKEN,
+                "LACHESIS_REPLICA_ID": f"controller-{i}",
                 # A slow rollout is measured, not failed and rolled back.
                 "LACHESIS_ROLLOUT_TIMEOUT_S": "300",
             }, self.tmp / f"controller-{i}.log")
@@ -300,9 +301,14 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
             print(f"  starting {args.agents} simulated agents in {args.agent_procs} processes", file=sys.stderr, flush=True)
             started = time.perf_counter()
             start_simulators(dep, agent_urls, args.agent_procs)
-            wait_for(f"{args.agents} hosts to ack their first generation",
-                     lambda: dep.scalar("SELECT count(*) FROM hosts WHERE acked_generation >= 1") == args.agents,
-                     timeout=1200, interval=0.5)
+            # A counted poll of its own: wait_for would swallow the query psycopg cancels on ^C.
+            for _ in range(2400):
+                if dep.scalar("SELECT count(*) FROM hosts WHERE acked_generation >= 1") == args.agents:
+                    break
+                dep.check_simulators()
+                time.sleep(0.5)
+            else:
+                raise RuntimeError(f"not every one of {args.agents} hosts acked its first generation")
             first_ack_s = time.perf_counter() - started
             memory_enrolled = dep.redis_memory()
             cpu0 = dep.controller_cpu()
