@@ -158,6 +158,16 @@ def test_existing_secrets_are_used_and_none_is_made(helm: Helm) -> None:
     assert [c["metadata"]["name"] for c in by_kind(docs, "ConfigMap")] in ([], ["lachesis-grafana-dashboard"])
 
 
+def test_an_inline_external_redis_url_goes_into_the_chart_secret(helm: Helm) -> None:
+    url = "redis://lachesis-controller:pw@redis.example:6379/0"
+    docs = helm.render(EMBEDDED, sets=("redis.external.enabled=true", f"redis.external.url={url}"))
+    assert one(docs, "Secret", "lachesis-controller")["stringData"]["redis-url"] == url
+    env = env_of(containers(one(docs, "Deployment", "lachesis-controller"))[0])
+    assert env["LACHESIS_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "lachesis-controller", "key": "redis-url"}
+    assert "LACHESIS_REDIS_PASSWORD" not in env
+    assert by_kind(docs, "StatefulSet") == []
+
+
 def test_embedded_redis_has_persistence_a_password_and_acl_users(helm: Helm) -> None:
     docs = helm.render(EMBEDDED)
     redis = one(docs, "StatefulSet", "lachesis-redis")
