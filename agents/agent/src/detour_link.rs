@@ -285,7 +285,10 @@ impl RedisLink {
                 length: header.length,
             },
             sent_at: Timestamp::now(),
-            traceparent: Some(new_traceparent(&self.prefix, n)),
+            // Called in the held IO's detour span (lachesis_fs::detour), whose trace goes on at
+            // the controller; with traces off, a trace id of its own.
+            traceparent: crate::otel::traceparent_of(&tracing::Span::current())
+                .or_else(|| Some(new_traceparent(&self.prefix, n))),
         }
     }
 
@@ -501,6 +504,40 @@ mod tests {
             link.pending.lock().unwrap().is_empty(),
             "a copy waits for nothing"
         );
+    }
+
+    #[test]
+    fn a_detour_continues_the_trace_it_is_made_in() {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing_subscriber::layer::SubscriberExt;
+        // Traces on, without an exporter: the spans get real W3C contexts.
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let (link, mut rx) = link();
+        let outer = tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!(target: crate::otel::TARGET, "outer");
+            let _in = outer.enter();
+            lachesis_fs::detour::Detours::new(link.clone(), Duration::from_secs(1)).copy(DetourHeader {
+                rule: "r1".into(),
+                target: "readset".into(),
+                tenant: None,
+                op: Op::Write,
+                path: "/d/f".into(),
+                offset: 0,
+                length: 1,
+                hold: false,
+            });
+            crate::otel::traceparent_of(&outer).unwrap()
+        });
+        let req: DetourRequest = serde_json::from_str(&rx.try_recv().unwrap().json).unwrap();
+        let sent = req.traceparent.unwrap();
+        // (trace id, span id)
+        let ids = |tp: &str| (tp[3..35].to_string(), tp[36..52].to_string());
+        let ((sent_trace, sent_span), (outer_trace, outer_span)) = (ids(&sent), ids(&outer));
+        // Same trace; the request names the switch's detour span, a child of `outer`.
+        assert_eq!(sent_trace, outer_trace, "{sent} vs {outer}");
+        assert_ne!(sent_span, outer_span, "{sent} vs {outer}");
     }
 
     fn link() -> (Arc<RedisLink>, mpsc::UnboundedReceiver<Outgoing>) {

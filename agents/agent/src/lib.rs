@@ -14,6 +14,7 @@ pub mod flow_gate;
 pub mod metrics_engine;
 pub mod metrics_exposition;
 pub mod metrics_http;
+pub mod otel;
 pub mod persist;
 pub mod runner;
 pub mod state;

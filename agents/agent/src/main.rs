@@ -28,7 +28,6 @@ use lachesis_agent::runner::{Agent, Config};
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
 #[command(name = "lachesis-agent", version, about = "Per-host agent of Lachesis")]
@@ -294,13 +293,14 @@ fn run(args: RunArgs) -> ExitCode {
             .map(|m| m.backing.join(lachesis_fs::embed::STATE_DIR).join("agent"))
     });
 
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    // Dropped last, after the runtime: flushes the spans still batched.
+    let _traces = match lachesis_agent::otel::init(&args.host_id) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
 
     let persisted = match state_dir.as_deref().map(Persisted::open).transpose() {
         Ok(p) => p,

@@ -22,13 +22,14 @@ use redis::streams::{StreamRangeReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
 use crate::bus_lag::BusProgress;
 use crate::bus::{
-    keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Registration, Timestamp,
+    keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Phase, Registration, Timestamp,
 };
 use crate::flow_gate::{drain, Drained, FlowControl, InFlightGate};
+use crate::otel;
 use crate::persist::Persisted;
 use crate::state::{AgentState, Applied, Outcome};
 
@@ -330,6 +331,27 @@ async fn handle_message(
             return Ok(());
         }
     };
+    // The trace of the REST call that caused this generation goes on here: one span for the
+    // message, one for each phase it sets off, one for its ack.
+    let span = info_span!(
+        target: otel::TARGET, "desired state",
+        otel.kind = "consumer",
+        otel.status_code = tracing::field::Empty,
+        lachesis.generation = msg.generation,
+        lachesis.phase = %msg.phase.unwrap_or(Phase::Install),
+        lachesis.rollout_id = or_dash(&msg.rollout_id),
+    );
+    otel::continue_trace(&span, msg.traceparent.as_deref());
+    apply_and_ack(agent, con, key, entry, msg).instrument(span).await
+}
+
+async fn apply_and_ack(
+    agent: &mut Agent,
+    con: &mut MultiplexedConnection,
+    key: &str,
+    entry: &str,
+    msg: DesiredState,
+) -> anyhow::Result<()> {
     let held = agent.state.generation();
     let quiescing = agent.state.quiescing();
     let previous = agent.state.applied().clone();
@@ -345,8 +367,12 @@ async fn handle_message(
                 held,
                 "quiesce"
             );
-            agent.flows.quiesce(flows);
-            match drain(agent.flows.as_ref(), agent.cfg.drain_timeout).await {
+            info_span!(target: otel::TARGET, "quiesce", lachesis.flows = flows.len())
+                .in_scope(|| agent.flows.quiesce(flows));
+            let drained = drain(agent.flows.as_ref(), agent.cfg.drain_timeout)
+                .instrument(info_span!(target: otel::TARGET, "drain"))
+                .await;
+            match drained {
                 Drained::Done { waited_for } => {
                     // `admitted` here and at the resume: equal, nothing was admitted between.
                     info!(
@@ -375,26 +401,29 @@ async fn handle_message(
             "quiesce of the generation already installed, acked again"
         ),
         Outcome::Applied => {
-            if let Some(inst) = &agent.installer {
-                if let Err(e) = inst.install(agent.state.applied()) {
-                    error!(generation = msg.generation, rollout_id = %rollout, error = %e, "data path refused the rules");
-                    ack.status = AckStatus::Rejected;
-                    ack.reason = Some(format!("data path: {e}"));
-                    ack.rules_installed = previous.table.len() as u64;
-                    agent.state.refused_by_data_path(previous);
+            info_span!(target: otel::TARGET, "install", lachesis.rules = rules).in_scope(|| {
+                if let Some(inst) = &agent.installer {
+                    if let Err(e) = inst.install(agent.state.applied()) {
+                        error!(generation = msg.generation, rollout_id = %rollout, error = %e, "data path refused the rules");
+                        ack.status = AckStatus::Rejected;
+                        ack.reason = Some(format!("data path: {e}"));
+                        ack.rules_installed = previous.table.len() as u64;
+                        agent.state.refused_by_data_path(previous);
+                    }
                 }
-            }
-            info!(
-                generation = msg.generation,
-                rollout_id = %rollout,
-                restores = msg.restores,
-                rules,
-                "install"
-            );
+                info!(
+                    generation = msg.generation,
+                    rollout_id = %rollout,
+                    restores = msg.restores,
+                    rules,
+                    "install"
+                );
+            });
             if quiescing.is_some() && agent.state.quiescing().is_none() {
                 // Counted before the resume lets the held IO in: `released` were waiting.
                 let (admitted, released) = (agent.flows.admitted(), agent.flows.waiting());
-                agent.flows.resume();
+                info_span!(target: otel::TARGET, "resume", lachesis.released = released)
+                    .in_scope(|| agent.flows.resume());
                 info!(
                     generation = msg.generation,
                     rollout_id = %rollout,
@@ -458,6 +487,15 @@ async fn handle_message(
             }
         }
     }
+    if ack.status == AckStatus::Rejected {
+        Span::current().record("otel.status_code", "error");
+    }
+    let ack_span = info_span!(target: otel::TARGET, "ack", lachesis.ack.status = %ack.status);
+    // The controller's ack span continues from this one; with traces off the ack carries the
+    // message's own traceparent, as it always did.
+    if let Some(tp) = otel::traceparent_of(&ack_span) {
+        ack.traceparent = Some(tp);
+    }
     let ack_json = serde_json::to_string(&ack)?;
     let ack_id: String = redis::cmd("XADD")
         .arg(keys::acks(&ack.host_id))
@@ -465,6 +503,7 @@ async fn handle_message(
         .arg(keys::FIELD)
         .arg(&ack_json)
         .query_async(con)
+        .instrument(ack_span)
         .await?;
     debug!(generation = ack.generation, phase = ?ack.phase, status = %ack.status, entry = %ack_id, "acked");
     Ok(())

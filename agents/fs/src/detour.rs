@@ -244,6 +244,18 @@ impl Detours {
                 }
             }
         };
+        // The held IO's trace (exported by the agent when OTel is on: its target is the
+        // agent's `otel::TARGET`): the request sent in `ask` carries this span's context, so
+        // the controller's verdict span is its child.
+        let span = if send {
+            tracing::info_span!(
+                target: "lachesis::trace", "detour",
+                lachesis.rule = %header.rule, lachesis.app = %header.target, lachesis.op = %header.op,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let _held = span.enter();
         if send {
             self.count(|s| s.asked += 1);
             self.link.ask(header.clone(), Reply { slot: slot.clone() });
@@ -289,6 +301,11 @@ impl Detours {
     /// Sends a copy of `header` (the IO is not held).
     pub fn copy(&self, header: DetourHeader) {
         self.count(|s| s.copies += 1);
+        let _sent = tracing::info_span!(
+            target: "lachesis::trace", "detour copy",
+            lachesis.rule = %header.rule, lachesis.app = %header.target, lachesis.op = %header.op,
+        )
+        .entered();
         self.link.copy(header);
     }
 }
