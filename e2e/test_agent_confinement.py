@@ -1,4 +1,4 @@
-"""The agent's switch cannot be made to write anywhere as root (issue 17 item 3, agent half).
+"""The agent's switch cannot be made to write anywhere as root (the agent half of tenant confinement).
 
 A generation whose rules name a file endpoint outside the agent's endpoint roots (`/etc`, or a
 directory beside the roots) is refused by the agent with the reason in its ack, nothing is

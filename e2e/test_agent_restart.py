@@ -1,4 +1,4 @@
-"""An agent that comes back after kill -9 (issue 17 item 5): over its own dead FUSE mount,
+"""An agent that comes back after kill -9: over its own dead FUSE mount,
 running the generation it had acknowledged before the controller is reachable.
 
 The agent with a mount routes /data to a file endpoint; it is killed with SIGKILL, which

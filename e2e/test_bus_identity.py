@@ -1,4 +1,4 @@
-"""Agents speak on the bus only as themselves (issue 17, item 2), through real processes:
+"""Agents speak on the bus only as themselves, through real processes:
 real agents enrolled with their own Redis users still register and ack; what one agent's
 credentials forge for another host is refused by Redis or rejected by the controller; and a
 decommissioned host stops holding up rollouts and cannot get back in."""

@@ -1,4 +1,4 @@
-"""The closed loop on real IO (issue "Close the loop"): real redis-server, controller and
+"""The closed loop on real IO: real redis-server, controller and
 agent, the agent's FUSE data path over a backing directory and a measuring flash device, one
 tenant per shared trace in its own cgroup replaying through the mount, each through its own
 flash cache stage.

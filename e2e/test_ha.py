@@ -1,7 +1,7 @@
 """Two controllers on one PostgreSQL and one Redis, with real agents: the leader is killed
 with SIGKILL in the middle of a two-phase rollout, the other controller takes the lease and
 finishes it; every host's generations are unique and increasing, each is applied once, and
-the survivor answers REST calls throughout (issue 21, "Several controllers at once").
+the survivor answers REST calls throughout (controller/README.md, "Several controllers").
 
 The rollout is held mid-way by stopping the agents (SIGSTOP) before it starts and letting
 them go (SIGCONT) only once the leader is dead: none of their acks can reach the leader, so

@@ -2,7 +2,7 @@
 that moves a flow runs quiesce, drain, install, resume at every agent, in that order, and
 an agent killed mid-rollout rolls all three back to the rules they ran before.
 
-The writer/reader half of issue 7, on the agents' FUSE mounts, is
+The writer/reader half of consistent rollouts, on the agents' FUSE mounts, is
 `test_rollouts_datapath.py`.
 """
 

@@ -1,4 +1,4 @@
-"""Database size after N rollouts to M hosts, each rollout acked by every host: the issue's
+"""Database size after N rollouts to M hosts, each rollout acked by every host: the
 "246 MB after ~550 rollouts". Each rollout changes one of 20 tenants (50 classifiers each;
 40 rules for all hosts), so every generation ships a different ~50 KB state. SQLite in a
 temporary directory, measured after a WAL checkpoint.

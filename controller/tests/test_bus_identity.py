@@ -1,4 +1,4 @@
-"""Agents speak on the bus only as themselves (issue 17, item 2), and hosts can be
+"""Agents speak on the bus only as themselves, and hosts can be
 decommissioned. Agents with the Redis users the enrolment API hands out, against a real
 redis-server: each may append only to its own streams (`lachesis:agent:{host}:*`), the
 controller rejects what names another host and never hears a host that is not enrolled."""

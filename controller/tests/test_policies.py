@@ -14,7 +14,7 @@ from conftest import REPO_ROOT, FakeAgent, assert_problem, enroll, snapshot, wai
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 
-from lachesis_controller.policy.json_schema import render
+from lachesis_controller.policy.json_schema import DEFAULT_PATH, render
 
 EXAMPLES = sorted((REPO_ROOT / "policies" / "examples").glob("*.yaml"))
 SCHEMA_PATH = REPO_ROOT / "policies" / "schema" / "policy.schema.json"
@@ -49,6 +49,8 @@ def test_committed_schema_matches_the_models() -> None:
         "policies/schema/policy.schema.json is out of date: run "
         ".lachesis/venv/bin/python -m lachesis_controller.policy.json_schema"
     )
+    # The command writes where the test reads (it wrote under controller/ once the module moved).
+    assert DEFAULT_PATH.resolve() == SCHEMA_PATH.resolve()
 
 
 def test_there_is_an_example_per_use_case() -> None:

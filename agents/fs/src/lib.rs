@@ -1,4 +1,4 @@
-//! Lachesis FUSE sSwitch data path (issue 9).
+//! Lachesis FUSE sSwitch data path.
 //!
 //! Start with [`switch::Switch`]: it classifies nothing itself but takes a tenant and an IO, matches
 //! the rule table, runs the IO through the route's waypoint stages to its endpoint(s) and records

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lachesis_controller.policy.document import PolicyDocument
 
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / "policies" / "schema" / "policy.schema.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[4] / "policies" / "schema" / "policy.schema.json"
 
 
 def render() -> str:

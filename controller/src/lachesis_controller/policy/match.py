@@ -1,7 +1,7 @@
 """The rule algebra: which IO a rule's match selects (`matches`), whether one match selects
 all the IO another does (`covers`) and whether some IO is selected by both (`overlaps`).
 
-The same three relations are defined once in Rust (`agents/switch/src/rule.rs`, what the
+The same three relations are defined once in Rust (`agents/switch/src/algebra.rs`, what the
 agents run); both are held to the shared cases in api-schemas/fixtures/rule-match/.
 Matches are the bus form (`bus.messages.Match` dumped to a dict): an absent or null field
 matches anything, `ops` absent or empty means every operation, `path_prefix` matches by
