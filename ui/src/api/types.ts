@@ -65,9 +65,10 @@ export type DeviceOut = Schemas["DeviceOut"];
 /**
  * What the dashboard shows of /readyz. Not the API's Readiness (whose status is always "ok"):
  * a failing check answers 503 with a status of its own, and an unreachable controller or a body
- * that is not JSON is shown as a readiness too (see useReadiness).
+ * that is not JSON is shown as a readiness too (see useReadiness), without `leader` (whether the
+ * answering replica holds the leader lease).
  */
-export type Readiness = Omit<Schemas["Readiness"], "status"> & { status: string };
+export type Readiness = Omit<Schemas["Readiness"], "status" | "leader"> & { status: string; leader?: boolean };
 
 /**
  * What the curve chart draws: points, the allocated size and (if any) the allocator's proposal.

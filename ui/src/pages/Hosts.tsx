@@ -3,7 +3,7 @@ import type { RuleOut } from "../api/types";
 import { Badge, NotReported, bytes, ratio } from "../components/common";
 import { Table } from "../components/Table";
 import { HostTable } from "./Overview";
-import { describeDetours, describeMatch, rulesForHost } from "../model";
+import { describeDetours, describeMatch, rulesForHost } from "../selectors";
 import { deviceRows } from "../telemetry";
 import { useSession } from "../api/session";
 import { href } from "../router";

@@ -2,7 +2,7 @@ import { useHosts, useReadiness, useRollouts, useTelemetrySummary, useTenants } 
 import { useSession } from "../api/session";
 import { Badge, Flag, NotReported, ago, stateTone } from "../components/common";
 import { LoadedTable } from "../components/Loaded";
-import { failingChecks } from "../model";
+import { failingChecks } from "../selectors";
 import { iops, percent, visibleTenants } from "../telemetry";
 import { href } from "../router";
 

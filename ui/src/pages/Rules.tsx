@@ -4,7 +4,7 @@ import type { RuleSpec } from "../api/types";
 import { Badge, ErrorBox, WriteButton, ago, stateTone } from "../components/common";
 import { Loaded } from "../components/Loaded";
 import { Table } from "../components/Table";
-import { evaluationOrder, rulesForHost } from "../model";
+import { evaluationOrder, rulesForHost } from "../selectors";
 import { href } from "../router";
 import { RolloutList } from "./Overview";
 import { RuleTable } from "./Hosts";

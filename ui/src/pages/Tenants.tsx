@@ -7,7 +7,7 @@ import { Loaded } from "../components/Loaded";
 import { Table } from "../components/Table";
 import { CurveChart } from "../components/CurveChart";
 import { SeriesChart } from "../components/SeriesChart";
-import { rulesForTenant, tenantStages } from "../model";
+import { rulesForTenant, tenantStages } from "../selectors";
 import { allocationFor, iops, latest, percent, seriesRows, tenantCurve } from "../telemetry";
 import { href } from "../router";
 import { RuleTable } from "./Hosts";

@@ -16,7 +16,7 @@
 //! that fails its checksum reads as a miss.
 //!
 //! Start reading at [`Kangaroo`], then `flusher.rs` (KLog → KSet), `index.rs` (Table 2),
-//! `kset.rs` and `rrip.rs`. `model.rs` is §4's analytic model.
+//! `kset.rs` and `rrip.rs`. `analytic.rs` is §4's analytic model.
 
 mod admission;
 mod config;
@@ -25,7 +25,7 @@ mod hitbits;
 mod index;
 mod klog;
 mod kset;
-pub mod model;
+pub mod analytic;
 mod page;
 mod rrip;
 

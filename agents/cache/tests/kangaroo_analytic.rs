@@ -6,7 +6,7 @@
 //! set, so a page and a set both hold exactly `w = 32`, and a 4 KiB write costs 32 objects,
 //! the model's unit. Run with `--nocapture` to see the figures.
 
-use lachesis_cache::kangaroo::model::Params;
+use lachesis_cache::kangaroo::analytic::Params;
 use lachesis_cache::kangaroo::{object_cost, FlushMode, Kangaroo, KangarooConfig};
 use std::sync::{Arc, Mutex};
 
@@ -226,7 +226,7 @@ fn whole_log_flushing_matches_theorem_1_without_threshold() {
 
 /// With the default threshold n = 2: the share of flushed sets rewritten is Theorem 1's
 /// `P[X ≥ n | X ≥ 1]`, and ALWA is the direct count `p (1 + w F̄(n) / E[X])`, which Theorem 1
-/// underestimates (see `kangaroo::model`).
+/// underestimates (see `kangaroo::analytic`).
 #[test]
 fn whole_log_flushing_matches_the_model_with_threshold_2() {
     let m = run(config(FlushMode::WholeLog, 2, false), WARM, REQUESTS);

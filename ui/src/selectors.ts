@@ -1,4 +1,5 @@
-// Logic over API objects that pages share.
+// Derived views of API objects that several pages share (rule order, rules per host or
+// tenant, failing checks, descriptions of matches and detours).
 import type { HostOut, RolloutOut, RuleOut } from "./api/types";
 
 /** Rules in first-match order: ascending priority, then name (what the agents evaluate). */

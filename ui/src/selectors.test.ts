@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { HostOut, RolloutOut, RuleOut } from "./api/types";
-import { describeDetours, describeMatch, evaluationOrder, failingChecks, rulesForHost, rulesForTenant, tenantStages } from "./model";
+import { describeDetours, describeMatch, evaluationOrder, failingChecks, rulesForHost, rulesForTenant, tenantStages } from "./selectors";
 
 const rule = (name: string, priority: number, extra: Partial<RuleOut> = {}): RuleOut => ({
   name,
