@@ -23,7 +23,7 @@ Measured, as medians over the runs:
   streams, desired and heartbeat keys, and the buffers of the agents' two connections, shown
   apart: mem_clients_normal) and after the runs, over the hosts.
 Progress on stderr, a Markdown table on stdout, with the ratio of each replica count to the
-first. Two replicas need the controllers' leader lease (issue #21); a controller whose
+first. Two replicas need the controllers' leader lease (ha/lease.py); a controller whose
 `/readyz` says nothing about leading is one that cannot share its database, and that row is
 printed as "pending HA" rather than measured.
 
