@@ -109,6 +109,24 @@ def test_the_lease_is_released_when_leadership_stops(pg_url: str) -> None:
     asyncio.run(scenario())
 
 
+def test_an_abandoned_lease_is_free_for_the_next_leader_at_once(pg_url: str) -> None:
+    # A check that got no answer abandons the connection while another thread may still be
+    # blocked on it (held here, as that thread would hold it): the lock must not outlive it.
+    a, b = AdvisoryLease(pg_url), AdvisoryLease(pg_url)
+    assert a.acquire() and not b.acquire()
+    blocked_on = a._connection
+    a.abandon()
+    assert not a.holds()
+    tries = 0
+    while not b.acquire():
+        tries += 1
+        assert tries < 50, "the abandoned session still holds the lock"
+        threading.Event().wait(0.1)
+    del blocked_on
+    for lease in (a, b):
+        lease.dispose()
+
+
 class Note(BaseModel):
     host_id: str
     n: int

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import Callable
 from typing import Protocol
 
@@ -116,9 +118,17 @@ class AdvisoryLease:
                 connection.close()
 
     def abandon(self) -> None:
-        # Another thread may still be blocked on it: the session ends when the server sees
-        # the socket gone, and with it the lock.
-        self._connection = None
+        connection, self._connection = self._connection, None
+        if connection is None:
+            return
+        # Another thread may still be blocked on it, so it can be neither used nor closed from
+        # here. Forgetting it is not enough: its session, and the lock, would live on until the
+        # object is collected (a minute and more under load, with no replica leading). Shutting
+        # its socket down fails that call now and makes the server end the session at once.
+        with contextlib.suppress(Exception):
+            fd = connection.connection.dbapi_connection.fileno()
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
 
     def dispose(self) -> None:
         self.release()
