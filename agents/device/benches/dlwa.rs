@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use lachesis_device::model;
+use lachesis_device::dlwa as model;
 use lachesis_device::nvme::logpage::RuhType;
 use lachesis_device::sim::workload::{measure, Mix, Region, Segregation, Stream, TwoStreams};
 use lachesis_device::sim::{SimConfig, SimSsd};

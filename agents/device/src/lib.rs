@@ -11,12 +11,12 @@
 //!   [`uring::UringDevice`], and the simulator's FTL run beside it on every write and trim, so
 //!   DLWA is measured under real IO (per placement handle).
 //!
-//! [`model`] is the FDP paper's analytic DLWA model the simulator is checked against.
+//! [`dlwa`] holds the FDP paper's analytic DLWA model the simulator is checked against, and DLWA measured from byte counters.
 
 pub mod buf;
 pub mod device;
 pub mod measured;
-pub mod model;
+pub mod dlwa;
 pub mod nvme;
 pub mod sim;
 pub mod uring;

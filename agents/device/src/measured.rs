@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::{
     BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
 };
-use crate::model::{dlwa_between, measured_dlwa};
+use crate::dlwa::{dlwa_between, measured_dlwa};
 use crate::nvme::logpage::{FdpConfigurations, FdpEvent, FdpStats, RuhStatus, RuhType};
 use crate::sim::{SimConfig, SimSsd};
 use crate::uring::{UringConfig, UringDevice};

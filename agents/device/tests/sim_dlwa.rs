@@ -1,6 +1,6 @@
 //! The simulated SSD reproduces known DLWA results (tolerances, not timings).
 
-use lachesis_device::model;
+use lachesis_device::dlwa as model;
 use lachesis_device::nvme::logpage::RuhType;
 use lachesis_device::sim::workload::{measure, Mix, Region, Segregation, Stream, TwoStreams};
 use lachesis_device::sim::{SimConfig, SimSsd};

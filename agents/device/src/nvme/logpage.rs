@@ -97,7 +97,7 @@ impl FdpStats {
     /// Device-level write amplification since `earlier`: Δmedia bytes / Δhost bytes.
     /// `None` when no host bytes were written in between.
     pub fn dlwa_since(&self, earlier: &FdpStats) -> Option<f64> {
-        crate::model::dlwa_between(
+        crate::dlwa::dlwa_between(
             (earlier.host_bytes_written, earlier.media_bytes_written),
             (self.host_bytes_written, self.media_bytes_written),
         )
