@@ -42,6 +42,7 @@ def test_values_from_env() -> None:
         ("LACHESIS_BIND", "host:70000"),
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "soon"),
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "0"),
+        ("LACHESIS_LOG_LEVEL", "LOUD"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:

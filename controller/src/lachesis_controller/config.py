@@ -87,7 +87,7 @@ class Settings:
             endpoint_roots=_roots(env, "LACHESIS_ENDPOINT_ROOTS"),
             redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
             **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
-            log_level=(env.get("LACHESIS_LOG_LEVEL") or "INFO").upper(),
+            log_level=_log_level(env, "LACHESIS_LOG_LEVEL"),
             otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
             otlp_traces_endpoint=_otlp_traces_endpoint(env),
             allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
@@ -185,6 +185,17 @@ def _replica_id(raw: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", raw):
         raise ConfigError(f"LACHESIS_REPLICA_ID={raw!r}: expected 1-63 letters, digits, '.', '_' or '-'")
     return raw
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(env: Mapping[str, str], name: str) -> str:
+    # Checked here: logging would otherwise refuse it with a traceback, not an exit 2.
+    level = (env.get(name) or "INFO").strip().upper()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{name}={env[name]!r}: expected one of {', '.join(LOG_LEVELS)}")
+    return level
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
