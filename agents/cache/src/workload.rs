@@ -16,6 +16,8 @@ pub enum SizeDist {
     Fixed(u32),
     /// Log-normal with this median and shape, clamped to `[16, 64 KiB]`.
     LogNormal { median: f64, sigma: f64 },
+    /// Uniform in `[min, max]` bytes (memcached benchmarks' "50-300 B values").
+    Uniform { min: u32, max: u32 },
 }
 
 impl SizeDist {
@@ -37,17 +39,30 @@ impl SizeDist {
         sigma: 1.5,
     };
 
-    /// `meta`, `twitter`, `wide` or `fixed:N`.
+    /// `meta`, `twitter`, `wide`, `fixed:N` or `uniform:MIN-MAX`.
     pub fn parse(s: &str) -> Result<SizeDist> {
+        let bad = || {
+            Error::Config(format!(
+                "size distribution {s:?}: expected meta, twitter, wide, fixed:N or \
+                 uniform:MIN-MAX with 8 <= MIN <= MAX"
+            ))
+        };
         match s {
             "meta" => Ok(SizeDist::META),
             "twitter" => Ok(SizeDist::TWITTER),
             "wide" => Ok(SizeDist::WIDE),
+            _ if s.starts_with("uniform:") => {
+                let (min, max) = s["uniform:".len()..].split_once('-').ok_or_else(bad)?;
+                match (min.parse::<u32>(), max.parse::<u32>()) {
+                    (Ok(min), Ok(max)) if 8 <= min && min <= max => {
+                        Ok(SizeDist::Uniform { min, max })
+                    }
+                    _ => Err(bad()),
+                }
+            }
             _ => match s.strip_prefix("fixed:").map(str::parse::<u32>) {
                 Some(Ok(n)) if n >= 8 => Ok(SizeDist::Fixed(n)),
-                _ => Err(Error::Config(format!(
-                    "size distribution {s:?}: expected meta, twitter, wide or fixed:N with N >= 8"
-                ))),
+                _ => Err(bad()),
             },
         }
     }
@@ -56,6 +71,9 @@ impl SizeDist {
     pub fn size_of(&self, key: u64) -> u32 {
         match *self {
             SizeDist::Fixed(n) => n,
+            SizeDist::Uniform { min, max } => {
+                min + (mix64(key ^ 0x5143_a1e5) % (u64::from(max - min) + 1)) as u32
+            }
             SizeDist::LogNormal { median, sigma } => {
                 let h = mix64(key ^ 0x5143_a1e5);
                 // Box-Muller from two 26-bit uniforms taken from one hash.
@@ -139,6 +157,14 @@ mod tests {
         }
         assert_eq!(SizeDist::parse("fixed:200").unwrap(), SizeDist::Fixed(200));
         assert!(SizeDist::parse("fixed:x").is_err());
+        let u = SizeDist::parse("uniform:50-300").unwrap();
+        assert_eq!(u, SizeDist::Uniform { min: 50, max: 300 });
+        let sizes: Vec<u32> = (0..10_000u64).map(|k| u.size_of(mix64(k))).collect();
+        assert!(sizes.iter().all(|s| (50..=300).contains(s)));
+        assert!(sizes.contains(&50) && sizes.contains(&300));
+        for bad in ["uniform:300-50", "uniform:4-10", "uniform:50", "uniform:a-b"] {
+            assert!(SizeDist::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
