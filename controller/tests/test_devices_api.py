@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from conftest import TENANT, FakeAgent, enroll_host, now_rfc3339, wait_until
 from fastapi.testclient import TestClient
@@ -22,9 +23,10 @@ def register_with_flash(agent: FakeAgent) -> None:
     })
 
 
-def test_devices_show_measured_and_predicted_dlwa(client: TestClient, agents: Callable[[str], FakeAgent]) -> None:
-    agent = agents("host-a")
-    enroll_host(client, "host-a")
+def two_kangaroo_tenants(client: TestClient, agent: FakeAgent) -> dict[str, Any]:
+    """host-a with a flash device, tenants web and api with a Kangaroo cache stage each; the
+    desired state that places them."""
+    enroll_host(client, agent.host_id)
     register_with_flash(agent)
     agent.ack(agent.wait_desired(1))
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
@@ -33,7 +35,11 @@ def test_devices_show_measured_and_predicted_dlwa(client: TestClient, agents: Ca
     for owner in ("web", "api"):
         body = {"name": f"cache/{owner}", "kind": "cache", "owner": owner, "size_bytes": 256 << 20, "engine": "kangaroo"}
         assert client.post("/api/v1/stages", json=body).status_code == 201
-    state = agent.wait_desired(5)  # enrolment, two tenants, two stages
+    return agent.wait_desired(5)  # enrolment, two tenants, two stages
+
+
+def test_devices_show_measured_and_predicted_dlwa(client: TestClient, agents: Callable[[str], FakeAgent]) -> None:
+    state = two_kangaroo_tenants(client, agents("host-a"))
     handles = {(s["owner"], p["part"]): p["handle"] for s in state["stages"] for p in s["placement"]}
     assert len(handles) == 4 and len(set(handles.values())) == 4, handles
     client.app.state.telemetry.ingest(Telemetry.model_validate({  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ LAYERS: list[str | set[str]] = [
     "main",
     "app",
     "api",
-    {"detours", "allocation"},
+    {"detours", "allocation", "sustainability"},
     "rollout",
     "stages",
     "policy",

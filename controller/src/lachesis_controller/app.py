@@ -33,6 +33,7 @@ from lachesis_controller.api import (
     rollouts,
     rules,
     stages,
+    sustainability,
     telemetry,
     tenants,
     tokens,
@@ -170,7 +171,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability):
         api.include_router(module.router)
     app.include_router(api)
 

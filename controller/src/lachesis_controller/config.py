@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -64,6 +65,17 @@ class Settings:
     # process by default).
     lease_interval_s: float = 1.0
     replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    # The sustainability model's flash assumptions (sustainability/model.py, docs/sustainability.md).
+    # Rated endurance: the FairyWREN paper's ZNS SSD, "3.5 device writes per day for an
+    # expected 5-year lifetime" (FairyWREN §6.1; McAllister thesis §5.4.1).
+    flash_rated_dwpd: float = 3.5
+    flash_rated_years: float = 5.0
+    # How long a device serves before it is replaced anyway: the FDP study's system life
+    # cycle T = 5 years (FDP in CacheLib §6.6, used in its Theorem 2, §4.2.1).
+    flash_service_years: float = 5.0
+    # Embodied kgCO2e per GB of SSD manufactured: 0.16 (FDP in CacheLib §6.6, after Tannu
+    # and Nair, "The Dirty Secret of SSDs: Embodied Carbon").
+    flash_kgco2e_per_gb: float = 0.16
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
@@ -97,6 +109,10 @@ class Settings:
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
             lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),
             **({"replica_id": _replica_id(env["LACHESIS_REPLICA_ID"])} if env.get("LACHESIS_REPLICA_ID") else {}),
+            flash_rated_dwpd=positive_float(env, "LACHESIS_FLASH_RATED_DWPD", 3.5),
+            flash_rated_years=positive_float(env, "LACHESIS_FLASH_RATED_YEARS", 5.0),
+            flash_service_years=positive_float(env, "LACHESIS_FLASH_SERVICE_YEARS", 5.0),
+            flash_kgco2e_per_gb=positive_float(env, "LACHESIS_FLASH_KGCO2E_PER_GB", 0.16),
         )
 
 
@@ -144,6 +160,8 @@ def _positive(env: Mapping[str, str], name: str, default: Number, parse: Callabl
         value = parse(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r}: expected {what}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r}: expected a finite number")
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: must be greater than 0")
     return value

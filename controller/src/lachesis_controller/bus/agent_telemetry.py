@@ -105,6 +105,8 @@ class _HostDevice:
     write_bytes_per_s: float | None = None
     dlwa: float | None = None
     series: deque[tuple[datetime, float, float | None]] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
+    # The raw reports, oldest first: byte counts over a window (sustainability/measure.py).
+    history: deque[tuple[datetime, TelemetryDevice]] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class HostStage:
     interval_s: float
     counters: TelemetryStage
     series: deque[StagePoint] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
+    # The raw reports, oldest first: byte counts over a window (sustainability/measure.py).
+    history: deque[tuple[datetime, TelemetryStage]] = field(default_factory=lambda: deque(maxlen=SERIES_LEN))
 
 
 @dataclass
@@ -206,11 +210,12 @@ class TelemetryStore:
             return
         entry = HostStage(host_id, at, interval, s)
         if prev is not None:
-            entry.series = prev.series
+            entry.series, entry.history = prev.series, prev.history
             ratio = None
             if s.hits is not None and s.misses is not None and prev.counters.hits is not None:
                 ratio = _ratio((_delta(s.hits, prev.counters.hits), _delta(s.misses, prev.counters.misses or 0)))
             entry.series.append(StagePoint(at, s.size_bytes, s.installed_bytes, ratio))
+        entry.history.append((at, s))
         self._stages[key] = entry
 
     def _ingest_device(self, host_id: str, at: datetime, interval: float, d: TelemetryDevice) -> None:
@@ -220,7 +225,7 @@ class TelemetryStore:
         if prev is not None:
             if at <= prev.at:
                 return
-            entry.series = prev.series
+            entry.series, entry.history = prev.series, prev.history
             seconds = (at - prev.at).total_seconds()
             host = _delta(d.host_bytes_written, prev.counters.host_bytes_written)
             entry.write_bytes_per_s = host / seconds
@@ -229,6 +234,7 @@ class TelemetryStore:
             entry.series.append((at, entry.write_bytes_per_s, entry.dlwa))
         if entry.dlwa is None and d.media_bytes_written is not None and d.host_bytes_written > 0:
             entry.dlwa = d.media_bytes_written / d.host_bytes_written
+        entry.history.append((at, d))
         self._devices[key] = entry
 
     def _fresh(self, at: datetime, interval_s: float, now: datetime) -> bool:
@@ -314,6 +320,11 @@ class TelemetryStore:
     def device_series(self, host: str, name: str) -> list[tuple[datetime, float, float | None]]:
         e = self._devices.get((host, name))
         return list(e.series) if e is not None else []
+
+    def device_history(self, host: str, name: str) -> list[tuple[datetime, TelemetryDevice]]:
+        """The device's reports, oldest first (bounded)."""
+        e = self._devices.get((host, name))
+        return list(e.history) if e is not None else []
 
     def devices(self) -> list[tuple[str, str, float | None, float | None]]:
         """(host, device, write bytes/s, DLWA) of every device, latest report."""

@@ -60,31 +60,39 @@ def auto_placements(declared: Iterable[Mapping[str, Any]], host: HostView) -> di
     declared sizes, not the allocation, and writes are taken in proportion to space: the
     handles stay put while the allocation loop resizes stages (a new handle would rebuild
     a stage cold)."""
+    out = {}
+    for device, streams in cache_streams(declared, host).items():
+        handles, _ = host.geometry.get(device, (0, 0))
+        if handles < 2 or any(k[0] == device for k in host.handles):
+            continue
+        placement = assign(streams, handles, AUTO_OVERPROVISIONING)
+        if len(streams) <= handles:
+            placement = _sticky(placement, streams, handles, {
+                f"{t}/{p}": h for (d, t, p), h in host.previous.items() if d == device})
+        out[device] = placement
+    return out
+
+
+def cache_streams(declared: Iterable[Mapping[str, Any]], host: HostView) -> dict[str, list[Stream]]:
+    """Device -> the write streams (tenant x engine part) of the owned flash cache stages on
+    it, space and writes in proportion to the declared sizes."""
     by_device: dict[str, dict[str, float]] = {}
     for s in declared:
         if s["kind"] != "cache" or not s.get("owner") or not applies_to(s, host.host_id):
             continue
         engine = s.get("engine") or ("loc" if host.devices else "dram")
         device = s.get("device") or (host.devices[0] if host.devices else None)
-        if device is None or engine == "dram" or any(k[0] == device for k in host.handles):
+        if device is None or engine == "dram":
             continue
         for part in ENGINE_PARTS[engine]:
             by_device.setdefault(device, {})[f"{s['owner']}/{part}"] = float(s["size_bytes"])
     out = {}
     for device, spaces in by_device.items():
-        handles, _ = host.geometry.get(device, (0, 0))
-        if handles < 2:
-            continue
         total = sum(spaces.values())
-        streams = [
+        out[device] = [
             Stream(name.split("/")[0], name.split("/")[1], space=v / total, writes=v / total)
             for name, v in sorted(spaces.items())
         ]
-        placement = assign(streams, handles, AUTO_OVERPROVISIONING)
-        if len(streams) <= handles:
-            placement = _sticky(placement, streams, handles, {
-                f"{t}/{p}": h for (d, t, p), h in host.previous.items() if d == device})
-        out[device] = placement
     return out
 
 
