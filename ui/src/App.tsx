@@ -10,6 +10,7 @@ import { Editor } from "./pages/Editor";
 import { Policies } from "./pages/Policies";
 import { Stages } from "./pages/Stages";
 import { Devices } from "./pages/Devices";
+import { Sustainability } from "./pages/Sustainability";
 
 export function Login() {
   const { login } = useSession();
@@ -67,6 +68,7 @@ const NAV: NavItem[] = [
   { label: "Cache stages", route: { page: "stages" }, when: "stages" },
   { label: "Hosts", route: { page: "hosts" } },
   { label: "Devices", route: { page: "devices" }, when: "devices" },
+  { label: "Sustainability", route: { page: "sustainability" } },
   { label: "Rules & rollouts", route: { page: "rules" } },
   { label: "Tenant & rule editor", route: { page: "editor" } },
   { label: "Policies", route: { page: "policies" }, when: "policies" },
@@ -90,6 +92,8 @@ function Page({ route }: { route: Route }) {
       return <Stages />;
     case "devices":
       return <Devices />;
+    case "sustainability":
+      return <Sustainability />;
   }
 }
 

@@ -7,6 +7,7 @@ export type Route =
   | { page: "hosts"; id?: string }
   | { page: "stages" }
   | { page: "devices" }
+  | { page: "sustainability" }
   | { page: "rules"; rollout?: string }
   | { page: "editor" }
   | { page: "policies" };
@@ -24,6 +25,8 @@ export function parseRoute(hash: string): Route {
       return { page: "stages" };
     case "devices":
       return { page: "devices" };
+    case "sustainability":
+      return { page: "sustainability" };
     case "editor":
       return { page: "editor" };
     case "policies":
@@ -47,6 +50,8 @@ export function href(route: Route): string {
       return "#/stages";
     case "devices":
       return "#/devices";
+    case "sustainability":
+      return "#/sustainability";
     case "editor":
       return "#/editor";
     case "policies":

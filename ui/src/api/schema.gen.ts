@@ -446,6 +446,88 @@ export interface components {
             /** Write Bytes Per S */
             write_bytes_per_s: number;
         };
+        /** DeviceSustainability */
+        DeviceSustainability: {
+            /** Capacity Bytes */
+            capacity_bytes: number;
+            /**
+             * Dlwa
+             * @description Media over host bytes in the window.
+             */
+            dlwa: number | null;
+            /**
+             * Dwpd
+             * @description Host bytes written per day over the capacity.
+             */
+            dwpd: number | null;
+            /**
+             * Embodied Kg
+             * @description The device's embodied kgCO2e: capacity in GB x kgCO2e per GB.
+             */
+            embodied_kg: number;
+            /** Host */
+            host: string;
+            /** Host Bytes Per S */
+            host_bytes_per_s: number | null;
+            /**
+             * Kg Per Year
+             * @description Embodied kgCO2e amortised over min(lifetime, service life).
+             */
+            kg_per_year: number | null;
+            /**
+             * Lifetime Years
+             * @description Years until the P/E cycles are used up at the window's media rate (host rate when media is not measured); null when nothing is written.
+             */
+            lifetime_years: number | null;
+            /**
+             * Measured
+             * @description False until the device has reported twice within the window; the figures are then null.
+             */
+            measured: boolean;
+            /**
+             * Media Bytes Per S
+             * @description Null when the device does not measure media writes.
+             */
+            media_bytes_per_s: number | null;
+            /** Name */
+            name: string;
+            /**
+             * One Handle Dlwa
+             * @description Modelled DLWA with every cache stream on one handle (closed form).
+             */
+            one_handle_dlwa: number | null;
+            /** Placement Handles */
+            placement_handles: number;
+            /**
+             * Seconds
+             * @description The span of the reports in the window.
+             */
+            seconds: number | null;
+            /**
+             * Separate Handles Dlwa
+             * @description Modelled DLWA with the cache streams on their own handles (closed form).
+             */
+            separate_handles_dlwa: number | null;
+            /** Tenants */
+            tenants: components["schemas"]["DeviceTenantShare"][];
+            /**
+             * Unattributed Share
+             * @description Share of media bytes no tenant's stage wrote.
+             */
+            unattributed_share: number | null;
+        };
+        /** DeviceTenantShare */
+        DeviceTenantShare: {
+            /** Kg Per Year */
+            kg_per_year: number;
+            /**
+             * Share
+             * @description The tenant's share of the device's media bytes in the window.
+             */
+            share: number;
+            /** Tenant */
+            tenant: string;
+        };
         /** EnrollmentOut */
         EnrollmentOut: {
             /**
@@ -1328,6 +1410,91 @@ export interface components {
             /** Name */
             name: string;
         };
+        /** SustainabilityAssumptions */
+        SustainabilityAssumptions: {
+            /**
+             * Kgco2E Per Gb
+             * @description Embodied kgCO2e per GB of flash (LACHESIS_FLASH_KGCO2E_PER_GB).
+             */
+            kgco2e_per_gb: number;
+            /**
+             * Pe Cycles
+             * @description Full-device media writes the flash endures: rated DWPD x 365.25 x rated years.
+             */
+            pe_cycles: number;
+            /**
+             * Rated Dwpd
+             * @description Rated device writes per day (LACHESIS_FLASH_RATED_DWPD).
+             */
+            rated_dwpd: number;
+            /**
+             * Rated Years
+             * @description Years the rating holds for (LACHESIS_FLASH_RATED_YEARS).
+             */
+            rated_years: number;
+            /**
+             * Service Years
+             * @description Years a device serves before it is replaced anyway (LACHESIS_FLASH_SERVICE_YEARS).
+             */
+            service_years: number;
+            /**
+             * Window S
+             * @description The window the rates are measured over (at most what telemetry keeps).
+             */
+            window_s: number;
+        };
+        /** SustainabilityComparison */
+        SustainabilityComparison: {
+            assumptions: components["schemas"]["SustainabilityAssumptions"];
+            /** Scenarios */
+            scenarios: components["schemas"]["SustainabilityScenario"][];
+            /** Tenant */
+            tenant: string;
+        };
+        /** SustainabilityDevices */
+        SustainabilityDevices: {
+            assumptions: components["schemas"]["SustainabilityAssumptions"];
+            /** Devices */
+            devices: components["schemas"]["DeviceSustainability"][];
+        };
+        /** SustainabilityScenario */
+        SustainabilityScenario: {
+            /**
+             * Dlwa
+             * @description The tenant's media over host bytes.
+             */
+            dlwa: number | null;
+            /** Engine */
+            engine: string | null;
+            /** Kg Per Year */
+            kg_per_year: number;
+            /**
+             * Lifetime Years
+             * @description The shortest lifetime among the tenant's devices.
+             */
+            lifetime_years: number | null;
+            /**
+             * Name
+             * @description current, the other engine (kangaroo or fairywren), separate handles, one handle.
+             */
+            name: string;
+            /**
+             * Source
+             * @description measured, or how it is modelled.
+             */
+            source: string;
+            /**
+             * Wa
+             * @description The tenant's media bytes over its given bytes.
+             */
+            wa: number | null;
+        };
+        /** SustainabilityTenants */
+        SustainabilityTenants: {
+            assumptions: components["schemas"]["SustainabilityAssumptions"];
+            /** Tenants */
+            tenants: components["schemas"]["TenantSustainability"][];
+        };
         /** TailLatencyStage */
         TailLatencyStage: {
             /**
@@ -1407,6 +1574,17 @@ export interface components {
              */
             updated_at: string;
         };
+        /** TenantDeviceShare */
+        TenantDeviceShare: {
+            /** Host */
+            host: string;
+            /** Kg Per Year */
+            kg_per_year: number;
+            /** Name */
+            name: string;
+            /** Share */
+            share: number;
+        };
         /** TenantOut */
         TenantOut: {
             /** Classifiers */
@@ -1454,6 +1632,60 @@ export interface components {
              * @description Lower-case DNS-label-like name of a tenant or rule.
              */
             name: string;
+        };
+        /** TenantSustainability */
+        TenantSustainability: {
+            /**
+             * Alwa
+             * @description Host bytes over given bytes.
+             */
+            alwa: number | null;
+            /** Devices */
+            devices: components["schemas"]["TenantDeviceShare"][];
+            /**
+             * Dlwa
+             * @description Media bytes over host bytes.
+             */
+            dlwa: number | null;
+            /**
+             * Dwpd
+             * @description Device writes per day the tenant causes, summed over its devices.
+             */
+            dwpd: number;
+            /**
+             * Engines
+             * @description Engines of the tenant's flash cache stages, as reported.
+             */
+            engines: string[];
+            /**
+             * Given Bytes
+             * @description Bytes the tenant's flash cache stages were asked to hold in the window (written through, and read misses filled).
+             */
+            given_bytes: number;
+            /**
+             * Host Bytes
+             * @description Bytes its stages wrote to devices (placement handles) in the window.
+             */
+            host_bytes: number;
+            /**
+             * Kg Per Year
+             * @description Its share of its devices' embodied kgCO2e per year.
+             */
+            kg_per_year: number;
+            /**
+             * Lifetime Years
+             * @description The shortest projected lifetime among the devices it writes to.
+             */
+            lifetime_years: number | null;
+            /** Media Bytes */
+            media_bytes: number | null;
+            /** Name */
+            name: string;
+            /**
+             * Wa
+             * @description ALWA x DLWA: media bytes over given bytes.
+             */
+            wa: number | null;
         };
         /** TenantTelemetryOut */
         TenantTelemetryOut: {
