@@ -7,6 +7,7 @@ pub mod bloom;
 pub mod dev;
 pub mod dram;
 pub mod engine;
+pub mod fairywren;
 pub mod hybrid;
 pub mod kangaroo;
 pub mod loc;

@@ -18,16 +18,16 @@
 //! Start reading at [`Kangaroo`], then `flusher.rs` (KLog → KSet), `index.rs` (Table 2),
 //! `kset.rs` and `rrip.rs`. `analytic.rs` is §4's analytic model.
 
-mod admission;
+pub(crate) mod admission;
 mod config;
 mod flusher;
-mod hitbits;
-mod index;
+pub(crate) mod hitbits;
+pub(crate) mod index;
 mod klog;
 mod kset;
 pub mod analytic;
-mod page;
-mod rrip;
+pub(crate) mod page;
+pub(crate) mod rrip;
 
 pub use config::{FlushMode, KangarooConfig, Layout};
 pub use page::PAGE as SET_BYTES;

@@ -12,6 +12,9 @@ pub enum EngineKind {
     SetAssoc,
     /// Kangaroo (KLog + KSet).
     Kangaroo,
+    /// FairyWREN (FwLog + hot/cold FwSets on erase units it reclaims itself, one per reclaim
+    /// unit); its three streams get handles 0, 1, 2 (all 0 with --handles shared).
+    Fairywren,
     /// The log used for small objects too: a log-structured cache with a full DRAM index
     /// (Kangaroo's "LS" baseline).
     LogOnly,

@@ -11,6 +11,7 @@ use lachesis_device::nvme::logpage::{FdpStats, RuhType};
 use lachesis_device::sim::SimConfig;
 use lachesis_device::PlacementHandle;
 
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 
 use crate::args::{Args, EngineKind, Handles, SmallEngine};
@@ -88,7 +89,15 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
         rus_per_group: rus,
         reclaim_groups: 1,
         overprovisioning: args.op,
-        handles: vec![RuhType::InitiallyIsolated; 2],
+        // FairyWREN writes three streams (FwLog, hot and cold subsets) at once.
+        handles: vec![
+            RuhType::InitiallyIsolated;
+            if args.engine == EngineKind::Fairywren {
+                3
+            } else {
+                2
+            }
+        ],
         gc_reserve_rus: 2,
         ..SimConfig::default()
     };
@@ -116,6 +125,14 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
             PlacementHandle(0),
         ))?),
         EngineKind::Kangaroo => kangaroo(span, second)?,
+        EngineKind::Fairywren => {
+            let third = match args.handles {
+                Handles::Shared => PlacementHandle(0),
+                Handles::Separate => PlacementHandle(2),
+            };
+            let config = FairyWrenConfig::new(span, PlacementHandle(0), second, third);
+            Box::new(FairyWren::new(config)?)
+        }
         EngineKind::Hybrid => {
             let small = small_factory(args.small_engine, second);
             Box::new(Hybrid::new(HybridConfig {

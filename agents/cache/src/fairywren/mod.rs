@@ -1,0 +1,621 @@
+//! FairyWREN (McAllister et al., *FairyWREN: A Sustainable Cache for Emerging Write-Read-Erase
+//! Flash Interfaces*, OSDI '24; §4-§5): Kangaroo's log-over-sets design rebuilt for
+//! write-read-erase flash, where the cache, not the device, reclaims erase units.
+//!
+//! - FwLog (`fwlog.rs`): 5% of the erase units, 64 slices sharing each segment, a primary and
+//!   an overflow segment buffer; Kangaroo's partitioned index finds every log object of a set.
+//! - FwSets (`fwsets.rs`, `store.rs`): sets are not overwritten but appended, one page per
+//!   subset, to a log-structured store of erase units with over-provisioning; each set is a
+//!   hot subset (new objects, rewritten on every update) and a cold subset (objects that were
+//!   read, rewritten every `cold_every`-th update).
+//! - Nest packing (this file): whenever a set is written, for whatever reason (garbage
+//!   collection moving it out of a victim unit, FwLog reclaiming its oldest unit, a purge),
+//!   every FwLog object of that set goes into it in the same write. Garbage collection of
+//!   FwSets thus admits objects for free, and by the time FwLog reclaims a unit most of its
+//!   objects have already left it. Reclaimed units are trimmed whole (`dev::Span::trim`), so an
+//!   FDP device never relocates a page (DLWA 1).
+//!
+//! Consistency: a key's newest copy is in FwLog if FwLog indexes it, else in its set; a set
+//! holds a key in at most one subset. An object leaves FwLog only by being merged into its set,
+//! where it replaces the older copy, so no lookup sees an older value after a set or delete.
+//! Dead copies left on flash are never found: an index entry names a page and a 9-bit tag,
+//! and when a removed key shares both with a live entry, the whole set is packed at once.
+//! Every object is checksummed; damage reads as a miss.
+//!
+//! `analytic.rs` is §4.4's FIFO+ model of erase-unit size vs write amplification.
+
+pub mod analytic;
+mod config;
+mod fwlog;
+mod fwsets;
+pub mod store;
+
+pub use config::{FairyWrenConfig, Layout, SETS_RESERVE};
+pub use fwsets::Kind;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use fwlog::{Append, FwLog};
+use fwsets::FwSets;
+use store::Store;
+
+use crate::dev::Span;
+use crate::engine::{Engine, EngineStats};
+use crate::kangaroo::admission::PreFlash;
+use crate::kangaroo::index::{Entry, Index, SlotId};
+use crate::kangaroo::page::{self, Obj, PAGE, SET_CAPACITY};
+use crate::kangaroo::rrip::{self, FAR, LONG, NEAR};
+use crate::kangaroo::tag_of;
+use crate::object::key_hash;
+use crate::Result;
+
+/// FairyWREN's own counters, beyond [`EngineStats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FairyWrenStats {
+    pub log_segment_writes: u64,
+    pub log_eu_erases: u64,
+    pub set_page_writes: u64,
+    pub set_eu_erases: u64,
+    pub preflash_rejected: u64,
+    /// Set writes by cause: moving a set out of a unit being reclaimed (garbage collection),
+    /// FwLog reclaiming its oldest unit, a purge (delete, damaged or ambiguous log entries).
+    pub gc_updates: u64,
+    pub log_updates: u64,
+    pub purge_updates: u64,
+    /// Updates that merged and re-split the hot and cold subsets.
+    pub resplits: u64,
+    /// Log objects moved into sets, and how many of those moves rode on garbage collection.
+    pub objects_packed: u64,
+    pub objects_packed_by_gc: u64,
+    /// Objects dropped because FwSets had no free unit (the reserve should prevent it).
+    pub emergency_evictions: u64,
+}
+
+/// DRAM by structure, in bytes, measured from their allocations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DramBreakdown {
+    pub log_entries: usize,
+    pub log_buckets: usize,
+    /// Subset pages and update counters per set, page owners per unit of the store.
+    pub set_index: usize,
+    pub set_blooms: usize,
+    pub set_hit_bits: usize,
+    /// The two segment buffers: fixed, independent of the object count.
+    pub buffers: usize,
+}
+
+impl DramBreakdown {
+    pub fn per_object_structures(&self) -> usize {
+        self.log_entries + self.log_buckets + self.set_index + self.set_blooms + self.set_hit_bits
+    }
+
+    pub fn total(&self) -> usize {
+        self.per_object_structures() + self.buffers
+    }
+}
+
+/// Why a set is rewritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// Garbage collection moves this subset out of the unit being reclaimed.
+    Gc(Kind),
+    /// FwLog reclaims the unit holding some of this set's objects.
+    Log,
+    /// Keys must go (delete, a replaced copy that cannot be told apart on flash).
+    Purge,
+}
+
+#[derive(Clone, Copy)]
+struct Loc {
+    h: u64,
+    set: u32,
+    slice: u32,
+    bucket: u32,
+    tag: u16,
+}
+
+/// What FwLog holds for a key.
+struct Found {
+    hit: Option<(SlotId, Entry, Vec<u8>)>,
+    /// Entries with the key's tag whose page failed its checksum: they may be the key.
+    unverifiable: usize,
+}
+
+/// The FairyWREN engine. See the module documentation.
+pub struct FairyWren {
+    span: Span,
+    layout: Layout,
+    log: FwLog,
+    index: Index,
+    store: Store,
+    sets: FwSets,
+    preflash: PreFlash,
+    cold_every: u8,
+    stats: EngineStats,
+    f: FairyWrenStats,
+}
+
+impl FairyWren {
+    /// FwLog's units first, then FwSets'. Every unit is trimmed: an engine built on a device
+    /// another one wrote starts empty and never reads what it did not write.
+    pub fn new(config: FairyWrenConfig) -> Result<FairyWren> {
+        let layout = Layout::new(&config)?;
+        let log_bytes = u64::from(layout.log_eus) * layout.eu_bytes();
+        let set_bytes = u64::from(layout.set_eus) * layout.eu_bytes();
+        config.span.trim(0, log_bytes + set_bytes)?;
+        Ok(FairyWren {
+            log: FwLog::new(0, &layout, config.log_handle),
+            index: Index::new(
+                layout.slices,
+                layout.buckets_per_slice,
+                layout.tables_per_slice,
+                layout.slots_per_table,
+            ),
+            store: Store::new(
+                log_bytes,
+                layout.set_eus,
+                layout.eu_pages,
+                vec![config.hot_handle, config.cold_handle],
+            ),
+            sets: FwSets::new(layout.sets, layout.bloom_bits, layout.hit_bits),
+            preflash: PreFlash::new(config.admit_probability, config.seed),
+            cold_every: config.cold_every,
+            span: config.span,
+            layout,
+            stats: EngineStats::default(),
+            f: FairyWrenStats::default(),
+        })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn fairywren_stats(&self) -> FairyWrenStats {
+        FairyWrenStats {
+            log_segment_writes: self.log.segment_writes,
+            log_eu_erases: self.log.eu_erases,
+            set_page_writes: self.store.page_writes,
+            set_eu_erases: self.store.erases,
+            ..self.f.clone()
+        }
+    }
+
+    pub fn log_objects(&self) -> u64 {
+        self.index.len()
+    }
+
+    pub fn dram(&self) -> DramBreakdown {
+        let (entries, buckets) = self.index.dram_bytes();
+        let (locs, blooms, hits) = self.sets.dram_bytes();
+        DramBreakdown {
+            log_entries: entries,
+            log_buckets: buckets,
+            set_index: locs + self.store.dram_bytes(),
+            set_blooms: blooms,
+            set_hit_bits: hits,
+            buffers: self.log.dram_bytes(),
+        }
+    }
+
+    /// Offset within the span of the page holding a subset of `key`'s set, if it has one:
+    /// for tests that damage flash.
+    pub fn subset_offset(&self, key: &[u8], kind: Kind) -> Option<u64> {
+        let at = self.sets.loc(self.locate(key).set, kind);
+        (at != store::NONE).then(|| {
+            u64::from(self.layout.log_eus) * self.layout.eu_bytes() + u64::from(at) * PAGE as u64
+        })
+    }
+
+    /// Moves every FwLog object into its set now, as if FwLog had reclaimed every unit.
+    pub fn pack_log(&mut self) -> Result<()> {
+        for set in 0..self.layout.sets {
+            let (slice, bucket) = self.slice_bucket(set);
+            if self.index.iter(slice, bucket).next().is_some() {
+                self.ensure_space()?;
+                self.update(set, Why::Log, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_of(&self, h: u64) -> u32 {
+        ((u128::from(h) * u128::from(self.layout.sets)) >> 64) as u32
+    }
+
+    fn slice_bucket(&self, set: u32) -> (u32, u32) {
+        (set % self.layout.slices, set / self.layout.slices)
+    }
+
+    fn locate(&self, key: &[u8]) -> Loc {
+        let h = key_hash(key);
+        let set = self.set_of(h);
+        let (slice, bucket) = self.slice_bucket(set);
+        Loc {
+            h,
+            set,
+            slice,
+            bucket,
+            tag: tag_of(h),
+        }
+    }
+
+    fn log_find(&self, loc: Loc, key: &[u8]) -> Result<Found> {
+        let mut found = Found {
+            hit: None,
+            unverifiable: 0,
+        };
+        for (slot, e) in self.index.iter(loc.slice, loc.bucket) {
+            if e.tag != loc.tag {
+                continue;
+            }
+            let bytes = self.log.read_page(&self.span, loc.slice, e.page)?;
+            let parsed = page::parse_klog(&bytes);
+            if let Some(o) = parsed.objs.iter().find(|o| o.key == key) {
+                found.hit = Some((slot, e, o.value.to_vec()));
+                return Ok(found);
+            }
+            if parsed.corrupt {
+                found.unverifiable += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Takes `key` out of FwLog; returns whether it was there. A copy that stays on flash with
+    /// a live entry of the same page and tag, or entries that cannot be read, make the whole
+    /// set be packed (dropping `key`), so nothing dead can be found later.
+    fn log_remove(&mut self, loc: Loc, key: &[u8]) -> Result<bool> {
+        let f = self.log_find(loc, key)?;
+        let present = f.hit.is_some();
+        let mut pack = f.unverifiable > 0;
+        if let Some((slot, e, _)) = f.hit {
+            self.index.remove(loc.slice, loc.bucket, slot);
+            if self.log.is_buffered(e.page) {
+                self.log.remove_buffered(loc.slice, e.page, key);
+            } else {
+                pack |= self
+                    .index
+                    .iter(loc.slice, loc.bucket)
+                    .any(|(_, s)| s.page == e.page && s.tag == e.tag);
+            }
+        }
+        if pack {
+            self.ensure_space()?;
+            self.update(loc.set, Why::Purge, &[key.to_vec()])?;
+        }
+        Ok(present)
+    }
+
+    /// Removes `key` from its set if it is there; returns whether it was.
+    fn sets_remove(&mut self, loc: Loc, key: &[u8]) -> Result<bool> {
+        let mut present = false;
+        for kind in Kind::BOTH {
+            if self.sets.may_contain(loc.set, kind, loc.h) {
+                let l = self
+                    .sets
+                    .lookup(&self.store, &self.span, loc.set, kind, loc.h, key)?;
+                present |= l.value.is_some() || l.corrupt;
+            }
+        }
+        if present {
+            self.ensure_space()?;
+            self.update(loc.set, Why::Purge, &[key.to_vec()])?;
+        }
+        Ok(present)
+    }
+
+    /// Appends to FwLog, rotating its buffers (and reclaiming its oldest unit) as needed.
+    /// `false` when the index table is full.
+    fn log_insert(&mut self, loc: Loc, key: &[u8], value: &[u8]) -> Result<bool> {
+        loop {
+            match self.log.append(loc.slice, key, value) {
+                Append::Placed { page, rotate } => {
+                    let e = Entry {
+                        page,
+                        tag: loc.tag,
+                        rrip: LONG,
+                    };
+                    if !self.index.insert(loc.slice, loc.bucket, e) {
+                        self.log.remove_buffered(loc.slice, page, key);
+                        return Ok(false);
+                    }
+                    if rotate {
+                        self.rotate_log()?;
+                    }
+                    return Ok(true);
+                }
+                Append::Full => self.rotate_log()?,
+            }
+        }
+    }
+
+    /// Writes the primary buffer; first reclaims FwLog's oldest unit if the new overflow
+    /// buffer needs its segment.
+    fn rotate_log(&mut self) -> Result<()> {
+        if let Some(eu) = self.log.next_needs() {
+            self.reclaim_log(eu)?;
+        }
+        self.log.rotate(&self.span)
+    }
+
+    /// Nest packing from FwLog's side: FwSets collects garbage first if it is short of units
+    /// (which packs log objects for free), then every set still having objects in the unit is
+    /// written with all its log objects, and the unit is trimmed.
+    fn reclaim_log(&mut self, eu: u32) -> Result<()> {
+        debug_assert_eq!(self.log.oldest(), Some(eu));
+        self.ensure_space()?;
+        for set in 0..self.layout.sets {
+            let (slice, bucket) = self.slice_bucket(set);
+            if self
+                .index
+                .iter(slice, bucket)
+                .any(|(_, e)| self.log.eu_of(e.page) == eu)
+            {
+                self.ensure_space()?;
+                self.update(set, Why::Log, &[])?;
+            }
+        }
+        self.log.erase_oldest(&self.span)
+    }
+
+    /// Garbage-collects FwSets until it has its reserve of free units: each victim's live
+    /// subsets are rewritten (packing their sets' log objects), then the unit is trimmed.
+    fn ensure_space(&mut self) -> Result<()> {
+        let mut rounds = 0;
+        while self.store.free_eus() < SETS_RESERVE && rounds < 2 * self.store.eus() {
+            rounds += 1;
+            let Some(eu) = self.store.victim() else { break };
+            for (page, owner) in self.store.live_pages(eu) {
+                let (set, kind) = Kind::of_owner(owner);
+                if self.store.owner(page) == owner && self.sets.loc(set, kind) == page {
+                    self.update(set, Why::Gc(kind), &[])?;
+                }
+            }
+            for owner in self.store.erase(&self.span, eu)? {
+                let (set, kind) = Kind::of_owner(owner);
+                self.sets.forget(set, kind, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each entry's object (an entry names a page and a tag; each object serves one entry).
+    /// Dead copies of `drop_keys` (removed from the index already) are never candidates.
+    fn resolve(
+        &self,
+        slice: u32,
+        set: u32,
+        entries: &[(SlotId, Entry)],
+        drop_keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Obj>>> {
+        let mut pages: HashMap<u32, Vec<Option<(u16, Obj)>>> = HashMap::new();
+        let mut out = Vec::with_capacity(entries.len());
+        for (_, e) in entries {
+            if !pages.contains_key(&e.page) {
+                let bytes: Cow<'_, [u8]> = self.log.read_page(&self.span, slice, e.page)?;
+                let objs = page::parse_klog(&bytes)
+                    .objs
+                    .iter()
+                    .filter(|o| !drop_keys.iter().any(|k| k == o.key))
+                    .filter_map(|o| {
+                        let h = key_hash(o.key);
+                        (self.set_of(h) == set).then(|| {
+                            Some((
+                                tag_of(h),
+                                Obj {
+                                    key: o.key.to_vec(),
+                                    value: o.value.to_vec(),
+                                    rrip: 0,
+                                },
+                            ))
+                        })
+                    })
+                    .collect();
+                pages.insert(e.page, objs);
+            }
+            let candidates = pages.get_mut(&e.page).expect("inserted above");
+            let hit = candidates
+                .iter_mut()
+                .find(|c| matches!(c, Some((tag, _)) if *tag == e.tag));
+            out.push(hit.and_then(Option::take).map(|(_, mut o)| {
+                o.rrip = e.rrip;
+                o
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Rewrites a set (nest packing): all its FwLog objects come in, replacing older copies;
+    /// `drop_keys` go. Usually only the hot subset is written; every `cold_every`-th update
+    /// merges both subsets and re-splits them by popularity.
+    fn update(&mut self, set: u32, why: Why, drop_keys: &[Vec<u8>]) -> Result<()> {
+        let (slice, bucket) = self.slice_bucket(set);
+        let entries = self.index.bucket(slice, bucket);
+        let objs = self.resolve(slice, set, &entries, drop_keys)?;
+        let mut drop_tags = Vec::new();
+        let mut incoming = Vec::with_capacity(objs.len());
+        for ((slot, e), obj) in entries.iter().zip(objs) {
+            self.index.remove(slice, bucket, *slot);
+            match obj {
+                Some(o) => {
+                    if self.log.is_buffered(e.page) {
+                        self.log.remove_buffered(slice, e.page, &o.key);
+                    }
+                    if !drop_keys.contains(&o.key) {
+                        incoming.push(o);
+                    }
+                }
+                None => drop_tags.push(e.tag),
+            }
+        }
+        self.f.objects_packed += incoming.len() as u64;
+        match why {
+            Why::Gc(_) => {
+                self.f.gc_updates += 1;
+                self.f.objects_packed_by_gc += incoming.len() as u64;
+            }
+            Why::Log => self.f.log_updates += 1,
+            Why::Purge => self.f.purge_updates += 1,
+        }
+        let goes = |o: &Obj| {
+            drop_keys.contains(&o.key)
+                || drop_tags.contains(&tag_of(key_hash(&o.key)))
+                || incoming.iter().any(|i| i.key == o.key)
+        };
+        let hot = self.sets.read(&self.store, &self.span, set, Kind::Hot)?;
+        let cold = self.sets.read(&self.store, &self.span, set, Kind::Cold)?;
+        let (hot_before, cold_before) = (hot.objs.len(), cold.objs.len());
+        let hot_objs: Vec<Obj> = hot.objs.into_iter().filter(|o| !goes(o)).collect();
+        let cold_objs: Vec<Obj> = cold.objs.into_iter().filter(|o| !goes(o)).collect();
+        let hot_changed = hot_objs.len() != hot_before || hot.corrupt;
+        let cold_changed = cold_objs.len() != cold_before || cold.corrupt;
+
+        let n = &mut self.sets.updates[set as usize];
+        *n = n.saturating_add(1);
+        let resplit = *n >= self.cold_every;
+        let (new_hot, new_cold, evicted) = if resplit {
+            *n = 0;
+            self.f.resplits += 1;
+            resplit_subsets(hot_objs, cold_objs, incoming)
+        } else {
+            let had_incoming = !incoming.is_empty();
+            let (keep, evicted) = rrip::merge(hot_objs, incoming);
+            let write_hot = had_incoming || hot_changed || why == Why::Gc(Kind::Hot);
+            let write_cold = cold_changed || why == Why::Gc(Kind::Cold);
+            (
+                write_hot.then_some(keep),
+                write_cold.then_some(cold_objs),
+                evicted,
+            )
+        };
+        self.stats.evictions += evicted as u64;
+        if let Some(h) = new_hot {
+            self.f.emergency_evictions +=
+                self.sets
+                    .write(&mut self.store, &self.span, set, Kind::Hot, &h, hot_before)?
+                    as u64;
+        }
+        if let Some(c) = new_cold {
+            self.f.emergency_evictions += self.sets.write(
+                &mut self.store,
+                &self.span,
+                set,
+                Kind::Cold,
+                &c,
+                cold_before,
+            )? as u64;
+        }
+        Ok(())
+    }
+}
+
+/// The hot/cold re-split (Fig. 9): objects read since they were written (RRIP below LONG
+/// after ageing) fill the cold subset, most popular first; the rest, with the incoming
+/// objects, form the hot subset, RRIParoo evicting what does not fit. Cold objects not read
+/// since the last re-split age by one step, so they drift back to the hot subset.
+fn resplit_subsets(
+    hot: Vec<Obj>,
+    cold: Vec<Obj>,
+    incoming: Vec<Obj>,
+) -> (Option<Vec<Obj>>, Option<Vec<Obj>>, usize) {
+    let mut pool: Vec<Obj> = hot;
+    pool.extend(cold.into_iter().map(|mut o| {
+        if o.rrip != NEAR {
+            o.rrip = (o.rrip + 1).min(FAR);
+        }
+        o
+    }));
+    pool.sort_by_key(|o| o.rrip);
+    let mut cold_out = Vec::new();
+    let mut rest = Vec::new();
+    let mut used = 0;
+    for o in pool {
+        let c = o.kset_cost();
+        if o.rrip < LONG && used + c <= SET_CAPACITY {
+            used += c;
+            cold_out.push(o);
+        } else {
+            rest.push(o);
+        }
+    }
+    let (hot_out, evicted) = rrip::merge(rest, incoming);
+    (Some(hot_out), Some(cold_out), evicted)
+}
+
+impl Engine for FairyWren {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.stats.gets += 1;
+        let loc = self.locate(key);
+        let f = self.log_find(loc, key)?;
+        if let Some((slot, e, value)) = f.hit {
+            self.index
+                .set_rrip(loc.slice, loc.bucket, slot, rrip::on_klog_hit(e.rrip));
+            self.stats.hits += 1;
+            return Ok(Some(value));
+        }
+        if f.unverifiable > 0 {
+            // The newest copy may be in the damaged page; the set could only offer an older one.
+            self.stats.corrupt_reads += 1;
+            return Ok(None);
+        }
+        for kind in Kind::BOTH {
+            let l = self
+                .sets
+                .lookup(&self.store, &self.span, loc.set, kind, loc.h, key)?;
+            if l.corrupt {
+                // A subset damaged where the key would be: it holds the key at most there.
+                self.stats.corrupt_reads += 1;
+                return Ok(None);
+            }
+            if l.value.is_some() {
+                self.stats.hits += 1;
+                return Ok(l.value);
+            }
+        }
+        Ok(None)
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.stats.sets += 1;
+        self.stats.app_bytes_written += (key.len() + value.len()) as u64;
+        let loc = self.locate(key);
+        self.log_remove(loc, key)?;
+        let admitted = page::fits(key, value) && {
+            let a = self.preflash.admit();
+            if !a {
+                self.f.preflash_rejected += 1;
+            }
+            a
+        };
+        let stored = admitted && self.log_insert(loc, key, value)?;
+        if !stored {
+            self.stats.rejected_sets += 1;
+            self.sets_remove(loc, key)?;
+        }
+        Ok(stored)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        self.stats.deletes += 1;
+        let loc = self.locate(key);
+        let in_log = self.log_remove(loc, key)?;
+        let in_sets = self.sets_remove(loc, key)?;
+        Ok(in_log || in_sets)
+    }
+
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            evictions: self.stats.evictions + self.f.emergency_evictions,
+            flash_bytes_written: self.log.segment_writes * self.log.segment_bytes()
+                + self.store.page_writes * PAGE as u64,
+            objects: self.index.len() + self.sets.objects,
+            ..self.stats.clone()
+        }
+    }
+
+    fn dram_bytes(&self) -> usize {
+        self.dram().total()
+    }
+}

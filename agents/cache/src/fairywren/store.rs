@@ -1,0 +1,158 @@
+//! The log-structured page store under FwSets (§5.3): sets cannot be overwritten in place on
+//! WREN, so each subset is a page appended to an erase unit, and an erase unit is reclaimed
+//! whole, by the engine, in FIFO+ order (§4.4: oldest first, skipping units whose pages are
+//! all live) and then deallocated.
+//!
+//! Each stream (hot subsets, cold subsets) has one active erase unit, written from its first
+//! page to its last with the stream's placement handle, so on an FDP device every reclaim unit
+//! holds pages of one stream written in one pass, and trimming the unit frees it without the
+//! device relocating anything.
+//!
+//! The store knows which subset owns each live page (a `u32` per page in DRAM), so garbage
+//! collection finds the live subsets of a victim without reading it.
+
+use std::collections::VecDeque;
+
+use lachesis_device::PlacementHandle;
+
+use crate::dev::Span;
+use crate::kangaroo::page::PAGE;
+use crate::Result;
+
+/// No owner: a dead or never written page.
+pub const NONE: u32 = u32::MAX;
+
+pub struct Store {
+    /// Offset of the store's first erase unit within the span.
+    base: u64,
+    eu_pages: u32,
+    /// Owner of each page (`NONE` when dead).
+    owner: Vec<u32>,
+    /// Live pages of each erase unit.
+    live: Vec<u32>,
+    free: VecDeque<u32>,
+    /// Full erase units, oldest first.
+    sealed: VecDeque<u32>,
+    /// Per stream: the active unit and its next page.
+    active: Vec<Option<(u32, u32)>>,
+    handles: Vec<PlacementHandle>,
+    pub page_writes: u64,
+    pub erases: u64,
+}
+
+impl Store {
+    pub fn new(base: u64, eus: u32, eu_pages: u32, handles: Vec<PlacementHandle>) -> Store {
+        Store {
+            base,
+            eu_pages,
+            owner: vec![NONE; (eus * eu_pages) as usize],
+            live: vec![0; eus as usize],
+            free: (0..eus).collect(),
+            sealed: VecDeque::new(),
+            active: vec![None; handles.len()],
+            handles,
+            page_writes: 0,
+            erases: 0,
+        }
+    }
+
+    pub fn free_eus(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    pub fn eus(&self) -> u32 {
+        self.live.len() as u32
+    }
+
+    fn offset(&self, page: u32) -> u64 {
+        self.base + u64::from(page) * PAGE as u64
+    }
+
+    pub fn read(&self, span: &Span, page: u32, buf: &mut [u8]) -> Result<()> {
+        span.read(self.offset(page), buf)
+    }
+
+    pub fn owner(&self, page: u32) -> u32 {
+        self.owner[page as usize]
+    }
+
+    /// Appends a page for `owner` to `stream`'s active unit, opening a free one when it is
+    /// full. `None` when no unit is free (the caller evicts instead of writing).
+    pub fn append(
+        &mut self,
+        span: &Span,
+        stream: usize,
+        owner: u32,
+        data: &[u8],
+    ) -> Result<Option<u32>> {
+        debug_assert_eq!(data.len(), PAGE);
+        let (eu, next) = match self.active[stream] {
+            Some(a) => a,
+            None => match self.free.pop_front() {
+                Some(eu) => (eu, 0),
+                None => return Ok(None),
+            },
+        };
+        let page = eu * self.eu_pages + next;
+        span.write(self.offset(page), data, self.handles[stream])?;
+        self.page_writes += 1;
+        self.owner[page as usize] = owner;
+        self.live[eu as usize] += 1;
+        self.active[stream] = if next + 1 == self.eu_pages {
+            self.sealed.push_back(eu);
+            None
+        } else {
+            Some((eu, next + 1))
+        };
+        Ok(Some(page))
+    }
+
+    /// Marks a page dead (its subset was rewritten elsewhere or dropped).
+    pub fn invalidate(&mut self, page: u32) {
+        if self.owner[page as usize] != NONE {
+            self.owner[page as usize] = NONE;
+            self.live[(page / self.eu_pages) as usize] -= 1;
+        }
+    }
+
+    /// FIFO+: takes the oldest full unit that has a dead page, moving units whose pages are all
+    /// live to the back. When every full unit is all live, the oldest one.
+    pub fn victim(&mut self) -> Option<u32> {
+        for _ in 0..self.sealed.len() {
+            let eu = self.sealed.pop_front()?;
+            if self.live[eu as usize] < self.eu_pages {
+                return Some(eu);
+            }
+            self.sealed.push_back(eu);
+        }
+        self.sealed.pop_front()
+    }
+
+    /// The live pages of a unit and their owners.
+    pub fn live_pages(&self, eu: u32) -> Vec<(u32, u32)> {
+        let first = eu * self.eu_pages;
+        (first..first + self.eu_pages)
+            .filter(|&p| self.owner[p as usize] != NONE)
+            .map(|p| (p, self.owner[p as usize]))
+            .collect()
+    }
+
+    /// Reclaims a unit taken by [`Store::victim`]: whatever is still live in it is dropped,
+    /// and the unit is deallocated (trimmed) whole and becomes free.
+    pub fn erase(&mut self, span: &Span, eu: u32) -> Result<Vec<u32>> {
+        let dropped: Vec<u32> = self.live_pages(eu).into_iter().map(|(_, o)| o).collect();
+        let first = eu * self.eu_pages;
+        self.owner[first as usize..(first + self.eu_pages) as usize].fill(NONE);
+        self.live[eu as usize] = 0;
+        span.trim(self.offset(first), u64::from(self.eu_pages) * PAGE as u64)?;
+        self.erases += 1;
+        self.free.push_back(eu);
+        Ok(dropped)
+    }
+
+    pub fn dram_bytes(&self) -> usize {
+        self.owner.capacity() * 4
+            + self.live.capacity() * 4
+            + (self.free.capacity() + self.sealed.capacity()) * 4
+    }
+}
