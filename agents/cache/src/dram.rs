@@ -122,6 +122,21 @@ impl DramLru {
         out
     }
 
+    /// Copies of the objects not yet on flash, which are then counted clean: the caller
+    /// writes them to flash (a save of the cache).
+    pub fn take_dirty(&mut self) -> Vec<Evicted> {
+        let mut out = Vec::new();
+        for (key, item) in self.items.iter_mut().filter(|(_, i)| i.dirty) {
+            item.dirty = false;
+            out.push(Evicted {
+                key: key.clone(),
+                value: item.value.clone(),
+                dirty: true,
+            });
+        }
+        out
+    }
+
     /// Changes the capacity; shrinking returns the objects evicted.
     pub fn set_capacity(&mut self, capacity: usize) -> Vec<Evicted> {
         self.capacity = capacity;
@@ -154,5 +169,11 @@ mod tests {
             "an object larger than the cache passes through"
         );
         assert_eq!(big[0].key, b"big");
+        let mut c = DramLru::new(1000);
+        c.insert(b"clean", b"v", false);
+        c.insert(b"dirty", b"v", true);
+        let dirty = c.take_dirty();
+        assert_eq!(dirty.len(), 1, "only the dirty object, not the clean one");
+        assert!(c.take_dirty().is_empty(), "taken objects count clean");
     }
 }

@@ -70,4 +70,19 @@ pub trait Engine: Send {
         let _ = bytes;
         Ok(false)
     }
+    /// Writes the engine's DRAM state for a warm restart (`crate::persist`).
+    fn save(&self, w: &mut dyn std::io::Write) -> crate::Result<()> {
+        let _ = w;
+        Err(crate::Error::Persist(
+            "this engine cannot persist its index".into(),
+        ))
+    }
+    /// Takes back a state [`Engine::save`] wrote, into a freshly built engine of the same
+    /// shape; an error (wrong shape, damaged or truncated state) leaves the engine empty.
+    fn load(&mut self, r: &mut dyn std::io::Read) -> crate::Result<()> {
+        let _ = r;
+        Err(crate::Error::Persist(
+            "this engine cannot restore an index".into(),
+        ))
+    }
 }

@@ -13,6 +13,7 @@
 //! share changes it is rebuilt empty on its new span (its hash-to-bucket map depends on the
 //! size), which counts as evicting everything it held.
 
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
@@ -21,6 +22,7 @@ use crate::dram::{DramLru, Evicted};
 use crate::engine::{Engine, EngineStats};
 use crate::loc::{Loc, LocConfig};
 use crate::object::{self, key_hash};
+use crate::persist::{self, Enc, Kind, Shape};
 use crate::{Error, Result};
 
 /// Builds the small-object engine on a span (the hybrid rebuilds it when resized).
@@ -78,6 +80,23 @@ fn locked<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Hybrid {
     pub fn new(config: HybridConfig) -> Result<Hybrid> {
+        let mut loc = Self::check(&config)?;
+        let small_span = Self::small_span(
+            &config.span,
+            config.flash_bytes,
+            config.small_fraction,
+            loc.region_bytes(),
+        );
+        let loc_bytes = Self::loc_bytes(config.flash_bytes, small_span.1, loc.region_bytes());
+        loc.resize(loc_bytes)?;
+        let small = Self::build_small(&config.span, &config.small, small_span)?;
+        let flash_bytes = config.flash_bytes;
+        Ok(Self::assemble(config, flash_bytes, small, small_span, loc))
+    }
+
+    /// Checks a configuration; returns the log built over the whole span (to learn its region
+    /// size), for the caller to shrink or restore.
+    fn check(config: &HybridConfig) -> Result<Loc> {
         config.span.check("hybrid cache")?;
         if !(0.0..1.0).contains(&config.small_fraction) {
             return Err(Error::Config(format!(
@@ -94,20 +113,19 @@ impl Hybrid {
         let mut loc_cfg = config.loc.clone();
         loc_cfg.span = config.span.clone();
         loc_cfg.regions = 0;
-        // Build over the whole span first to learn the region size, then shrink to fit.
-        let mut loc = Loc::new(loc_cfg)?;
-        let small_span = Self::small_span(
-            &config.span,
-            config.flash_bytes,
-            config.small_fraction,
-            loc.region_bytes(),
-        );
-        let loc_bytes = Self::loc_bytes(config.flash_bytes, small_span.1, loc.region_bytes());
-        loc.resize(loc_bytes)?;
-        let small = Self::build_small(&config.span, &config.small, small_span)?;
+        Loc::new(loc_cfg)
+    }
+
+    fn assemble(
+        config: HybridConfig,
+        flash_bytes: u64,
+        small: Box<dyn Engine>,
+        small_span: (u64, u64),
+        loc: Loc,
+    ) -> Hybrid {
         let shards = config.shards.max(1).next_power_of_two();
         let per_shard = config.dram_bytes / shards;
-        Ok(Hybrid {
+        Hybrid {
             span: config.span,
             small_fraction: config.small_fraction,
             small_threshold: config.small_threshold,
@@ -122,7 +140,7 @@ impl Hybrid {
                 loc,
             }),
             layout: RwLock::new(Layout {
-                flash_bytes: config.flash_bytes,
+                flash_bytes,
                 dram_bytes: config.dram_bytes,
             }),
             gets: AtomicU64::new(0),
@@ -130,7 +148,97 @@ impl Hybrid {
             sets: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
             app_bytes: AtomicU64::new(0),
-        })
+        }
+    }
+
+    /// A partition built from `config` with the index [`Hybrid::save`] wrote (see
+    /// `crate::persist`): the log and the small-object engine come back as saved, at the
+    /// flash size they had, then are resized to `config.flash_bytes` if that differs (the
+    /// allocation loop may have resized the partition before the shutdown). DRAM starts empty.
+    pub fn restore(config: HybridConfig, r: &mut dyn Read) -> Result<Hybrid> {
+        let mut loc = Self::check(&config)?;
+        let region = loc.region_bytes();
+        let shape = Self::shape(
+            &config.span,
+            config.small_fraction,
+            config.small_threshold,
+            region,
+        );
+        let body = persist::read(r, Kind::Hybrid, &shape)?;
+        let mut d = persist::decode(Kind::Hybrid, &body);
+        let flash_bytes = d.u64("flash bytes")?;
+        let small_span = (d.u64("small engine offset")?, d.u64("small engine length")?);
+        let small_blob = d.bytes("small-object engine")?;
+        let loc_blob = d.bytes("log")?;
+        if flash_bytes > config.span.len
+            || small_span.1 == 0
+            || small_span
+                != Self::small_span(&config.span, flash_bytes, config.small_fraction, region)
+        {
+            return Err(d.bad(format!(
+                "{flash_bytes} flash bytes with the small engine at {small_span:?}"
+            )));
+        }
+        d.finish()?;
+        Engine::load(&mut loc, &mut &loc_blob[..])?;
+        if u64::from(loc.regions()) * region != Self::loc_bytes(flash_bytes, small_span.1, region) {
+            return Err(Error::Persist(format!(
+                "hybrid cache index refused: inconsistent saved state: the log has {} regions \
+                 for {flash_bytes} flash bytes",
+                loc.regions()
+            )));
+        }
+        // Not `build_small`: its trim would throw the saved objects away.
+        let mut small = (config.small)(Span {
+            device: config.span.device.clone(),
+            offset: config.span.offset + small_span.0,
+            len: small_span.1,
+        })?;
+        small.load(&mut &small_blob[..])?;
+        let (want_flash, want_dram) = (config.flash_bytes, config.dram_bytes);
+        let h = Self::assemble(config, flash_bytes, small, small_span, loc);
+        if want_flash != flash_bytes {
+            h.resize(want_flash, want_dram)?;
+        }
+        Ok(h)
+    }
+
+    fn shape(span: &Span, small_fraction: f64, small_threshold: usize, region: u64) -> Shape {
+        Shape::of_span(span)
+            .with("small fraction (f64 bits)", small_fraction.to_bits())
+            .with("small-object threshold", small_threshold as u64)
+            .with("log region bytes", region)
+    }
+
+    /// Saves the partition for a warm restart: dirty DRAM objects are written to flash first
+    /// (they stay in DRAM, clean), then the small-object engine's and the log's indexes. Holds
+    /// the layout lock, so no operation runs meanwhile; the index is valid only until the next
+    /// write (see `crate::persist`), so call it at shutdown, after the last request.
+    pub fn save(&self, w: &mut dyn Write) -> Result<()> {
+        let layout = self.layout.write().unwrap_or_else(|p| p.into_inner());
+        for shard in &self.shards {
+            let dirty = locked(shard).take_dirty();
+            self.spill(dirty)?;
+        }
+        let flash = locked(&self.flash);
+        let mut small = Vec::new();
+        flash.small.save(&mut small)?;
+        let mut log = Vec::new();
+        flash.loc.save(&mut log)?;
+        let mut e = Enc::default();
+        e.u64(layout.flash_bytes);
+        e.u64(flash.small_span.0);
+        e.u64(flash.small_span.1);
+        e.bytes(&small);
+        e.bytes(&log);
+        let region = flash.loc.region_bytes();
+        let shape = Self::shape(
+            &self.span,
+            self.small_fraction,
+            self.small_threshold,
+            region,
+        );
+        persist::write(w, Kind::Hybrid, &shape, &e.0)
     }
 
     /// (offset within the partition, length) of the small engine: the top of the span,
@@ -334,5 +442,9 @@ impl Engine for Hybrid {
 
     fn dram_bytes(&self) -> usize {
         Hybrid::dram_bytes(self)
+    }
+
+    fn save(&self, w: &mut dyn Write) -> Result<()> {
+        Hybrid::save(self, w)
     }
 }

@@ -12,6 +12,7 @@ pub mod hybrid;
 pub mod kangaroo;
 pub mod loc;
 pub mod object;
+pub mod persist;
 pub mod set_assoc;
 pub mod workload;
 
@@ -28,6 +29,9 @@ pub enum Error {
     Device(#[from] lachesis_device::Error),
     #[error("invalid cache configuration: {0}")]
     Config(String),
+    /// A persisted index could not be written or was refused (`persist`); start empty.
+    #[error("{0}")]
+    Persist(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

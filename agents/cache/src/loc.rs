@@ -8,12 +8,14 @@
 //! keeps DLWA at 1 next to other streams.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
 
 use lachesis_device::PlacementHandle;
 
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::object::{self, key_hash};
+use crate::persist::{self, Dec, Enc, Kind, Shape};
 use crate::{Error, Result};
 
 /// Which sealed region to evict when the log needs a free one.
@@ -90,6 +92,18 @@ pub struct Loc {
     stats: EngineStats,
 }
 
+/// A saved log state, checked, before it replaces the engine's.
+struct Saved {
+    active: u32,
+    open: u32,
+    tick: u64,
+    free: VecDeque<u32>,
+    sealed: VecDeque<u32>,
+    last_access: Vec<u64>,
+    buf: Vec<u8>,
+    index: HashMap<u64, Slot>,
+}
+
 /// Without a reclaim unit to follow, regions of 16 MiB as in CacheLib's BlockCache.
 const DEFAULT_REGION: u64 = 16 << 20;
 
@@ -153,6 +167,79 @@ impl Loc {
         };
         loc.open = 0;
         Ok(loc)
+    }
+
+    /// A log built from `config` with the index [`Engine::save`] wrote (see `persist`).
+    pub fn restore(config: LocConfig, r: &mut dyn Read) -> Result<Loc> {
+        let mut loc = Loc::new(config)?;
+        loc.load(r)?;
+        Ok(loc)
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::of_span(&self.span)
+            .with("region bytes", self.region_bytes)
+            .with("regions in the span", u64::from(self.max_regions))
+    }
+
+    /// Decodes a saved state and checks it describes a log of this shape: every region named
+    /// once, every object inside a sealed region or the open one's buffer.
+    fn decode_state(&self, d: &mut Dec) -> Result<Saved> {
+        let active = d.u32("regions in use")?;
+        let open = d.u32("open region")?;
+        let tick = d.u64("clock")?;
+        let free: VecDeque<u32> = d.u32s("free regions")?.into();
+        let sealed: VecDeque<u32> = d.u32s("sealed regions")?.into();
+        let last_access = d.u64s("region access times")?;
+        let buf = d.bytes("open region buffer")?.to_vec();
+        let n = d.u64("object count")?;
+        if !(2..=self.max_regions).contains(&active) || open >= active {
+            return Err(d.bad(format!("{active} regions in use, region {open} open")));
+        }
+        let mut seen = vec![false; active as usize];
+        for &r in free.iter().chain(&sealed).chain([&open]) {
+            if r >= active || std::mem::replace(&mut seen[r as usize], true) {
+                return Err(d.bad(format!("region {r} listed twice or past the end")));
+            }
+        }
+        if last_access.len() != self.max_regions as usize || buf.len() as u64 > self.region_bytes {
+            return Err(d.bad("region access times or open buffer of the wrong size"));
+        }
+        let mut sealed_flags = vec![false; active as usize];
+        sealed.iter().for_each(|&r| sealed_flags[r as usize] = true);
+        let mut index = HashMap::with_capacity(n.min(1 << 24) as usize);
+        for _ in 0..n {
+            let h = d.u64("object hash")?;
+            let slot = Slot {
+                region: d.u32("object region")?,
+                offset: d.u32("object offset")?,
+                len: d.u32("object length")?,
+                hits: d.u8("object hits")?,
+            };
+            let end = u64::from(slot.offset) + u64::from(slot.len);
+            let room = match sealed_flags.get(slot.region as usize) {
+                _ if slot.region == open => buf.len() as u64,
+                Some(true) => self.region_bytes,
+                _ => 0,
+            };
+            if end > room || (slot.len as usize) < object::HEADER {
+                return Err(d.bad(format!(
+                    "an object at {}:{} outside the log",
+                    slot.region, slot.offset
+                )));
+            }
+            index.insert(h, slot);
+        }
+        Ok(Saved {
+            active,
+            open,
+            tick,
+            free,
+            sealed,
+            last_access,
+            buf,
+            index,
+        })
     }
 
     /// Region size in bytes.
@@ -399,6 +486,48 @@ impl Engine for Loc {
     fn resize(&mut self, bytes: u64) -> Result<bool> {
         Loc::resize(self, bytes)?;
         Ok(true)
+    }
+
+    /// Saves the index and region order, and the open region's buffer (so saving writes no
+    /// flash and wastes no region).
+    fn save(&self, w: &mut dyn Write) -> Result<()> {
+        let mut e = Enc::default();
+        e.u32(self.active);
+        e.u32(self.open);
+        e.u64(self.tick);
+        e.u32s(self.free.iter().copied());
+        e.u32s(self.sealed.iter().copied());
+        e.u64s(&self.last_access);
+        e.bytes(&self.buf);
+        e.u64(self.index.len() as u64);
+        for (&h, s) in &self.index {
+            e.u64(h);
+            e.u32(s.region);
+            e.u32(s.offset);
+            e.u32(s.len);
+            e.u8(s.hits);
+        }
+        persist::write(w, Kind::Loc, &self.shape(), &e.0)
+    }
+
+    fn load(&mut self, r: &mut dyn Read) -> Result<()> {
+        persist::check_fresh(Kind::Loc, &self.stats)?;
+        let body = persist::read(r, Kind::Loc, &self.shape())?;
+        let mut d = persist::decode(Kind::Loc, &body);
+        let s = self.decode_state(&mut d)?;
+        d.finish()?;
+        let mut buf = s.buf;
+        buf.reserve(self.region_bytes as usize - buf.len());
+        self.active = s.active;
+        self.open = s.open;
+        self.tick = s.tick;
+        self.free = s.free;
+        self.sealed = s.sealed;
+        self.last_access = s.last_access;
+        self.buf = buf;
+        self.stats.objects = s.index.len() as u64;
+        self.index = s.index;
+        Ok(())
     }
 
     fn dram_bytes(&self) -> usize {

@@ -5,12 +5,15 @@
 //! bucket in DRAM answers most misses without reading flash. DRAM is only the filters: a few
 //! bits per object, at the price of one bucket write per insert.
 
+use std::io::{Read, Write};
+
 use lachesis_device::PlacementHandle;
 
 use crate::bloom::BucketBlooms;
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::object::{self, key_hash};
+use crate::persist::{self, Enc, Kind, Shape};
 use crate::{Error, Result};
 
 /// Configuration of a [`SetAssoc`].
@@ -46,7 +49,9 @@ pub struct SetAssoc {
     handle: PlacementHandle,
     bucket_bytes: usize,
     buckets: u64,
-    blooms: Option<BucketBlooms>,
+    blooms: BucketBlooms,
+    bloom_bits: u32,
+    bloom_hashes: u32,
     page: Vec<u8>,
     stats: EngineStats,
 }
@@ -70,17 +75,33 @@ impl SetAssoc {
         }
         geo.check_handle(config.handle)?;
         let buckets = config.span.len / bucket_bytes as u64;
-        let blooms = (config.bloom_bits > 0)
-            .then(|| BucketBlooms::new(buckets as usize, config.bloom_bits, config.bloom_hashes));
+        let blooms = BucketBlooms::new(buckets as usize, config.bloom_bits, config.bloom_hashes);
         Ok(SetAssoc {
             span: config.span,
             handle: config.handle,
             bucket_bytes,
             buckets,
             blooms,
+            bloom_bits: config.bloom_bits,
+            bloom_hashes: config.bloom_hashes,
             page: vec![0; bucket_bytes],
             stats: EngineStats::default(),
         })
+    }
+
+    /// A cache built from `config` with the index [`Engine::save`] wrote (see `persist`).
+    pub fn restore(config: SetAssocConfig, r: &mut dyn Read) -> Result<SetAssoc> {
+        let mut e = SetAssoc::new(config)?;
+        Engine::load(&mut e, r)?;
+        Ok(e)
+    }
+
+    fn shape(&self) -> Shape {
+        Shape::of_span(&self.span)
+            .with("bucket bytes", self.bucket_bytes as u64)
+            .with("buckets", self.buckets)
+            .with("Bloom bits per bucket", u64::from(self.bloom_bits))
+            .with("Bloom hashes", u64::from(self.bloom_hashes))
     }
 
     /// Largest object (key + value) a bucket holds.
@@ -93,12 +114,15 @@ impl SetAssoc {
     }
 
     fn maybe_in(&self, bucket: u64, h: u64) -> bool {
-        self.blooms
-            .as_ref()
-            .is_none_or(|b| b.may_contain(bucket as usize, h))
+        self.blooms.may_contain(bucket as usize, h)
     }
 
+    /// Reads a bucket into `self.page`; one this cache never wrote reads as empty (`bloom`).
     fn read_bucket(&mut self, bucket: u64) -> Result<()> {
+        if !self.blooms.written(bucket as usize) {
+            self.page.fill(0);
+            return Ok(());
+        }
         let off = bucket * self.bucket_bytes as u64;
         self.span.read(off, &mut self.page)
     }
@@ -136,9 +160,8 @@ impl SetAssoc {
         self.span
             .write(bucket * self.bucket_bytes as u64, &body, self.handle)?;
         self.stats.flash_bytes_written += self.bucket_bytes as u64;
-        if let Some(b) = self.blooms.as_mut() {
-            b.rebuild(bucket as usize, entries.iter().map(|(k, _)| key_hash(k)));
-        }
+        self.blooms
+            .rebuild(bucket as usize, entries.iter().map(|(k, _)| key_hash(k)));
         Ok(())
     }
 
@@ -261,6 +284,28 @@ impl Engine for SetAssoc {
     }
 
     fn dram_bytes(&self) -> usize {
-        self.blooms.as_ref().map_or(0, |b| b.bytes()) + self.page.capacity()
+        self.blooms.bytes() + self.page.capacity()
+    }
+
+    /// The buckets are on flash; the filters (and which buckets this cache wrote) are saved.
+    fn save(&self, w: &mut dyn Write) -> Result<()> {
+        let mut e = Enc::default();
+        e.u64(self.stats.objects);
+        self.blooms.save(&mut e);
+        persist::write(w, Kind::SetAssoc, &self.shape(), &e.0)
+    }
+
+    fn load(&mut self, r: &mut dyn Read) -> Result<()> {
+        persist::check_fresh(Kind::SetAssoc, &self.stats)?;
+        let body = persist::read(r, Kind::SetAssoc, &self.shape())?;
+        let mut d = persist::decode(Kind::SetAssoc, &body);
+        let objects = d.u64("object count")?;
+        let mut blooms =
+            BucketBlooms::new(self.buckets as usize, self.bloom_bits, self.bloom_hashes);
+        blooms.load(&mut d)?;
+        d.finish()?;
+        self.blooms = blooms;
+        self.stats.objects = objects;
+        Ok(())
     }
 }

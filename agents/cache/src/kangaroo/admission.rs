@@ -26,6 +26,15 @@ impl PreFlash {
     pub fn admit(&mut self) -> bool {
         (self.rng.next_u64() >> 11) < self.cutoff
     }
+
+    /// The generator's position, so a restored cache continues the same sequence.
+    pub fn state(&self) -> u64 {
+        self.rng.0
+    }
+
+    pub fn set_state(&mut self, state: u64) {
+        self.rng.0 = state;
+    }
 }
 
 /// What happens to a group of KLog objects mapping to one set when one of them is flushed.

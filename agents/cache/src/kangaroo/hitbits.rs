@@ -42,6 +42,25 @@ impl BitTable {
     pub fn dram_bytes(&self) -> usize {
         self.words.capacity() * 8
     }
+
+    pub fn save(&self, e: &mut crate::persist::Enc) {
+        e.u64s(&self.words);
+    }
+
+    /// Reads what [`BitTable::save`] wrote for a table of this size, changing nothing on an
+    /// error.
+    pub fn load(&mut self, d: &mut crate::persist::Dec) -> crate::Result<()> {
+        let words = d.u64s("hit bits")?;
+        if words.len() != self.words.len() {
+            return Err(d.bad(format!(
+                "{} hit-bit words for {}",
+                words.len(),
+                self.words.len()
+            )));
+        }
+        self.words = words;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ pub const MAX_SLOTS: usize = u16::MAX as usize;
 pub const TAG_BITS: u32 = 9;
 pub const NIL: u16 = u16::MAX;
 
+use crate::persist::{Dec, Enc};
+use crate::Result;
+
 /// The decoded fields of an index entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -169,6 +172,64 @@ impl Index {
         let (mut e, next, valid) = unpack(*s);
         e.rrip = rrip;
         *s = pack(e, next, valid);
+    }
+
+    /// Saves every table's heads and slab as they are.
+    pub fn save(&self, e: &mut Enc) {
+        for t in &self.tables {
+            e.u16s(&t.heads);
+            e.u16s(&t.slots.iter().flatten().copied().collect::<Vec<u16>>());
+            e.u16(t.free);
+        }
+        e.u64(self.live);
+    }
+
+    /// Reads what [`Index::save`] wrote into a fresh index of the same geometry. Every chain
+    /// is walked first: a slot out of range, in two chains or in a cycle, a free slot in a
+    /// bucket, or an entry `live_page` rejects refuses the whole index.
+    pub fn load(&mut self, d: &mut Dec, live_page: impl Fn(u32, u32) -> bool) -> Result<()> {
+        let mut tables = Vec::with_capacity(self.tables.len());
+        let mut live = 0u64;
+        for (ti, old) in self.tables.iter().enumerate() {
+            let heads = d.u16s("KLog bucket heads")?;
+            let flat = d.u16s("KLog index entries")?;
+            let free = d.u16("KLog free slot")?;
+            if heads.len() != old.heads.len() || flat.len() % 3 != 0 || flat.len() / 3 > MAX_SLOTS {
+                return Err(d.bad(format!("KLog index table {ti} out of shape")));
+            }
+            // Keep the slab's preallocation, which the DRAM figures count.
+            let mut slots = Vec::with_capacity(old.slots.capacity());
+            slots.extend(flat.chunks(3).map(|c| [c[0], c[1], c[2]]));
+            let part = ti as u32 / self.tables_per_part;
+            let mut seen = vec![false; slots.len()];
+            let chains = heads.iter().map(|&h| (h, true)).chain([(free, false)]);
+            for (mut s, valid_chain) in chains {
+                while s != NIL {
+                    let Some(slot) = slots.get(s as usize) else {
+                        return Err(d.bad(format!("KLog index slot {s} past table {ti}'s end")));
+                    };
+                    if std::mem::replace(&mut seen[s as usize], true) {
+                        return Err(d.bad(format!("KLog index slot {s} chained twice")));
+                    }
+                    let (e, next, valid) = unpack(*slot);
+                    if valid != valid_chain || (valid && !live_page(part, e.page)) {
+                        return Err(d.bad(format!("KLog index entry {s} of table {ti}")));
+                    }
+                    live += u64::from(valid);
+                    s = next;
+                }
+            }
+            if seen.iter().any(|s| !s) {
+                return Err(d.bad(format!("KLog index table {ti} has unreachable slots")));
+            }
+            tables.push(Table { heads, slots, free });
+        }
+        if d.u64("KLog entry count")? != live {
+            return Err(d.bad("KLog entry count"));
+        }
+        self.tables = tables;
+        self.live = live;
+        Ok(())
     }
 
     /// Entries currently indexed.

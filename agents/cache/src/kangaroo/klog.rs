@@ -11,6 +11,7 @@ use lachesis_device::PlacementHandle;
 
 use super::page::{self, PAGE};
 use crate::dev::Span;
+use crate::persist::{Dec, Enc};
 use crate::Result;
 
 pub struct Partition {
@@ -66,6 +67,10 @@ impl KLog {
             scratch: Vec::new(),
             segment_writes: 0,
         }
+    }
+
+    pub fn handle(&self) -> PlacementHandle {
+        self.handle
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -203,6 +208,61 @@ impl KLog {
             p.written -= 1;
         }
         Ok(())
+    }
+
+    /// Saves each partition's position and its segment buffer (so saving writes no flash).
+    pub fn save(&self, e: &mut Enc) {
+        for p in &self.parts {
+            e.u32(p.page);
+            e.u64(p.off as u64);
+            e.u32(p.head);
+            e.u32(p.tail);
+            e.u32(p.written);
+            e.bytes(&p.buf);
+        }
+    }
+
+    /// Reads what [`KLog::save`] wrote into a fresh KLog of the same geometry.
+    pub fn load(&mut self, d: &mut Dec) -> Result<()> {
+        let seg = self.segment_bytes() as usize;
+        for i in 0..self.parts.len() {
+            let page = d.u32("KLog buffer page")?;
+            let off = d.u64("KLog buffer offset")?;
+            let head = d.u32("KLog head")?;
+            let tail = d.u32("KLog tail")?;
+            let written = d.u32("KLog segments on flash")?;
+            let buf = d.bytes("KLog segment buffer")?;
+            let s = self.segments;
+            if page >= self.pages_per_segment
+                || off > PAGE as u64
+                || head >= s
+                || tail >= s
+                || written > s
+                || (tail + written) % s != head
+                || buf.len() != seg
+            {
+                return Err(d.bad(format!("KLog partition {i} out of shape")));
+            }
+            let p = &mut self.parts[i];
+            p.page = page;
+            p.off = off as usize;
+            p.head = head;
+            p.tail = tail;
+            p.written = written;
+            p.buf.copy_from_slice(buf);
+        }
+        Ok(())
+    }
+
+    /// Whether a page holds data this log still owns: in a segment on flash or the buffer.
+    pub fn page_live(&self, part: u32, page: u32) -> bool {
+        let p = &self.parts[part as usize];
+        let seg = self.segment_of(page);
+        if seg >= self.segments {
+            return false;
+        }
+        let age = (seg + self.segments - p.tail) % self.segments;
+        age < p.written || self.is_buffered(part, page)
     }
 
     /// DRAM of the segment buffers.

@@ -10,6 +10,7 @@ use super::rrip::{self, NEAR};
 use crate::bloom::BucketBlooms;
 use crate::dev::Span;
 use crate::object::key_hash;
+use crate::persist::{Dec, Enc};
 use crate::Result;
 
 /// Hash functions per key: with about 3 filter bits per object, 2 is the optimum (ln 2 · m/n).
@@ -53,6 +54,10 @@ impl KSet {
         }
     }
 
+    pub fn handle(&self) -> PlacementHandle {
+        self.handle
+    }
+
     fn offset(&self, set: u32) -> u64 {
         self.base + u64::from(set) * PAGE as u64
     }
@@ -61,9 +66,12 @@ impl KSet {
         self.blooms.may_contain(set as usize, h)
     }
 
+    /// A set's bytes; one this cache never wrote reads as empty (`crate::bloom`).
     fn read_page(&self, span: &Span, set: u32) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; PAGE];
-        span.read(self.offset(set), &mut buf)?;
+        if self.blooms.written(set as usize) {
+            span.read(self.offset(set), &mut buf)?;
+        }
         Ok(buf)
     }
 
@@ -153,6 +161,19 @@ impl KSet {
             .rebuild(set as usize, keep.iter().map(|o| key_hash(&o.key)));
         self.hits.clear_row(set as usize);
         Ok(true)
+    }
+
+    pub fn save(&self, e: &mut Enc) {
+        e.u64(self.objects);
+        self.blooms.save(e);
+        self.hits.save(e);
+    }
+
+    /// Reads what [`KSet::save`] wrote into a fresh KSet of the same geometry.
+    pub fn load(&mut self, d: &mut Dec) -> Result<()> {
+        self.objects = d.u64("KSet object count")?;
+        self.blooms.load(d)?;
+        self.hits.load(d)
     }
 
     /// DRAM of the Bloom filters and of the hit bits.

@@ -19,13 +19,13 @@
 //! `kset.rs` and `rrip.rs`. `analytic.rs` is §4's analytic model.
 
 pub(crate) mod admission;
+pub mod analytic;
 mod config;
 mod flusher;
 pub(crate) mod hitbits;
 pub(crate) mod index;
 mod klog;
 mod kset;
-pub mod analytic;
 pub(crate) mod page;
 pub(crate) mod rrip;
 
@@ -38,9 +38,14 @@ use klog::KLog;
 use kset::KSet;
 use page::Obj;
 
+use std::io::{Read, Write};
+
+use lachesis_device::PlacementHandle;
+
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::object::key_hash;
+use crate::persist::{self, Enc, Kind, Shape};
 use crate::Result;
 
 /// The KLog tag of a key hash: the low bits, which the set choice (high bits) does not use.
@@ -148,26 +153,7 @@ impl Kangaroo {
     /// Lays KLog (partitions × segments) out at the start of the span and KSet's sets after it.
     pub fn new(config: KangarooConfig) -> Result<Kangaroo> {
         let layout = Layout::new(&config)?;
-        let klog = KLog::new(
-            0,
-            layout.partitions,
-            layout.segments_per_partition,
-            layout.pages_per_segment,
-            config.klog_handle,
-        );
-        let index = Index::new(
-            layout.partitions,
-            layout.buckets_per_partition,
-            layout.tables_per_partition,
-            layout.slots_per_table,
-        );
-        let kset = KSet::new(
-            layout.klog_bytes,
-            layout.sets,
-            config.kset_handle,
-            layout.bloom_bits_per_set,
-            layout.hit_bits_per_set,
-        );
+        let (klog, index, kset) = Self::parts(&layout, config.klog_handle, config.kset_handle);
         Ok(Kangaroo {
             span: config.span,
             layout,
@@ -183,6 +169,61 @@ impl Kangaroo {
             collateral_evictions: 0,
             readmits: Vec::new(),
         })
+    }
+
+    /// The DRAM structures of an empty cache of this layout.
+    fn parts(layout: &Layout, klog: PlacementHandle, kset: PlacementHandle) -> (KLog, Index, KSet) {
+        let klog = KLog::new(
+            0,
+            layout.partitions,
+            layout.segments_per_partition,
+            layout.pages_per_segment,
+            klog,
+        );
+        let index = Index::new(
+            layout.partitions,
+            layout.buckets_per_partition,
+            layout.tables_per_partition,
+            layout.slots_per_table,
+        );
+        let kset = KSet::new(
+            layout.klog_bytes,
+            layout.sets,
+            kset,
+            layout.bloom_bits_per_set,
+            layout.hit_bits_per_set,
+        );
+        (klog, index, kset)
+    }
+
+    /// A cache built from `config` with the index [`Engine::save`] wrote (see `crate::persist`).
+    pub fn restore(config: KangarooConfig, r: &mut dyn Read) -> Result<Kangaroo> {
+        let mut kg = Kangaroo::new(config)?;
+        kg.load(r)?;
+        Ok(kg)
+    }
+
+    fn shape(&self) -> Shape {
+        let l = &self.layout;
+        Shape::of_span(&self.span)
+            .with("KLog partitions", u64::from(l.partitions))
+            .with(
+                "KLog segments per partition",
+                u64::from(l.segments_per_partition),
+            )
+            .with("KLog pages per segment", u64::from(l.pages_per_segment))
+            .with("KLog bytes", l.klog_bytes)
+            .with("KSet sets", u64::from(l.sets))
+            .with(
+                "KLog index buckets per partition",
+                u64::from(l.buckets_per_partition),
+            )
+            .with(
+                "KLog index tables per partition",
+                u64::from(l.tables_per_partition),
+            )
+            .with("Bloom bits per set", l.bloom_bits_per_set as u64)
+            .with("hit bits per set", l.hit_bits_per_set as u64)
     }
 
     pub fn layout(&self) -> Layout {
@@ -449,5 +490,36 @@ impl Engine for Kangaroo {
 
     fn dram_bytes(&self) -> usize {
         self.dram().total()
+    }
+
+    /// Saves KLog's index and segment buffers and KSet's Bloom filters and hit bits; the
+    /// pages and sets are on flash. Writes no flash.
+    fn save(&self, w: &mut dyn Write) -> Result<()> {
+        debug_assert!(
+            self.readmits.is_empty(),
+            "readmissions drain within each call"
+        );
+        let mut e = Enc::default();
+        e.u64(self.preflash.state());
+        self.klog.save(&mut e);
+        self.index.save(&mut e);
+        self.kset.save(&mut e);
+        persist::write(w, Kind::Kangaroo, &self.shape(), &e.0)
+    }
+
+    fn load(&mut self, r: &mut dyn Read) -> Result<()> {
+        persist::check_fresh(Kind::Kangaroo, &self.stats)?;
+        let body = persist::read(r, Kind::Kangaroo, &self.shape())?;
+        let mut d = persist::decode(Kind::Kangaroo, &body);
+        let rng = d.u64("admission generator")?;
+        let (mut klog, mut index, mut kset) =
+            Self::parts(&self.layout, self.klog.handle(), self.kset.handle());
+        klog.load(&mut d)?;
+        index.load(&mut d, |part, page| klog.page_live(part, page))?;
+        kset.load(&mut d)?;
+        d.finish()?;
+        self.preflash.set_state(rng);
+        (self.klog, self.index, self.kset) = (klog, index, kset);
+        Ok(())
     }
 }
