@@ -81,7 +81,7 @@ impl RateLimit {
     /// Refills the buckets up to `now`, takes one operation and `n` bytes, and says how long
     /// the caller must wait for the larger debt to be paid. Apart from the sleep so the
     /// arithmetic is testable without a clock.
-    fn debit(&self, n: usize, now: Instant) -> Duration {
+    pub fn debit(&self, n: usize, now: Instant) -> Duration {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = now.saturating_duration_since(st.last);
         st.last = st.last.max(now);

@@ -1,0 +1,383 @@
+//! The caches a key's items live in: [`DramCache`] (memcached-like, a tenant with no cache
+//! stage) and [`FlashCache`] (a cache stage: `lachesis_cache::Hybrid` with a DRAM front,
+//! Kangaroo for objects under 2 KiB and the log for the rest, on regions of one of the
+//! agent's devices, each part writing with the stage's placement handle for it).
+
+use std::sync::{Mutex, MutexGuard, RwLock};
+
+use lachesis_cache::dram::DramLru;
+use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
+use lachesis_cache::{Engine, EngineStats, Hybrid, HybridConfig, LocConfig, RegionEviction, Span};
+use lachesis_device::PlacementHandle;
+use lachesis_fs::stage::space::{Devices, Space};
+use lachesis_switch::{CacheConfig, EnginePart, Eviction};
+use serde::Serialize;
+
+/// Objects (key + value + headers) below this go to Kangaroo, the rest to the log (CacheLib's
+/// default small-item threshold).
+pub const SMALL_THRESHOLD: usize = 2048;
+/// Fewest regions a flash cache installs: the log needs two, Kangaroo one.
+const MIN_REGIONS: u32 = 3;
+
+/// One part of an engine, for the stats.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PartStats {
+    pub gets: u64,
+    pub hits: u64,
+    pub sets: u64,
+    pub rejected_sets: u64,
+    pub deletes: u64,
+    pub evictions: u64,
+    pub app_bytes_written: u64,
+    pub flash_bytes_written: u64,
+    pub corrupt_reads: u64,
+    pub objects: u64,
+}
+
+impl From<&EngineStats> for PartStats {
+    fn from(s: &EngineStats) -> Self {
+        PartStats {
+            gets: s.gets,
+            hits: s.hits,
+            sets: s.sets,
+            rejected_sets: s.rejected_sets,
+            deletes: s.deletes,
+            evictions: s.evictions,
+            app_bytes_written: s.app_bytes_written,
+            flash_bytes_written: s.flash_bytes_written,
+            corrupt_reads: s.corrupt_reads,
+            objects: s.objects,
+        }
+    }
+}
+
+/// What a cache reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    /// `dram` or `hybrid`.
+    pub engine: &'static str,
+    pub total: PartStats,
+    /// Per engine part (`kangaroo`, `loc`); empty for DRAM.
+    pub parts: Vec<(String, PartStats)>,
+    pub flash_bytes: u64,
+    pub dram_bytes: u64,
+    /// The device the flash lives on.
+    pub device: Option<String>,
+}
+
+/// A thread-safe key-value cache of raw values (the items' encoded form).
+pub trait Cache: Send + Sync {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<bool, String>;
+    fn delete(&self, key: &[u8]) -> Result<bool, String>;
+    fn stats(&self) -> CacheStats;
+    /// Changes the size (bytes of flash, or of DRAM for a DRAM cache); a flash cache is
+    /// rebuilt empty, as the file cache stages' hybrid is.
+    fn resize(&self, bytes: u64) -> Result<(), String>;
+    /// The flash cache inside, for warm restart.
+    fn flash(&self) -> Option<&FlashCache> {
+        None
+    }
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const SHARDS: usize = 16;
+
+/// LRU in DRAM, sharded by key; what it evicts is gone.
+pub struct DramCache {
+    shards: Vec<Mutex<DramLru>>,
+    counters: Mutex<EngineStats>,
+    bytes: Mutex<u64>,
+}
+
+impl DramCache {
+    pub fn new(bytes: u64) -> DramCache {
+        DramCache {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(DramLru::new(bytes as usize / SHARDS)))
+                .collect(),
+            counters: Mutex::new(EngineStats::default()),
+            bytes: Mutex::new(bytes),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<DramLru> {
+        &self.shards[(lachesis_cache::object::key_hash(key) >> 56) as usize % SHARDS]
+    }
+}
+
+impl Cache for DramCache {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        let v = locked(self.shard(key)).get(key);
+        let mut c = locked(&self.counters);
+        c.gets += 1;
+        c.hits += u64::from(v.is_some());
+        Ok(v)
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<bool, String> {
+        let out = locked(self.shard(key)).insert(key, value, false);
+        let stored = !out.iter().any(|e| e.key == key);
+        let mut c = locked(&self.counters);
+        c.sets += 1;
+        c.app_bytes_written += (key.len() + value.len()) as u64;
+        c.evictions += out.iter().filter(|e| e.key != key).count() as u64;
+        c.rejected_sets += u64::from(!stored);
+        Ok(stored)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool, String> {
+        let found = locked(self.shard(key)).remove(key).is_some();
+        locked(&self.counters).deletes += 1;
+        Ok(found)
+    }
+
+    fn stats(&self) -> CacheStats {
+        let mut total = locked(&self.counters).clone();
+        total.objects = self.shards.iter().map(|s| locked(s).len() as u64).sum();
+        CacheStats {
+            engine: "dram",
+            total: PartStats::from(&total),
+            parts: Vec::new(),
+            flash_bytes: 0,
+            dram_bytes: *locked(&self.bytes),
+            device: None,
+        }
+    }
+
+    fn resize(&self, bytes: u64) -> Result<(), String> {
+        let mut evicted = 0;
+        for s in &self.shards {
+            evicted += locked(s).set_capacity(bytes as usize / SHARDS).len() as u64;
+        }
+        locked(&self.counters).evictions += evicted;
+        *locked(&self.bytes) = bytes;
+        Ok(())
+    }
+}
+
+/// How a flash cache is laid out besides its stage's config.
+#[derive(Clone, Debug)]
+pub struct FlashLayout {
+    /// The DRAM front's bytes; `None`: 1/32 of the flash, as the file stages' hybrid.
+    pub dram_bytes: Option<u64>,
+    /// Share of the flash for Kangaroo.
+    pub small_fraction: f64,
+}
+
+impl Default for FlashLayout {
+    fn default() -> Self {
+        FlashLayout {
+            dram_bytes: None,
+            small_fraction: 0.5,
+        }
+    }
+}
+
+/// The engine in place and what it replaced.
+struct Engines {
+    /// `None`: below [`MIN_REGIONS`], nothing on flash (every read misses).
+    hybrid: Option<Hybrid>,
+    installed: u64,
+    retired: EngineStats,
+    retired_small: EngineStats,
+    retired_loc: EngineStats,
+}
+
+/// A cache stage of a KV tenant. Field order: the engine is dropped before its regions.
+pub struct FlashCache {
+    config: CacheConfig,
+    layout: FlashLayout,
+    engines: RwLock<Engines>,
+    space: Space,
+}
+
+impl FlashCache {
+    /// Builds the cache `config` asks for on `devices`, at `config.size_bytes`.
+    pub fn build(
+        config: &CacheConfig,
+        devices: &Devices,
+        layout: FlashLayout,
+    ) -> Result<FlashCache, String> {
+        let what = |e: String| format!("cache stage {:?}: {e}", config.name);
+        let pool = devices.get(config.device.as_deref()).map_err(what)?;
+        for p in &config.placement {
+            pool.geometry()
+                .check_handle(PlacementHandle(p.handle))
+                .map_err(|e| what(format!("placement {:?}: {e}", p.part)))?;
+        }
+        let fc = FlashCache {
+            config: config.clone(),
+            layout,
+            engines: RwLock::new(Engines {
+                hybrid: None,
+                installed: 0,
+                retired: EngineStats::default(),
+                retired_small: EngineStats::default(),
+                retired_loc: EngineStats::default(),
+            }),
+            space: Space::new(pool),
+        };
+        fc.rebuild(config.size_bytes).map_err(what)?;
+        Ok(fc)
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    pub fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn regions_for(&self, bytes: u64) -> u32 {
+        let n = u32::try_from(bytes / self.space.pool().region_bytes()).unwrap_or(u32::MAX);
+        if n < MIN_REGIONS {
+            0
+        } else {
+            n
+        }
+    }
+
+    /// Replaces the engine by an empty one of `bytes` (rounded down to whole regions), taking
+    /// the regions it needs first so a full device changes nothing.
+    fn rebuild(&self, bytes: u64) -> Result<(), String> {
+        let n = self.regions_for(bytes);
+        let have = self.space.regions();
+        let reserved = if n > have {
+            Some(self.space.pool().reserve(n - have)?)
+        } else {
+            None
+        };
+        let mut e = self.engines.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = e.hybrid.take() {
+            let (small, loc) = old.engine_stats();
+            e.retired += &EngineStats {
+                objects: 0,
+                ..old.stats()
+            };
+            e.retired_small += &EngineStats { objects: 0, ..small };
+            e.retired_loc += &EngineStats { objects: 0, ..loc };
+        }
+        e.installed = 0;
+        if let Some(r) = reserved {
+            self.space.grow(r);
+        }
+        self.space.shrink_to(n);
+        if n == 0 {
+            return Ok(());
+        }
+        let len = u64::from(n) * self.space.pool().region_bytes();
+        let span = self.span(len);
+        span.trim(0, len).map_err(|e| e.to_string())?;
+        e.hybrid = Some(self.hybrid(span, len)?);
+        e.installed = len;
+        Ok(())
+    }
+
+    fn span(&self, len: u64) -> Span {
+        Span {
+            device: self.space.device(),
+            offset: 0,
+            len,
+        }
+    }
+
+    fn hybrid(&self, span: Span, len: u64) -> Result<Hybrid, String> {
+        let c = &self.config;
+        let h = |p| PlacementHandle(c.handle(p));
+        let mut loc = LocConfig::new(span.clone(), h(EnginePart::Loc));
+        loc.region_bytes = self.space.pool().region_bytes();
+        loc.eviction = match c.eviction {
+            Eviction::Lru => RegionEviction::Lru,
+            Eviction::Fifo => RegionEviction::Fifo,
+        };
+        let (klog, kset) = (h(EnginePart::KLog), h(EnginePart::KSet));
+        Hybrid::new(HybridConfig {
+            span,
+            flash_bytes: len,
+            dram_bytes: self.layout.dram_bytes.unwrap_or(len / 32) as usize,
+            small_fraction: self.layout.small_fraction,
+            small_threshold: SMALL_THRESHOLD,
+            shards: 16,
+            loc,
+            small: Box::new(move |s: Span| {
+                let mut kc = KangarooConfig::new(s, klog, kset);
+                kc.expected_object_bytes = 200;
+                Ok(Box::new(Kangaroo::new(kc.fit_partitions())?) as Box<dyn Engine>)
+            }),
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Bytes of flash the engine uses now.
+    pub fn installed(&self) -> u64 {
+        self.engines.read().unwrap_or_else(|p| p.into_inner()).installed
+    }
+
+    /// Runs `f` on the hybrid (none when nothing is installed).
+    pub fn with_hybrid<T>(&self, f: impl FnOnce(Option<&Hybrid>) -> T) -> T {
+        let e = self.engines.read().unwrap_or_else(|p| p.into_inner());
+        f(e.hybrid.as_ref())
+    }
+}
+
+impl Cache for FlashCache {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.with_hybrid(|h| match h {
+            Some(h) => h.get(key).map_err(|e| e.to_string()),
+            None => Ok(None),
+        })
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<bool, String> {
+        self.with_hybrid(|h| match h {
+            Some(h) => h.set(key, value).map_err(|e| e.to_string()),
+            None => Ok(false),
+        })
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool, String> {
+        self.with_hybrid(|h| match h {
+            Some(h) => h.delete(key).map_err(|e| e.to_string()),
+            None => Ok(false),
+        })
+    }
+
+    fn stats(&self) -> CacheStats {
+        let e = self.engines.read().unwrap_or_else(|p| p.into_inner());
+        let (mut total, mut small, mut loc) =
+            (e.retired.clone(), e.retired_small.clone(), e.retired_loc.clone());
+        let mut dram = 0;
+        if let Some(h) = &e.hybrid {
+            total += &h.stats();
+            let (s, l) = h.engine_stats();
+            small += &s;
+            loc += &l;
+            dram = h.size().1 as u64;
+        }
+        CacheStats {
+            engine: "hybrid",
+            total: PartStats::from(&total),
+            parts: vec![
+                ("kangaroo".into(), PartStats::from(&small)),
+                ("loc".into(), PartStats::from(&loc)),
+            ],
+            flash_bytes: e.installed,
+            dram_bytes: dram,
+            device: Some(self.space.pool().name().to_string()),
+        }
+    }
+
+    fn resize(&self, bytes: u64) -> Result<(), String> {
+        self.rebuild(bytes)
+            .map_err(|e| format!("cache stage {:?}: {e}", self.config.name))
+    }
+
+    fn flash(&self) -> Option<&FlashCache> {
+        Some(self)
+    }
+}

@@ -1,0 +1,211 @@
+//! The TCP side: an accept loop, a task per connection, bounded buffers.
+//!
+//! A connection buffers at most one command's line ([`Limits::max_line`]) and value (the
+//! value's declared length, itself at most `max_item`); a value refused unread is skipped as
+//! it arrives. Replies are written as the socket takes them; a connection whose unsent
+//! replies pass `output_bound` (a client that sends and never reads) is closed and counted.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use tokio::io::Interest;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::exec::{self, Conn, Flow};
+use crate::protocol::{parse, Limits, Parse};
+use crate::service::Service;
+use crate::upstream::Upstreams;
+
+/// Longest command line.
+pub const MAX_LINE: usize = 64 << 10;
+/// Bytes read from a socket at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Serves `listen` until `shutdown` turns true (or its sender is dropped).
+pub async fn serve(listen: SocketAddr, service: Arc<Service>, shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
+    let l = TcpListener::bind(listen).await?;
+    serve_listener(l, service, shutdown).await
+}
+
+/// [`serve`] on a bound listener (tests bind port 0 and read the port first).
+pub async fn serve_listener(
+    listener: TcpListener,
+    service: Arc<Service>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    loop {
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                // Out of descriptors and the like: this connection is lost, not the listener.
+                Err(e) => {
+                    tracing::warn!("kv accept: {e}");
+                    continue;
+                }
+            },
+            r = shutdown.changed() => {
+                if r.is_err() { return Ok(()); }
+                continue;
+            }
+        };
+        let c = &service.conns;
+        if c.current.load(Relaxed) >= service.config().max_connections as u64 {
+            c.rejected.fetch_add(1, Relaxed);
+            let _ = stream.try_write(b"SERVER_ERROR Too many open connections\r\n");
+            continue;
+        }
+        c.current.fetch_add(1, Relaxed);
+        c.total.fetch_add(1, Relaxed);
+        let _ = stream.set_nodelay(true);
+        let port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
+        let port_tenant = service.routing().ports.get(&port).cloned();
+        let svc = service.clone();
+        let sd = shutdown.clone();
+        tokio::spawn(async move {
+            connection(stream, &svc, port_tenant, sd).await;
+            svc.conns.current.fetch_sub(1, Relaxed);
+        });
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    svc: &Service,
+    port_tenant: Option<Arc<str>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let cfg = svc.config();
+    let limits = Limits {
+        max_item: cfg.max_item,
+        max_line: MAX_LINE,
+    };
+    let mut conn = Conn {
+        port_tenant,
+        upstreams: Upstreams::new(cfg.max_item),
+        output_bound: cfg.output_bound,
+    };
+    let counters = &svc.conns;
+    let mut inbuf: Vec<u8> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
+    let mut sent = 0usize;
+    // Bytes of a refused value still to skip.
+    let mut skip = 0usize;
+    // Bytes the command in front needs buffered (its line and value).
+    let mut need = MAX_LINE;
+    let mut closing = false;
+    let mut eof = false;
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let mut pos = 0;
+        while !closing {
+            if skip > 0 {
+                let n = skip.min(inbuf.len() - pos);
+                pos += n;
+                skip -= n;
+                if skip > 0 {
+                    break;
+                }
+            }
+            match parse(&inbuf[pos..], &limits) {
+                Parse::Incomplete { need: n } => {
+                    need = n.unwrap_or(MAX_LINE).max(MAX_LINE);
+                    break;
+                }
+                Parse::Command { cmd, used } => {
+                    pos += used;
+                    match exec::execute(svc, &mut conn, cmd, &mut out).await {
+                        Flow::Continue => {}
+                        Flow::Close => closing = true,
+                        Flow::Overflow => {
+                            counters.closed_output_bound.fetch_add(1, Relaxed);
+                            return;
+                        }
+                    }
+                }
+                Parse::Error { reply, used, close } => {
+                    counters.bad_commands.fetch_add(1, Relaxed);
+                    out.extend_from_slice(reply.as_bytes());
+                    pos += used;
+                    if close {
+                        counters.closed_bad_input.fetch_add(1, Relaxed);
+                        closing = true;
+                    }
+                }
+                Parse::Swallow { reply, used, skip: s, unlink } => {
+                    counters.bad_commands.fetch_add(1, Relaxed);
+                    out.extend_from_slice(reply.as_bytes());
+                    pos += used;
+                    skip = s;
+                    if let Some(k) = unlink {
+                        exec::unlink(svc, &conn, &k);
+                    }
+                }
+            }
+            if out.len() - sent > cfg.output_bound {
+                counters.closed_output_bound.fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        inbuf.drain(..pos);
+        if skip > 0 {
+            need = MAX_LINE;
+        }
+        // Write what the socket takes now.
+        while sent < out.len() {
+            match stream.try_write(&out[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => return,
+            }
+        }
+        if sent == out.len() {
+            out.clear();
+            sent = 0;
+            if closing || eof {
+                return;
+            }
+        }
+        let want_read = !closing && !eof && inbuf.len() < need;
+        let want_write = sent < out.len();
+        let interest = match (want_read, want_write) {
+            (true, true) => Interest::READABLE | Interest::WRITABLE,
+            (true, false) => Interest::READABLE,
+            (false, true) => Interest::WRITABLE,
+            // Nothing to send and a full buffer cannot happen: the parser takes a whole
+            // command out of `need` bytes. Stop rather than spin.
+            (false, false) => return,
+        };
+        let ready = tokio::select! {
+            r = stream.ready(interest) => match r { Ok(r) => r, Err(_) => return },
+            r = shutdown.changed() => {
+                if r.is_err() || *shutdown.borrow() { return; }
+                continue;
+            }
+        };
+        if want_read && ready.is_readable() {
+            let room = if skip > 0 { READ_CHUNK } else { (need - inbuf.len()).min(READ_CHUNK) };
+            match stream.try_read(&mut chunk[..room]) {
+                Ok(0) => eof = true,
+                Ok(n) => {
+                    if skip > 0 {
+                        let s = n.min(skip);
+                        skip -= s;
+                        inbuf.extend_from_slice(&chunk[s..n]);
+                    } else {
+                        inbuf.extend_from_slice(&chunk[..n]);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+        if ready.is_read_closed() && !ready.is_readable() {
+            eof = true;
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! [`Service`]: the tenants, rules and caches of one KV front end, as the agent applies its
+//! desired state to it; what the connections ask to route keys, and the counters.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use lachesis_device::measured::MeasuredStatsReader;
+use lachesis_fs::stage::ratelimit::RateLimit;
+use lachesis_fs::stage::space::Devices;
+use lachesis_switch::{CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageConfig, Tenant};
+use serde::Serialize;
+
+use crate::cache::{Cache, CacheStats, DramCache, FlashCache, FlashLayout};
+use crate::stats::{ConnCounters, DeviceStats, KvStats, StageStats, TenantStats};
+use crate::store::{system_clock, Clock, Store};
+use crate::tenant::{self, Counters, Route, Routed, Routing, Stage, Target};
+
+/// The tenant that takes every key while no KV tenant is declared.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// How a [`Service`] is built.
+#[derive(Clone)]
+pub struct ServiceConfig {
+    /// The agent's flash devices (the same ones the FUSE cache stages use).
+    pub devices: Devices,
+    /// Host and media byte counters of the devices that measure (by device name).
+    pub measured: Vec<(String, MeasuredStatsReader)>,
+    /// Largest value (memcached's `-I`, default 1 MiB).
+    pub max_item: usize,
+    /// Connections served at once; more are closed at accept (and counted).
+    pub max_connections: usize,
+    /// Unsent reply bytes a connection may have; past it the connection is closed (and
+    /// counted): a client that never reads cannot make the server hold its replies.
+    pub output_bound: usize,
+    /// Where a clean shutdown leaves what a warm restart needs (none: always cold).
+    pub state_dir: Option<PathBuf>,
+    /// DRAM of a tenant's cache when it has no cache stage.
+    pub default_dram_bytes: u64,
+    /// Shape of the cache stages' hybrid engines.
+    pub layout: FlashLayout,
+    pub clock: Clock,
+}
+
+impl ServiceConfig {
+    pub fn new(devices: Devices) -> ServiceConfig {
+        ServiceConfig {
+            devices,
+            measured: Vec::new(),
+            max_item: 1 << 20,
+            max_connections: 1024,
+            output_bound: 4 << 20,
+            state_dir: None,
+            default_dram_bytes: 64 << 20,
+            layout: FlashLayout::default(),
+            clock: system_clock(),
+        }
+    }
+}
+
+/// The request kinds an observer sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvOp {
+    Get,
+    Set,
+    Delete,
+}
+
+/// Sees every get, set and delete (the agent feeds its miss-ratio curves with it).
+pub trait KvObserver: Send + Sync {
+    /// `object_bytes`: key plus value (the value found, for a get; 0 on a miss).
+    fn request(&self, tenant: &str, key: &[u8], object_bytes: u64, op: KvOp, hit: bool);
+}
+
+/// A cache stage or a rate limit as built, with its config.
+struct BuiltStage {
+    config: StageConfig,
+    stage: Stage,
+}
+
+#[derive(Default)]
+struct Built {
+    stages: HashMap<String, BuiltStage>,
+    /// The DRAM caches of tenants without a cache stage.
+    dram: HashMap<String, Arc<Store>>,
+}
+
+pub struct Service {
+    config: ServiceConfig,
+    routing: RwLock<Arc<Routing>>,
+    built: Mutex<Built>,
+    counters: Mutex<BTreeMap<String, Arc<Counters>>>,
+    observer: RwLock<Option<Arc<dyn KvObserver>>>,
+    uniques: Arc<AtomicU64>,
+    ports: RwLock<HashMap<u16, String>>,
+    pub(crate) conns: ConnCounters,
+    pub(crate) started: u64,
+    warm: crate::persist::Warm,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Service {
+    /// A service with no tenant declared: every key goes to the `default` tenant's DRAM
+    /// cache until [`Service::apply`] says otherwise. A state dir left by a clean shutdown
+    /// is read (and invalidated) here.
+    pub fn new(config: ServiceConfig) -> Result<Service, String> {
+        let warm = crate::persist::Warm::load(config.state_dir.as_deref())?;
+        let started = (config.clock)();
+        let s = Service {
+            routing: RwLock::new(Arc::new(Routing {
+                prefixes: Vec::new(),
+                tenants: BTreeMap::new(),
+                table: RuleTable::new(),
+                rules: HashMap::new(),
+                defaults: HashMap::new(),
+                ports: HashMap::new(),
+            })),
+            built: Mutex::new(Built::default()),
+            counters: Mutex::new(BTreeMap::new()),
+            observer: RwLock::new(None),
+            uniques: Arc::new(AtomicU64::new(warm.next_unique().max(1))),
+            ports: RwLock::new(HashMap::new()),
+            conns: ConnCounters::default(),
+            started,
+            warm,
+            config,
+        };
+        s.apply(Vec::new(), Vec::new(), Vec::new())?;
+        Ok(s)
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// Binds `port` to `tenant`: every key of a connection that came in on that port is the
+    /// tenant's (takes effect at the next [`Service::apply`]). The caller listens on it with
+    /// [`crate::server::serve`].
+    pub fn bind_port(&self, port: u16, tenant: &str) {
+        self.ports
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(port, tenant.to_string());
+    }
+
+    pub fn set_observer(&self, observer: Arc<dyn KvObserver>) {
+        *self.observer.write().unwrap_or_else(|p| p.into_inner()) = Some(observer);
+    }
+
+    pub(crate) fn observe(&self, tenant: &str, key: &[u8], bytes: u64, op: KvOp, hit: bool) {
+        if let Some(o) = &*self.observer.read().unwrap_or_else(|p| p.into_inner()) {
+            o.request(tenant, key, bytes, op, hit);
+        }
+    }
+
+    pub(crate) fn routing(&self) -> Arc<Routing> {
+        self.routing.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn counters_of(&self, tenant: &str) -> Arc<Counters> {
+        locked(&self.counters)
+            .entry(tenant.to_string())
+            .or_default()
+            .clone()
+    }
+
+    fn store(&self, cache: Arc<dyn Cache>) -> Arc<Store> {
+        Arc::new(Store::new(
+            cache,
+            self.uniques.clone(),
+            self.config.clock.clone(),
+            self.config.max_item,
+        ))
+    }
+
+    fn build_stage(&self, config: &StageConfig) -> Result<Stage, String> {
+        match config {
+            StageConfig::Cache(c) if c.engine == CacheEngine::Dram => {
+                Ok(Stage::Cache(self.store(Arc::new(DramCache::new(c.size_bytes)))))
+            }
+            StageConfig::Cache(c) => {
+                let fc = FlashCache::build(c, &self.config.devices, self.config.layout.clone())?;
+                let store = self.store(Arc::new(fc));
+                self.warm.restore(c, &store)?;
+                Ok(Stage::Cache(store))
+            }
+            StageConfig::RateLimit(r) => Ok(Stage::RateLimit(Arc::new(RateLimit::new(r)))),
+            StageConfig::Log(l) => Err(format!("log stage {:?} does not apply to KV requests", l.name)),
+        }
+    }
+
+    /// Applies the KV part of a desired state: tenants with a key-prefix classifier (or a
+    /// bound port), the rules that can match their keys, and the stages those rules and
+    /// tenants use. All or nothing: on an error nothing changes.
+    pub fn apply(
+        &self,
+        tenants: Vec<Tenant>,
+        rules: Vec<Rule>,
+        stages: Vec<StageConfig>,
+    ) -> Result<(), String> {
+        lachesis_switch::check_stages(&stages)?;
+        let ports = self.ports.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let kv = tenant::kv_tenants(&tenants, &ports);
+        let mut names: Vec<&str> = kv.iter().map(|t| t.name.as_str()).collect();
+        let mut prefixes: Vec<(Vec<u8>, Arc<str>)> = Vec::new();
+        for t in &kv {
+            for c in t.classifiers.iter().filter(|c| c.kind == ClassifierKind::KeyPrefix) {
+                if let Some((_, o)) = prefixes.iter().find(|(p, _)| p == c.value.as_bytes()) {
+                    return Err(format!(
+                        "tenant {:?}: key prefix {:?} is tenant {o:?}'s too",
+                        t.name, c.value
+                    ));
+                }
+                prefixes.push((c.value.as_bytes().to_vec(), Arc::from(t.name.as_str())));
+            }
+        }
+        for (port, t) in &ports {
+            if !kv.iter().any(|k| k.name == *t) {
+                return Err(format!("port {port} is bound to tenant {t:?}, which is not declared"));
+            }
+        }
+        if kv.is_empty() {
+            names.push(DEFAULT_TENANT);
+            prefixes.push((Vec::new(), Arc::from(DEFAULT_TENANT)));
+        }
+        prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let kv_rules: Vec<Rule> = rules
+            .into_iter()
+            .filter(|r| tenant::is_kv_rule(r, &names))
+            .collect();
+        let table = RuleTable::build(kv_rules.iter().cloned()).map_err(|e| e.to_string())?;
+
+        // The stages KV uses: those its rules name and the caches its tenants own.
+        let kinds: HashMap<&str, &StageConfig> = stages.iter().map(|s| (s.name(), s)).collect();
+        let mut wanted: Vec<&StageConfig> = Vec::new();
+        for s in &stages {
+            let named = kv_rules.iter().any(|r| r.detours.iter().any(|d| d.to.target == s.name()));
+            let owned = matches!(s, StageConfig::Cache(_))
+                && s.owner().is_some_and(|o| names.contains(&o));
+            if named && !matches!(s, StageConfig::Log(_)) || owned {
+                wanted.push(s);
+            }
+        }
+        let mut built = locked(&self.built);
+        let mut next: HashMap<String, Stage> = HashMap::new();
+        let mut resizes: Vec<(Arc<Store>, u64)> = Vec::new();
+        for s in &wanted {
+            let reuse = built.stages.get(s.name()).and_then(|b| match (&b.config, *s) {
+                (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
+                (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
+                    let st = b_stage(&built.stages[s.name()]);
+                    if let Stage::Cache(store) = &st {
+                        resizes.push((store.clone(), b.size_bytes));
+                    }
+                    Some(st)
+                }
+                _ => None,
+            });
+            let st = match reuse {
+                Some(st) => st,
+                None => self.build_stage(s)?,
+            };
+            next.insert(s.name().to_string(), st);
+        }
+        let mut compiled = HashMap::new();
+        for r in &kv_rules {
+            compiled.insert(r.name.clone(), tenant::compile(r, &next, &kinds)?);
+        }
+        for (store, size) in resizes {
+            store.cache().resize(size)?;
+        }
+        let mut defaults = HashMap::new();
+        let mut dram = HashMap::new();
+        for name in &names {
+            let owned = stages.iter().find(|s| {
+                matches!(s, StageConfig::Cache(_)) && s.owner() == Some(name)
+            });
+            let store = match owned.and_then(|s| next.get(s.name())) {
+                Some(Stage::Cache(store)) => store.clone(),
+                _ => {
+                    let s = built.dram.get(*name).cloned().unwrap_or_else(|| {
+                        self.store(Arc::new(DramCache::new(self.config.default_dram_bytes)))
+                    });
+                    dram.insert(name.to_string(), s.clone());
+                    s
+                }
+            };
+            defaults.insert(
+                Arc::<str>::from(*name),
+                Route {
+                    limit: None,
+                    target: Target::Local(store),
+                },
+            );
+        }
+        let routing = Routing {
+            prefixes,
+            tenants: names
+                .iter()
+                .map(|n| (Arc::<str>::from(*n), self.counters_of(n)))
+                .collect(),
+            table,
+            rules: compiled,
+            defaults,
+            ports: ports
+                .into_iter()
+                .map(|(p, t)| (p, Arc::<str>::from(t.as_str())))
+                .collect(),
+        };
+        built.stages = wanted
+            .iter()
+            .map(|s| {
+                (
+                    s.name().to_string(),
+                    BuiltStage {
+                        config: (*s).clone(),
+                        stage: next.remove(s.name()).expect("built above"),
+                    },
+                )
+            })
+            .collect();
+        built.dram = dram;
+        *self.routing.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(routing);
+        Ok(())
+    }
+
+    /// The allocation loop's hook: the cache stage `stage` gets `bytes` (a flash cache is
+    /// rebuilt empty at the new size).
+    pub fn resize(&self, stage: &str, bytes: u64) -> Result<(), String> {
+        let mut built = locked(&self.built);
+        let b = built
+            .stages
+            .get_mut(stage)
+            .ok_or_else(|| format!("no KV cache stage {stage:?}"))?;
+        let (StageConfig::Cache(c), Stage::Cache(store)) = (&mut b.config, &b.stage) else {
+            return Err(format!("stage {stage:?} is not a cache stage"));
+        };
+        store.cache().resize(bytes)?;
+        c.size_bytes = bytes;
+        Ok(())
+    }
+
+    /// Routes one key of a connection (`port_tenant`: the tenant of its port, if any).
+    pub(crate) fn route(&self, port_tenant: Option<&Arc<str>>, key: &[u8], op: Op) -> Option<Routed> {
+        let r = self.routing();
+        let t = r.tenant_of(port_tenant, key)?;
+        r.route(&t, key, op)
+    }
+
+    /// Every store of the tenant `tenant` (all when `None`), for `flush_all`.
+    pub(crate) fn stores(&self, tenant: Option<&str>) -> Vec<Arc<Store>> {
+        let built = locked(&self.built);
+        let mut out: Vec<Arc<Store>> = Vec::new();
+        for b in built.stages.values() {
+            if let (Stage::Cache(s), true) = (&b.stage, tenant.is_none() || b.config.owner() == tenant) {
+                out.push(s.clone());
+            }
+        }
+        for (t, s) in &built.dram {
+            if tenant.is_none() || tenant == Some(t.as_str()) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
+
+    pub fn stats(&self) -> KvStats {
+        let routing = self.routing();
+        let built = locked(&self.built);
+        let mut out = KvStats {
+            connections: self.conns.snapshot(),
+            ..KvStats::default()
+        };
+        for (name, c) in &routing.tenants {
+            out.tenants.insert(name.to_string(), TenantStats::from_counters(c));
+        }
+        let mut add = |owner: Option<&str>, name: &str, cs: CacheStats| {
+            if let Some(t) = owner.and_then(|o| out.tenants.get_mut(o)) {
+                t.add_cache(&cs);
+            }
+            out.stages.insert(
+                name.to_string(),
+                StageStats {
+                    owner: owner.map(str::to_string),
+                    cache: cs,
+                },
+            );
+        };
+        for (name, b) in &built.stages {
+            if let Stage::Cache(s) = &b.stage {
+                add(b.config.owner(), name, s.cache().stats());
+            }
+        }
+        for (t, s) in &built.dram {
+            add(Some(t), &format!("dram/{t}"), s.cache().stats());
+        }
+        for pool in self.config.devices.pools() {
+            let m = self
+                .config
+                .measured
+                .iter()
+                .find(|(n, _)| n == pool.name())
+                .map(|(_, r)| r.stats());
+            out.devices.insert(
+                pool.name().to_string(),
+                DeviceStats {
+                    host_bytes: m.as_ref().map_or(0, |m| m.host_bytes_written),
+                    media_bytes: m.as_ref().map(|m| m.media_bytes_written),
+                    regions: pool.regions(),
+                    free_regions: pool.free_regions(),
+                    region_bytes: pool.region_bytes(),
+                },
+            );
+        }
+        out
+    }
+
+    /// Clean shutdown: what warm restart needs goes to the state dir.
+    pub fn shutdown(&self) -> Result<(), String> {
+        let built = locked(&self.built);
+        let flash: Vec<Arc<Store>> = built
+            .stages
+            .values()
+            .filter_map(|b| match &b.stage {
+                Stage::Cache(s) if s.cache().flash().is_some() => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        crate::persist::save(
+            self.config.state_dir.as_deref(),
+            &flash,
+            self.uniques.load(Relaxed),
+        )
+    }
+}
+
+fn b_stage(b: &BuiltStage) -> Stage {
+    b.stage.clone()
+}
