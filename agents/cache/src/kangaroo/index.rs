@@ -248,6 +248,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::persist::Kind;
 
     #[test]
     fn entries_pack_into_48_bits() {
@@ -263,6 +264,54 @@ mod tests {
             rrip: 0,
         };
         assert_eq!(unpack(pack(e, NIL, false)), (e, NIL, false));
+    }
+
+    /// A saved index comes back as it was; one whose chains are broken (a cycle, a slot past
+    /// the slab, an entry on a dead page) is refused whole, leaving the index empty.
+    #[test]
+    fn saved_chains_are_checked_on_load() {
+        let e = |page| Entry {
+            page,
+            tag: 1,
+            rrip: 6,
+        };
+        let mut ix = Index::new(1, 4, 1, 8);
+        for p in 0..5 {
+            assert!(ix.insert(0, p % 2, e(p)));
+        }
+        let slot = ix.bucket(0, 1)[0].0;
+        ix.remove(0, 1, slot);
+        let mut enc = Enc::default();
+        ix.save(&mut enc);
+        let load = |bytes: &[u8], live: &dyn Fn(u32) -> bool| {
+            let mut fresh = Index::new(1, 4, 1, 8);
+            let r = fresh.load(
+                &mut crate::persist::decode(Kind::Kangaroo, bytes),
+                |_, p| live(p),
+            );
+            (r, fresh)
+        };
+        let (r, back) = load(&enc.0, &|_| true);
+        r.unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.bucket(0, 0), ix.bucket(0, 0));
+        assert_eq!(back.bucket(0, 1), ix.bucket(0, 1));
+        let (r, back) = load(&enc.0, &|p| p != 2);
+        assert!(r.unwrap_err().to_string().contains("entry"));
+        assert_eq!(back.len(), 0);
+        // Bucket 0's head is its newest entry (page 4); point its `next` at itself.
+        let head = ix.tables[0].heads[0] as usize;
+        let mut cyclic = ix.tables[0].slots[head];
+        let (entry, _, valid) = unpack(cyclic);
+        cyclic = pack(entry, head as u16, valid);
+        let mut bad = enc.0.clone();
+        // Layout: heads (len u64 + 4 × u16), then slots (len u64 + 3 u16 per slot).
+        let at = 8 + 4 * 2 + 8 + head * 6;
+        for (i, w) in cyclic.iter().enumerate() {
+            bad[at + 2 * i..at + 2 * i + 2].copy_from_slice(&w.to_le_bytes());
+        }
+        let (r, _) = load(&bad, &|_| true);
+        assert!(r.unwrap_err().to_string().contains("chained twice"));
     }
 
     #[test]
