@@ -466,6 +466,12 @@ pub fn sized_slots(slots: &BTreeMap<String, TenantId>, allocated: &BTreeMap<Stri
 /// 4 decimals, and the flat tail beyond the working set cut to its first point (the message
 /// stays small; the curve is flat from there on). None before any reference.
 pub fn tenant_curve(sizes: &[u64], miss_ratio: &[f64], references: u64) -> Option<TelemetryCurve> {
+    curve_in_bytes(sizes, BLOCK_BYTES, miss_ratio, references)
+}
+
+/// [`tenant_curve`] over `sizes` in units of `scale` bytes (4 KiB blocks, or bytes for the
+/// KV front end's curves).
+pub fn curve_in_bytes(sizes: &[u64], scale: u64, miss_ratio: &[f64], references: u64) -> Option<TelemetryCurve> {
     if references == 0 || sizes.is_empty() || sizes.len() != miss_ratio.len() {
         return None;
     }
@@ -480,7 +486,7 @@ pub fn tenant_curve(sizes: &[u64], miss_ratio: &[f64], references: u64) -> Optio
         .map_or(1, |i| i + 2);
     TelemetryCurve::new(
         CurveAlgorithm::ShardsFixedSize,
-        sizes[..keep].iter().map(|s| s * BLOCK_BYTES).collect(),
+        sizes[..keep].iter().map(|s| s * scale).collect(),
         ratios[..keep].to_vec(),
         references,
     )

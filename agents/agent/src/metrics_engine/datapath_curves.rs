@@ -1,4 +1,4 @@
-//! Miss-ratio curves of the IO that goes through the data path, per tenant.
+//! Miss-ratio curves of the IO that goes through the agent's own data paths, per tenant.
 //!
 //! The eBPF programs attribute a block IO to the cgroup that issued it. IO through the FUSE
 //! switch reaches the block layer from the agent's own threads, so the kernel cannot tell
@@ -7,6 +7,14 @@
 //! FUSE mount is direct-IO, so no page cache sits between the application and the switch.
 //! Same estimator, sizes and key space as the kernel path (fixed-size SHARDS over 4 KiB
 //! blocks), so the two kinds of curve mean the same thing to the allocator.
+//!
+//! The key-value front end reports every request of a tenant's here too ([`record_object`]):
+//! SHARDS over keys weighted by their object's size (unit bytes), on the same grid of cache
+//! sizes, so a KV tenant's curve also reads as "miss ratio at a cache of N bytes". A tenant's
+//! curve is over the references of the data path that reported it first (one tenant, one data
+//! path: a tenant classified by key prefix is the KV front end's).
+//!
+//! [`record_object`]: DatapathCurves::record_object
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,10 +25,13 @@ use crate::telemetry::TelemetryCurve;
 
 struct TenantRefs {
     estimator: ShardsFixedSize,
+    /// What the estimator counts: 4 KiB blocks (`Objects`) or object bytes (`Bytes`).
+    unit: Unit,
     references: u64,
 }
 
-/// Per tenant: a SHARDS estimator over (file, block) keys and a reference count.
+/// Per tenant: a SHARDS estimator over (file, block) keys, or over KV keys, and a reference
+/// count.
 pub struct DatapathCurves {
     sizes: Vec<u64>,
     sample_keys: usize,
@@ -51,33 +62,59 @@ impl DatapathCurves {
         }
     }
 
+    /// Runs `f` on the tenant's estimator, made for `unit` at its first reference; a
+    /// reference of the other unit (a tenant on both data paths) is not counted.
+    fn with_tenant(&self, tenant: &str, unit: Unit, f: impl FnOnce(&mut TenantRefs)) {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
+        if !tenants.contains_key(tenant) {
+            let sizes = match unit {
+                Unit::Objects => self.sizes.clone(),
+                Unit::Bytes => self.sizes.iter().map(|s| s * super::BLOCK_BYTES).collect(),
+            };
+            let estimator = ShardsFixedSize::new(unit, sizes, self.sample_keys, true)
+                .expect("S_max above zero");
+            tenants.insert(
+                tenant.to_string(),
+                TenantRefs {
+                    estimator,
+                    unit,
+                    references: 0,
+                },
+            );
+        }
+        let t = tenants.get_mut(tenant).expect("inserted");
+        if t.unit == unit {
+            f(t);
+        }
+    }
+
     /// The tenant's IO touched the 4 KiB blocks of `[off, off + len)` of `file`.
     pub fn record(&self, tenant: &str, file: u64, off: u64, len: u64) {
         if len == 0 {
             return;
         }
         let (first, last) = (off / 4096, (off + len - 1) / 4096);
-        let mut tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
-        if !tenants.contains_key(tenant) {
-            let estimator =
-                ShardsFixedSize::new(Unit::Objects, self.sizes.clone(), self.sample_keys, true)
-                    .expect("S_max above zero");
-            tenants.insert(
-                tenant.to_string(),
-                TenantRefs {
-                    estimator,
-                    references: 0,
-                },
-            );
-        }
-        let t = tenants.get_mut(tenant).expect("inserted");
-        for b in first..=last {
-            t.estimator.record(key(file, b), 4096, Op::Read);
-            t.references += 1;
-        }
+        self.with_tenant(tenant, Unit::Objects, |t| {
+            for b in first..=last {
+                t.estimator.record(key(file, b), 4096, Op::Read);
+                t.references += 1;
+            }
+        });
     }
 
-    /// Blocks the tenant's IO touched through the data path (cumulative).
+    /// The tenant asked the KV front end for `key`, an object of `bytes` (a get, hit or
+    /// miss, or a set: what an LRU cache of the tenant's would have had to hold).
+    pub fn record_object(&self, tenant: &str, key: &[u8], bytes: u64, op: Op) {
+        let size = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
+        let k = lachesis_mrc::hash::key_of_bytes(key);
+        self.with_tenant(tenant, Unit::Bytes, |t| {
+            t.estimator.record(k, size, op);
+            t.references += 1;
+        });
+    }
+
+    /// References of the tenant through the data path (cumulative): blocks its file IO
+    /// touched, or its KV requests.
     pub fn references(&self, tenant: &str) -> u64 {
         let tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         tenants.get(tenant).map_or(0, |t| t.references)
@@ -89,7 +126,11 @@ impl DatapathCurves {
         let tenants = self.tenants.lock().unwrap_or_else(|e| e.into_inner());
         let t = tenants.get(tenant)?;
         let c = t.estimator.curve();
-        super::tenant_curve(&c.sizes, &c.miss_ratio, t.references + extra)
+        let scale = match t.unit {
+            Unit::Objects => super::BLOCK_BYTES,
+            Unit::Bytes => 1,
+        };
+        super::curve_in_bytes(&c.sizes, scale, &c.miss_ratio, t.references + extra)
     }
 
     /// Forget tenants that are no longer in desired state.
@@ -129,5 +170,40 @@ mod tests {
         assert_eq!(c.references("u"), 2);
         c.retain(&["u".to_string()]);
         assert_eq!(c.references("t"), 0);
+    }
+
+    #[test]
+    fn kv_objects_weigh_their_bytes() {
+        let c = DatapathCurves::new(super::super::curve_sizes(), 8192);
+        // 1,000 distinct 4 KiB objects (4,000 KiB in all), each set once and read 19 times
+        // in order: LRU misses everything below the working set's bytes, only the set (the
+        // first pass) at or above them.
+        for pass in 0..20 {
+            for k in 0..1000u32 {
+                let op = if pass == 0 { Op::Write } else { Op::Read };
+                c.record_object("kv", format!("user:{k}").as_bytes(), 4096, op);
+            }
+        }
+        assert_eq!(c.references("kv"), 20_000);
+        let curve = c.curve("kv", 0).unwrap();
+        assert_eq!(curve.references, 20_000);
+        let at = |bytes: u64| {
+            let i = curve.sizes.iter().rposition(|&s| s <= bytes).unwrap();
+            curve.miss_ratios[i]
+        };
+        assert!(at(2 << 20) > 0.9, "{:?}", curve.miss_ratios);
+        assert!(at(4 << 20) < 0.1, "{:?}", curve.miss_ratios);
+        // The same keys as 400-byte objects fit in a tenth of the bytes.
+        for _ in 0..20 {
+            for k in 0..1000u32 {
+                c.record_object("small", format!("user:{k}").as_bytes(), 400, Op::Read);
+            }
+        }
+        let small = c.curve("small", 0).unwrap();
+        assert!(small.miss_ratios[small.sizes.iter().position(|&s| s >= 1 << 20).unwrap()] < 0.1,
+                "{:?} at {:?}", small.miss_ratios, small.sizes);
+        // A KV tenant's curve does not take file blocks (one tenant, one data path).
+        c.record("kv", 1, 0, 4096);
+        assert_eq!(c.references("kv"), 20_000);
     }
 }
