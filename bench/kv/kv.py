@@ -112,14 +112,16 @@ def memcached(dram_mib):
         "-m", str(dram_mib), "-t", str(SERVER_THREADS)])
 
 
-def lachesis(dram_mib, flash_mib, tenants, device_mib, handles="separate", workdir=None):
-    """lachesis-kv with one measuring device of device_mib and, per tenant prefix, a cache
-    of flash_mib flash behind dram_mib of DRAM."""
+def lachesis(dram_mib, flash_mib, tenants, device_mib, handles="separate", small_fraction=0.5, workdir=None):
+    """lachesis-kv with one measuring device of device_mib and, per tenant prefix, a hybrid
+    cache of flash_mib flash (small_fraction of it Kangaroo, the rest the log) behind dram_mib
+    of DRAM."""
     path = os.path.join(workdir, f"flash-{free_port()}.img")
 
     def argv(port):
         a = [LACHESIS_KV, "--listen", f"127.0.0.1:{port}", "--device", f"flash0={path}:{device_mib}MiB",
-             "--dram-mib", str(dram_mib), "--cache-mib", str(flash_mib), "--handles", handles]
+             "--dram-mib", str(dram_mib), "--cache-mib", str(flash_mib), "--handles", handles,
+             "--small-fraction", str(small_fraction)]
         for t in tenants:
             a += ["--tenant", f"{t.rstrip(':')}=prefix:{t}"]
         return a
@@ -164,16 +166,14 @@ def row(*cols):
     print("| " + " | ".join(str(c) for c in cols) + " |", flush=True)
 
 
-def servers_for(dram_mib, workdir, flash_mib=None, tenants=("",)):
-    """The servers of a comparison, in the order they run."""
+def servers_for(dram_mib, flash_mib, workdir, small_fraction=0.5):
+    """The servers of a comparison (one tenant: every key), in the order they run."""
     out = []
     if "memcached" in SERVERS:
         out.append(("memcached", lambda: memcached(dram_mib)))
     if "lachesis" in SERVERS:
-        flash = flash_mib or max(64, dram_mib)
-        out.append(("lachesis", lambda: lachesis(dram_mib, flash, [t for t in tenants if t] or [],
-                                                 device_mib=flash * max(1, len([t for t in tenants if t])),
-                                                 workdir=workdir)))
+        out.append(("lachesis", lambda: lachesis(dram_mib, flash_mib, [], device_mib=flash_mib,
+                                                 small_fraction=small_fraction, workdir=workdir)))
     return out
 
 
@@ -189,7 +189,7 @@ def throughput(workdir):
           f"goes first.\n")
     by = {}
     for run in range(RUNS):
-        order = servers_for(dram, workdir)
+        order = servers_for(dram, dram, workdir)
         if run % 2:
             order.reverse()
         for name, make in order:
@@ -238,10 +238,10 @@ def tiny(workdir):
           f"{keys * mean_object / MIB:.0f} MiB, 20x the {dram} MiB of DRAM each server gets. Look-aside "
           f"(get, set on a miss), 2 client threads with 8 requests in flight; {warm:,} warm-up and "
           f"{measured:,} measured requests per thread. memcached: `-m {dram}`, DRAM only. Lachesis: "
-          f"`--dram-mib {dram}` in front of Kangaroo (small objects) and the log on a {flash} MiB "
-          f"measuring device (`--cache-mib {flash}`).\n")
+          f"`--dram-mib {dram}` in front of Kangaroo (90% of the flash: every object is small) and the "
+          f"log on a {flash} MiB measuring device (`--cache-mib {flash} --small-fraction 0.9`).\n")
     rows = []
-    for name, make in servers_for(dram, workdir, flash_mib=flash):
+    for name, make in servers_for(dram, flash, workdir, small_fraction=0.9):
         with make() as s:
             r = kvload(s, "tiny", "--threads", 2, "--pipeline", 8, "--keys", keys, "--dist", "zipf:0.9",
                        "--value-size", "50-300", "--mode", "lookaside", "--warmup-requests", warm,
@@ -300,14 +300,17 @@ def fdp(workdir):
     per_tenant_flash = max(64, int(256 * SCALE))
     device = per_tenant_flash * len(tenants)
     dram = max(4, int(16 * SCALE))
+    small = float(os.environ.get("FDP_SMALL_FRACTION", "0.04"))
     mean_object = 3100 + KEY_BYTES  # `wide`: log-normal, median 1 KiB, sigma 1.5
     keys = int(3 * per_tenant_flash * MIB / mean_object)
-    warm = int(1.5 * device * MIB / (mean_object * 0.5) / 2)  # about 1.5 device writes, 2 threads
-    measured = warm
+    # Per thread (2 threads), at about one miss in three: ~1 device write of warm-up, ~3 measured.
+    warm = int(device * MIB / (mean_object / 3) / 2)
+    measured = 3 * warm
     print("### FDP on KV traffic: separate placement handles vs one\n")
     print(f"Two tenants (`t0:`, `t1:`), each {keys:,} keys (Zipf 0.9) with `wide` sizes (median 1 KiB, "
           f"most bytes in objects over 2 KiB: both Kangaroo and the log write), a working set ~3x its "
-          f"cache; each tenant a {per_tenant_flash} MiB flash cache behind {dram} MiB of DRAM, the two "
+          f"cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} Kangaroo, as the paper's "
+          f"4% small-object cache, the rest the log) behind {dram} MiB of DRAM, the two "
           f"filling one {device} MiB measuring device (100% utilisation, 7% OP). Look-aside, 2 "
           f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
           f"The same run, one fresh device each: `--handles separate` (each tenant's Kangaroo and "
@@ -315,7 +318,8 @@ def fdp(workdir):
     row("handles", "DLWA", "host MiB written", "media MiB written", "ALWA", "miss ratio", "ops/s")
     row(*["---"] * 7)
     for handles in ("separate", "shared"):
-        with lachesis(dram, per_tenant_flash, tenants, device, handles=handles, workdir=workdir) as s:
+        with lachesis(dram, per_tenant_flash, tenants, device, handles=handles,
+                      small_fraction=small, workdir=workdir) as s:
             r = kvload(s, f"fdp-{handles}", "--threads", 2, "--pipeline", 8, "--keys", keys,
                        "--dist", "zipf:0.9", "--value-size", "wide", "--mode", "lookaside",
                        "--tenant", tenants[0], "--tenant", tenants[1],
@@ -340,13 +344,15 @@ def fdp(workdir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sections", nargs="*", default=["throughput", "tiny", "fdp"],
-                   choices=["throughput", "tiny", "fdp"])
+    p.add_argument("sections", nargs="*", help="throughput, tiny, fdp (default: all three)")
     p.add_argument("--json", help="write every kvload report here")
     a = p.parse_args()
+    for s in a.sections:
+        if s not in ("throughput", "tiny", "fdp"):
+            p.error(f"unknown section {s!r}: throughput, tiny, fdp")
     workdir = os.environ.get("WORKDIR") or tempfile.mkdtemp(prefix="kvbench-")
     try:
-        for s in a.sections:
+        for s in a.sections or ["throughput", "tiny", "fdp"]:
             {"throughput": throughput, "tiny": tiny, "fdp": fdp}[s](workdir)
     finally:
         if a.json:
