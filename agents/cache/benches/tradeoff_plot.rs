@@ -3,6 +3,10 @@
 //! Called by bench/cache/compare.py:
 //!
 //!   cargo bench -p lachesis-cache --bench tradeoff_plot -- runs.jsonl out.png "title"
+//!
+//! With `--by-engine` after the title (bench/cache/fairywren.py), x is the flash media bytes
+//! written per request and every engine (the label up to its first comma) is a line through
+//! its runs, one per flash size.
 
 use std::path::Path;
 
@@ -15,14 +19,31 @@ struct Run {
     y: f64,
 }
 
+/// What is drawn.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Device (host) bytes per request; the set-associative sweep as a line, the rest points.
+    Tradeoff,
+    /// Media bytes per request; one line per engine.
+    ByEngine,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let [input, output, title] = args.as_slice() else {
-        eprintln!("usage: tradeoff_plot RUNS.jsonl OUT.png TITLE");
-        std::process::exit(2);
+    let (input, output, title, mode) = match args.as_slice() {
+        [i, o, t] => (i, o, t, Mode::Tradeoff),
+        [i, o, t, m] if m == "--by-engine" => (i, o, t, Mode::ByEngine),
+        _ => {
+            eprintln!("usage: tradeoff_plot RUNS.jsonl OUT.png TITLE [--by-engine]");
+            std::process::exit(2);
+        }
+    };
+    let x_key = match mode {
+        Mode::Tradeoff => "device_bytes_per_request",
+        Mode::ByEngine => "media_bytes_per_request",
     };
     let mut runs = Vec::new();
     for (n, line) in std::fs::read_to_string(input)?.lines().enumerate() {
@@ -34,14 +55,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         runs.push(Run {
             label: v["label"].as_str().unwrap_or("?").to_string(),
-            x: num("device_bytes_per_request")?,
+            x: num(x_key)?,
             y: num("miss_ratio")?,
         });
     }
-    plot(Path::new(output), title, &runs)
+    plot(Path::new(output), title, &runs, mode)
 }
 
-fn plot(path: &Path, title: &str, runs: &[Run]) -> Result<(), Box<dyn std::error::Error>> {
+fn plot(
+    path: &Path,
+    title: &str,
+    runs: &[Run],
+    mode: Mode,
+) -> Result<(), Box<dyn std::error::Error>> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
         .map_err(|_| "cannot register the font")?;
     let xmax = runs.iter().map(|r| r.x).fold(1.0, f64::max) * 1.1;
@@ -55,10 +81,60 @@ fn plot(path: &Path, title: &str, runs: &[Run]) -> Result<(), Box<dyn std::error
         .build_cartesian_2d(0f64..xmax, 0f64..1f64)?;
     chart
         .configure_mesh()
-        .x_desc("device bytes written per request")
+        .x_desc(match mode {
+            Mode::Tradeoff => "device bytes written per request",
+            Mode::ByEngine => "flash media bytes written per request (host bytes × DLWA)",
+        })
         .y_desc("miss ratio")
         .label_style(("sans-serif", 15))
         .draw()?;
+    if mode == Mode::ByEngine {
+        by_engine(&mut chart, runs)?;
+    } else {
+        tradeoff(&mut chart, runs)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+const COLORS: [RGBColor; 3] = [
+    RGBColor(220, 50, 47),
+    RGBColor(133, 153, 0),
+    RGBColor(108, 113, 196),
+];
+
+fn by_engine(chart: &mut Chart, runs: &[Run]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut lines: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    for r in runs {
+        let engine = r.label.split(',').next().unwrap_or(&r.label);
+        lines.entry(engine).or_default().push((r.x, r.y));
+    }
+    for (i, (engine, mut pts)) in lines.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let c = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+            .label(engine)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    Ok(())
+}
+
+fn tradeoff(chart: &mut Chart, runs: &[Run]) -> Result<(), Box<dyn std::error::Error>> {
     let mut sweep: Vec<(f64, f64)> = runs
         .iter()
         .filter(|r| r.label.starts_with("set-assoc"))
@@ -71,17 +147,12 @@ fn plot(path: &Path, title: &str, runs: &[Run]) -> Result<(), Box<dyn std::error
         .label("set-associative, admission 0.1-1")
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
     chart.draw_series(sweep.iter().map(|&p| Circle::new(p, 4, blue.filled())))?;
-    let colors = [
-        RGBColor(220, 50, 47),
-        RGBColor(133, 153, 0),
-        RGBColor(108, 113, 196),
-    ];
     for (i, r) in runs
         .iter()
         .filter(|r| !r.label.starts_with("set-assoc"))
         .enumerate()
     {
-        let c = colors[i % colors.len()];
+        let c = COLORS[i % COLORS.len()];
         chart
             .draw_series(std::iter::once(TriangleMarker::new(
                 (r.x, r.y),
@@ -91,13 +162,5 @@ fn plot(path: &Path, title: &str, runs: &[Run]) -> Result<(), Box<dyn std::error
             .label(r.label.clone())
             .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    root.present()?;
     Ok(())
 }

@@ -147,7 +147,7 @@ mod tests {
         );
         // With large EUs FIFO's amplification approaches the classic 1/(1 − p) with
         // p ≈ −(u/t) W(−(t/u) e^{−t/u}) (the W-form of prior work for random writes).
-        let r = 1.07;
+        let r: f64 = 1.07;
         let p = 1.0 - (-lambert_w0(-r * (-r).exp()) / r);
         let classic = 1.0 / p;
         assert!(

@@ -11,6 +11,9 @@ use crate::{Error, Result};
 /// may open a new unit per stream (hot, cold) before it frees its victim.
 pub const SETS_RESERVE: u32 = 4;
 
+/// Pages each FwLog slice gets of every segment, at least (about 100 tiny objects).
+pub const MIN_SLICE_PAGES: u64 = 8;
+
 /// Configuration of a [`super::FairyWren`].
 #[derive(Clone)]
 pub struct FairyWrenConfig {
@@ -28,13 +31,20 @@ pub struct FairyWrenConfig {
     /// FwSets over-provisioning: the share of its erase units not holding live sets (Table 4:
     /// 5%), so that nest packing always finds a unit with dead subsets.
     pub op: f64,
-    /// FwLog slices (§5.4.2: 64); fewer when a segment has fewer pages.
+    /// FwLog slices (§5.4.2: 64); fewer when a segment has too few pages for each slice to
+    /// get [`MIN_SLICE_PAGES`] (the paper's balls-into-bins argument needs many objects per
+    /// slice, or the overflow buffer forces out mostly empty segments).
     pub slices: u32,
-    /// FwLog segment (the unit of the double buffer); 0 picks min(erase unit, 256 KiB).
+    /// FwLog segment (the unit of the double buffer); 0 is a quarter of the erase unit (but
+    /// at least [`MIN_SLICE_PAGES`] pages), so the two buffers hold back half a unit of log.
     pub segment_bytes: u64,
     /// Every `cold_every`-th rewrite of a set merges and re-splits its hot and cold subsets
     /// (Table 4: every 5).
     pub cold_every: u8,
+    /// FwLog objects of one set needed to rewrite the set when FwLog reclaims a unit
+    /// (Kangaroo's threshold admission, Table 3 there: 2); fewer, and none of them read, are
+    /// dropped. Sets written by garbage collection take all their log objects regardless.
+    pub threshold: u32,
     /// Pre-flash admission probability into FwLog (as Kangaroo's, 0.9).
     pub admit_probability: f64,
     /// Typical object size: sizes the DRAM hit bits and the Bloom filters of each subset.
@@ -60,6 +70,7 @@ impl FairyWrenConfig {
             slices: 64,
             segment_bytes: 0,
             cold_every: 5,
+            threshold: 2,
             admit_probability: 0.9,
             expected_object_bytes: 200,
             seed: 0x6661_6972_7977_7265,
@@ -133,16 +144,17 @@ impl Layout {
                 c.admit_probability
             )));
         }
-        if c.slices == 0 || c.cold_every == 0 || c.expected_object_bytes == 0 {
+        if c.slices == 0 || c.cold_every == 0 || c.threshold == 0 || c.expected_object_bytes == 0 {
             return Err(bad(
-                "slices, cold_every and expected_object_bytes must be at least 1".into(),
+                "slices, cold_every, threshold and expected_object_bytes must be at least 1".into(),
             ));
         }
         let eu_pages = eu / page;
         let eus = c.span.len / eu;
         let log_eus = ((eus as f64 * c.log_fraction).round() as u64).max(3);
         let segment_pages = match c.segment_bytes {
-            0 => eu_pages.min(64),
+            0 if eu_pages.is_multiple_of(4) && eu_pages / 4 >= MIN_SLICE_PAGES => eu_pages / 4,
+            0 => eu_pages,
             s if s.is_multiple_of(page) && eu_pages.is_multiple_of(s / page) => s / page,
             s => {
                 return Err(bad(format!(
@@ -161,7 +173,7 @@ impl Layout {
         let set_eus = eus - log_eus;
         // Slices: a power of two, each with at least one page of every segment.
         let mut slices = c.slices.next_power_of_two().min(1 << 16);
-        while u64::from(slices) > segment_pages {
+        while slices > 1 && u64::from(slices) * MIN_SLICE_PAGES > segment_pages {
             slices /= 2;
         }
         let slice_pages = segment_pages / u64::from(slices);

@@ -68,6 +68,8 @@ pub struct FairyWrenStats {
     /// Log objects moved into sets, and how many of those moves rode on garbage collection.
     pub objects_packed: u64,
     pub objects_packed_by_gc: u64,
+    /// FwLog objects dropped by threshold admission.
+    pub objects_dropped: u64,
     /// Objects dropped because FwSets had no free unit (the reserve should prevent it).
     pub emergency_evictions: u64,
 }
@@ -132,6 +134,7 @@ pub struct FairyWren {
     sets: FwSets,
     preflash: PreFlash,
     cold_every: u8,
+    threshold: u32,
     stats: EngineStats,
     f: FairyWrenStats,
 }
@@ -161,6 +164,7 @@ impl FairyWren {
             sets: FwSets::new(layout.sets, layout.bloom_bits, layout.hit_bits),
             preflash: PreFlash::new(config.admit_probability, config.seed),
             cold_every: config.cold_every,
+            threshold: config.threshold,
             span: config.span,
             layout,
             stats: EngineStats::default(),
@@ -348,16 +352,60 @@ impl FairyWren {
         self.ensure_space()?;
         for set in 0..self.layout.sets {
             let (slice, bucket) = self.slice_bucket(set);
-            if self
-                .index
-                .iter(slice, bucket)
-                .any(|(_, e)| self.log.eu_of(e.page) == eu)
-            {
+            let mut victims = 0;
+            let mut hit = false;
+            let mut all = 0;
+            for (_, e) in self.index.iter(slice, bucket) {
+                all += 1;
+                if self.log.eu_of(e.page) == eu {
+                    victims += 1;
+                    hit |= e.rrip < LONG;
+                }
+            }
+            if victims == 0 {
+                continue;
+            }
+            if all >= self.threshold || hit || !self.drop_victims(set, eu)? {
                 self.ensure_space()?;
                 self.update(set, Why::Log, &[])?;
             }
         }
         self.log.erase_oldest(&self.span)
+    }
+
+    /// Threshold admission (Kangaroo's, §5.3 there): a set with fewer than `threshold` FwLog
+    /// objects, none of them read, is not rewritten for them; the victims are dropped. Returns
+    /// `false`, dropping nothing, when one of them has an older copy in the set (the set is
+    /// then packed, so the copy cannot resurface).
+    fn drop_victims(&mut self, set: u32, eu: u32) -> Result<bool> {
+        let (slice, bucket) = self.slice_bucket(set);
+        let entries: Vec<(SlotId, Entry)> = self
+            .index
+            .bucket(slice, bucket)
+            .into_iter()
+            .filter(|(_, e)| self.log.eu_of(e.page) == eu)
+            .collect();
+        let objs = self.resolve(slice, set, &entries, &[])?;
+        for obj in &objs {
+            let Some(o) = obj else { return Ok(false) };
+            let h = key_hash(&o.key);
+            for kind in Kind::BOTH {
+                if self.sets.may_contain(set, kind, h) {
+                    let l = self
+                        .sets
+                        .lookup(&self.store, &self.span, set, kind, h, &o.key)?;
+                    if l.value.is_some() || l.corrupt {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        for (slot, _) in &entries {
+            self.index.remove(slice, bucket, *slot);
+        }
+        self.f.objects_dropped += entries.len() as u64;
+        self.stats.evictions += entries.len() as u64;
+        Ok(true)
     }
 
     /// Garbage-collects FwSets until it has its reserve of free units: each victim's live
@@ -432,7 +480,13 @@ impl FairyWren {
     /// merges both subsets and re-splits them by popularity.
     fn update(&mut self, set: u32, why: Why, drop_keys: &[Vec<u8>]) -> Result<()> {
         let (slice, bucket) = self.slice_bucket(set);
-        let entries = self.index.bucket(slice, bucket);
+        // Moving a cold subset packs nothing: that would add a hot page to a collection that
+        // must free more than it writes.
+        let entries = if why == Why::Gc(Kind::Cold) {
+            Vec::new()
+        } else {
+            self.index.bucket(slice, bucket)
+        };
         let objs = self.resolve(slice, set, &entries, drop_keys)?;
         let mut drop_tags = Vec::new();
         let mut incoming = Vec::with_capacity(objs.len());
@@ -474,7 +528,9 @@ impl FairyWren {
 
         let n = &mut self.sets.updates[set as usize];
         *n = n.saturating_add(1);
-        let resplit = *n >= self.cold_every;
+        // Not during garbage collection, which must free more than it writes: the re-split
+        // waits for the set's next update from FwLog.
+        let resplit = *n >= self.cold_every && !matches!(why, Why::Gc(_));
         let (new_hot, new_cold, evicted) = if resplit {
             *n = 0;
             self.f.resplits += 1;
