@@ -183,18 +183,17 @@ pub(super) fn parse(
             }),
             _ => error(reply::ERROR, used),
         },
-        b"verbosity" => {
-            let (nr, rest) = noreply(args);
-            match rest {
-                // memcached reads the level leniently (strtoul): junk is level 0.
-                [l] => done(Command::Verbosity {
-                    level: num::<u32>(l).unwrap_or(0),
-                    noreply: nr,
-                }),
-                _ => error(reply::ERROR, used),
-            }
-        }
-        b"version" if args.is_empty() => done(Command::Version),
+        b"verbosity" => match args {
+            // memcached reads the level leniently (strtoul: junk is 0), and `verbosity
+            // noreply` is level 0 without a reply.
+            [l] | [l, _] => done(Command::Verbosity {
+                level: num::<u32>(l).unwrap_or(0),
+                noreply: args.last() == Some(&&b"noreply"[..]),
+            }),
+            _ => error(reply::ERROR, used),
+        },
+        // memcached answers `version` whatever follows it.
+        b"version" => done(Command::Version),
         b"quit" if args.is_empty() => done(Command::Quit),
         _ => error(reply::ERROR, used),
     }
