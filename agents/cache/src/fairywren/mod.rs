@@ -68,8 +68,10 @@ pub struct FairyWrenStats {
     /// Log objects moved into sets, and how many of those moves rode on garbage collection.
     pub objects_packed: u64,
     pub objects_packed_by_gc: u64,
-    /// FwLog objects dropped by threshold admission.
+    /// FwLog objects dropped by threshold admission, and those readmitted because they were
+    /// read while in FwLog.
     pub objects_dropped: u64,
+    pub objects_readmitted: u64,
     /// Objects dropped because FwSets had no free unit (the reserve should prevent it).
     pub emergency_evictions: u64,
 }
@@ -135,6 +137,8 @@ pub struct FairyWren {
     preflash: PreFlash,
     cold_every: u8,
     threshold: u32,
+    /// Objects read while in a reclaimed FwLog unit, waiting to go back in.
+    readmits: Vec<Obj>,
     stats: EngineStats,
     f: FairyWrenStats,
 }
@@ -165,6 +169,7 @@ impl FairyWren {
             preflash: PreFlash::new(config.admit_probability, config.seed),
             cold_every: config.cold_every,
             threshold: config.threshold,
+            readmits: Vec::new(),
             span: config.span,
             layout,
             stats: EngineStats::default(),
@@ -199,7 +204,7 @@ impl FairyWren {
             set_index: locs + self.store.dram_bytes(),
             set_blooms: blooms,
             set_hit_bits: hits,
-            buffers: self.log.dram_bytes(),
+            buffers: self.log.dram_bytes() + self.readmits.capacity() * std::mem::size_of::<Obj>(),
         }
     }
 
@@ -353,19 +358,15 @@ impl FairyWren {
         for set in 0..self.layout.sets {
             let (slice, bucket) = self.slice_bucket(set);
             let mut victims = 0;
-            let mut hit = false;
             let mut all = 0;
             for (_, e) in self.index.iter(slice, bucket) {
                 all += 1;
-                if self.log.eu_of(e.page) == eu {
-                    victims += 1;
-                    hit |= e.rrip < LONG;
-                }
+                victims += u32::from(self.log.eu_of(e.page) == eu);
             }
             if victims == 0 {
                 continue;
             }
-            if all >= self.threshold || hit || !self.drop_victims(set, eu)? {
+            if all >= self.threshold || !self.drop_victims(set, eu)? {
                 self.ensure_space()?;
                 self.update(set, Why::Log, &[])?;
             }
@@ -374,9 +375,10 @@ impl FairyWren {
     }
 
     /// Threshold admission (Kangaroo's, §5.3 there): a set with fewer than `threshold` FwLog
-    /// objects, none of them read, is not rewritten for them; the victims are dropped. Returns
-    /// `false`, dropping nothing, when one of them has an older copy in the set (the set is
-    /// then packed, so the copy cannot resurface).
+    /// objects is not rewritten for them; the victims are dropped, or readmitted to FwLog if
+    /// they were read there (after the reclaim: [`FairyWren::drain_readmits`]). Returns
+    /// `false`, changing nothing, when a dropped one has an older copy in the set or cannot be
+    /// read (the set is then packed, so no older copy can resurface).
     fn drop_victims(&mut self, set: u32, eu: u32) -> Result<bool> {
         let (slice, bucket) = self.slice_bucket(set);
         let entries: Vec<(SlotId, Entry)> = self
@@ -388,6 +390,9 @@ impl FairyWren {
         let objs = self.resolve(slice, set, &entries, &[])?;
         for obj in &objs {
             let Some(o) = obj else { return Ok(false) };
+            if o.rrip < LONG {
+                continue;
+            }
             let h = key_hash(&o.key);
             for kind in Kind::BOTH {
                 if self.sets.may_contain(set, kind, h) {
@@ -400,12 +405,33 @@ impl FairyWren {
                 }
             }
         }
-        for (slot, _) in &entries {
+        for ((slot, _), obj) in entries.iter().zip(objs) {
             self.index.remove(slice, bucket, *slot);
+            match obj {
+                Some(o) if o.rrip < LONG => {
+                    self.f.objects_readmitted += 1;
+                    self.readmits.push(o);
+                }
+                _ => {
+                    self.f.objects_dropped += 1;
+                    self.stats.evictions += 1;
+                }
+            }
         }
-        self.f.objects_dropped += entries.len() as u64;
-        self.stats.evictions += entries.len() as u64;
         Ok(true)
+    }
+
+    /// Puts objects readmitted by a reclaim back into FwLog (which may reclaim again). One
+    /// that does not fit goes from its set too, so no older copy resurfaces.
+    fn drain_readmits(&mut self) -> Result<()> {
+        while let Some(o) = self.readmits.pop() {
+            let loc = self.locate(&o.key);
+            if !self.log_insert(loc, &o.key, &o.value)? {
+                self.f.objects_dropped += 1;
+                self.sets_remove(loc, &o.key)?;
+            }
+        }
+        Ok(())
     }
 
     /// Garbage-collects FwSets until it has its reserve of free units: each victim's live
@@ -646,6 +672,7 @@ impl Engine for FairyWren {
             a
         };
         let stored = admitted && self.log_insert(loc, key, value)?;
+        self.drain_readmits()?;
         if !stored {
             self.stats.rejected_sets += 1;
             self.sets_remove(loc, key)?;

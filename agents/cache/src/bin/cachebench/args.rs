@@ -99,6 +99,16 @@ pub struct Args {
     /// Hybrid: share of flash for the small-object engine.
     #[arg(long, default_value_t = 0.1)]
     pub small_fraction: f64,
+    /// Kangaroo and FairyWREN: share of the flash for the log (KLog, FwLog).
+    #[arg(long, default_value_t = 0.05)]
+    pub log_fraction: f64,
+    /// Kangaroo and FairyWREN: log objects of one set needed to write the set when the log
+    /// makes room (threshold admission).
+    #[arg(long, default_value_t = 2)]
+    pub threshold: u32,
+    /// FairyWREN: every n-th update of a set re-splits its hot and cold subsets.
+    #[arg(long, default_value_t = 5)]
+    pub cold_every: u8,
     /// Probability that a missed object is inserted (all engines; matches write budgets).
     #[arg(long, default_value_t = 1.0)]
     pub admit: f64,
@@ -130,6 +140,10 @@ impl Args {
         frac("warmup", self.warmup, 0.0, 0.99)?;
         frac("delete-ratio", self.delete_ratio, 0.0, 1.0)?;
         frac("small-fraction", self.small_fraction, 0.0, 0.9)?;
+        frac("log-fraction", self.log_fraction, 0.001, 0.5)?;
+        if self.threshold == 0 || self.cold_every == 0 {
+            return Err("--threshold and --cold-every must be at least 1".into());
+        }
         if self.flash_mib == 0 || self.flash_mib > 16 << 10 {
             return Err(format!("--flash-mib {}: must be 1..=16384", self.flash_mib));
         }

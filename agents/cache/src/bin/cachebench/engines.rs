@@ -124,13 +124,16 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
             span,
             PlacementHandle(0),
         ))?),
-        EngineKind::Kangaroo => kangaroo(span, second)?,
+        EngineKind::Kangaroo => kangaroo(span, second, args)?,
         EngineKind::Fairywren => {
             let third = match args.handles {
                 Handles::Shared => PlacementHandle(0),
                 Handles::Separate => PlacementHandle(2),
             };
-            let config = FairyWrenConfig::new(span, PlacementHandle(0), second, third);
+            let mut config = FairyWrenConfig::new(span, PlacementHandle(0), second, third);
+            config.log_fraction = args.log_fraction;
+            config.threshold = args.threshold;
+            config.cold_every = args.cold_every;
             Box::new(FairyWren::new(config)?)
         }
         EngineKind::Hybrid => {
@@ -155,9 +158,17 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
     })
 }
 
-/// Kangaroo with Table 3's defaults: KLog on handle 0, KSet on `kset`.
-fn kangaroo(span: Span, kset: PlacementHandle) -> lachesis_cache::Result<Box<dyn Engine>> {
-    let config = KangarooConfig::new(span, PlacementHandle(0), kset).fit_partitions();
+/// Kangaroo with Table 3's defaults but the log share and threshold of the command line: KLog
+/// on handle 0, KSet on `kset`.
+fn kangaroo(
+    span: Span,
+    kset: PlacementHandle,
+    args: &Args,
+) -> lachesis_cache::Result<Box<dyn Engine>> {
+    let mut config = KangarooConfig::new(span, PlacementHandle(0), kset);
+    config.log_fraction = args.log_fraction;
+    config.threshold = args.threshold;
+    let config = config.fit_partitions();
     Ok(Box::new(Kangaroo::new(config)?))
 }
 
