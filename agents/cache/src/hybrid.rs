@@ -447,4 +447,12 @@ impl Engine for Hybrid {
     fn save(&self, w: &mut dyn Write) -> Result<()> {
         Hybrid::save(self, w)
     }
+
+    /// A partition is restored whole, its parts rebuilt from the configuration.
+    fn load(&mut self, _: &mut dyn Read) -> Result<()> {
+        Err(Error::Persist(
+            "hybrid cache: restore with Hybrid::restore(config, index), not into a built one"
+                .into(),
+        ))
+    }
 }
