@@ -155,6 +155,15 @@ def test_stage_given_bytes_are_writes_and_filled_misses() -> None:
     assert measure.stage_given_bytes(history, 3600) == 150
 
 
+def test_stage_given_bytes_are_the_engines_own_count_where_reported() -> None:
+    def stage(written: int, app: int) -> TelemetryStage:
+        return TelemetryStage(name="cache/web", kind="cache", owner="web", engine="kangaroo", bytes_written=written,
+                              bytes_read_miss=0, app_bytes_written=app, flash_bytes_written=app * 8)
+    # Admission dropped half of what was written through the stage.
+    history = [(T0, stage(100, 50)), (T0 + timedelta(seconds=5), stage(300, 150))]
+    assert measure.stage_given_bytes(history, 3600) == 100
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "x"])
 def test_flash_settings_refuse_what_the_model_cannot_use(value: str) -> None:
     with pytest.raises(ConfigError, match="LACHESIS_FLASH_KGCO2E_PER_GB"):

@@ -268,6 +268,11 @@ pub struct StageTelemetry {
     pub bytes_read_miss: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_written: Option<u64>,
+    /// The flash engine's bytes asked to store and bytes written to the device (its ALWA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_bytes_written: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_bytes_written: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evictions: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -440,6 +440,8 @@ impl Stage for CacheStage {
             bytes_read_hit: self.bytes_read_hit.load(Relaxed),
             bytes_read_miss: self.bytes_read_miss.load(Relaxed),
             bytes_written: self.bytes_written.load(Relaxed),
+            app_bytes_written: e.app_bytes_written,
+            flash_bytes_written: e.flash_bytes_written,
             evictions: e.evictions,
             dirty_bytes: inner.dirty.len() as u64 * BLOCK,
             writebacks: self.writebacks.load(Relaxed),

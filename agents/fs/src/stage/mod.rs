@@ -47,6 +47,10 @@ pub struct StageStats {
     pub bytes_read_miss: u64,
     /// Bytes written through the stage.
     pub bytes_written: u64,
+    /// Cache stages: bytes of objects the engine was asked to store, and bytes it wrote to
+    /// its device (`EngineStats`; their ratio is the engine's ALWA).
+    pub app_bytes_written: u64,
+    pub flash_bytes_written: u64,
     pub evictions: u64,
     /// Bytes acknowledged and not yet written back (write-back caches).
     pub dirty_bytes: u64,

@@ -355,6 +355,9 @@ class TelemetryStage(BusModel):
     bytes_read_hit: Counter = Field(default=None)  # type: ignore[assignment]
     bytes_read_miss: Counter = Field(default=None)  # type: ignore[assignment]
     bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
+    # The flash engine's ALWA: bytes asked to store, bytes written to the device.
+    app_bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
+    flash_bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
     evictions: Counter = Field(default=None)  # type: ignore[assignment]
     writebacks: Counter = Field(default=None)  # type: ignore[assignment]
     dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]

@@ -5,9 +5,10 @@ device counters). Per tenant: the handles its cache stages write with on each de
 last desired state shipped to the host: stage -> placement handle per engine part), so the
 bytes of a handle are the tenant's; a handle several tenants' stages share is split by the
 bytes each of them gave its caches (below); bytes on handles no stage writes with stay
-unattributed. What a tenant gave its flash caches (the denominator of ALWA) is what its
-cache stages were asked to hold: bytes written through them and bytes of read misses they
-filled (`bytes_written + bytes_read_miss` of stage telemetry).
+unattributed. What a tenant gave its flash caches (the denominator of ALWA) is the bytes of
+objects its stages' engines were asked to store (`app_bytes_written` of stage telemetry), or,
+from agents that do not report it, what the stages were asked to hold: bytes written through
+them and bytes of read misses they filled (`bytes_written + bytes_read_miss`).
 """
 
 from __future__ import annotations
@@ -80,9 +81,12 @@ def device_bytes(history: Sequence[tuple[datetime, TelemetryDevice]], window_s: 
 
 
 def stage_given_bytes(history: Sequence[tuple[datetime, TelemetryStage]], window_s: float) -> int:
-    """Bytes a cache stage was asked to hold in the window: written through it, and read
-    misses it filled."""
+    """Bytes a cache stage's engine was asked to store in the window: its own count where the
+    agent reports it, else what the stage was asked to hold (written through it, and read
+    misses it filled; more than the engine stores when its admission policy drops some)."""
     points = _in_window(history, window_s)
+    if points and all(s.app_bytes_written is not None for _, s in points):
+        return _increase(s.app_bytes_written for _, s in points) or 0
     written = _increase(s.bytes_written or 0 for _, s in points) or 0
     missed = _increase(s.bytes_read_miss or 0 for _, s in points) or 0
     return written + missed
