@@ -145,7 +145,9 @@ impl Datapath {
                 add(&mut e.bytes_read_hit, s.bytes_read_hit);
                 add(&mut e.bytes_read_miss, s.bytes_read_miss);
                 add(&mut e.bytes_written, s.bytes_written);
-                if s.engine.is_some_and(|g| g != lachesis_switch::CacheEngine::Dram) {
+                if s.engine
+                    .is_some_and(|g| g != lachesis_switch::CacheEngine::Dram)
+                {
                     add(&mut e.app_bytes_written, s.app_bytes_written);
                     add(&mut e.flash_bytes_written, s.flash_bytes_written);
                 }
