@@ -1,7 +1,7 @@
 //! Every fuzz target: its name (also its corpus folder, `corpus/<name>/`, and its cargo-fuzz
 //! target), its property, how its seeds are edited and how many cases the suite runs.
 
-use crate::props::{bus, frame, rules_file, switch, traces};
+use crate::props::{bus, frame, kv_protocol, rules_file, switch, traces};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Edits {
@@ -51,6 +51,7 @@ pub const TARGETS: &[Target] = &[
     t("stages", switch::stages, Edits::Json, 500),
     t("rules_file", rules_file::check, Edits::Json, 500),
     t("frame", frame::check, Edits::Bytes, 600),
+    t("kv_protocol", kv_protocol::check, Edits::Bytes, 600),
 ];
 
 /// The target of this name; panics on a name that is not one.

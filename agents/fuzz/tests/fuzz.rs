@@ -45,4 +45,5 @@ targets!(
     stages,
     rules_file,
     frame,
+    kv_protocol,
 );

@@ -196,12 +196,16 @@ pub struct FlashCache {
 }
 
 impl FlashCache {
-    /// Builds the cache `config` asks for on `devices`, at `config.size_bytes`.
+    /// Builds the cache `config` asks for on `devices`, at `config.size_bytes`. With `warm`
+    /// (the regions and index a clean shutdown saved), the cache comes back with its objects
+    /// if it got the very same regions and the index restores; otherwise it starts empty.
+    /// Returns whether it came back warm.
     pub fn build(
         config: &CacheConfig,
         devices: &Devices,
         layout: FlashLayout,
-    ) -> Result<FlashCache, String> {
+        warm: Option<(Vec<u32>, Vec<u8>)>,
+    ) -> Result<(FlashCache, bool), String> {
         let what = |e: String| format!("cache stage {:?}: {e}", config.name);
         let pool = devices.get(config.device.as_deref()).map_err(what)?;
         for p in &config.placement {
@@ -221,8 +225,19 @@ impl FlashCache {
             }),
             space: Space::new(pool),
         };
-        fc.rebuild(config.size_bytes).map_err(what)?;
-        Ok(fc)
+        let warm = fc.rebuild(config.size_bytes, warm).map_err(what)?;
+        Ok((fc, warm))
+    }
+
+    /// The pool regions this cache holds, and its index (the DRAM front written to flash
+    /// first), for a warm restart; `None` when nothing is on flash.
+    pub fn save(&self) -> Result<Option<(Vec<u32>, Vec<u8>)>, String> {
+        self.with_hybrid(|h| {
+            let Some(h) = h else { return Ok(None) };
+            let mut index = Vec::new();
+            h.save(&mut index).map_err(|e| e.to_string())?;
+            Ok(Some((self.space.region_numbers(), index)))
+        })
     }
 
     pub fn config(&self) -> &CacheConfig {
@@ -243,8 +258,9 @@ impl FlashCache {
     }
 
     /// Replaces the engine by an empty one of `bytes` (rounded down to whole regions), taking
-    /// the regions it needs first so a full device changes nothing.
-    fn rebuild(&self, bytes: u64) -> Result<(), String> {
+    /// the regions it needs first so a full device changes nothing; or, with `warm` and the
+    /// same regions, by the saved one. Returns whether it restored.
+    fn rebuild(&self, bytes: u64, warm: Option<(Vec<u32>, Vec<u8>)>) -> Result<bool, String> {
         let n = self.regions_for(bytes);
         let have = self.space.regions();
         let reserved = if n > have {
@@ -268,14 +284,28 @@ impl FlashCache {
         }
         self.space.shrink_to(n);
         if n == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let len = u64::from(n) * self.space.pool().region_bytes();
         let span = self.span(len);
-        span.trim(0, len).map_err(|e| e.to_string())?;
-        e.hybrid = Some(self.hybrid(span, len)?);
+        let restored = warm
+            .filter(|(regions, _)| *regions == self.space.region_numbers())
+            .and_then(|(_, index)| {
+                Hybrid::restore(self.hybrid_config(span.clone(), len), &mut index.as_slice())
+                    .map_err(|err| tracing::info!(stage = self.config.name, "cold start: {err}"))
+                    .ok()
+            });
+        let warm = restored.is_some();
+        e.hybrid = Some(match restored {
+            Some(h) => h,
+            None => {
+                // Nothing of an earlier engine may parse as an object of this one.
+                span.trim(0, len).map_err(|e| e.to_string())?;
+                Hybrid::new(self.hybrid_config(span, len)).map_err(|e| e.to_string())?
+            }
+        });
         e.installed = len;
-        Ok(())
+        Ok(warm)
     }
 
     fn span(&self, len: u64) -> Span {
@@ -286,7 +316,7 @@ impl FlashCache {
         }
     }
 
-    fn hybrid(&self, span: Span, len: u64) -> Result<Hybrid, String> {
+    fn hybrid_config(&self, span: Span, len: u64) -> HybridConfig {
         let c = &self.config;
         let h = |p| PlacementHandle(c.handle(p));
         let mut loc = LocConfig::new(span.clone(), h(EnginePart::Loc));
@@ -296,7 +326,7 @@ impl FlashCache {
             Eviction::Fifo => RegionEviction::Fifo,
         };
         let (klog, kset) = (h(EnginePart::KLog), h(EnginePart::KSet));
-        Hybrid::new(HybridConfig {
+        HybridConfig {
             span,
             flash_bytes: len,
             dram_bytes: self.layout.dram_bytes.unwrap_or(len / 32) as usize,
@@ -309,8 +339,7 @@ impl FlashCache {
                 kc.expected_object_bytes = 200;
                 Ok(Box::new(Kangaroo::new(kc.fit_partitions())?) as Box<dyn Engine>)
             }),
-        })
-        .map_err(|e| e.to_string())
+        }
     }
 
     /// Bytes of flash the engine uses now.
@@ -373,7 +402,8 @@ impl Cache for FlashCache {
     }
 
     fn resize(&self, bytes: u64) -> Result<(), String> {
-        self.rebuild(bytes)
+        self.rebuild(bytes, None)
+            .map(|_| ())
             .map_err(|e| format!("cache stage {:?}: {e}", self.config.name))
     }
 

@@ -21,6 +21,33 @@ pub struct Conn {
     pub upstreams: Upstreams,
     /// Unsent reply bytes past which the connection is closed.
     pub output_bound: usize,
+    /// The socket replies go to, and how much of the reply buffer it has taken.
+    pub stream: Option<Arc<tokio::net::TcpStream>>,
+    pub sent: usize,
+}
+
+impl Conn {
+    /// Writes what the socket takes now of `out` (never waits); false on a socket error.
+    pub fn write_now(&mut self, out: &[u8]) -> bool {
+        let Some(s) = &self.stream else {
+            return true;
+        };
+        while self.sent < out.len() {
+            match s.try_write(&out[self.sent..]) {
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Whether the unsent replies are past the bound even after writing what the socket
+    /// takes: then the connection is closed.
+    pub fn over_bound(&mut self, out: &[u8]) -> bool {
+        out.len() - self.sent > self.output_bound
+            && (!self.write_now(out) || out.len() - self.sent > self.output_bound)
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -93,7 +120,7 @@ pub async fn execute(svc: &Service, conn: &mut Conn, cmd: Command, out: &mut Vec
                     server_error(out, e);
                     return Flow::Continue;
                 }
-                if out.len() > conn.output_bound {
+                if conn.over_bound(out) {
                     return Flow::Overflow;
                 }
             }

@@ -1,13 +1,18 @@
 //! Warm restart: what a clean shutdown leaves in the state dir, and how a start uses it.
 //!
-//! `kv-warm.json` records, per flash cache stage, its config and the span it held (device,
-//! regions), and the next CAS unique. At start the file is read and removed at once, so a
-//! later crash never finds it: after a crash every cache starts empty. A cache stage whose
-//! config and span match its record comes back warm; any other starts empty.
+//! `kv-warm.json` records, per flash cache stage, its config, device and the pool regions it
+//! held, and the next CAS unique; `kv-index-<i>.bin` is that stage's hybrid index
+//! (`lachesis_cache::persist`: DRAM front written to flash first, then the log's and
+//! Kangaroo's DRAM state). A start reads every file and removes it before any cache is
+//! built, so a later crash never finds them: after a crash every cache starts empty. A cache
+//! stage whose config, device and regions match its record and whose index restores comes
+//! back warm; any other starts empty.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use lachesis_cache::persist::IndexFile;
 use lachesis_switch::CacheConfig;
 use serde::{Deserialize, Serialize};
 
@@ -15,11 +20,12 @@ use crate::store::Store;
 
 const FILE: &str = "kv-warm.json";
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Record {
-    config: Option<CacheConfig>,
+    config: CacheConfig,
     device: String,
-    installed: u64,
+    regions: Vec<u32>,
+    index: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -31,15 +37,21 @@ struct State {
 /// What the last clean shutdown left (nothing after a crash or on a first start).
 #[derive(Default)]
 pub struct Warm {
-    state: Option<State>,
+    next_unique: u64,
+    /// By stage name: the record and its index, each handed out at most once.
+    found: Mutex<HashMap<String, (Record, Vec<u8>)>>,
 }
 
 fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
 
+fn index_file(dir: &Path, i: usize) -> String {
+    dir.join(format!("kv-index-{i}.bin")).display().to_string()
+}
+
 impl Warm {
-    /// Reads and removes the state file.
+    /// Reads and removes the state file and the indexes it names.
     pub fn load(dir: Option<&Path>) -> Result<Warm, String> {
         let Some(dir) = dir else {
             return Ok(Warm::default());
@@ -53,36 +65,54 @@ impl Warm {
         };
         std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         // A record that does not parse is a cold start, not a failure to start.
+        let state: State = serde_json::from_str(&text).unwrap_or_default();
+        let mut found = HashMap::new();
+        for r in state.stages {
+            if let Some(index) = IndexFile::new(&r.index).take().map_err(|e| e.to_string())? {
+                found.insert(r.config.name.clone(), (r, index));
+            }
+        }
         Ok(Warm {
-            state: serde_json::from_str(&text).ok(),
+            next_unique: state.next_unique,
+            found: Mutex::new(found),
         })
     }
 
     pub fn next_unique(&self) -> u64 {
-        self.state.as_ref().map_or(0, |s| s.next_unique)
+        self.next_unique
     }
 
-    /// Restores `store`'s engine when a record matches it (until the engines can save and
-    /// restore their index, nothing is restored: every cache starts empty).
-    pub fn restore(&self, _config: &CacheConfig, _store: &Arc<Store>) -> Result<(), String> {
-        Ok(())
+    /// The saved regions and index of the stage `config`, if its record matches it
+    /// (config and device); handed out once.
+    pub fn take(&self, config: &CacheConfig, device: &str) -> Option<(Vec<u32>, Vec<u8>)> {
+        let mut f = self.found.lock().unwrap_or_else(|p| p.into_inner());
+        let (r, index) = f.remove(&config.name)?;
+        (r.config == *config && r.device == device).then_some((r.regions, index))
     }
 }
 
-/// Writes the state file for `stores` (the flash caches).
+/// Writes each flash cache's index and the state file naming them (last, so a state file
+/// is only there when every index it names is whole).
 pub fn save(dir: Option<&Path>, stores: &[Arc<Store>], next_unique: u64) -> Result<(), String> {
     let Some(dir) = dir else {
         return Ok(());
     };
-    let stages = stores
-        .iter()
-        .filter_map(|s| s.cache().flash())
-        .map(|f| Record {
-            config: Some(f.config().clone()),
+    let mut stages = Vec::new();
+    for (i, f) in stores.iter().filter_map(|s| s.cache().flash()).enumerate() {
+        let Some((regions, index)) = f.save()? else {
+            continue;
+        };
+        let file = index_file(dir, i);
+        IndexFile::new(&file)
+            .save(|w| w.write_all(&index).map_err(|e| lachesis_cache::Error::Persist(e.to_string())))
+            .map_err(|e| e.to_string())?;
+        stages.push(Record {
+            config: f.config().clone(),
             device: f.space().pool().name().to_string(),
-            installed: f.installed(),
-        })
-        .collect();
+            regions,
+            index: file,
+        });
+    }
     let state = State {
         next_unique,
         stages,

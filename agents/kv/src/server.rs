@@ -73,6 +73,19 @@ pub async fn serve_listener(
     }
 }
 
+/// Reads and drops what the client has sent and the server will not read (a bounded
+/// amount), so closing does not answer it with a reset that could destroy the last reply
+/// before the client reads it.
+fn discard_pending(stream: &TcpStream) {
+    let mut buf = [0u8; 16 << 10];
+    for _ in 0..64 {
+        match stream.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
 async fn connection(
     stream: TcpStream,
     svc: &Service,
@@ -84,15 +97,17 @@ async fn connection(
         max_item: cfg.max_item,
         max_line: MAX_LINE,
     };
+    let stream = Arc::new(stream);
     let mut conn = Conn {
         port_tenant,
         upstreams: Upstreams::new(cfg.max_item),
         output_bound: cfg.output_bound,
+        stream: Some(stream.clone()),
+        sent: 0,
     };
     let counters = &svc.conns;
     let mut inbuf: Vec<u8> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
-    let mut sent = 0usize;
     // Bytes of a refused value still to skip.
     let mut skip = 0usize;
     // Bytes the command in front needs buffered (its line and value).
@@ -146,7 +161,7 @@ async fn connection(
                     }
                 }
             }
-            if out.len() - sent > cfg.output_bound {
+            if conn.over_bound(&out) {
                 counters.closed_output_bound.fetch_add(1, Relaxed);
                 return;
             }
@@ -156,22 +171,19 @@ async fn connection(
             need = MAX_LINE;
         }
         // Write what the socket takes now.
-        while sent < out.len() {
-            match stream.try_write(&out[sent..]) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(_) => return,
-            }
+        if !conn.write_now(&out) {
+            return;
         }
-        if sent == out.len() {
+        if conn.sent == out.len() {
             out.clear();
-            sent = 0;
+            conn.sent = 0;
             if closing || eof {
+                discard_pending(&stream);
                 return;
             }
         }
         let want_read = !closing && !eof && inbuf.len() < need;
-        let want_write = sent < out.len();
+        let want_write = conn.sent < out.len();
         let interest = match (want_read, want_write) {
             (true, true) => Interest::READABLE | Interest::WRITABLE,
             (true, false) => Interest::READABLE,

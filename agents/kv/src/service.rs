@@ -184,10 +184,14 @@ impl Service {
                 Ok(Stage::Cache(self.store(Arc::new(DramCache::new(c.size_bytes)))))
             }
             StageConfig::Cache(c) => {
-                let fc = FlashCache::build(c, &self.config.devices, self.config.layout.clone())?;
-                let store = self.store(Arc::new(fc));
-                self.warm.restore(c, &store)?;
-                Ok(Stage::Cache(store))
+                let device = self.config.devices.get(c.device.as_deref())?.name().to_string();
+                let warm = self.warm.take(c, &device);
+                let (fc, restored) =
+                    FlashCache::build(c, &self.config.devices, self.config.layout.clone(), warm)?;
+                if restored {
+                    tracing::info!(stage = c.name, "warm restart: the cache came back with its index");
+                }
+                Ok(Stage::Cache(self.store(Arc::new(fc))))
             }
             StageConfig::RateLimit(r) => Ok(Stage::RateLimit(Arc::new(RateLimit::new(r)))),
             StageConfig::Log(l) => Err(format!("log stage {:?} does not apply to KV requests", l.name)),

@@ -272,6 +272,12 @@ impl Space {
         u64::from(self.regions()) * self.pool.region_bytes
     }
 
+    /// The pool's region numbers held, in virtual order (a warm restart checks that a cache
+    /// got the very regions its saved index describes).
+    pub fn region_numbers(&self) -> Vec<u32> {
+        self.lock_map().clone()
+    }
+
     /// Appends the reserved regions (from this space's pool) after the ones held.
     pub fn grow(&self, mut r: Reservation) {
         assert!(

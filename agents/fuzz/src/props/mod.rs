@@ -4,6 +4,7 @@
 
 pub mod bus;
 pub mod frame;
+pub mod kv_protocol;
 pub mod rules_file;
 pub mod switch;
 pub mod traces;
