@@ -261,3 +261,38 @@ fn bad_configurations_are_refused_with_the_field() {
     let e = FairyWren::new(config(small)).err().unwrap().to_string();
     assert!(e.contains("erase units"), "{e}");
 }
+
+#[test]
+fn a_deleted_key_is_not_found_through_a_live_entry_of_the_same_page_and_tag() {
+    let (span, _sim) = device(3);
+    let mut cfg = config(span);
+    cfg.admit_probability = 1.0;
+    let mut fw = FairyWren::new(cfg).unwrap();
+    // Two keys of one set whose 64-bit hashes share the 9 low bits FwLog's index keeps.
+    let sets = u128::from(fw.layout().sets);
+    let place = |k: &[u8]| {
+        let h = lachesis_cache::object::key_hash(k);
+        (((u128::from(h) * sets) >> 64) as u32, h & 511)
+    };
+    let mut seen = HashMap::new();
+    let (a, b) = (0..)
+        .map(|i| format!("twin-{i}").into_bytes())
+        .find_map(|k| seen.insert(place(&k), k.clone()).map(|other| (other, k)))
+        .unwrap();
+    fw.set(&a, b"old value of a").unwrap();
+    fw.set(&b, b"value of b").unwrap();
+    // Fill other sets until the segment holding both is on flash (before any unit is reclaimed).
+    let mut i = 0;
+    while fw.fairywren_stats().log_segment_writes == 0 {
+        let k = format!("filler-{i}").into_bytes();
+        if place(&k).0 != place(&a).0 {
+            fw.set(&k, &[0; 100]).unwrap();
+        }
+        i += 1;
+    }
+    assert_eq!(fw.fairywren_stats().log_eu_erases, 0);
+    assert!(fw.delete(&a).unwrap());
+    // a's dead copy is still in the page b's entry names, under the same tag.
+    assert_eq!(fw.get(&a).unwrap(), None);
+    assert_eq!(fw.get(&b).unwrap().as_deref(), Some(&b"value of b"[..]));
+}
