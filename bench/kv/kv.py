@@ -200,9 +200,9 @@ def throughput(workdir):
                                "--duration", DURATION, "--seed", run + 1)
                 by.setdefault((name, threads), []).append(r)
     med = lambda rs, f: statistics.median(f(r) for r in rs)
-    row("server", "client threads", "ops/s", "get p50 µs", "get p99 µs", "set p50 µs", "set p99 µs",
-        "miss ratio", "ops/s vs memcached")
-    row(*["---"] * 9)
+    row("server", "client threads", "ops/s", "get p50 µs", "get p99 µs", "get p99.9 µs", "get mean µs",
+        "set p50 µs", "set p99 µs", "miss ratio", "ops/s vs memcached")
+    row(*["---"] * 11)
     summary = {}
     for threads in (1, 2):
         base = None
@@ -214,7 +214,8 @@ def throughput(workdir):
             summary[(name, threads)] = ops
             base = ops if name == "memcached" else base
             row(name, threads, f"{ops:,.0f}", f"{med(rs, lambda r: r['get']['p50_us']):.1f}",
-                f"{med(rs, lambda r: r['get']['p99_us']):.1f}", f"{med(rs, lambda r: r['set']['p50_us']):.1f}",
+                f"{med(rs, lambda r: r['get']['p99_us']):.1f}", f"{med(rs, lambda r: r['get']['p999_us']):.0f}",
+                f"{med(rs, lambda r: r['get']['mean_us']):.1f}", f"{med(rs, lambda r: r['set']['p50_us']):.1f}",
                 f"{med(rs, lambda r: r['set']['p99_us']):.1f}", f"{med(rs, lambda r: r['miss_ratio']):.4f}",
                 fmt(ratio(ops, base) if name == "lachesis" else None, ".2f"))
     print()
@@ -315,8 +316,9 @@ def fdp(workdir):
           f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
           f"The same run, one fresh device each: `--handles separate` (each tenant's Kangaroo and "
           f"log on their own handles) vs `--handles shared` (every stream on handle 0).\n")
-    row("handles", "DLWA", "host MiB written", "media MiB written", "ALWA", "miss ratio", "ops/s")
-    row(*["---"] * 7)
+    row("handles", "DLWA", "host MiB written", "media MiB written", "Kangaroo share of flash writes",
+        "ALWA", "miss ratio", "ops/s")
+    row(*["---"] * 8)
     for handles in ("separate", "shared"):
         with lachesis(dram, per_tenant_flash, tenants, device, handles=handles,
                       small_fraction=small, workdir=workdir) as s:
@@ -329,9 +331,11 @@ def fdp(workdir):
         media = sum_delta(r, lach, ":media_bytes", prefix="device:")
         flash_w = sum_delta(r, lach, ":flash_bytes_written", prefix="tenant:")
         app_w = sum_delta(r, lach, ":bytes_written", prefix="tenant:")
+        kangaroo_w = sum_delta(r, lach, ":kangaroo:flash_bytes_written", prefix="stage:")
         r["dlwa"] = ratio(media, host)
         row(handles, fmt(r["dlwa"], ".3f"), fmt(host / MIB if host is not None else None, ",.0f"),
-            fmt(media / MIB if media is not None else None, ",.0f"), fmt(ratio(flash_w, app_w), ".2f"),
+            fmt(media / MIB if media is not None else None, ",.0f"), fmt(ratio(kangaroo_w, flash_w), ".0%"),
+            fmt(ratio(flash_w, app_w), ".2f"),
             f"{r['miss_ratio']:.4f}", f"{r['ops_per_s']:,.0f}")
         try:
             os.unlink(s.device_file)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # KV front end vs memcached, side by side: a real memcached and lachesis-kv driven by the same
 # load generator (lachesis-kvload) with the same workload in the same run. Markdown on stdout,
-# progress on stderr; docs/benchmarks/kv.md holds a copy of one run, the plot goes to
-# docs/benchmarks/kv.png.
+# progress on stderr; docs/benchmarks/kv.md holds a copy of one run, every kvload report of
+# the run goes to docs/benchmarks/kv.json and the plot to docs/benchmarks/kv.png.
 #
 #   bench/kv/run.sh                        # throughput, tiny, fdp (about 15 minutes on 2 cores)
 #   bench/kv/run.sh throughput             # a subset: throughput, tiny, fdp
@@ -35,8 +35,8 @@ echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is 
 echo "- $(memcached -V), $(rustc --version); SCALE=${SCALE:-1} RUNS=${RUNS:-3} DURATION=${DURATION:-10}"
 echo
 KVLOAD="$TARGET/lachesis-kvload" LACHESIS_KV="$TARGET/lachesis-kv" \
-  python3 "$ROOT/bench/kv/kv.py" --json "$out/kv.json" "$@"
+  python3 "$ROOT/bench/kv/kv.py" --json "$ROOT/docs/benchmarks/kv.json" "$@"
 # matplotlib only for the plot, in a throw-away environment.
 "$ROOT/.lachesis/tools/bin/uv" run -q --no-project --python "$ROOT/.lachesis/venv/bin/python" --with matplotlib \
-  python "$ROOT/bench/kv/plot.py" "$out/kv.json" "$ROOT/docs/benchmarks/kv.png"
+  python "$ROOT/bench/kv/plot.py" "$ROOT/docs/benchmarks/kv.json" "$ROOT/docs/benchmarks/kv.png"
 echo "plot: docs/benchmarks/kv.png" >&2
