@@ -36,6 +36,9 @@ def test_footprint_of_a_tenant_written_through_the_mount(datapath) -> None:  # t
         created = api.post("/api/v1/rules", json=rule)
         assert created.status_code == 201, created.text
         cluster.wait_rollout_done(created.json()["rollout_id"], timeout=60)
+        # The stage's first report, before any write: the window holds all its bytes.
+        wait_for("the stage reported", lambda: [h for h in api.get(f"/api/v1/stages/{STAGE}/stats").json()
+                                                if h["host_id"] == HOST and h["reported_at"]])
 
     # 8 MiB written through the stage (write-through: the LOC stores whole blocks) and read
     # back: the stage was given at least those bytes, and its log wrote regions to flash0.
@@ -70,6 +73,11 @@ def test_footprint_of_a_tenant_written_through_the_mount(datapath) -> None:  # t
 
     t, d, cmp = wait_for("the footprint to settle once the agent stopped", settled, timeout=30)
     assert t["engines"] == ["loc"]
+    # The agent reports its engine's own counts: what the LOC was asked to store (keys and the
+    # 8 MiB of blocks) and what it wrote to flash0; the tenant's given bytes are the former.
+    (report,) = [s for s in cluster.agent_messages("telemetry", HOST)[-1]["stages"] if s["name"] == STAGE]
+    assert report["app_bytes_written"] >= len(payload) and report["flash_bytes_written"] > 0, report
+    assert t["given_bytes"] == report["app_bytes_written"]
     assert t["alwa"] == pytest.approx(t["host_bytes"] / t["given_bytes"])
     # The measuring device counts media bytes: the tenant's DLWA and the device's are known.
     assert t["dlwa"] is not None and t["dlwa"] >= 1.0 and d["dlwa"] >= 1.0
