@@ -41,7 +41,9 @@ def bench(seed=1, **flags):
     print("  $ " + " ".join(cmd[1:]), file=sys.stderr)
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     r["writes"] = r["alwa"] * r["dlwa"]
-    r["command"] = "lachesis-cachebench " + " ".join(cmd[1:])
+    # Shown relative to the repository (the shared traces are ../shared/traces from there).
+    shown = " ".join(cmd[1:]).replace(os.path.join(ROOT, ""), "")
+    r["command"] = "lachesis-cachebench " + shown
     return r
 
 

@@ -71,6 +71,10 @@ fn plot(
     plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
         .map_err(|_| "cannot register the font")?;
     let xmax = runs.iter().map(|r| r.x).fold(1.0, f64::max) * 1.1;
+    let ymax = match mode {
+        Mode::Tradeoff => 1.0,
+        Mode::ByEngine => (runs.iter().map(|r| r.y).fold(0.0, f64::max) * 1.15).min(1.0),
+    };
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -78,7 +82,7 @@ fn plot(
         .margin(20)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..xmax, 0f64..1f64)?;
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
     chart
         .configure_mesh()
         .x_desc(match mode {
@@ -110,20 +114,31 @@ type Chart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
-const COLORS: [RGBColor; 3] = [
+const COLORS: [RGBColor; 6] = [
     RGBColor(220, 50, 47),
     RGBColor(133, 153, 0),
     RGBColor(108, 113, 196),
+    RGBColor(38, 139, 210),
+    RGBColor(203, 75, 22),
+    RGBColor(42, 161, 152),
 ];
 
 fn by_engine(chart: &mut Chart, runs: &[Run]) -> Result<(), Box<dyn std::error::Error>> {
-    let mut lines: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    // Label "engine, N MiB": a line per engine through its flash sizes, in size order.
+    let mut lines: std::collections::BTreeMap<&str, Vec<(f64, f64, f64)>> = Default::default();
     for r in runs {
-        let engine = r.label.split(',').next().unwrap_or(&r.label);
-        lines.entry(engine).or_default().push((r.x, r.y));
+        let (engine, size) = r.label.split_once(',').unwrap_or((&r.label, ""));
+        let mib = size
+            .trim()
+            .trim_end_matches("MiB")
+            .trim()
+            .parse()
+            .unwrap_or(r.x);
+        lines.entry(engine).or_default().push((mib, r.x, r.y));
     }
-    for (i, (engine, mut pts)) in lines.into_iter().enumerate() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (i, (engine, mut sized)) in lines.into_iter().enumerate() {
+        sized.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let pts: Vec<(f64, f64)> = sized.iter().map(|p| (p.1, p.2)).collect();
         let c = COLORS[i % COLORS.len()];
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
