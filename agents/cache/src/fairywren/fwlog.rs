@@ -209,7 +209,7 @@ impl FwLog {
     pub fn next_needs(&self) -> Option<u32> {
         let next = (self.overflow.dest + 1) % self.segments;
         let eu = next / self.segs_per_eu;
-        (next % self.segs_per_eu == 0 && self.flashed.front() == Some(&eu)).then_some(eu)
+        (next.is_multiple_of(self.segs_per_eu) && self.flashed.front() == Some(&eu)).then_some(eu)
     }
 
     /// Writes the primary buffer to its segment; the overflow becomes the primary and a new
@@ -223,7 +223,7 @@ impl FwLog {
             self.handle,
         )?;
         self.segment_writes += 1;
-        if (dest + 1) % self.segs_per_eu == 0 {
+        if (dest + 1).is_multiple_of(self.segs_per_eu) {
             self.flashed.push_back(dest / self.segs_per_eu);
         }
         let next = (self.overflow.dest + 1) % self.segments;

@@ -35,7 +35,7 @@ impl Kind {
     pub fn of_owner(owner: u32) -> (u32, Kind) {
         (
             owner / 2,
-            if owner % 2 == 0 {
+            if owner.is_multiple_of(2) {
                 Kind::Hot
             } else {
                 Kind::Cold

@@ -467,7 +467,7 @@ impl FairyWren {
         let mut pages: HashMap<u32, Vec<Option<(u16, Obj)>>> = HashMap::new();
         let mut out = Vec::with_capacity(entries.len());
         for (_, e) in entries {
-            if !pages.contains_key(&e.page) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = pages.entry(e.page) {
                 let bytes: Cow<'_, [u8]> = self.log.read_page(&self.span, slice, e.page)?;
                 let objs = page::parse_klog(&bytes)
                     .objs
@@ -487,7 +487,7 @@ impl FairyWren {
                         })
                     })
                     .collect();
-                pages.insert(e.page, objs);
+                slot.insert(objs);
             }
             let candidates = pages.get_mut(&e.page).expect("inserted above");
             let hit = candidates
