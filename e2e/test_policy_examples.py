@@ -23,7 +23,7 @@ def datapath(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
 
 
 def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Cluster) -> None:
-    assert len(EXAMPLES) == 9
+    assert len(EXAMPLES) == 10
     with datapath.api() as api:
         for example in EXAMPLES:
             applied = api.post("/api/v1/policies", content=example.read_bytes(),

@@ -26,6 +26,13 @@ pub struct OpenDevice {
     measured: Option<MeasuredStatsReader>,
 }
 
+impl OpenDevice {
+    /// The statistics of a measuring device (None for the plain backend).
+    pub fn measured(&self) -> Option<&MeasuredStatsReader> {
+        self.measured.as_ref()
+    }
+}
+
 impl std::fmt::Debug for OpenDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenDevice").field("info", &self.info).finish()

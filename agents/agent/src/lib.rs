@@ -11,6 +11,7 @@ pub mod datapath;
 pub mod detour_link;
 pub mod devices;
 pub mod flow_gate;
+pub mod kv_front;
 pub mod metrics_engine;
 pub mod metrics_exposition;
 pub mod metrics_http;

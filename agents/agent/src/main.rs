@@ -17,6 +17,7 @@ use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::detour_link::RedisLink;
+use lachesis_agent::kv_front::{DataPaths, KvFront, KvTenantPort};
 use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
 use lachesis_fs::detour::Detours;
 use lachesis_fs::stage::Devices;
@@ -148,6 +149,18 @@ struct RunArgs {
     #[arg(long, env = "LACHESIS_AGENT_METRICS_LISTEN", value_name = "ADDR",
           value_parser = lachesis_agent::metrics_http::parse_listen)]
     metrics_listen: Option<std::net::SocketAddr>,
+
+    /// Serve the memcached protocol here (IP:PORT; port 0 picks a free one, logged): the
+    /// key-value front end, its tenants (key-prefix classifiers) and cache stages from desired
+    /// state, on the --device flash. Off unless given.
+    #[arg(long, env = "LACHESIS_AGENT_KV_LISTEN", value_name = "ADDR",
+          value_parser = lachesis_agent::metrics_http::parse_listen)]
+    kv_listen: Option<std::net::SocketAddr>,
+
+    /// With --kv-listen: also listen on PORT (same address) for TENANT alone: every key of a
+    /// connection there is TENANT's, whatever its prefix. Repeatable.
+    #[arg(long = "kv-tenant-port", value_name = "TENANT=PORT", requires = "kv_listen")]
+    kv_tenant_ports: Vec<KvTenantPort>,
 }
 
 fn parse_host_id(s: &str) -> Result<String, String> {
@@ -394,22 +407,44 @@ fn run(args: RunArgs) -> ExitCode {
         if let Some(p) = persisted {
             agent = agent.with_persistence(p);
         }
+        // One region allocator over the devices for both data paths' cache stages.
+        let pools = match Devices::new(
+            devices.iter().map(|d| (d.info.name.clone(), d.shared.clone())).collect(),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: --device: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let curves = Arc::new(DatapathCurves::new(
+            metrics_engine::curve_sizes(),
+            metrics_engine::DEFAULT_SAMPLE_KEYS,
+        ));
+        let kv = match args.kv_listen {
+            None => None,
+            Some(listen) => {
+                let mut config = lachesis_kv::ServiceConfig::new(pools.clone());
+                config.measured = devices
+                    .iter()
+                    .filter_map(|d| Some((d.info.name.clone(), d.measured()?.clone())))
+                    .collect();
+                config.state_dir = state_dir.as_ref().map(|d| d.join("kv"));
+                if config.state_dir.is_none() {
+                    warn!("KV front end without a state dir (--state-dir): its caches start cold after a restart");
+                }
+                match KvFront::start(listen, &args.kv_tenant_ports, config, curves.clone()) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        eprintln!("error: --kv-listen: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+        };
         let datapath = if args.mounts.is_empty() {
             None
         } else {
-            let pools = match Devices::new(
-                devices.iter().map(|d| (d.info.name.clone(), d.shared.clone())).collect(),
-            ) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("error: --device: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let curves = Arc::new(DatapathCurves::new(
-                metrics_engine::curve_sizes(),
-                metrics_engine::DEFAULT_SAMPLE_KEYS,
-            ));
             let tap = curves.clone();
             let observer: IoObserver = Arc::new(move |tenant: &str, file, off, len| {
                 tap.record(tenant, file, off, len)
@@ -427,15 +462,22 @@ fn run(args: RunArgs) -> ExitCode {
                 eprintln!("error: --mount: {e}");
                 return ExitCode::from(2);
             }
-            let reports = dp.clone();
-            telemetry_cfg.stages = Some(Arc::new(move || reports.stage_reports()));
-            telemetry_cfg.datapath_curves = Some(curves);
             Some(dp)
         };
+        let paths = DataPaths::new(datapath.clone(), kv.as_ref().map(|k| k.service().clone()),
+                                   &args.kv_tenant_ports);
+        if datapath.is_some() || kv.is_some() {
+            let (fs, all) = (datapath.clone(), paths.clone());
+            telemetry_cfg.stages = Some(Arc::new(move || {
+                let mut r = fs.as_ref().map(|d| d.stage_reports()).unwrap_or_default();
+                r.extend(all.kv_stage_reports());
+                r
+            }));
+            telemetry_cfg.datapath_curves = Some(curves);
+            agent = agent.with_installer(paths);
+        }
         if let Some(dp) = &datapath {
-            agent = agent
-                .with_flow_control(dp.clone())
-                .with_installer(dp.clone());
+            agent = agent.with_flow_control(dp.clone());
             let deadline = Duration::from_millis(args.detour_deadline_ms);
             let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let (mut applied, g) = (agent.subscribe(), generation.clone());
@@ -484,6 +526,9 @@ fn run(args: RunArgs) -> ExitCode {
         stop.store(true, Ordering::Relaxed);
         if let Some(dp) = datapath {
             let _ = tokio::task::spawn_blocking(move || dp.unmount()).await;
+        }
+        if let Some(kv) = kv {
+            let _ = tokio::task::spawn_blocking(move || kv.stop()).await;
         }
         if let Some(t) = telemetry {
             // Joining detaches the BPF programs and removes the pins (the engine drops).
