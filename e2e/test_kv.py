@@ -7,6 +7,7 @@ warm. Counted polls only."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -127,8 +128,6 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     # ... on its own placement handles (the broker's), which the device measured writes on,
     # and the controller serves the stages' counters as it does the file tenants'.
     state = cluster.redis().get(f"lachesis:agent:{HOST}:desired")
-    import json
-
     shipped = {st["name"]: st for st in json.loads(state)["stages"]}
     handles = {name: {p["handle"] for p in shipped[name]["placement"]} for name in ("kv/sessions", "kv/catalog")}
     assert handles["kv/sessions"] and handles["kv/catalog"], shipped
