@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { HostOut, RolloutOut, RuleOut } from "./api/types";
-import { describeDetours, describeMatch, evaluationOrder, failingChecks, rulesForHost, rulesForTenant, tenantStages } from "./selectors";
+import { describeDetours, describeMatch, evaluationOrder, failingChecks, frontEnd, referenceUnit, rulesForHost, rulesForTenant, tenantStages } from "./selectors";
 
 const rule = (name: string, priority: number, extra: Partial<RuleOut> = {}): RuleOut => ({
   name,
@@ -94,5 +94,18 @@ describe("tenantStages", () => {
     ];
     expect(tenantStages(policies, "a").map((s) => [s.name, s.policy])).toEqual([["cache/a", "p1"], ["shared", "p2"]]);
     expect(tenantStages(policies, "z")).toEqual([]);
+  });
+});
+
+describe("frontEnd", () => {
+  it("is the key-value front end for a tenant classified by key prefix, else the file data path", () => {
+    const kv = { classifiers: [{ kind: "key_prefix" as const, value: "sess:" }] };
+    const files = { classifiers: [{ kind: "cgroup" as const, value: "/sys/fs/cgroup/a" }] };
+    expect(frontEnd(kv)).toBe("kv");
+    expect(frontEnd(files)).toBe("files");
+    expect(frontEnd({ classifiers: [] })).toBe("files");
+    expect(referenceUnit(kv)).toBe("key-value requests");
+    expect(referenceUnit(files)).toBe("4 KiB references");
+    expect(referenceUnit(undefined)).toBe("4 KiB references");
   });
 });

@@ -1,6 +1,20 @@
 // Derived views of API objects that several pages share (rule order, rules per host or
 // tenant, failing checks, descriptions of matches and detours).
-import type { HostOut, RolloutOut, RuleOut } from "./api/types";
+import type { HostOut, RolloutOut, RuleOut, TenantOut } from "./api/types";
+
+/**
+ * Which of an agent's front ends serves a tenant: the key-value front end (memcached protocol)
+ * when a classifier recognises it by key prefix, else the file data path. What the agents
+ * decide by too (docs/operations.md, "Key-value front end").
+ */
+export function frontEnd(tenant: Pick<TenantOut, "classifiers">): "kv" | "files" {
+  return tenant.classifiers.some((c) => c.kind === "key_prefix") ? "kv" : "files";
+}
+
+/** What a tenant's curve counts as references: KV requests, or 4 KiB blocks of file IO. */
+export function referenceUnit(tenant: Pick<TenantOut, "classifiers"> | undefined): string {
+  return tenant && frontEnd(tenant) === "kv" ? "key-value requests" : "4 KiB references";
+}
 
 /** Rules in first-match order: ascending priority, then name (what the agents evaluate). */
 export function evaluationOrder(rules: RuleOut[]): RuleOut[] {

@@ -7,7 +7,7 @@ import { Loaded } from "../components/Loaded";
 import { Table } from "../components/Table";
 import { CurveChart } from "../components/CurveChart";
 import { SeriesChart } from "../components/SeriesChart";
-import { rulesForTenant, tenantStages } from "../selectors";
+import { frontEnd, referenceUnit, rulesForTenant, tenantStages } from "../selectors";
 import { allocationFor, iops, latest, percent, seriesRows, tenantCurve } from "../telemetry";
 import { href } from "../router";
 import { RuleTable } from "./Hosts";
@@ -28,6 +28,12 @@ export function Tenants({ name }: { name?: string }) {
               {list.map((t) => (
                 <li key={t.name} className={t.name === shown ? "current" : ""}>
                   <a href={href({ page: "tenants", name: t.name })}>{t.name}</a>
+                  {frontEnd(t) === "kv" ? (
+                    <span className="muted" data-testid="front-end" title="served by the key-value front end (memcached protocol)">
+                      {" "}
+                      KV
+                    </span>
+                  ) : null}
                 </li>
               ))}
             </ul>
@@ -83,7 +89,7 @@ function AllocationLine({ name }: { name: string }) {
   );
 }
 
-function TenantTelemetryView({ name }: { name: string }) {
+function TenantTelemetryView({ name, unit }: { name: string; unit: string }) {
   const { features } = useSession();
   const telemetry = useTenantTelemetry(name);
   const allocation = allocationFor(useAllocations().data, name);
@@ -102,7 +108,7 @@ function TenantTelemetryView({ name }: { name: string }) {
         <CurveChart curve={tenantCurve(telemetry.data, allocation, stages)} />
         {curve ? (
           <p className="muted" data-testid="curve-source">
-            {curve.policy.toUpperCase()} curve ({curve.algorithm}) over {curve.references.toLocaleString()} 4 KiB references, updated{" "}
+            {curve.policy.toUpperCase()} curve ({curve.algorithm}) over {curve.references.toLocaleString()} {unit}, updated{" "}
             {ago(telemetry.data?.updated_at)}
           </p>
         ) : null}
@@ -144,8 +150,13 @@ function TenantDetail({ name }: { name: string }) {
       {(t) => (
         <div data-testid="tenant-detail">
           <h1>{t.name}</h1>
+          <p className="muted" data-testid="tenant-front-end">
+            {frontEnd(t) === "kv"
+              ? "Served by the key-value front end (memcached protocol), its keys told apart by prefix."
+              : "Served by the file data path."}
+          </p>
           {t.description ? <p>{t.description}</p> : null}
-          <TenantTelemetryView name={t.name} />
+          <TenantTelemetryView name={t.name} unit={referenceUnit(t)} />
           <TenantCacheSection name={t.name} />
           <section>
             <h2>Classifiers</h2>

@@ -62,6 +62,21 @@ describe("tenant page", () => {
     expect(screen.getByTestId("allocation").textContent).toBe("Allocated 16 MiB (expected hit rate 60.0%); proposed 64 MiB (expected hit rate 70.0%)");
   });
 
+  it("marks a key-prefix tenant as the key-value front end's, its curve over requests, in the list and on its page", async () => {
+    signedIn("#/tenants/sessions");
+    const sessions = { ...tenant("sessions"), classifiers: [{ kind: "key_prefix", value: "sess:" }] };
+    const routes = {
+      "/api/v1/tenants": [tenant("analytics"), sessions],
+      "/api/v1/tenants/sessions": sessions,
+      "/api/v1/tenants/sessions/telemetry": { ...TELEMETRY, tenant: "sessions" },
+    };
+    render(wrap(<App />, fakeController({ routes })));
+    expect((await screen.findByTestId("tenant-front-end")).textContent).toMatch(/key-value front end/);
+    expect((await screen.findByTestId("curve-source")).textContent).toMatch(/over 12,300 key-value requests/);
+    const marks = await screen.findAllByTestId("front-end");
+    expect(marks.map((m) => m.closest("li")?.querySelector("a")?.textContent)).toEqual(["sessions"]);
+  });
+
   it("reads endpoints that are not there yet (404) as no data, without an error", async () => {
     signedIn("#/tenants/analytics");
     render(wrap(<App />, fakeController({ routes: { "/api/v1/tenants/analytics": tenant("analytics") } })));
