@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, Kind};
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, HOT};
 use lachesis_cache::{DataSim, Engine, Span};
 use lachesis_device::{BlockDevice, PlacementHandle};
 
@@ -121,6 +121,34 @@ fn matches_a_reference_map_through_log_reclaims_gc_and_resplits() {
 }
 
 #[test]
+fn sets_with_a_three_page_cold_subset_match_the_reference_map() {
+    for seed in 21..=23 {
+        let (span, sim) = device(3);
+        let mut cfg = config(span);
+        cfg.cold_pages = 3;
+        cfg.cold_every = 3;
+        let mut fw = FairyWren::new(cfg).unwrap();
+        let (hits, gets) = model_check(&mut fw, seed, 40_000, 3_000, 300);
+        let s = fw.fairywren_stats();
+        assert!(
+            s.resplits > 0 && s.gc_updates > 0 && s.set_eu_erases > 0,
+            "{s:?}"
+        );
+        assert_eq!(s.emergency_evictions, 0, "{s:?}");
+        assert!(hits > gets / 10, "seed {seed}: {hits} hits of {gets}");
+        // Objects read since they were written went to cold pages.
+        let cold = (0..3_000)
+            .filter(|k| {
+                (1..=3).any(|p| fw.subset_offset(format!("key-{k}").as_bytes(), p).is_some())
+            })
+            .count();
+        assert!(cold > 0);
+        let fdp = sim.lock().unwrap().fdp_statistics();
+        assert_eq!(fdp.media_bytes_written, fdp.host_bytes_written);
+    }
+}
+
+#[test]
 fn tiny_objects_many_keys_and_a_whole_log_pack() {
     let (span, _sim) = device(4);
     let mut fw = FairyWren::new(config(span)).unwrap();
@@ -175,7 +203,7 @@ fn damaged_subsets_and_log_pages_read_as_misses() {
     // Flip a byte of the hot subset holding each of a few keys.
     let mut damaged = Vec::new();
     for k in keys.iter().take(20) {
-        if let Some(off) = fw.subset_offset(k, Kind::Hot) {
+        if let Some(off) = fw.subset_offset(k, HOT) {
             let mut d = sim.lock().unwrap();
             let mut page = vec![0u8; 4096];
             d.read(off, &mut page).unwrap();

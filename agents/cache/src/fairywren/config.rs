@@ -38,6 +38,10 @@ pub struct FairyWrenConfig {
     /// FwLog segment (the unit of the double buffer); 0 is a quarter of the erase unit (but
     /// at least [`MIN_SLICE_PAGES`] pages), so the two buffers hold back half a unit of log.
     pub segment_bytes: u64,
+    /// Pages of each set's cold subset (Table 4: one, 4 KiB hot + 4 KiB cold; §5.4.4: larger
+    /// sets, e.g. 4 KiB hot + 12 KiB cold, need fewer sets for the same flash, so less DRAM
+    /// and more log objects per hot-subset write).
+    pub cold_pages: u32,
     /// Every `cold_every`-th rewrite of a set merges and re-splits its hot and cold subsets
     /// (Table 4: every 5).
     pub cold_every: u8,
@@ -69,6 +73,7 @@ impl FairyWrenConfig {
             op: 0.05,
             slices: 64,
             segment_bytes: 0,
+            cold_pages: 1,
             cold_every: 5,
             threshold: 2,
             admit_probability: 0.9,
@@ -90,6 +95,7 @@ pub struct Layout {
     /// Pages of each segment that belong to one slice.
     pub slice_pages: u32,
     pub sets: u32,
+    pub cold_pages: u32,
     pub buckets_per_slice: u32,
     pub tables_per_slice: u32,
     pub slots_per_table: usize,
@@ -144,9 +150,14 @@ impl Layout {
                 c.admit_probability
             )));
         }
-        if c.slices == 0 || c.cold_every == 0 || c.threshold == 0 || c.expected_object_bytes == 0 {
+        if c.slices == 0
+            || c.cold_every == 0
+            || c.threshold == 0
+            || c.cold_pages == 0
+            || c.expected_object_bytes == 0
+        {
             return Err(bad(
-                "slices, cold_every, threshold and expected_object_bytes must be at least 1".into(),
+                "slices, cold_pages, cold_every, threshold and expected_object_bytes must be at least 1".into(),
             ));
         }
         let eu_pages = eu / page;
@@ -183,12 +194,16 @@ impl Layout {
                 "{log_pages_per_slice} FwLog pages per slice exceed the index's {MAX_PAGES}; use more slices or a smaller log"
             )));
         }
-        // Live subsets (two pages per set at most) must leave `op` of FwSets and the reserve
-        // free.
+        // Live subsets (1 + cold_pages pages per set at most) must leave `op` of FwSets and the
+        // reserve free.
         let set_pages = set_eus * eu_pages;
         let usable = (set_pages as f64 * (1.0 - c.op)) as u64;
         let usable = usable.min((set_eus - u64::from(SETS_RESERVE) - 2) * eu_pages);
-        let sets = u32::try_from(usable / 2).map_err(|_| bad("more than 2^32 sets".into()))?;
+        let pages_per_set = 1 + u64::from(c.cold_pages);
+        let sets = u32::try_from(usable / pages_per_set)
+            .ok()
+            .filter(|s| s.checked_mul(pages_per_set as u32).is_some())
+            .ok_or_else(|| bad("more than 2^32 subset pages".into()))?;
         if sets < slices {
             return Err(bad(format!("{sets} sets for {slices} slices")));
         }
@@ -207,6 +222,7 @@ impl Layout {
             slices,
             slice_pages: slice_pages as u32,
             sets,
+            cold_pages: c.cold_pages,
             buckets_per_slice: buckets,
             tables_per_slice: tables,
             slots_per_table: expected.div_ceil(tables as usize),

@@ -1,6 +1,7 @@
 //! FwSets (§5.3, §5.4.1): the set-associative part, each set split into a hot subset (new and
 //! unpopular objects, rewritten on every update) and a cold subset (objects that were read,
-//! rewritten only every `cold_every`-th update), each one 4 KiB page in the [`Store`].
+//! rewritten only every `cold_every`-th update): one 4 KiB page for the hot subset and
+//! `cold_pages` for the cold one, each page in the [`Store`] on its own.
 //!
 //! DRAM per set: the page of each subset, an update counter, a Bloom filter and RRIParoo hit
 //! bits per subset (as Kangaroo's KSet: the RRIP predictions are on flash with the objects).
@@ -18,30 +19,12 @@ use crate::Result;
 /// Hash functions per key: with about 3 filter bits per object, 2 is the optimum.
 const BLOOM_HASHES: u32 = 2;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Hot = 0,
-    Cold = 1,
-}
+/// The hot subset of a set is its subset 0; subsets `1..=cold_pages` are its cold pages.
+pub const HOT: u32 = 0;
 
-impl Kind {
-    pub const BOTH: [Kind; 2] = [Kind::Hot, Kind::Cold];
-
-    /// The store owner of a subset.
-    pub fn owner(self, set: u32) -> u32 {
-        set * 2 + self as u32
-    }
-
-    pub fn of_owner(owner: u32) -> (u32, Kind) {
-        (
-            owner / 2,
-            if owner.is_multiple_of(2) {
-                Kind::Hot
-            } else {
-                Kind::Cold
-            },
-        )
-    }
+/// The store stream a subset is written to: hot subsets and cold pages fill separate units.
+pub fn stream(sub: u32) -> usize {
+    usize::from(sub != HOT)
 }
 
 /// A subset read back: its objects (RRIP hit bits folded in) and whether it was damaged.
@@ -57,44 +40,56 @@ pub struct Lookup {
 }
 
 pub struct FwSets {
-    /// Page of each subset in the store (`NONE`: empty), indexed by `Kind::owner`.
+    /// Pages per set: the hot one and the cold ones.
+    subsets: u32,
+    /// Page of each subset in the store (`NONE`: empty), indexed by [`FwSets::owner`].
     loc: Vec<u32>,
     /// Updates since the last hot/cold re-split, per set.
     pub updates: Vec<u8>,
-    blooms: [BucketBlooms; 2],
-    hits: [BitTable; 2],
+    /// A Bloom filter and RRIParoo hit bits per subset page.
+    blooms: BucketBlooms,
+    hits: BitTable,
     pub objects: u64,
 }
 
 impl FwSets {
-    pub fn new(sets: u32, bloom_bits: usize, hit_bits: usize) -> FwSets {
-        let n = sets as usize;
-        let bloom = || BucketBlooms::new(n, bloom_bits as u32, BLOOM_HASHES);
+    pub fn new(sets: u32, cold_pages: u32, bloom_bits: usize, hit_bits: usize) -> FwSets {
+        let subsets = 1 + cold_pages;
+        let n = sets as usize * subsets as usize;
         FwSets {
-            loc: vec![NONE; 2 * n],
-            updates: vec![0; n],
-            blooms: [bloom(), bloom()],
-            hits: [BitTable::new(n, hit_bits), BitTable::new(n, hit_bits)],
+            subsets,
+            loc: vec![NONE; n],
+            updates: vec![0; sets as usize],
+            blooms: BucketBlooms::new(n, bloom_bits as u32, BLOOM_HASHES),
+            hits: BitTable::new(n, hit_bits),
             objects: 0,
         }
     }
 
-    pub fn loc(&self, set: u32, kind: Kind) -> u32 {
-        self.loc[kind.owner(set) as usize]
+    pub fn subsets(&self) -> u32 {
+        self.subsets
     }
 
-    pub fn may_contain(&self, set: u32, kind: Kind, h: u64) -> bool {
-        self.loc(set, kind) != NONE && self.blooms[kind as usize].may_contain(set as usize, h)
+    /// The store owner (and the row of the DRAM tables) of a subset page.
+    pub fn owner(&self, set: u32, sub: u32) -> u32 {
+        set * self.subsets + sub
     }
 
-    fn read_page(
-        &self,
-        store: &Store,
-        span: &Span,
-        set: u32,
-        kind: Kind,
-    ) -> Result<Option<Vec<u8>>> {
-        let at = self.loc(set, kind);
+    pub fn of_owner(&self, owner: u32) -> (u32, u32) {
+        (owner / self.subsets, owner % self.subsets)
+    }
+
+    pub fn loc(&self, set: u32, sub: u32) -> u32 {
+        self.loc[self.owner(set, sub) as usize]
+    }
+
+    pub fn may_contain(&self, set: u32, sub: u32, h: u64) -> bool {
+        let row = self.owner(set, sub) as usize;
+        self.loc[row] != NONE && self.blooms.may_contain(row, h)
+    }
+
+    fn read_page(&self, store: &Store, span: &Span, set: u32, sub: u32) -> Result<Option<Vec<u8>>> {
+        let at = self.loc(set, sub);
         if at == NONE {
             return Ok(None);
         }
@@ -109,7 +104,7 @@ impl FwSets {
         store: &Store,
         span: &Span,
         set: u32,
-        kind: Kind,
+        sub: u32,
         h: u64,
         key: &[u8],
     ) -> Result<Lookup> {
@@ -117,17 +112,17 @@ impl FwSets {
             value: None,
             corrupt: false,
         };
-        if !self.may_contain(set, kind, h) {
+        if !self.may_contain(set, sub, h) {
             return Ok(out);
         }
-        let Some(buf) = self.read_page(store, span, set, kind)? else {
+        let Some(buf) = self.read_page(store, span, set, sub)? else {
             return Ok(out);
         };
         match page::find_kset(&buf, key) {
             Ok(Some((i, v))) => {
-                let hits = &mut self.hits[kind as usize];
-                if i < hits.width() {
-                    hits.set(set as usize, i);
+                let row = self.owner(set, sub) as usize;
+                if i < self.hits.width() {
+                    self.hits.set(row, i);
                 }
                 out.value = Some(v.to_vec());
             }
@@ -138,15 +133,15 @@ impl FwSets {
     }
 
     /// Reads a subset with its objects' RRIP predictions, hit bits folded in.
-    pub fn read(&self, store: &Store, span: &Span, set: u32, kind: Kind) -> Result<Subset> {
-        let Some(buf) = self.read_page(store, span, set, kind)? else {
+    pub fn read(&self, store: &Store, span: &Span, set: u32, sub: u32) -> Result<Subset> {
+        let Some(buf) = self.read_page(store, span, set, sub)? else {
             return Ok(Subset {
                 objs: Vec::new(),
                 corrupt: false,
             });
         };
         let parsed = page::parse_kset(&buf);
-        let hits = &self.hits[kind as usize];
+        let (hits, row) = (&self.hits, self.owner(set, sub) as usize);
         let objs = parsed
             .objs
             .iter()
@@ -154,7 +149,7 @@ impl FwSets {
             .map(|(i, o)| Obj {
                 key: o.key.to_vec(),
                 value: o.value.to_vec(),
-                rrip: if i < hits.width() && hits.get(set as usize, i) {
+                rrip: if i < hits.width() && hits.get(row, i) {
                     NEAR
                 } else {
                     parsed.rrip[i]
@@ -175,17 +170,17 @@ impl FwSets {
         store: &mut Store,
         span: &Span,
         set: u32,
-        kind: Kind,
+        sub: u32,
         objs: &[Obj],
         before: usize,
     ) -> Result<usize> {
-        let slot = kind.owner(set) as usize;
+        let slot = self.owner(set, sub) as usize;
         let mut kept = objs;
         let page = if objs.is_empty() {
             NONE
         } else {
             let buf = page::encode_kset(objs);
-            match store.append(span, kind as usize, kind.owner(set), &buf)? {
+            match store.append(span, stream(sub), slot as u32, &buf)? {
                 Some(p) => p,
                 None => {
                     kept = &[];
@@ -197,17 +192,19 @@ impl FwSets {
             store.invalidate(self.loc[slot]);
         }
         self.loc[slot] = page;
-        self.blooms[kind as usize].rebuild(set as usize, kept.iter().map(|o| key_hash(&o.key)));
-        self.hits[kind as usize].clear_row(set as usize);
+        self.blooms
+            .rebuild(slot, kept.iter().map(|o| key_hash(&o.key)));
+        self.hits.clear_row(slot);
         self.objects = self.objects.saturating_sub(before as u64) + kept.len() as u64;
         Ok(objs.len() - kept.len())
     }
 
     /// Forgets a subset whose page was reclaimed without being rewritten.
-    pub fn forget(&mut self, set: u32, kind: Kind, count: usize) {
-        self.loc[kind.owner(set) as usize] = NONE;
-        self.blooms[kind as usize].rebuild(set as usize, std::iter::empty());
-        self.hits[kind as usize].clear_row(set as usize);
+    pub fn forget(&mut self, set: u32, sub: u32, count: usize) {
+        let slot = self.owner(set, sub) as usize;
+        self.loc[slot] = NONE;
+        self.blooms.rebuild(slot, std::iter::empty());
+        self.hits.clear_row(slot);
         self.objects = self.objects.saturating_sub(count as u64);
     }
 
@@ -215,8 +212,8 @@ impl FwSets {
     pub fn dram_bytes(&self) -> (usize, usize, usize) {
         (
             self.loc.capacity() * 4 + self.updates.capacity(),
-            self.blooms.iter().map(BucketBlooms::bytes).sum(),
-            self.hits.iter().map(BitTable::dram_bytes).sum(),
+            self.blooms.bytes(),
+            self.hits.dram_bytes(),
         )
     }
 }

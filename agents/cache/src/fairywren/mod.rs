@@ -31,7 +31,7 @@ mod fwsets;
 pub mod store;
 
 pub use config::{FairyWrenConfig, Layout, SETS_RESERVE};
-pub use fwsets::Kind;
+pub use fwsets::HOT;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -103,7 +103,7 @@ impl DramBreakdown {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Why {
     /// Garbage collection moves this subset out of the unit being reclaimed.
-    Gc(Kind),
+    Gc(u32),
     /// FwLog reclaims the unit holding some of this set's objects.
     Log,
     /// Keys must go (delete, a replaced copy that cannot be told apart on flash).
@@ -165,7 +165,12 @@ impl FairyWren {
                 layout.eu_pages,
                 vec![config.hot_handle, config.cold_handle],
             ),
-            sets: FwSets::new(layout.sets, layout.bloom_bits, layout.hit_bits),
+            sets: FwSets::new(
+                layout.sets,
+                layout.cold_pages,
+                layout.bloom_bits,
+                layout.hit_bits,
+            ),
             preflash: PreFlash::new(config.admit_probability, config.seed),
             cold_every: config.cold_every,
             threshold: config.threshold,
@@ -208,10 +213,10 @@ impl FairyWren {
         }
     }
 
-    /// Offset within the span of the page holding a subset of `key`'s set, if it has one:
-    /// for tests that damage flash.
-    pub fn subset_offset(&self, key: &[u8], kind: Kind) -> Option<u64> {
-        let at = self.sets.loc(self.locate(key).set, kind);
+    /// Offset within the span of the page holding subset `sub` ([`HOT`], or cold page
+    /// `1..=cold_pages`) of `key`'s set, if it has one: for tests that damage flash.
+    pub fn subset_offset(&self, key: &[u8], sub: u32) -> Option<u64> {
+        let at = self.sets.loc(self.locate(key).set, sub);
         (at != store::NONE).then(|| {
             u64::from(self.layout.log_eus) * self.layout.eu_bytes() + u64::from(at) * PAGE as u64
         })
@@ -300,11 +305,11 @@ impl FairyWren {
     /// Removes `key` from its set if it is there; returns whether it was.
     fn sets_remove(&mut self, loc: Loc, key: &[u8]) -> Result<bool> {
         let mut present = false;
-        for kind in Kind::BOTH {
-            if self.sets.may_contain(loc.set, kind, loc.h) {
+        for sub in 0..self.sets.subsets() {
+            if self.sets.may_contain(loc.set, sub, loc.h) {
                 let l = self
                     .sets
-                    .lookup(&self.store, &self.span, loc.set, kind, loc.h, key)?;
+                    .lookup(&self.store, &self.span, loc.set, sub, loc.h, key)?;
                 present |= l.value.is_some() || l.corrupt;
             }
         }
@@ -394,11 +399,11 @@ impl FairyWren {
                 continue;
             }
             let h = key_hash(&o.key);
-            for kind in Kind::BOTH {
-                if self.sets.may_contain(set, kind, h) {
+            for sub in 0..self.sets.subsets() {
+                if self.sets.may_contain(set, sub, h) {
                     let l = self
                         .sets
-                        .lookup(&self.store, &self.span, set, kind, h, &o.key)?;
+                        .lookup(&self.store, &self.span, set, sub, h, &o.key)?;
                     if l.value.is_some() || l.corrupt {
                         return Ok(false);
                     }
@@ -442,14 +447,14 @@ impl FairyWren {
             rounds += 1;
             let Some(eu) = self.store.victim() else { break };
             for (page, owner) in self.store.live_pages(eu) {
-                let (set, kind) = Kind::of_owner(owner);
-                if self.store.owner(page) == owner && self.sets.loc(set, kind) == page {
-                    self.update(set, Why::Gc(kind), &[])?;
+                let (set, sub) = self.sets.of_owner(owner);
+                if self.store.owner(page) == owner && self.sets.loc(set, sub) == page {
+                    self.update(set, Why::Gc(sub), &[])?;
                 }
             }
             for owner in self.store.erase(&self.span, eu)? {
-                let (set, kind) = Kind::of_owner(owner);
-                self.sets.forget(set, kind, 0);
+                let (set, sub) = self.sets.of_owner(owner);
+                self.sets.forget(set, sub, 0);
             }
         }
         Ok(())
@@ -508,7 +513,7 @@ impl FairyWren {
         let (slice, bucket) = self.slice_bucket(set);
         // Moving a cold subset packs nothing: that would add a hot page to a collection that
         // must free more than it writes.
-        let entries = if why == Why::Gc(Kind::Cold) {
+        let entries = if matches!(why, Why::Gc(sub) if sub != HOT) {
             Vec::new()
         } else {
             self.index.bucket(slice, bucket)
@@ -544,50 +549,57 @@ impl FairyWren {
                 || drop_tags.contains(&tag_of(key_hash(&o.key)))
                 || incoming.iter().any(|i| i.key == o.key)
         };
-        let hot = self.sets.read(&self.store, &self.span, set, Kind::Hot)?;
-        let cold = self.sets.read(&self.store, &self.span, set, Kind::Cold)?;
-        let (hot_before, cold_before) = (hot.objs.len(), cold.objs.len());
-        let hot_objs: Vec<Obj> = hot.objs.into_iter().filter(|o| !goes(o)).collect();
-        let cold_objs: Vec<Obj> = cold.objs.into_iter().filter(|o| !goes(o)).collect();
-        let hot_changed = hot_objs.len() != hot_before || hot.corrupt;
-        let cold_changed = cold_objs.len() != cold_before || cold.corrupt;
+        // Subset 0 is the hot one, the others the cold pages.
+        let mut pages = Vec::with_capacity(self.sets.subsets() as usize);
+        for sub in 0..self.sets.subsets() {
+            let read = self.sets.read(&self.store, &self.span, set, sub)?;
+            let before = read.objs.len();
+            let kept: Vec<Obj> = read.objs.into_iter().filter(|o| !goes(o)).collect();
+            let changed = kept.len() != before || read.corrupt;
+            pages.push((kept, before, changed));
+        }
 
         let n = &mut self.sets.updates[set as usize];
         *n = n.saturating_add(1);
         // Not during garbage collection, which must free more than it writes: the re-split
         // waits for the set's next update from FwLog.
         let resplit = *n >= self.cold_every && !matches!(why, Why::Gc(_));
-        let (new_hot, new_cold, evicted) = if resplit {
+        let mut writes: Vec<(u32, Vec<Obj>, usize)> = Vec::new();
+        let evicted = if resplit {
             *n = 0;
             self.f.resplits += 1;
-            resplit_subsets(hot_objs, cold_objs, incoming)
+            let before: Vec<usize> = pages.iter().map(|p| p.1).collect();
+            let mut it = pages.into_iter().map(|p| p.0);
+            let hot = it.next().unwrap_or_default();
+            let (new_hot, cold, evicted) =
+                resplit_subsets(hot, it.flatten().collect(), incoming, before.len() - 1);
+            writes.push((HOT, new_hot, before[0]));
+            for (i, c) in cold.into_iter().enumerate() {
+                writes.push((i as u32 + 1, c, before[i + 1]));
+            }
+            evicted
         } else {
             let had_incoming = !incoming.is_empty();
-            let (keep, evicted) = rrip::merge(hot_objs, incoming);
-            let write_hot = had_incoming || hot_changed || why == Why::Gc(Kind::Hot);
-            let write_cold = cold_changed || why == Why::Gc(Kind::Cold);
-            (
-                write_hot.then_some(keep),
-                write_cold.then_some(cold_objs),
-                evicted,
-            )
+            let mut it = pages.into_iter().enumerate();
+            let (_, (hot, hot_before, hot_changed)) = it.next().expect("the hot subset");
+            let (keep, evicted) = rrip::merge(hot, incoming);
+            if had_incoming || hot_changed || why == Why::Gc(HOT) {
+                writes.push((HOT, keep, hot_before));
+            }
+            for (sub, (cold, before, changed)) in it {
+                let sub = sub as u32;
+                if changed || why == Why::Gc(sub) {
+                    writes.push((sub, cold, before));
+                }
+            }
+            evicted
         };
         self.stats.evictions += evicted as u64;
-        if let Some(h) = new_hot {
+        for (sub, objs, before) in writes {
             self.f.emergency_evictions +=
                 self.sets
-                    .write(&mut self.store, &self.span, set, Kind::Hot, &h, hot_before)?
+                    .write(&mut self.store, &self.span, set, sub, &objs, before)?
                     as u64;
-        }
-        if let Some(c) = new_cold {
-            self.f.emergency_evictions += self.sets.write(
-                &mut self.store,
-                &self.span,
-                set,
-                Kind::Cold,
-                &c,
-                cold_before,
-            )? as u64;
         }
         Ok(())
     }
@@ -601,7 +613,8 @@ fn resplit_subsets(
     hot: Vec<Obj>,
     cold: Vec<Obj>,
     incoming: Vec<Obj>,
-) -> (Option<Vec<Obj>>, Option<Vec<Obj>>, usize) {
+    cold_pages: usize,
+) -> (Vec<Obj>, Vec<Vec<Obj>>, usize) {
     let mut pool: Vec<Obj> = hot;
     pool.extend(cold.into_iter().map(|mut o| {
         if o.rrip != NEAR {
@@ -610,20 +623,24 @@ fn resplit_subsets(
         o
     }));
     pool.sort_by_key(|o| o.rrip);
-    let mut cold_out = Vec::new();
+    let mut cold_out: Vec<Vec<Obj>> = vec![Vec::new(); cold_pages];
+    let mut used = vec![0; cold_pages];
     let mut rest = Vec::new();
-    let mut used = 0;
     for o in pool {
         let c = o.kset_cost();
-        if o.rrip < LONG && used + c <= SET_CAPACITY {
-            used += c;
-            cold_out.push(o);
-        } else {
-            rest.push(o);
+        let page = (o.rrip < LONG)
+            .then(|| used.iter().position(|&u| u + c <= SET_CAPACITY))
+            .flatten();
+        match page {
+            Some(p) => {
+                used[p] += c;
+                cold_out[p].push(o);
+            }
+            None => rest.push(o),
         }
     }
     let (hot_out, evicted) = rrip::merge(rest, incoming);
-    (Some(hot_out), Some(cold_out), evicted)
+    (hot_out, cold_out, evicted)
 }
 
 impl Engine for FairyWren {
@@ -642,10 +659,10 @@ impl Engine for FairyWren {
             self.stats.corrupt_reads += 1;
             return Ok(None);
         }
-        for kind in Kind::BOTH {
+        for sub in 0..self.sets.subsets() {
             let l = self
                 .sets
-                .lookup(&self.store, &self.span, loc.set, kind, loc.h, key)?;
+                .lookup(&self.store, &self.span, loc.set, sub, loc.h, key)?;
             if l.corrupt {
                 // A subset damaged where the key would be: it holds the key at most there.
                 self.stats.corrupt_reads += 1;

@@ -106,6 +106,9 @@ pub struct Args {
     /// makes room (threshold admission).
     #[arg(long, default_value_t = 2)]
     pub threshold: u32,
+    /// FairyWREN: 4 KiB pages of each set's cold subset (the hot one is one page).
+    #[arg(long, default_value_t = 1)]
+    pub cold_pages: u32,
     /// FairyWREN: every n-th update of a set re-splits its hot and cold subsets.
     #[arg(long, default_value_t = 5)]
     pub cold_every: u8,
@@ -141,8 +144,10 @@ impl Args {
         frac("delete-ratio", self.delete_ratio, 0.0, 1.0)?;
         frac("small-fraction", self.small_fraction, 0.0, 0.9)?;
         frac("log-fraction", self.log_fraction, 0.001, 0.5)?;
-        if self.threshold == 0 || self.cold_every == 0 {
-            return Err("--threshold and --cold-every must be at least 1".into());
+        if self.threshold == 0 || self.cold_every == 0 || !(1..=15).contains(&self.cold_pages) {
+            return Err(
+                "--threshold and --cold-every must be at least 1, --cold-pages 1 to 15".into(),
+            );
         }
         if self.flash_mib == 0 || self.flash_mib > 16 << 10 {
             return Err(format!("--flash-mib {}: must be 1..=16384", self.flash_mib));

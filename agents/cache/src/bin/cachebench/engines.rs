@@ -134,6 +134,7 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
             config.log_fraction = args.log_fraction;
             config.threshold = args.threshold;
             config.cold_every = args.cold_every;
+            config.cold_pages = args.cold_pages;
             Box::new(FairyWren::new(config)?)
         }
         EngineKind::Hybrid => {
