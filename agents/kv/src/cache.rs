@@ -185,14 +185,30 @@ struct Engines {
     retired: EngineStats,
     retired_small: EngineStats,
     retired_loc: EngineStats,
+    /// Saved for a warm restart: the cache serves nothing more and keeps its regions.
+    saved: bool,
 }
 
-/// A cache stage of a KV tenant. Field order: the engine is dropped before its regions.
+/// A cache stage of a KV tenant.
 pub struct FlashCache {
     config: CacheConfig,
     layout: FlashLayout,
     engines: RwLock<Engines>,
-    space: Space,
+    /// Always `Some` until dropped: then, after a [`FlashCache::save`], the regions are kept
+    /// as they are (not trimmed back into the pool), for the next start to restore.
+    space: Option<Space>,
+}
+
+impl Drop for FlashCache {
+    fn drop(&mut self) {
+        let e = self.engines.get_mut().unwrap_or_else(|p| p.into_inner());
+        let saved = e.saved;
+        // The engine goes before its regions.
+        e.hybrid = None;
+        if saved {
+            std::mem::forget(self.space.take());
+        }
+    }
 }
 
 impl FlashCache {
@@ -222,22 +238,28 @@ impl FlashCache {
                 retired: EngineStats::default(),
                 retired_small: EngineStats::default(),
                 retired_loc: EngineStats::default(),
+                saved: false,
             }),
-            space: Space::new(pool),
+            space: Some(Space::new(pool)),
         };
         let warm = fc.rebuild(config.size_bytes, warm).map_err(what)?;
         Ok((fc, warm))
     }
 
     /// The pool regions this cache holds, and its index (the DRAM front written to flash
-    /// first), for a warm restart; `None` when nothing is on flash.
+    /// first), for a warm restart; `None` when nothing is on flash. From then on the cache
+    /// serves nothing (a later write would make the index stale) and, dropped, leaves its
+    /// regions as they are.
     pub fn save(&self) -> Result<Option<(Vec<u32>, Vec<u8>)>, String> {
-        self.with_hybrid(|h| {
-            let Some(h) = h else { return Ok(None) };
-            let mut index = Vec::new();
-            h.save(&mut index).map_err(|e| e.to_string())?;
-            Ok(Some((self.space.region_numbers(), index)))
-        })
+        let mut e = self.engines.write().unwrap_or_else(|p| p.into_inner());
+        let Some(h) = e.hybrid.take() else {
+            return Ok(None);
+        };
+        let mut index = Vec::new();
+        h.save(&mut index).map_err(|e| e.to_string())?;
+        drop(h);
+        e.saved = true;
+        Ok(Some((self.space().region_numbers(), index)))
     }
 
     pub fn config(&self) -> &CacheConfig {
@@ -245,11 +267,13 @@ impl FlashCache {
     }
 
     pub fn space(&self) -> &Space {
-        &self.space
+        self.space
+            .as_ref()
+            .expect("a cache has its space until dropped")
     }
 
     fn regions_for(&self, bytes: u64) -> u32 {
-        let n = u32::try_from(bytes / self.space.pool().region_bytes()).unwrap_or(u32::MAX);
+        let n = u32::try_from(bytes / self.space().pool().region_bytes()).unwrap_or(u32::MAX);
         if n < MIN_REGIONS {
             0
         } else {
@@ -262,9 +286,9 @@ impl FlashCache {
     /// same regions, by the saved one. Returns whether it restored.
     fn rebuild(&self, bytes: u64, warm: Option<(Vec<u32>, Vec<u8>)>) -> Result<bool, String> {
         let n = self.regions_for(bytes);
-        let have = self.space.regions();
+        let have = self.space().regions();
         let reserved = if n > have {
-            Some(self.space.pool().reserve(n - have)?)
+            Some(self.space().pool().reserve(n - have)?)
         } else {
             None
         };
@@ -275,21 +299,24 @@ impl FlashCache {
                 objects: 0,
                 ..old.stats()
             };
-            e.retired_small += &EngineStats { objects: 0, ..small };
+            e.retired_small += &EngineStats {
+                objects: 0,
+                ..small
+            };
             e.retired_loc += &EngineStats { objects: 0, ..loc };
         }
         e.installed = 0;
         if let Some(r) = reserved {
-            self.space.grow(r);
+            self.space().grow(r);
         }
-        self.space.shrink_to(n);
+        self.space().shrink_to(n);
         if n == 0 {
             return Ok(false);
         }
-        let len = u64::from(n) * self.space.pool().region_bytes();
+        let len = u64::from(n) * self.space().pool().region_bytes();
         let span = self.span(len);
         let restored = warm
-            .filter(|(regions, _)| *regions == self.space.region_numbers())
+            .filter(|(regions, _)| *regions == self.space().region_numbers())
             .and_then(|(_, index)| {
                 Hybrid::restore(self.hybrid_config(span.clone(), len), &mut index.as_slice())
                     .map_err(|err| tracing::info!(stage = self.config.name, "cold start: {err}"))
@@ -310,7 +337,7 @@ impl FlashCache {
 
     fn span(&self, len: u64) -> Span {
         Span {
-            device: self.space.device(),
+            device: self.space().device(),
             offset: 0,
             len,
         }
@@ -320,7 +347,7 @@ impl FlashCache {
         let c = &self.config;
         let h = |p| PlacementHandle(c.handle(p));
         let mut loc = LocConfig::new(span.clone(), h(EnginePart::Loc));
-        loc.region_bytes = self.space.pool().region_bytes();
+        loc.region_bytes = self.space().pool().region_bytes();
         loc.eviction = match c.eviction {
             Eviction::Lru => RegionEviction::Lru,
             Eviction::Fifo => RegionEviction::Fifo,
@@ -344,7 +371,10 @@ impl FlashCache {
 
     /// Bytes of flash the engine uses now.
     pub fn installed(&self) -> u64 {
-        self.engines.read().unwrap_or_else(|p| p.into_inner()).installed
+        self.engines
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .installed
     }
 
     /// Runs `f` on the hybrid (none when nothing is installed).
@@ -378,8 +408,11 @@ impl Cache for FlashCache {
 
     fn stats(&self) -> CacheStats {
         let e = self.engines.read().unwrap_or_else(|p| p.into_inner());
-        let (mut total, mut small, mut loc) =
-            (e.retired.clone(), e.retired_small.clone(), e.retired_loc.clone());
+        let (mut total, mut small, mut loc) = (
+            e.retired.clone(),
+            e.retired_small.clone(),
+            e.retired_loc.clone(),
+        );
         let mut dram = 0;
         if let Some(h) = &e.hybrid {
             total += &h.stats();
@@ -397,7 +430,7 @@ impl Cache for FlashCache {
             ],
             flash_bytes: e.installed,
             dram_bytes: dram,
-            device: Some(self.space.pool().name().to_string()),
+            device: Some(self.space().pool().name().to_string()),
         }
     }
 

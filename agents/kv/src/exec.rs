@@ -126,14 +126,19 @@ pub async fn execute(svc: &Service, conn: &mut Conn, cmd: Command, out: &mut Vec
             }
             out.extend_from_slice(reply::END.as_bytes());
         }
-        Command::Store { .. } | Command::Delete { .. } | Command::Touch { .. } | Command::Arith { .. } => {
+        Command::Store { .. }
+        | Command::Delete { .. }
+        | Command::Touch { .. }
+        | Command::Arith { .. } => {
             let noreply = cmd.noreply();
             let mut line = Vec::new();
             if let Err(e) = keyed(svc, conn, &cmd, &mut line).await {
                 server_error(&mut line, e);
             }
             // noreply silences success and failure lines alike, not errors (as memcached).
-            let error = line.starts_with(b"CLIENT_ERROR") || line.starts_with(b"SERVER_ERROR") || line.starts_with(b"ERROR");
+            let error = line.starts_with(b"CLIENT_ERROR")
+                || line.starts_with(b"SERVER_ERROR")
+                || line.starts_with(b"ERROR");
             if !noreply || error {
                 out.extend_from_slice(&line);
             }
@@ -205,7 +210,9 @@ async fn get_one(
         Some(t) => store.get_and_touch(&key, t)?,
         None => store.get(&key)?,
     };
-    let bytes = item.as_ref().map_or(0, |i| (key.len() + i.data.len()) as u64);
+    let bytes = item
+        .as_ref()
+        .map_or(0, |i| (key.len() + i.data.len()) as u64);
     svc.observe(&r.tenant, &key, bytes, KvOp::Get, item.is_some());
     if let Some(i) = item {
         r.counters.hits.fetch_add(1, Relaxed);
@@ -217,7 +224,9 @@ async fn get_one(
 /// The single-key commands other than get; `line` gets the reply.
 async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>) -> R<()> {
     let (key, op) = match cmd {
-        Command::Store { key, .. } | Command::Touch { key, .. } | Command::Arith { key, .. } => (key, Op::Write),
+        Command::Store { key, .. } | Command::Touch { key, .. } | Command::Arith { key, .. } => {
+            (key, Op::Write)
+        }
         Command::Delete { key, .. } => (key, Op::Delete),
         _ => unreachable!("keyed commands only"),
     };
@@ -243,7 +252,14 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
     };
     let text = |s: &'static str| s.as_bytes();
     match cmd {
-        Command::Store { mode, key, flags, exptime, data, .. } => {
+        Command::Store {
+            mode,
+            key,
+            flags,
+            exptime,
+            data,
+            ..
+        } => {
             limit(&r, key.len() + data.len()).await;
             r.counters.sets.fetch_add(1, Relaxed);
             let bytes = (key.len() + data.len()) as u64;
@@ -261,7 +277,13 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
             limit(&r, key.len()).await;
             r.counters.deletes.fetch_add(1, Relaxed);
             let res = store.delete(key, None)?;
-            svc.observe(&r.tenant, key, key.len() as u64, KvOp::Delete, res == Deleted::Deleted);
+            svc.observe(
+                &r.tenant,
+                key,
+                key.len() as u64,
+                KvOp::Delete,
+                res == Deleted::Deleted,
+            );
             line.extend_from_slice(text(if res == Deleted::Deleted {
                 reply::DELETED
             } else {
@@ -276,7 +298,9 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
                 reply::NOT_FOUND
             }));
         }
-        Command::Arith { incr, key, delta, .. } => {
+        Command::Arith {
+            incr, key, delta, ..
+        } => {
             limit(&r, key.len()).await;
             match store.arith(key, *incr, *delta)?.0 {
                 Arith::NotFound => line.extend_from_slice(text(reply::NOT_FOUND)),
@@ -367,7 +391,9 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 Some(t) => store.get_and_touch(&m.key, t)?,
                 None => store.get(&m.key)?,
             };
-            let bytes = item.as_ref().map_or(0, |i| (m.key.len() + i.data.len()) as u64);
+            let bytes = item
+                .as_ref()
+                .map_or(0, |i| (m.key.len() + i.data.len()) as u64);
             svc.observe(&r.tenant, &m.key, bytes, KvOp::Get, item.is_some());
             let Some(i) = item else {
                 if !quiet {
@@ -386,7 +412,11 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
             }
         }
         MetaKind::Set => {
-            let (ttl, flags, compare) = match (m.number::<i64>(b'T'), m.number::<u32>(b'F'), m.number::<u64>(b'C')) {
+            let (ttl, flags, compare) = match (
+                m.number::<i64>(b'T'),
+                m.number::<u32>(b'F'),
+                m.number::<u64>(b'C'),
+            ) {
                 (Ok(t), Ok(f), Ok(c)) => (t.unwrap_or(0), f.unwrap_or(0), c),
                 _ => return Ok(bad(out, reply::BAD_TOKEN)),
             };
@@ -422,7 +452,13 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
             limit(&r, m.key.len()).await;
             r.counters.deletes.fetch_add(1, Relaxed);
             let res = store.delete(&m.key, compare)?;
-            svc.observe(&r.tenant, &m.key, m.key.len() as u64, KvOp::Delete, res == Deleted::Deleted);
+            svc.observe(
+                &r.tenant,
+                &m.key,
+                m.key.len() as u64,
+                KvOp::Delete,
+                res == Deleted::Deleted,
+            );
             let code = match res {
                 Deleted::Deleted if quiet => return Ok(()),
                 Deleted::Deleted => "HD",

@@ -85,8 +85,15 @@ mod tests {
         assert_eq!(deadline(0, now), Some(0));
         assert_eq!(deadline(-1, now), None);
         assert_eq!(deadline(10, now), Some(now + 10));
-        assert_eq!(deadline(REALTIME_MAXDELTA, now), Some(now + REALTIME_MAXDELTA as u64));
-        assert_eq!(deadline(REALTIME_MAXDELTA + 1, now), None, "an absolute time long past");
+        assert_eq!(
+            deadline(REALTIME_MAXDELTA, now),
+            Some(now + REALTIME_MAXDELTA as u64)
+        );
+        assert_eq!(
+            deadline(REALTIME_MAXDELTA + 1, now),
+            None,
+            "an absolute time long past"
+        );
         assert_eq!(deadline(now as i64 + 5, now), Some(now + 5));
     }
 }

@@ -65,7 +65,10 @@ impl Warm {
         };
         std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         // A record that does not parse is a cold start, not a failure to start.
-        let state: State = serde_json::from_str(&text).unwrap_or_default();
+        let state: State = serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::warn!("{}: {e}; every cache starts empty", p.display());
+            State::default()
+        });
         let mut found = HashMap::new();
         for r in state.stages {
             if let Some(index) = IndexFile::new(&r.index).take().map_err(|e| e.to_string())? {
@@ -104,7 +107,10 @@ pub fn save(dir: Option<&Path>, stores: &[Arc<Store>], next_unique: u64) -> Resu
         };
         let file = index_file(dir, i);
         IndexFile::new(&file)
-            .save(|w| w.write_all(&index).map_err(|e| lachesis_cache::Error::Persist(e.to_string())))
+            .save(|w| {
+                w.write_all(&index)
+                    .map_err(|e| lachesis_cache::Error::Persist(e.to_string()))
+            })
             .map_err(|e| e.to_string())?;
         stages.push(Record {
             config: f.config().clone(),

@@ -24,7 +24,11 @@ pub const MAX_LINE: usize = 64 << 10;
 const READ_CHUNK: usize = 64 << 10;
 
 /// Serves `listen` until `shutdown` turns true (or its sender is dropped).
-pub async fn serve(listen: SocketAddr, service: Arc<Service>, shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
+pub async fn serve(
+    listen: SocketAddr,
+    service: Arc<Service>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
     let l = TcpListener::bind(listen).await?;
     serve_listener(l, service, shutdown).await
 }
@@ -151,7 +155,12 @@ async fn connection(
                         closing = true;
                     }
                 }
-                Parse::Swallow { reply, used, skip: s, unlink } => {
+                Parse::Swallow {
+                    reply,
+                    used,
+                    skip: s,
+                    unlink,
+                } => {
                     counters.bad_commands.fetch_add(1, Relaxed);
                     out.extend_from_slice(reply.as_bytes());
                     pos += used;
@@ -200,7 +209,11 @@ async fn connection(
             }
         };
         if want_read && ready.is_readable() {
-            let room = if skip > 0 { READ_CHUNK } else { (need - inbuf.len()).min(READ_CHUNK) };
+            let room = if skip > 0 {
+                READ_CHUNK
+            } else {
+                (need - inbuf.len()).min(READ_CHUNK)
+            };
             match stream.try_read(&mut chunk[..room]) {
                 Ok(0) => eof = true,
                 Ok(n) => {

@@ -159,7 +159,10 @@ impl Service {
     }
 
     pub(crate) fn routing(&self) -> Arc<Routing> {
-        self.routing.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.routing
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn counters_of(&self, tenant: &str) -> Arc<Counters> {
@@ -180,21 +183,32 @@ impl Service {
 
     fn build_stage(&self, config: &StageConfig) -> Result<Stage, String> {
         match config {
-            StageConfig::Cache(c) if c.engine == CacheEngine::Dram => {
-                Ok(Stage::Cache(self.store(Arc::new(DramCache::new(c.size_bytes)))))
-            }
+            StageConfig::Cache(c) if c.engine == CacheEngine::Dram => Ok(Stage::Cache(
+                self.store(Arc::new(DramCache::new(c.size_bytes))),
+            )),
             StageConfig::Cache(c) => {
-                let device = self.config.devices.get(c.device.as_deref())?.name().to_string();
+                let device = self
+                    .config
+                    .devices
+                    .get(c.device.as_deref())?
+                    .name()
+                    .to_string();
                 let warm = self.warm.take(c, &device);
                 let (fc, restored) =
                     FlashCache::build(c, &self.config.devices, self.config.layout.clone(), warm)?;
                 if restored {
-                    tracing::info!(stage = c.name, "warm restart: the cache came back with its index");
+                    tracing::info!(
+                        stage = c.name,
+                        "warm restart: the cache came back with its index"
+                    );
                 }
                 Ok(Stage::Cache(self.store(Arc::new(fc))))
             }
             StageConfig::RateLimit(r) => Ok(Stage::RateLimit(Arc::new(RateLimit::new(r)))),
-            StageConfig::Log(l) => Err(format!("log stage {:?} does not apply to KV requests", l.name)),
+            StageConfig::Log(l) => Err(format!(
+                "log stage {:?} does not apply to KV requests",
+                l.name
+            )),
         }
     }
 
@@ -213,7 +227,11 @@ impl Service {
         let mut names: Vec<&str> = kv.iter().map(|t| t.name.as_str()).collect();
         let mut prefixes: Vec<(Vec<u8>, Arc<str>)> = Vec::new();
         for t in &kv {
-            for c in t.classifiers.iter().filter(|c| c.kind == ClassifierKind::KeyPrefix) {
+            for c in t
+                .classifiers
+                .iter()
+                .filter(|c| c.kind == ClassifierKind::KeyPrefix)
+            {
                 if let Some((_, o)) = prefixes.iter().find(|(p, _)| p == c.value.as_bytes()) {
                     return Err(format!(
                         "tenant {:?}: key prefix {:?} is tenant {o:?}'s too",
@@ -225,7 +243,9 @@ impl Service {
         }
         for (port, t) in &ports {
             if !kv.iter().any(|k| k.name == *t) {
-                return Err(format!("port {port} is bound to tenant {t:?}, which is not declared"));
+                return Err(format!(
+                    "port {port} is bound to tenant {t:?}, which is not declared"
+                ));
             }
         }
         if kv.is_empty() {
@@ -243,9 +263,11 @@ impl Service {
         let kinds: HashMap<&str, &StageConfig> = stages.iter().map(|s| (s.name(), s)).collect();
         let mut wanted: Vec<&StageConfig> = Vec::new();
         for s in &stages {
-            let named = kv_rules.iter().any(|r| r.detours.iter().any(|d| d.to.target == s.name()));
-            let owned = matches!(s, StageConfig::Cache(_))
-                && s.owner().is_some_and(|o| names.contains(&o));
+            let named = kv_rules
+                .iter()
+                .any(|r| r.detours.iter().any(|d| d.to.target == s.name()));
+            let owned =
+                matches!(s, StageConfig::Cache(_)) && s.owner().is_some_and(|o| names.contains(&o));
             if named && !matches!(s, StageConfig::Log(_)) || owned {
                 wanted.push(s);
             }
@@ -254,17 +276,20 @@ impl Service {
         let mut next: HashMap<String, Stage> = HashMap::new();
         let mut resizes: Vec<(Arc<Store>, u64)> = Vec::new();
         for s in &wanted {
-            let reuse = built.stages.get(s.name()).and_then(|b| match (&b.config, *s) {
-                (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
-                (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
-                    let st = b_stage(&built.stages[s.name()]);
-                    if let Stage::Cache(store) = &st {
-                        resizes.push((store.clone(), b.size_bytes));
+            let reuse = built
+                .stages
+                .get(s.name())
+                .and_then(|b| match (&b.config, *s) {
+                    (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
+                    (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
+                        let st = b_stage(&built.stages[s.name()]);
+                        if let Stage::Cache(store) = &st {
+                            resizes.push((store.clone(), b.size_bytes));
+                        }
+                        Some(st)
                     }
-                    Some(st)
-                }
-                _ => None,
-            });
+                    _ => None,
+                });
             let st = match reuse {
                 Some(st) => st,
                 None => self.build_stage(s)?,
@@ -281,9 +306,9 @@ impl Service {
         let mut defaults = HashMap::new();
         let mut dram = HashMap::new();
         for name in &names {
-            let owned = stages.iter().find(|s| {
-                matches!(s, StageConfig::Cache(_)) && s.owner() == Some(name)
-            });
+            let owned = stages
+                .iter()
+                .find(|s| matches!(s, StageConfig::Cache(_)) && s.owner() == Some(name));
             let store = match owned.and_then(|s| next.get(s.name())) {
                 Some(Stage::Cache(store)) => store.clone(),
                 _ => {
@@ -350,7 +375,12 @@ impl Service {
     }
 
     /// Routes one key of a connection (`port_tenant`: the tenant of its port, if any).
-    pub(crate) fn route(&self, port_tenant: Option<&Arc<str>>, key: &[u8], op: Op) -> Option<Routed> {
+    pub(crate) fn route(
+        &self,
+        port_tenant: Option<&Arc<str>>,
+        key: &[u8],
+        op: Op,
+    ) -> Option<Routed> {
         let r = self.routing();
         let t = r.tenant_of(port_tenant, key)?;
         r.route(&t, key, op)
@@ -361,7 +391,9 @@ impl Service {
         let built = locked(&self.built);
         let mut out: Vec<Arc<Store>> = Vec::new();
         for b in built.stages.values() {
-            if let (Stage::Cache(s), true) = (&b.stage, tenant.is_none() || b.config.owner() == tenant) {
+            if let (Stage::Cache(s), true) =
+                (&b.stage, tenant.is_none() || b.config.owner() == tenant)
+            {
                 out.push(s.clone());
             }
         }
@@ -381,7 +413,8 @@ impl Service {
             ..KvStats::default()
         };
         for (name, c) in &routing.tenants {
-            out.tenants.insert(name.to_string(), TenantStats::from_counters(c));
+            out.tenants
+                .insert(name.to_string(), TenantStats::from_counters(c));
         }
         let mut add = |owner: Option<&str>, name: &str, cs: CacheStats| {
             if let Some(t) = owner.and_then(|o| out.tenants.get_mut(o)) {

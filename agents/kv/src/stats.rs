@@ -123,15 +123,18 @@ fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
 impl KvStats {
     /// memcached's general statistics (`stats`), summed over tenants.
     pub fn write_general(&self, out: &mut Vec<u8>, uptime: u64, now: u64, max_bytes: u64) {
-        let t = self.tenants.values().fold(TenantStats::default(), |mut a, t| {
-            a.gets += t.gets;
-            a.get_hits += t.get_hits;
-            a.sets += t.sets;
-            a.deletes += t.deletes;
-            a.objects += t.objects;
-            a.dram_bytes += t.dram_bytes;
-            a
-        });
+        let t = self
+            .tenants
+            .values()
+            .fold(TenantStats::default(), |mut a, t| {
+                a.gets += t.gets;
+                a.get_hits += t.get_hits;
+                a.sets += t.sets;
+                a.deletes += t.deletes;
+                a.objects += t.objects;
+                a.dram_bytes += t.dram_bytes;
+                a
+            });
         let c = &self.connections;
         stat(out, "pid", std::process::id());
         stat(out, "uptime", uptime);
@@ -161,9 +164,17 @@ impl KvStats {
             }
         }
         for (name, s) in &self.stages {
-            stat(out, &format!("stage:{name}:owner"), s.owner.as_deref().unwrap_or("-"));
+            stat(
+                out,
+                &format!("stage:{name}:owner"),
+                s.owner.as_deref().unwrap_or("-"),
+            );
             stat(out, &format!("stage:{name}:engine"), s.cache.engine);
-            stat(out, &format!("stage:{name}:flash_bytes"), s.cache.flash_bytes);
+            stat(
+                out,
+                &format!("stage:{name}:flash_bytes"),
+                s.cache.flash_bytes,
+            );
             stat(out, &format!("stage:{name}:dram_bytes"), s.cache.dram_bytes);
             if let Some(d) = &s.cache.device {
                 stat(out, &format!("stage:{name}:device"), d);

@@ -88,7 +88,9 @@ pub fn kv_tenants<'a>(tenants: &'a [Tenant], ports: &HashMap<u16, String>) -> Ve
     tenants
         .iter()
         .filter(|t| {
-            t.classifiers.iter().any(|c| c.kind == ClassifierKind::KeyPrefix)
+            t.classifiers
+                .iter()
+                .any(|c| c.kind == ClassifierKind::KeyPrefix)
                 || ports.values().any(|p| *p == t.name)
         })
         .collect()
@@ -100,11 +102,17 @@ pub fn is_kv_rule(r: &Rule, tenants: &[&str]) -> bool {
     let m = &r.r#match;
     m.path_prefix.as_option().is_none()
         && (m.key_prefix.as_option().is_some()
-            || m.tenant.as_option().is_some_and(|t| tenants.contains(&t.as_str())))
+            || m.tenant
+                .as_option()
+                .is_some_and(|t| tenants.contains(&t.as_str())))
 }
 
 /// Compiles a rule's detours.
-pub fn compile(rule: &Rule, stages: &HashMap<String, Stage>, kinds: &HashMap<&str, &StageConfig>) -> Result<Route, String> {
+pub fn compile(
+    rule: &Rule,
+    stages: &HashMap<String, Stage>,
+    kinds: &HashMap<&str, &StageConfig>,
+) -> Result<Route, String> {
     let what = |e: String| format!("rule {:?}: {e}", rule.name);
     let mut limit = None;
     let mut target = None;
@@ -119,7 +127,11 @@ pub fn compile(rule: &Rule, stages: &HashMap<String, Stage>, kinds: &HashMap<&st
                 Some(Stage::RateLimit(r)) => limit = Some(r.clone()),
                 None => {
                     return Err(what(match kinds.get(d.to.target.as_str()) {
-                        Some(s) => format!("a {} stage ({:?}) does not apply to KV requests", s.kind(), d.to.target),
+                        Some(s) => format!(
+                            "a {} stage ({:?}) does not apply to KV requests",
+                            s.kind(),
+                            d.to.target
+                        ),
                         None => format!("no stage {:?}", d.to.target),
                     }))
                 }
@@ -127,12 +139,10 @@ pub fn compile(rule: &Rule, stages: &HashMap<String, Stage>, kinds: &HashMap<&st
             DetourKind::File => match RemoteTarget::parse(&d.to.target).map_err(what)? {
                 Some(r) if target.is_none() => target = Some(Target::Remote(r.addr)),
                 Some(_) => {}
-                None => {
-                    return Err(what(format!(
-                        "endpoint {:?}: a KV endpoint is another agent's front end, tcp://HOST:PORT",
-                        d.to.target
-                    )))
-                }
+                None => return Err(what(format!(
+                    "endpoint {:?}: a KV endpoint is another agent's front end, tcp://HOST:PORT",
+                    d.to.target
+                ))),
             },
             // The controller sees KV requests through telemetry, not detours.
             DetourKind::Controller => {}

@@ -37,7 +37,12 @@ impl Upstreams {
 
     /// Sends `request` to `addr` and returns its reply. On an error the connection is
     /// dropped (the next request opens a new one).
-    pub async fn exchange(&mut self, addr: &str, request: &[u8], kind: ReplyKind) -> Result<Vec<u8>, String> {
+    pub async fn exchange(
+        &mut self,
+        addr: &str,
+        request: &[u8],
+        kind: ReplyKind,
+    ) -> Result<Vec<u8>, String> {
         let r = self.try_exchange(addr, request, kind).await;
         if r.is_err() {
             self.conns.remove(addr);
@@ -45,7 +50,12 @@ impl Upstreams {
         r.map_err(|e| format!("endpoint {addr}: {e}"))
     }
 
-    async fn try_exchange(&mut self, addr: &str, request: &[u8], kind: ReplyKind) -> std::io::Result<Vec<u8>> {
+    async fn try_exchange(
+        &mut self,
+        addr: &str,
+        request: &[u8],
+        kind: ReplyKind,
+    ) -> std::io::Result<Vec<u8>> {
         if !self.conns.contains_key(addr) {
             let s = TcpStream::connect(addr).await?;
             s.set_nodelay(true)?;
@@ -57,9 +67,15 @@ impl Upstreams {
         let mut out = Vec::new();
         loop {
             let start = out.len();
-            let n = (&mut *conn).take(MAX_LINE).read_until(b'\n', &mut out).await?;
+            let n = (&mut *conn)
+                .take(MAX_LINE)
+                .read_until(b'\n', &mut out)
+                .await?;
             if n == 0 || !out.ends_with(b"\n") {
-                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "reply cut short"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "reply cut short",
+                ));
             }
             let line = &out[start..out.len() - 2.min(out.len() - start)];
             let tokens: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
@@ -74,7 +90,9 @@ impl Upstreams {
                     .ok()
                     .and_then(|s| s.parse().ok())
                     .filter(|&l| l <= max_item)
-                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad value length"))?;
+                    .ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, "bad value length")
+                    })?;
                 let at = out.len();
                 out.resize(at + len + 2, 0);
                 conn.read_exact(&mut out[at..]).await?;

@@ -7,7 +7,16 @@ use std::process::Command;
 
 fn run_memccapable(port: u16) -> (bool, String) {
     let out = Command::new("memccapable")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-a", "-v", "-t", "10"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-a",
+            "-v",
+            "-t",
+            "10",
+        ])
         .output()
         .expect("run memccapable");
     let text = format!(
@@ -25,7 +34,10 @@ fn check(args: &[&str]) {
     let server = common::Server::start(args);
     let (ok, text) = run_memccapable(server.port());
     let passed = text.matches("[pass]").count();
-    assert!(ok && passed == 27 && !text.contains("[FAIL]"), "memccapable -a: {passed} of 27 passed\n{text}");
+    assert!(
+        ok && passed == 27 && !text.contains("[FAIL]"),
+        "memccapable -a: {passed} of 27 passed\n{text}"
+    );
 }
 
 #[test]

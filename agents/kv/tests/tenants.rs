@@ -49,22 +49,35 @@ fn tenants_by_prefix_and_by_port_keep_their_objects_apart() {
             hits += 1;
         }
     }
-    assert!(hits > 4000, "alpha's flash cache holds most of its 8000 objects: {hits}");
+    assert!(
+        hits > 4000,
+        "alpha's flash cache holds most of its 8000 objects: {hits}"
+    );
     let stat = |c: &mut Client, n: &str| c.stat("lachesis", n).unwrap_or_else(|| panic!("no {n}"));
     assert_eq!(stat(&mut c, "tenant:alpha:sets"), "8000");
     assert_eq!(stat(&mut c, "tenant:beta:sets"), "10");
     assert_eq!(stat(&mut c, "tenant:gamma:sets"), "1");
     assert_eq!(stat(&mut c, "tenant:alpha:gets"), "8001");
-    assert_eq!(stat(&mut c, "tenant:alpha:get_hits"), (hits + 1).to_string());
+    assert_eq!(
+        stat(&mut c, "tenant:alpha:get_hits"),
+        (hits + 1).to_string()
+    );
     // alpha's small objects went to Kangaroo (its DRAM front of 1 MiB holds few of them),
     // beta's large ones stay off it.
-    let kangaroo_sets: u64 = stat(&mut c, "stage:cache/alpha:kangaroo:sets").parse().unwrap();
+    let kangaroo_sets: u64 = stat(&mut c, "stage:cache/alpha:kangaroo:sets")
+        .parse()
+        .unwrap();
     assert!(kangaroo_sets > 0, "alpha's objects reached Kangaroo");
     assert_eq!(stat(&mut c, "stage:cache/beta:kangaroo:sets"), "0");
     assert_eq!(stat(&mut c, "stage:cache/alpha:owner"), "alpha");
     let host: u64 = stat(&mut c, "device:flash0:host_bytes").parse().unwrap();
     assert!(host > 0, "the flash device saw the tenants' writes");
-    assert!(stat(&mut c, "device:flash0:media_bytes").parse::<u64>().unwrap() >= host);
+    assert!(
+        stat(&mut c, "device:flash0:media_bytes")
+            .parse::<u64>()
+            .unwrap()
+            >= host
+    );
 }
 
 #[test]
@@ -72,7 +85,10 @@ fn a_stage_less_tenant_has_a_dram_cache_and_flush_all_empties_it() {
     let server = Server::start(&["--tenant", "solo=prefix:s", "--dram-mib", "1"]);
     let mut c = server.client();
     assert_eq!(c.set("s1", b"v"), "STORED");
-    assert_eq!(c.stat("lachesis", "stage:dram/solo:engine").as_deref(), Some("dram"));
+    assert_eq!(
+        c.stat("lachesis", "stage:dram/solo:engine").as_deref(),
+        Some("dram")
+    );
     assert_eq!(c.cmd("flush_all\r\n"), "OK");
     assert_eq!(c.get("s1"), None);
     // LRU within its 1 MiB: the first of 200 values of 16 KiB is gone, the last is there.

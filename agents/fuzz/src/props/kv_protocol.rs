@@ -23,15 +23,25 @@ pub fn check(data: &[u8]) {
         let used = match got {
             Parse::Incomplete { need } => {
                 let need = need.unwrap_or(LIMITS.max_line);
-                assert!(need > rest.len(), "waits for {need} bytes with {} in hand", rest.len());
-                assert!(need <= LIMITS.max_line + LIMITS.max_item + 2, "waits for {need} bytes");
+                assert!(
+                    need > rest.len(),
+                    "waits for {need} bytes with {} in hand",
+                    rest.len()
+                );
+                assert!(
+                    need <= LIMITS.max_line + LIMITS.max_item + 2,
+                    "waits for {need} bytes"
+                );
                 return;
             }
             Parse::Command { cmd, used } => {
                 let wire = encode(&cmd);
                 assert_eq!(
                     parse(&wire, &LIMITS),
-                    Parse::Command { cmd, used: wire.len() },
+                    Parse::Command {
+                        cmd,
+                        used: wire.len()
+                    },
                     "the wire form does not parse back"
                 );
                 used

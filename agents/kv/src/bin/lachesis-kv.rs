@@ -12,8 +12,8 @@ use lachesis_device::measured::{parse_size, MeasuredDevice, MeasuredOptions};
 use lachesis_fs::stage::space::Devices;
 use lachesis_kv::{Service, ServiceConfig, DEFAULT_TENANT};
 use lachesis_switch::{
-    CacheConfig, CacheEngine, Classifier, ClassifierKind, EnginePart, Eviction, PartHandle, StageConfig,
-    Tenant, WriteMode,
+    CacheConfig, CacheEngine, Classifier, ClassifierKind, EnginePart, Eviction, PartHandle,
+    StageConfig, Tenant, WriteMode,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -80,10 +80,15 @@ fn parse_tenant(s: &str) -> Result<(String, Selector), String> {
     let bad = || format!("--tenant {s:?}: expected NAME=prefix:PFX or NAME=port:N");
     let (name, sel) = s.split_once('=').ok_or_else(bad)?;
     if !lachesis_switch::names::is_valid_name(name) {
-        return Err(format!("--tenant {s:?}: {}", lachesis_switch::names::name_error(name)));
+        return Err(format!(
+            "--tenant {s:?}: {}",
+            lachesis_switch::names::name_error(name)
+        ));
     }
     let sel = match sel.split_once(':').ok_or_else(bad)? {
-        ("prefix", p) if !p.is_empty() && !p.contains(char::is_whitespace) => Selector::Prefix(p.into()),
+        ("prefix", p) if !p.is_empty() && !p.contains(char::is_whitespace) => {
+            Selector::Prefix(p.into())
+        }
         ("port", p) => Selector::Port(p.parse().ok().filter(|&p| p > 0).ok_or_else(bad)?),
         _ => return Err(bad()),
     };
@@ -92,10 +97,16 @@ fn parse_tenant(s: &str) -> Result<(String, Selector), String> {
 
 fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
     if !(0.0..1.0).contains(&args.small_fraction) {
-        return Err(format!("--small-fraction {} must be in [0, 1)", args.small_fraction));
+        return Err(format!(
+            "--small-fraction {} must be in [0, 1)",
+            args.small_fraction
+        ));
     }
     if args.max_item == 0 || args.max_connections == 0 || args.output_bound < args.max_item {
-        return Err("--max-item and --max-connections must be positive, --output-bound at least --max-item".into());
+        return Err(
+            "--max-item and --max-connections must be positive, --output-bound at least --max-item"
+                .into(),
+        );
     }
     let mut tenants = Vec::new();
     let mut ports = Vec::new();
@@ -139,10 +150,16 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
             handles: u16::try_from(handles)
                 .ok()
                 .filter(|&h| h <= 256)
-                .ok_or_else(|| format!("{} tenants need more than 256 placement handles", names.len()))?,
+                .ok_or_else(|| {
+                    format!(
+                        "{} tenants need more than 256 placement handles",
+                        names.len()
+                    )
+                })?,
             ..MeasuredOptions::default()
         };
-        let dev = MeasuredDevice::open(path, size, options).map_err(|e| format!("--device {d:?}: {e}"))?;
+        let dev = MeasuredDevice::open(path, size, options)
+            .map_err(|e| format!("--device {d:?}: {e}"))?;
         measured.push((name.to_string(), dev.stats_reader()));
         devices = Devices::new(vec![(name.to_string(), lachesis_cache::share(dev))])?;
     } else if args.cache_mib > 0 {
@@ -162,12 +179,23 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
                 size_bytes: args.cache_mib << 20,
                 write_mode: WriteMode::Back,
                 eviction: Eviction::Lru,
-                max_dirty_bytes: 0,
+                // Unused by the KV front end (its DRAM front is write-back by nature); the contract's
+                // smallest valid value, so the config reads back from the warm-restart record.
+                max_dirty_bytes: 4096,
                 device: None,
                 placement: vec![
-                    PartHandle { part: EnginePart::Loc, handle: h(0) },
-                    PartHandle { part: EnginePart::KLog, handle: h(1) },
-                    PartHandle { part: EnginePart::KSet, handle: h(2) },
+                    PartHandle {
+                        part: EnginePart::Loc,
+                        handle: h(0),
+                    },
+                    PartHandle {
+                        part: EnginePart::KLog,
+                        handle: h(1),
+                    },
+                    PartHandle {
+                        part: EnginePart::KSet,
+                        handle: h(2),
+                    },
                 ],
                 next: None,
             }));
@@ -188,7 +216,11 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
     }
     service.apply(tenants, Vec::new(), stages)?;
     let mut listen = vec![args.listen];
-    listen.extend(ports.iter().map(|(p, _)| SocketAddr::new(args.listen.ip(), *p)));
+    listen.extend(
+        ports
+            .iter()
+            .map(|(p, _)| SocketAddr::new(args.listen.ip(), *p)),
+    );
     Ok((Arc::new(service), listen))
 }
 
@@ -205,7 +237,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lachesis-kv: tokio: {e}");
@@ -224,15 +259,20 @@ fn main() -> ExitCode {
                 }
             };
             println!("listening on {}", l.local_addr().map_or(addr, |a| a));
-            tasks.push(tokio::spawn(lachesis_kv::server::serve_listener(l, service.clone(), rx.clone())));
+            tasks.push(tokio::spawn(lachesis_kv::server::serve_listener(
+                l,
+                service.clone(),
+                rx.clone(),
+            )));
         }
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("lachesis-kv: signals: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("lachesis-kv: signals: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

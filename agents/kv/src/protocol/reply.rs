@@ -44,6 +44,9 @@ pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option
 /// Appends `SERVER_ERROR <why>`, the message on one line.
 pub fn server_error(out: &mut Vec<u8>, why: &str) {
     out.extend_from_slice(b"SERVER_ERROR ");
-    out.extend(why.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend(
+        why.bytes()
+            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
     out.extend_from_slice(b"\r\n");
 }

@@ -56,9 +56,18 @@ pub(super) fn parse(
             if rest.len() != want {
                 return error(reply::ERROR, used);
             }
-            let (flags, exptime, len) = (num::<u32>(rest[1]), num::<i64>(rest[2]), num::<i32>(rest[3]));
-            let cas = if name == b"cas" { num::<u64>(rest[4]) } else { Some(0) };
-            let (Some(flags), Some(exptime), Some(len), Some(cas)) = (flags, exptime, len, cas) else {
+            let (flags, exptime, len) = (
+                num::<u32>(rest[1]),
+                num::<i64>(rest[2]),
+                num::<i32>(rest[3]),
+            );
+            let cas = if name == b"cas" {
+                num::<u64>(rest[4])
+            } else {
+                Some(0)
+            };
+            let (Some(flags), Some(exptime), Some(len), Some(cas)) = (flags, exptime, len, cas)
+            else {
                 return bad_format();
             };
             let Ok(len) = usize::try_from(len) else {

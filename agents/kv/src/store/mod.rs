@@ -80,7 +80,12 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub type Result<T> = std::result::Result<T, String>;
 
 impl Store {
-    pub fn new(cache: Arc<dyn Cache>, uniques: Arc<AtomicU64>, clock: Clock, max_item: usize) -> Store {
+    pub fn new(
+        cache: Arc<dyn Cache>,
+        uniques: Arc<AtomicU64>,
+        clock: Clock,
+        max_item: usize,
+    ) -> Store {
         Store {
             cache,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
@@ -204,7 +209,9 @@ impl Store {
             }
             _ => {}
         }
-        if deadline(exptime, now).is_none() && !matches!(mode, StoreMode::Append | StoreMode::Prepend) {
+        if deadline(exptime, now).is_none()
+            && !matches!(mode, StoreMode::Append | StoreMode::Prepend)
+        {
             // Stored already expired: the old value goes, nothing reads the new one.
             self.cache.delete(key)?;
             return Ok((Stored::Stored, cas));

@@ -26,7 +26,10 @@ impl Server {
         let mut addrs = Vec::new();
         while addrs.len() < listeners {
             let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "lachesis-kv exited before listening");
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "lachesis-kv exited before listening"
+            );
             if let Some(a) = line.trim().strip_prefix("listening on ") {
                 addrs.push(a.to_string());
             }
@@ -58,7 +61,9 @@ impl Client {
     pub fn connect(addr: &str) -> Client {
         let s = TcpStream::connect(addr).unwrap();
         s.set_nodelay(true).unwrap();
-        Client { r: BufReader::new(s) }
+        Client {
+            r: BufReader::new(s),
+        }
     }
 
     pub fn send(&mut self, b: &[u8]) {
@@ -69,7 +74,9 @@ impl Client {
     pub fn line(&mut self) -> String {
         let mut v = Vec::new();
         self.r.read_until(b'\n', &mut v).unwrap();
-        String::from_utf8_lossy(&v).trim_end_matches("\r\n").to_string()
+        String::from_utf8_lossy(&v)
+            .trim_end_matches("\r\n")
+            .to_string()
     }
 
     pub fn cmd(&mut self, b: &str) -> String {
@@ -91,7 +98,12 @@ impl Client {
         if l == "END" {
             return None;
         }
-        let n: usize = l.rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{l}"));
+        let n: usize = l
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("{l}"));
         let mut v = vec![0; n + 2];
         self.r.read_exact(&mut v).unwrap();
         v.truncate(n);
@@ -111,12 +123,18 @@ impl Client {
             }
             let mut p = l.splitn(3, ' ');
             p.next();
-            out.push((p.next().unwrap().to_string(), p.next().unwrap_or("").to_string()));
+            out.push((
+                p.next().unwrap().to_string(),
+                p.next().unwrap_or("").to_string(),
+            ));
         }
     }
 
     pub fn stat(&mut self, arg: &str, name: &str) -> Option<String> {
-        self.stats(arg).into_iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.stats(arg)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
     }
 }
 
