@@ -1,0 +1,106 @@
+//! Rules of a KV tenant, in process: a key-prefix rule sends keys to another front end (a
+//! real `lachesis-kv` process) and relays its replies, another sends them through a rate
+//! limit; a bad desired state is refused whole and the one in place keeps serving.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Client, Server};
+use lachesis_fs::stage::space::Devices;
+use lachesis_kv::{Service, ServiceConfig};
+use lachesis_switch::{
+    Classifier, ClassifierKind, Detour, DetourKind, DetourWhat, Match, RateLimitConfig, Rule,
+    StageConfig, Tenant,
+};
+
+fn tenant() -> Vec<Tenant> {
+    vec![Tenant {
+        name: "t".into(),
+        classifiers: vec![Classifier {
+            kind: ClassifierKind::KeyPrefix,
+            value: "t:".into(),
+        }],
+    }]
+}
+
+fn rules(remote: &str, limit_stage: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            "remote",
+            1,
+            Match::any().key_prefix("t:r:"),
+            vec![Detour::new(DetourWhat::Io, DetourKind::File, format!("tcp://{remote}"))],
+        ),
+        Rule::new(
+            "slow",
+            2,
+            Match::any().key_prefix("t:l:"),
+            vec![Detour::new(DetourWhat::Io, DetourKind::Stage, limit_stage)],
+        ),
+    ]
+}
+
+fn limit() -> Vec<StageConfig> {
+    vec![StageConfig::RateLimit(RateLimitConfig {
+        name: "qos/t".into(),
+        owner: Some("t".into()),
+        iops: Some(5),
+        bytes_per_s: None,
+    })]
+}
+
+/// Serves `service` on a free port from a runtime of its own; the address.
+fn serve(service: Arc<Service>) -> (String, tokio::runtime::Runtime, tokio::sync::watch::Sender<bool>) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    l.set_nonblocking(true).unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    rt.spawn(async move {
+        let l = tokio::net::TcpListener::from_std(l).unwrap();
+        lachesis_kv::server::serve_listener(l, service, rx).await
+    });
+    (addr, rt, tx)
+}
+
+#[test]
+fn rules_forward_to_a_remote_front_end_and_rate_limit() {
+    let remote = Server::start(&[]);
+    let service = Arc::new(Service::new(ServiceConfig::new(Devices::default())).unwrap());
+    service.apply(tenant(), rules(&remote.addrs[0], "qos/t"), limit()).unwrap();
+    let (addr, _rt, _tx) = serve(service.clone());
+    let mut c = Client::connect(&addr);
+
+    // Forwarded: stored in the remote front end, read back through this one.
+    assert_eq!(c.set("t:r:1", b"far"), "STORED");
+    assert_eq!(c.get("t:r:1").as_deref(), Some(&b"far"[..]));
+    assert_eq!(remote.client().get("t:r:1").as_deref(), Some(&b"far"[..]));
+    assert_eq!(c.cmd("delete t:r:1 noreply\r\nversion\r\n").starts_with("VERSION"), true);
+    assert_eq!(remote.client().get("t:r:1"), None);
+    c.send(b"mg t:r:1 v q\r\nmn\r\n");
+    assert_eq!(c.line(), "MN", "a quiet miss stays quiet through the forward");
+    // Local keys stay here.
+    assert_eq!(c.set("t:x", b"near"), "STORED");
+    assert_eq!(remote.client().get("t:x"), None);
+
+    // Rate limited: 5 operations a second, a burst of 5; the later ones wait (counted).
+    for i in 0..8 {
+        assert_eq!(c.set(&format!("t:l:{i}"), b"v"), "STORED");
+    }
+    let s = service.stats();
+    let t = &s.tenants["t"];
+    assert!(t.rate_limited >= 2, "{t:?}");
+    assert_eq!(t.forwarded, 4);
+
+    // A bad desired state (a rule naming no stage) changes nothing.
+    let e = service.apply(tenant(), rules(&remote.addrs[0], "qos/none"), limit()).unwrap_err();
+    assert!(e.contains("slow") && e.contains("qos/none"), "{e}");
+    assert_eq!(c.set("t:r:2", b"still"), "STORED");
+    assert_eq!(remote.client().get("t:r:2").as_deref(), Some(&b"still"[..]));
+    // A local directory is no KV endpoint.
+    let mut bad = rules(&remote.addrs[0], "qos/t");
+    bad[0].detours[0].to.target = "/srv/data".into();
+    let e = service.apply(tenant(), bad, limit()).unwrap_err();
+    assert!(e.contains("tcp://HOST:PORT"), "{e}");
+}
