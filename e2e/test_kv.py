@@ -142,6 +142,12 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     rows = wait_for("the controller to serve both KV stages' hits", served, timeout=60)
     assert rows["kv/sessions"]["hits"] >= 1, rows
     assert rows["kv/sessions"]["installed_bytes"] > 0, rows
+    # The engine parts with the handles they write with: Kangaroo the small, the log the large.
+    for name, row in rows.items():
+        assert row["front_end"] == "kv", row
+        parts = {p["part"]: p for p in row["parts"]}
+        assert {h for p in parts.values() for h in p["handles"]} == handles[name], (row, handles)
+    assert {p["part"]: p["objects"] > 0 for p in rows["kv/sessions"]["parts"]} == {"kangaroo": True, "loc": False}, rows
 
     def device() -> dict | None:
         with cluster.api() as api:

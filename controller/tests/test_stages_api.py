@@ -106,6 +106,23 @@ def test_stats_are_what_the_agent_reports(client: TestClient, host: FakeAgent) -
     assert row["hit_ratio"] == pytest.approx(70 / 200)
 
 
+def test_a_kv_stage_is_served_with_its_front_end_and_engine_parts(client: TestClient, host: FakeAgent) -> None:
+    assert client.post("/api/v1/stages", json={**CACHE, "engine": "hybrid"}).status_code == 201
+    parts = [
+        {"part": "kangaroo", "handles": [1, 2], "objects": 150, "gets": 160, "hits": 150, "flash_bytes_written": 1 << 20},
+        {"part": "loc", "handles": [3], "objects": 4, "gets": 5, "hits": 4, "flash_bytes_written": 2 << 20},
+    ]
+    client.app.state.telemetry.ingest(Telemetry.model_validate({  # type: ignore[attr-defined]
+        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": "2026-11-25T10:00:00Z", "interval_s": 5.0,
+        "tenants": [], "devices": [],
+        "stages": [{"name": "cache/web", "kind": "cache", "owner": "web", "engine": "hybrid", "size_bytes": 64 << 20,
+                    "installed_bytes": 64 << 20, "hits": 154, "misses": 11, "front_end": "kv", "parts": parts}],
+    }))
+    (row,) = client.get("/api/v1/stages/cache/web/stats").json()
+    assert row["front_end"] == "kv"
+    assert row["parts"] == parts
+
+
 def test_a_policy_ships_its_own_stages_in_the_generation_it_causes(client: TestClient, host: FakeAgent) -> None:
     generation = host.desired()["generation"]
     policy = """\

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use lachesis_kv::tenant::{is_kv_rule, kv_tenants};
 use lachesis_kv::{KvObserver, KvOp, Service, ServiceConfig};
 use lachesis_mrc::Op;
-use lachesis_switch::{DetourKind, Rule, StageConfig, Tenant};
+use lachesis_switch::{CacheConfig, DetourKind, EnginePart, Rule, StageConfig, Tenant};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -29,7 +29,7 @@ use crate::datapath::Datapath;
 use crate::metrics_engine::datapath_curves::DatapathCurves;
 use crate::runner::Installer;
 use crate::state::Applied;
-use crate::telemetry::{StageKindReport, StageTelemetry};
+use crate::telemetry::{FrontEnd, PartName, PartTelemetry, StageKindReport, StageTelemetry};
 
 /// `TENANT=PORT`: connections on PORT are TENANT's, whatever their keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -305,6 +305,7 @@ impl DataPaths {
             let mut r = StageTelemetry {
                 name: s.name().to_string(),
                 owner: s.owner().map(str::to_string),
+                front_end: Some(FrontEnd::Kv),
                 ..Default::default()
             };
             match s {
@@ -320,6 +321,11 @@ impl DataPaths {
                         r.misses = Some(t.gets.saturating_sub(t.hits));
                         r.bytes_written = Some(t.app_bytes_written);
                         r.evictions = Some(t.evictions);
+                        if on_flash {
+                            r.app_bytes_written = Some(t.app_bytes_written);
+                            r.flash_bytes_written = Some(t.flash_bytes_written);
+                            r.parts = Some(st.cache.parts.iter().filter_map(|(name, p)| part_report(c, name, p)).collect());
+                        }
                     }
                 }
                 StageConfig::RateLimit(_) => r.kind = StageKindReport::Ratelimit,
@@ -329,6 +335,24 @@ impl DataPaths {
         }
         out
     }
+}
+
+/// A hybrid engine's part with the handles the stage's placement gives it (0: the device's
+/// default handle).
+fn part_report(c: &CacheConfig, name: &str, p: &lachesis_kv::cache::PartStats) -> Option<PartTelemetry> {
+    let (part, handles) = match name {
+        "kangaroo" => (PartName::Kangaroo, vec![c.handle(EnginePart::KLog), c.handle(EnginePart::KSet)]),
+        "loc" => (PartName::Loc, vec![c.handle(EnginePart::Loc)]),
+        _ => return None,
+    };
+    Some(PartTelemetry {
+        part,
+        handles,
+        objects: p.objects,
+        gets: p.gets,
+        hits: p.hits,
+        flash_bytes_written: p.flash_bytes_written,
+    })
 }
 
 impl Installer for DataPaths {

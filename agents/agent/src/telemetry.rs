@@ -279,6 +279,56 @@ pub struct StageTelemetry {
     pub writebacks: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty_bytes: Option<u64>,
+    /// The data path that runs the stage; None: the FUSE switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub front_end: Option<FrontEnd>,
+    /// A flash cache's engine parts with their placement handles (the KV front end's).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "de_parts")]
+    pub parts: Option<Vec<PartTelemetry>>,
+}
+
+/// Which data path runs a stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrontEnd {
+    Fs,
+    Kv,
+}
+
+/// One engine part of a flash cache stage: the handles it writes with and its counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartTelemetry {
+    pub part: PartName,
+    #[serde(deserialize_with = "de_part_handles")]
+    pub handles: Vec<u16>,
+    pub objects: u64,
+    pub gets: u64,
+    pub hits: u64,
+    pub flash_bytes_written: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartName {
+    Kangaroo,
+    Loc,
+}
+
+fn de_parts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<PartTelemetry>>, D::Error> {
+    let v = Vec::<PartTelemetry>::deserialize(d)?;
+    if v.len() > 8 {
+        return Err(D::Error::custom(format!("parts: {} entries, at most 8", v.len())));
+    }
+    Ok(Some(v))
+}
+
+fn de_part_handles<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
+    let v = Vec::<u16>::deserialize(d)?;
+    if v.len() > 4 {
+        return Err(D::Error::custom(format!("handles: {} entries, at most 4", v.len())));
+    }
+    Ok(v)
 }
 
 fn de_host_id<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

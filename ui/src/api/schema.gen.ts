@@ -1246,6 +1246,11 @@ export interface components {
             /** Evictions */
             evictions: number | null;
             /**
+             * Front End
+             * @description The data path running the stage: fs (the FUSE switch) or kv (the key-value front end); null before a report.
+             */
+            front_end?: string | null;
+            /**
              * Hit Ratio
              * @description Hits over block reads since the stage was built.
              */
@@ -1261,6 +1266,11 @@ export interface components {
             installed_bytes: number | null;
             /** Misses */
             misses: number | null;
+            /**
+             * Parts
+             * @description A flash cache's engine parts with their handles, where the host reports them (the key-value front end).
+             */
+            parts?: components["schemas"]["StagePartOut"][] | null;
             /** Reported At */
             reported_at: string | null;
             /**
@@ -1293,6 +1303,30 @@ export interface components {
              * @description api, or policy/NAME for a stage a policy declares.
              */
             source: string;
+        };
+        /**
+         * StagePartOut
+         * @description One engine part of a flash cache stage as the host reports it.
+         */
+        StagePartOut: {
+            /** Flash Bytes Written */
+            flash_bytes_written: number;
+            /** Gets */
+            gets: number;
+            /**
+             * Handles
+             * @description The placement handles the part writes with (kangaroo: KLog, KSet).
+             */
+            handles: number[];
+            /** Hits */
+            hits: number;
+            /** Objects */
+            objects: number;
+            /**
+             * Part
+             * @description kangaroo (small objects) or loc (the log, large objects).
+             */
+            part: string;
         };
         /**
          * StagePatch

@@ -25,7 +25,9 @@ from lachesis_controller.models import Rule, Stage, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.policy.document import Stage as StageSpec
 from lachesis_controller.rollout import engine as rollouts
-from lachesis_controller.schemas.stages import StageChange, StageHost, StageOut, StagePatch, StagePointOut
+from lachesis_controller.schemas.stages import (
+    StageChange, StageHost, StageOut, StagePartOut, StagePatch, StagePointOut,
+)
 from lachesis_controller.stages import store
 from lachesis_controller.stages.resolve import shipped_stages
 from lachesis_controller.validation.problems import ProblemError, conflict, invalid, not_found, problem_responses
@@ -80,6 +82,8 @@ def _host_rows(declared: dict[str, Any], reports: list[HostStage],
             bytes_read_hit=c.bytes_read_hit if c else None, bytes_read_miss=c.bytes_read_miss if c else None,
             bytes_written=c.bytes_written if c else None, evictions=c.evictions if c else None,
             writebacks=c.writebacks if c else None, dirty_bytes=c.dirty_bytes if c else None,
+            front_end=(c.front_end or "fs") if c else None,
+            parts=[StagePartOut(**p.model_dump()) for p in c.parts] if c and c.parts else None,
             series=[StagePointOut(at=p.at, size_bytes=p.size_bytes, installed_bytes=p.installed_bytes,
                                   hit_ratio=p.hit_ratio) for p in (r.series if r is not None else [])],
         ))

@@ -341,6 +341,17 @@ class TelemetryDevice(BusModel):
     handles: list[TelemetryHandle] = Field(default=None, max_length=65536)  # type: ignore[assignment]
 
 
+class TelemetryPart(BusModel):
+    """One engine part of a flash cache stage: the handles it writes with and its counters."""
+
+    part: Literal["kangaroo", "loc"]
+    handles: list[Annotated[int, Field(ge=0, le=65535)]] = Field(max_length=4)
+    objects: int = Field(ge=0)
+    gets: Counter
+    hits: Counter
+    flash_bytes_written: Counter
+
+
 class TelemetryStage(BusModel):
     """One installed stage and its counters; the cache fields only for cache stages."""
 
@@ -361,6 +372,9 @@ class TelemetryStage(BusModel):
     evictions: Counter = Field(default=None)  # type: ignore[assignment]
     writebacks: Counter = Field(default=None)  # type: ignore[assignment]
     dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    # Absent: the FUSE switch runs it.
+    front_end: Literal["fs", "kv"] = Field(default=None)  # type: ignore[assignment]
+    parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]
 
 
 class Telemetry(BusModel):

@@ -17,6 +17,17 @@ class StagePointOut(BaseModel):
     hit_ratio: float | None = Field(description="Hits over block reads in the interval ending at `at`.")
 
 
+class StagePartOut(BaseModel):
+    """One engine part of a flash cache stage as the host reports it."""
+
+    part: str = Field(description="kangaroo (small objects) or loc (the log, large objects).")
+    handles: list[int] = Field(description="The placement handles the part writes with (kangaroo: KLog, KSet).")
+    objects: int
+    gets: int
+    hits: int
+    flash_bytes_written: int
+
+
 class StageHost(BaseModel):
     """One host's instance of a stage: what desired state asks for and what the agent reports."""
 
@@ -33,6 +44,8 @@ class StageHost(BaseModel):
     evictions: int | None
     writebacks: int | None
     dirty_bytes: int | None
+    front_end: str | None = Field(default=None, description="The data path running the stage: fs (the FUSE switch) or kv (the key-value front end); null before a report.")
+    parts: list[StagePartOut] | None = Field(default=None, description="A flash cache's engine parts with their handles, where the host reports them (the key-value front end).")
     series: list[StagePointOut] = Field(description="Per reporting interval, oldest first (bounded).")
 
 
