@@ -159,6 +159,10 @@ impl Cache for DramCache {
     }
 }
 
+/// What a clean shutdown saves of a flash cache: the pool regions it held, in order, and
+/// its engine's index.
+pub type Saved = (Vec<u32>, Vec<u8>);
+
 /// How a flash cache is laid out besides its stage's config.
 #[derive(Clone, Debug)]
 pub struct FlashLayout {
@@ -220,7 +224,7 @@ impl FlashCache {
         config: &CacheConfig,
         devices: &Devices,
         layout: FlashLayout,
-        warm: Option<(Vec<u32>, Vec<u8>)>,
+        warm: Option<Saved>,
     ) -> Result<(FlashCache, bool), String> {
         let what = |e: String| format!("cache stage {:?}: {e}", config.name);
         let pool = devices.get(config.device.as_deref()).map_err(what)?;
@@ -250,7 +254,7 @@ impl FlashCache {
     /// first), for a warm restart; `None` when nothing is on flash. From then on the cache
     /// serves nothing (a later write would make the index stale) and, dropped, leaves its
     /// regions as they are.
-    pub fn save(&self) -> Result<Option<(Vec<u32>, Vec<u8>)>, String> {
+    pub fn save(&self) -> Result<Option<Saved>, String> {
         let mut e = self.engines.write().unwrap_or_else(|p| p.into_inner());
         let Some(h) = e.hybrid.take() else {
             return Ok(None);
@@ -284,7 +288,7 @@ impl FlashCache {
     /// Replaces the engine by an empty one of `bytes` (rounded down to whole regions), taking
     /// the regions it needs first so a full device changes nothing; or, with `warm` and the
     /// same regions, by the saved one. Returns whether it restored.
-    fn rebuild(&self, bytes: u64, warm: Option<(Vec<u32>, Vec<u8>)>) -> Result<bool, String> {
+    fn rebuild(&self, bytes: u64, warm: Option<Saved>) -> Result<bool, String> {
         let n = self.regions_for(bytes);
         let have = self.space().regions();
         let reserved = if n > have {

@@ -378,12 +378,15 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
         }
         return Ok(());
     };
-    let bad = |out: &mut Vec<u8>, e: &'static str| out.extend_from_slice(e.as_bytes());
+    let bad = |out: &mut Vec<u8>, e: &'static str| -> R<()> {
+        out.extend_from_slice(e.as_bytes());
+        Ok(())
+    };
     match m.kind {
         MetaKind::Get => {
             let touch = match m.number::<i64>(b'T') {
                 Ok(t) => t,
-                Err(e) => return Ok(bad(out, e)),
+                Err(e) => return bad(out, e),
             };
             r.counters.gets.fetch_add(1, Relaxed);
             limit(&r, m.key.len()).await;
@@ -418,7 +421,7 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 m.number::<u64>(b'C'),
             ) {
                 (Ok(t), Ok(f), Ok(c)) => (t.unwrap_or(0), f.unwrap_or(0), c),
-                _ => return Ok(bad(out, reply::BAD_TOKEN)),
+                _ => return bad(out, reply::BAD_TOKEN),
             };
             let mode = match (m.token(b'M'), compare) {
                 (None | Some(b"S" | b"s"), Some(c)) => StoreMode::Cas(c),
@@ -427,7 +430,7 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 (Some(b"A" | b"a"), _) => StoreMode::Append,
                 (Some(b"P" | b"p"), _) => StoreMode::Prepend,
                 (Some(b"R" | b"r"), _) => StoreMode::Replace,
-                _ => return Ok(bad(out, reply::BAD_TOKEN)),
+                _ => return bad(out, reply::BAD_TOKEN),
             };
             limit(&r, m.key.len() + m.data.len()).await;
             r.counters.sets.fetch_add(1, Relaxed);
@@ -440,14 +443,14 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 Stored::NotStored => "NS",
                 Stored::Exists => "EX",
                 Stored::NotFound => "NF",
-                Stored::TooLarge => return Ok(bad(out, reply::OUT_OF_MEMORY)),
+                Stored::TooLarge => return bad(out, reply::OUT_OF_MEMORY),
             };
             meta_line(out, code, &ret_flags(&m, None, 0, cas));
         }
         MetaKind::Delete => {
             let compare = match m.number::<u64>(b'C') {
                 Ok(c) => c,
-                Err(e) => return Ok(bad(out, e)),
+                Err(e) => return bad(out, e),
             };
             limit(&r, m.key.len()).await;
             r.counters.deletes.fetch_add(1, Relaxed);

@@ -87,7 +87,7 @@ impl Warm {
 
     /// The saved regions and index of the stage `config`, if its record matches it
     /// (config and device); handed out once.
-    pub fn take(&self, config: &CacheConfig, device: &str) -> Option<(Vec<u32>, Vec<u8>)> {
+    pub fn take(&self, config: &CacheConfig, device: &str) -> Option<crate::cache::Saved> {
         let mut f = self.found.lock().unwrap_or_else(|p| p.into_inner());
         let (r, index) = f.remove(&config.name)?;
         (r.config == *config && r.device == device).then_some((r.regions, index))

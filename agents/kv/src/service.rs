@@ -252,7 +252,7 @@ impl Service {
             names.push(DEFAULT_TENANT);
             prefixes.push((Vec::new(), Arc::from(DEFAULT_TENANT)));
         }
-        prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
         let kv_rules: Vec<Rule> = rules
             .into_iter()
             .filter(|r| tenant::is_kv_rule(r, &names))

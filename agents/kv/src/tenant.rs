@@ -3,7 +3,7 @@
 //! limit, a remote front end). Built whole and swapped in, so bad input changes nothing.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use lachesis_fs::remote::RemoteTarget;
@@ -23,13 +23,6 @@ pub struct Counters {
     pub deletes: AtomicU64,
     pub rate_limited: AtomicU64,
     pub forwarded: AtomicU64,
-}
-
-impl Counters {
-    pub fn add(&self, c: &AtomicU64, n: u64) {
-        let _ = self;
-        c.fetch_add(n, Relaxed);
-    }
 }
 
 /// Where a key's command goes.
@@ -139,10 +132,12 @@ pub fn compile(
             DetourKind::File => match RemoteTarget::parse(&d.to.target).map_err(what)? {
                 Some(r) if target.is_none() => target = Some(Target::Remote(r.addr)),
                 Some(_) => {}
-                None => return Err(what(format!(
+                None => {
+                    return Err(what(format!(
                     "endpoint {:?}: a KV endpoint is another agent's front end, tcp://HOST:PORT",
                     d.to.target
-                ))),
+                )))
+                }
             },
             // The controller sees KV requests through telemetry, not detours.
             DetourKind::Controller => {}

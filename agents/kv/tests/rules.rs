@@ -30,7 +30,11 @@ fn rules(remote: &str, limit_stage: &str) -> Vec<Rule> {
             "remote",
             1,
             Match::any().key_prefix("t:r:"),
-            vec![Detour::new(DetourWhat::Io, DetourKind::File, format!("tcp://{remote}"))],
+            vec![Detour::new(
+                DetourWhat::Io,
+                DetourKind::File,
+                format!("tcp://{remote}"),
+            )],
         ),
         Rule::new(
             "slow",
@@ -51,7 +55,13 @@ fn limit() -> Vec<StageConfig> {
 }
 
 /// Serves `service` on a free port from a runtime of its own; the address.
-fn serve(service: Arc<Service>) -> (String, tokio::runtime::Runtime, tokio::sync::watch::Sender<bool>) {
+fn serve(
+    service: Arc<Service>,
+) -> (
+    String,
+    tokio::runtime::Runtime,
+    tokio::sync::watch::Sender<bool>,
+) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
@@ -68,7 +78,9 @@ fn serve(service: Arc<Service>) -> (String, tokio::runtime::Runtime, tokio::sync
 fn rules_forward_to_a_remote_front_end_and_rate_limit() {
     let remote = Server::start(&[]);
     let service = Arc::new(Service::new(ServiceConfig::new(Devices::default())).unwrap());
-    service.apply(tenant(), rules(&remote.addrs[0], "qos/t"), limit()).unwrap();
+    service
+        .apply(tenant(), rules(&remote.addrs[0], "qos/t"), limit())
+        .unwrap();
     let (addr, _rt, _tx) = serve(service.clone());
     let mut c = Client::connect(&addr);
 
@@ -76,10 +88,16 @@ fn rules_forward_to_a_remote_front_end_and_rate_limit() {
     assert_eq!(c.set("t:r:1", b"far"), "STORED");
     assert_eq!(c.get("t:r:1").as_deref(), Some(&b"far"[..]));
     assert_eq!(remote.client().get("t:r:1").as_deref(), Some(&b"far"[..]));
-    assert_eq!(c.cmd("delete t:r:1 noreply\r\nversion\r\n").starts_with("VERSION"), true);
+    assert!(c
+        .cmd("delete t:r:1 noreply\r\nversion\r\n")
+        .starts_with("VERSION"));
     assert_eq!(remote.client().get("t:r:1"), None);
     c.send(b"mg t:r:1 v q\r\nmn\r\n");
-    assert_eq!(c.line(), "MN", "a quiet miss stays quiet through the forward");
+    assert_eq!(
+        c.line(),
+        "MN",
+        "a quiet miss stays quiet through the forward"
+    );
     // Local keys stay here.
     assert_eq!(c.set("t:x", b"near"), "STORED");
     assert_eq!(remote.client().get("t:x"), None);
@@ -94,7 +112,9 @@ fn rules_forward_to_a_remote_front_end_and_rate_limit() {
     assert_eq!(t.forwarded, 4);
 
     // A bad desired state (a rule naming no stage) changes nothing.
-    let e = service.apply(tenant(), rules(&remote.addrs[0], "qos/none"), limit()).unwrap_err();
+    let e = service
+        .apply(tenant(), rules(&remote.addrs[0], "qos/none"), limit())
+        .unwrap_err();
     assert!(e.contains("slow") && e.contains("qos/none"), "{e}");
     assert_eq!(c.set("t:r:2", b"still"), "STORED");
     assert_eq!(remote.client().get("t:r:2").as_deref(), Some(&b"still"[..]));

@@ -48,7 +48,11 @@ fn hits(s: &Server, n: usize) -> usize {
 
 fn value(i: usize) -> Vec<u8> {
     // Small objects (Kangaroo) and large ones (the log).
-    let len = if i % 10 == 0 { 5000 } else { 100 + i % 200 };
+    let len = if i.is_multiple_of(10) {
+        5000
+    } else {
+        100 + i % 200
+    };
     (0..len).map(|j| (i * 31 + j) as u8).collect()
 }
 
