@@ -457,7 +457,9 @@ impl Service {
         out
     }
 
-    /// Clean shutdown: what warm restart needs goes to the state dir.
+    /// Clean shutdown: each flash cache's index and regions go to the state dir (none: the
+    /// caches are left as they are). Call it last: a saved cache serves nothing more (every
+    /// read misses, every write is refused), so its index stays true to the device.
     pub fn shutdown(&self) -> Result<(), String> {
         let built = locked(&self.built);
         let flash: Vec<Arc<Store>> = built
