@@ -168,6 +168,16 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
 
     assert wait_for("a curve of the sessions tenant", lambda: curve("sessions"), timeout=60)["references"] >= len(SESSIONS)
 
+    # ... and their requests as their IO (the rates the dashboard and the loop read): each
+    # poll reads the sessions again, so some report interval holds gets.
+    def reads(name: str) -> bool:
+        c.get_many(list(SESSIONS)[:100])
+        with cluster.api() as api:
+            r = api.get(f"/api/v1/tenants/{name}/telemetry")
+            return r.status_code == 200 and any(p["read_iops"] > 0 for p in r.json()["series"])
+
+    assert wait_for("the sessions tenant's gets as its read IOPS", lambda: reads("sessions"), timeout=60)
+
     # The key-prefix rule sends the catalogue's bulk keys through the rate limit; no other
     # key is limited.
     limited_before = stat(port, "tenant:catalog:rate_limited")

@@ -294,6 +294,24 @@ impl DataPaths {
         Ok(())
     }
 
+    /// Each KV tenant's requests (gets read; sets and deletes write; the bytes it stored).
+    pub fn kv_served(&self) -> Vec<(String, crate::metrics_engine::Served)> {
+        let Some(kv) = &self.kv else { return Vec::new() };
+        kv.stats()
+            .tenants
+            .into_iter()
+            .map(|(name, t)| {
+                let served = crate::metrics_engine::Served {
+                    ops_read: t.gets,
+                    ops_written: t.sets + t.deletes,
+                    bytes_read: 0,
+                    bytes_written: t.bytes_written,
+                };
+                (name, served)
+            })
+            .collect()
+    }
+
     /// The KV front end's stages and their counters, in telemetry's form (the FUSE switch's
     /// come from [`Datapath::stage_reports`]).
     pub fn kv_stage_reports(&self) -> Vec<StageTelemetry> {

@@ -403,6 +403,7 @@ fn run(args: RunArgs) -> ExitCode {
             devices: devices.clone(),
             stages: None,
             datapath_curves: None,
+            served: None,
             latest: Default::default(),
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
@@ -476,6 +477,8 @@ fn run(args: RunArgs) -> ExitCode {
                 r
             }));
             telemetry_cfg.datapath_curves = Some(curves);
+            let kv_paths = paths.clone();
+            telemetry_cfg.served = Some(Arc::new(move || kv_paths.kv_served()));
             agent = agent.with_installer(paths);
         }
         if let Some(dp) = &datapath {

@@ -540,9 +540,24 @@ pub struct TelemetryConfig {
     pub stages: Option<StageSource>,
     /// Curves of the IO through the data path, per tenant (`datapath_curves.rs`).
     pub datapath_curves: Option<Arc<datapath_curves::DatapathCurves>>,
+    /// Counters of the tenants whose requests the agent serves itself (the KV front end).
+    pub served: Option<ServedSource>,
     /// Every report is also kept here for the metrics endpoint.
     pub latest: Arc<crate::telemetry::LatestReport>,
 }
+
+/// A tenant's requests served by the agent itself, cumulative: ops read and written, bytes
+/// read and written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    pub ops_read: u64,
+    pub ops_written: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Where the telemetry thread reads [`Served`] counters from, per tenant.
+pub type ServedSource = Arc<dyn Fn() -> Vec<(String, Served)> + Send + Sync>;
 
 /// Where the telemetry thread reads the installed stages from (the data path).
 pub type StageSource = Arc<dyn Fn() -> Vec<StageTelemetry> + Send + Sync>;
@@ -614,10 +629,14 @@ fn telemetry_loop(
             host_id: cfg.host_id.clone(),
             sent_at: Timestamp::now(),
             interval_s: cfg.interval.as_secs_f64(),
-            tenants: with_datapath_curves(
-                engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
+            tenants: with_served(
+                with_datapath_curves(
+                    engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
+                    &tenants,
+                    cfg.datapath_curves.as_deref(),
+                ),
                 &tenants,
-                cfg.datapath_curves.as_deref(),
+                cfg.served.as_ref().map(|s| s()).unwrap_or_default(),
             ),
             devices: crate::devices::reports(&cfg.devices),
             stages: cfg.stages.as_ref().map(|s| s()),
@@ -653,6 +672,34 @@ pub fn with_datapath_curves(
             let zero = TenantStats::default();
             reports.push(tenant_report(&name, &zero, &zero, curves.curve(&name, 0)));
         }
+    }
+    reports
+}
+
+/// A tenant the agent serves itself (its requests never reach the kernel as its own IO) has
+/// those requests as its IO counters; one in desired state without a report gets one.
+pub fn with_served(
+    mut reports: Vec<TenantTelemetry>,
+    desired: &[Tenant],
+    served: Vec<(String, Served)>,
+) -> Vec<TenantTelemetry> {
+    for (name, s) in served {
+        if !desired.iter().any(|t| t.name == name) {
+            continue;
+        }
+        let i = match reports.iter().position(|r| r.name == name) {
+            Some(i) => i,
+            None => {
+                let zero = TenantStats::default();
+                reports.push(tenant_report(&name, &zero, &zero, None));
+                reports.len() - 1
+            }
+        };
+        let r = &mut reports[i];
+        r.ops_read += s.ops_read;
+        r.ops_written += s.ops_written;
+        r.bytes_read += s.bytes_read;
+        r.bytes_written += s.bytes_written;
     }
     reports
 }
@@ -833,5 +880,17 @@ mod tests {
         let t = tenant_report("web", &TenantStats::default(), &TenantStats::default(), None);
         assert_eq!((t.ops_read, t.bytes_written), (0, 0));
         assert_eq!(t.latency_us_p99, None);
+    }
+
+    #[test]
+    fn served_tenants_get_their_requests_as_io_counters() {
+        let desired = [tenant("sessions", &[]), tenant("web", &["/sys/fs/cgroup/web"])];
+        let web = tenant_report("web", &TenantStats::default(), &TenantStats::default(), None);
+        let s = Served { ops_read: 7, ops_written: 3, bytes_read: 700, bytes_written: 300 };
+        let out = with_served(vec![web], &desired, vec![("sessions".into(), s), ("gone".into(), s)]);
+        assert_eq!(out.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["web", "sessions"]);
+        let r = &out[1];
+        assert_eq!((r.ops_read, r.ops_written, r.bytes_read, r.bytes_written), (7, 3, 700, 300));
+        assert_eq!((out[0].ops_read, out[0].bytes_written), (0, 0));
     }
 }
