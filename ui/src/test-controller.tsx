@@ -52,6 +52,11 @@ export const STAGES: StageOut[] = [
         evictions: 12,
         writebacks: 0,
         dirty_bytes: 0,
+        front_end: "kv",
+        parts: [
+          { part: "kangaroo", handles: [1, 2], objects: 500, gets: 700, hits: 500, flash_bytes_written: 4 * MiB },
+          { part: "loc", handles: [3], objects: 20, gets: 100, hits: 100, flash_bytes_written: 8 * MiB },
+        ],
         series: [
           { at: at(0), size_bytes: 32 * MiB, installed_bytes: 32 * MiB, hit_ratio: 0.5 },
           { at: at(5), size_bytes: 64 * MiB, installed_bytes: 32 * MiB, hit_ratio: 0.55 },
@@ -81,6 +86,8 @@ export const STAGES: StageOut[] = [
         evictions: null,
         writebacks: null,
         dirty_bytes: null,
+        front_end: null,
+        parts: null,
         series: [],
       },
     ],
