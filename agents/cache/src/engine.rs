@@ -1,8 +1,9 @@
 //! The interface every flash cache engine implements, so the hybrid cache, the cachebench and
 //! the data path can drive a log, a set-associative cache or Kangaroo interchangeably.
 
-/// Counters an engine keeps about itself; cachebench derives miss ratio and ALWA from them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Counters an engine keeps about itself; cachebench derives miss ratio and ALWA from them,
+/// and the KV front end reports them per engine part (hence `Serialize`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EngineStats {
     pub gets: u64,
     pub hits: u64,

@@ -19,37 +19,8 @@ pub const SMALL_THRESHOLD: usize = 2048;
 /// Fewest regions a flash cache installs: the log needs two, Kangaroo one.
 const MIN_REGIONS: u32 = 3;
 
-/// One part of an engine, for the stats.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PartStats {
-    pub gets: u64,
-    pub hits: u64,
-    pub sets: u64,
-    pub rejected_sets: u64,
-    pub deletes: u64,
-    pub evictions: u64,
-    pub app_bytes_written: u64,
-    pub flash_bytes_written: u64,
-    pub corrupt_reads: u64,
-    pub objects: u64,
-}
-
-impl From<&EngineStats> for PartStats {
-    fn from(s: &EngineStats) -> Self {
-        PartStats {
-            gets: s.gets,
-            hits: s.hits,
-            sets: s.sets,
-            rejected_sets: s.rejected_sets,
-            deletes: s.deletes,
-            evictions: s.evictions,
-            app_bytes_written: s.app_bytes_written,
-            flash_bytes_written: s.flash_bytes_written,
-            corrupt_reads: s.corrupt_reads,
-            objects: s.objects,
-        }
-    }
-}
+/// One part of an engine, for the stats: the engine's own counters.
+pub use lachesis_cache::EngineStats as PartStats;
 
 /// What a cache reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -140,7 +111,7 @@ impl Cache for DramCache {
         total.objects = self.shards.iter().map(|s| locked(s).len() as u64).sum();
         CacheStats {
             engine: "dram",
-            total: PartStats::from(&total),
+            total: total.clone(),
             parts: Vec::new(),
             flash_bytes: 0,
             dram_bytes: *locked(&self.bytes),
@@ -427,10 +398,10 @@ impl Cache for FlashCache {
         }
         CacheStats {
             engine: "hybrid",
-            total: PartStats::from(&total),
+            total: total.clone(),
             parts: vec![
-                ("kangaroo".into(), PartStats::from(&small)),
-                ("loc".into(), PartStats::from(&loc)),
+                ("kangaroo".into(), small.clone()),
+                ("loc".into(), loc.clone()),
             ],
             flash_bytes: e.installed,
             dram_bytes: dram,
