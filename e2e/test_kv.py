@@ -3,15 +3,18 @@ agent running `--kv-listen` (and a per-tenant port) on a measuring flash device;
 with two tenants by key prefix, a hybrid flash cache each and a key-prefix rule through a
 rate limit. pymemcache and libmemcached's memcslap store and read objects; each tenant's
 objects land in its own cache stage on its own placement handles; a clean restart comes back
-warm. Counted polls only."""
+warm; a byte flipped on the device while the agent is down makes its object a counted miss.
+Counted polls only."""
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 from pymemcache.client.base import Client
@@ -193,6 +196,8 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     agent = cluster.processes[f"agent-{HOST}"]
     agent.stop(signal.SIGTERM)
     assert agent.popen is not None and agent.popen.returncode == 0, agent.text()[-3000:]
+    # While it is down, a byte of the marker's page goes bad on the device (every copy of it).
+    assert corrupt(cluster.tmp / "flash0.img", MARKER[:40]) >= 1
     agent.start()
 
     c = client(port)
@@ -203,3 +208,24 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     assert int(s["tenant:sessions:sets"]) == 0, s
     assert int(s["tenant:sessions:get_hits"]) >= len(back), s
     c.close()
+
+    # The corrupt page reads as a miss, counted, never as other bytes.
+    c = client(port)
+    assert c.get(MARKER_KEY) is None
+    s = stats(port)
+    assert int(s["stage:kv/catalog:corrupt_reads"]) >= 1, s
+    assert int(s["stage:kv/sessions:corrupt_reads"]) == 0, s
+    c.close()
+
+
+def corrupt(image: Path, needle: bytes) -> int:
+    """Flips a byte inside every copy of `needle` in the device file; how many it found."""
+    found = 0
+    with image.open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        at = m.find(needle)
+        while at != -1:
+            m[at + len(needle) // 2] ^= 0xFF
+            found += 1
+            at = m.find(needle, at + len(needle))
+        m.flush()
+    return found
