@@ -141,6 +141,15 @@ def test_every_agent_variable_reaches_the_agent_from_values(helm: Helm) -> None:
     assert variables - seen == set()
 
 
+def test_the_key_value_front_end_listens_on_kv_port_unless_it_is_0(helm: Helm) -> None:
+    for port, listen in ((11311, "0.0.0.0:11311"), (11400, "0.0.0.0:11400"), (0, None)):
+        (daemonset, *_) = by_kind(helm.render(EXTERNAL, sets=(f"agent.kvPort={port}",)), "DaemonSet")
+        (agent, *_) = containers(daemonset)
+        assert env_of(agent).get("LACHESIS_AGENT_KV_LISTEN", {}).get("value") == listen
+        exposed = {p["name"]: p["containerPort"] for p in agent["ports"]}
+        assert exposed.get("memcached") == (port or None)
+
+
 def test_existing_secrets_are_used_and_none_is_made(helm: Helm) -> None:
     docs = helm.render(EXTERNAL)
     deployment = one(docs, "Deployment", "lachesis-controller")
