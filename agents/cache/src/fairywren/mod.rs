@@ -33,9 +33,6 @@ pub mod store;
 pub use config::{FairyWrenConfig, Layout, SETS_RESERVE};
 pub use fwsets::HOT;
 
-use std::borrow::Cow;
-use std::collections::HashMap;
-
 use fwlog::{Append, FwLog};
 use fwsets::FwSets;
 use store::Store;
@@ -43,6 +40,7 @@ use store::Store;
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::kangaroo::admission::PreFlash;
+use crate::kangaroo::flusher::resolve_entries;
 use crate::kangaroo::index::{Entry, Index, SlotId};
 use crate::kangaroo::page::{self, Obj, PAGE, SET_CAPACITY};
 use crate::kangaroo::rrip::{self, FAR, LONG, NEAR};
@@ -469,41 +467,11 @@ impl FairyWren {
         entries: &[(SlotId, Entry)],
         drop_keys: &[Vec<u8>],
     ) -> Result<Vec<Option<Obj>>> {
-        let mut pages: HashMap<u32, Vec<Option<(u16, Obj)>>> = HashMap::new();
-        let mut out = Vec::with_capacity(entries.len());
-        for (_, e) in entries {
-            if let std::collections::hash_map::Entry::Vacant(slot) = pages.entry(e.page) {
-                let bytes: Cow<'_, [u8]> = self.log.read_page(&self.span, slice, e.page)?;
-                let objs = page::parse_klog(&bytes)
-                    .objs
-                    .iter()
-                    .filter(|o| !drop_keys.iter().any(|k| k == o.key))
-                    .filter_map(|o| {
-                        let h = key_hash(o.key);
-                        (self.set_of(h) == set).then(|| {
-                            Some((
-                                tag_of(h),
-                                Obj {
-                                    key: o.key.to_vec(),
-                                    value: o.value.to_vec(),
-                                    rrip: 0,
-                                },
-                            ))
-                        })
-                    })
-                    .collect();
-                slot.insert(objs);
-            }
-            let candidates = pages.get_mut(&e.page).expect("inserted above");
-            let hit = candidates
-                .iter_mut()
-                .find(|c| matches!(c, Some((tag, _)) if *tag == e.tag));
-            out.push(hit.and_then(Option::take).map(|(_, mut o)| {
-                o.rrip = e.rrip;
-                o
-            }));
-        }
-        Ok(out)
+        resolve_entries(
+            entries,
+            |p| self.log.read_page(&self.span, slice, p),
+            |key| !drop_keys.iter().any(|k| k == key) && self.set_of(key_hash(key)) == set,
+        )
     }
 
     /// Rewrites a set (nest packing): all its FwLog objects come in, replacing older copies;

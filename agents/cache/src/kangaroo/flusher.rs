@@ -71,8 +71,7 @@ impl Kangaroo {
         }
     }
 
-    /// Finds each entry's object. Entries carry only a page and a tag, so an object matches an
-    /// entry when it is in that page and has that set and tag; each object serves one entry.
+    /// Finds each entry's object (see [`resolve_entries`]) in the pages being flushed or the log.
     fn resolve(
         &self,
         part: u32,
@@ -81,40 +80,11 @@ impl Kangaroo {
         segs: &[u32],
         data: &[u8],
     ) -> Result<Vec<Option<Obj>>> {
-        // Each page is parsed once: its objects of this set, with their tags, unclaimed.
-        let mut pages: HashMap<u32, Vec<Option<(u16, Obj)>>> = HashMap::new();
-        let mut out = Vec::with_capacity(entries.len());
-        for (_, e) in entries {
-            if let std::collections::hash_map::Entry::Vacant(slot) = pages.entry(e.page) {
-                let bytes = self.flush_page(part, e.page, segs, data)?;
-                let objs = page::parse_klog(&bytes)
-                    .objs
-                    .iter()
-                    .filter_map(|o| {
-                        let h = key_hash(o.key);
-                        (self.set_of(h) == set).then(|| {
-                            let obj = Obj {
-                                key: o.key.to_vec(),
-                                value: o.value.to_vec(),
-                                rrip: 0,
-                            };
-                            (tag_of(h), obj)
-                        })
-                    })
-                    .map(Some)
-                    .collect();
-                slot.insert(objs);
-            }
-            let candidates = pages.get_mut(&e.page).expect("inserted above");
-            let hit = candidates
-                .iter_mut()
-                .find(|c| matches!(c, Some((tag, _)) if *tag == e.tag));
-            out.push(hit.and_then(Option::take).map(|(_, mut o)| {
-                o.rrip = e.rrip;
-                o
-            }));
-        }
-        Ok(out)
+        resolve_entries(
+            entries,
+            |p| self.flush_page(part, p, segs, data),
+            |key| self.set_of(key_hash(key)) == set,
+        )
     }
 
     /// The set of a key hash: its high bits scaled to the set count (the tag uses the low ones).
@@ -188,4 +158,46 @@ impl Kangaroo {
         }
         Ok(())
     }
+}
+
+/// Finds each entry's object. Entries carry only a page and a tag, so an object matches an
+/// entry when it is in that page, is one `keep` accepts (the set being written) and has that
+/// tag; each object serves one entry. Each page is read and parsed once. Kangaroo's flusher
+/// and FairyWREN's set writes both resolve their log entries with it.
+pub(crate) fn resolve_entries<'a>(
+    entries: &[(SlotId, Entry)],
+    mut read_page: impl FnMut(u32) -> Result<Cow<'a, [u8]>>,
+    keep: impl Fn(&[u8]) -> bool,
+) -> Result<Vec<Option<Obj>>> {
+    // Each page's objects of this set, with their tags, unclaimed.
+    let mut pages: HashMap<u32, Vec<Option<(u16, Obj)>>> = HashMap::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for (_, e) in entries {
+        if let std::collections::hash_map::Entry::Vacant(slot) = pages.entry(e.page) {
+            let bytes = read_page(e.page)?;
+            let objs = page::parse_klog(&bytes)
+                .objs
+                .iter()
+                .filter(|o| keep(o.key))
+                .map(|o| {
+                    let obj = Obj {
+                        key: o.key.to_vec(),
+                        value: o.value.to_vec(),
+                        rrip: 0,
+                    };
+                    Some((tag_of(key_hash(o.key)), obj))
+                })
+                .collect();
+            slot.insert(objs);
+        }
+        let candidates = pages.get_mut(&e.page).expect("inserted above");
+        let hit = candidates
+            .iter_mut()
+            .find(|c| matches!(c, Some((tag, _)) if *tag == e.tag));
+        out.push(hit.and_then(Option::take).map(|(_, mut o)| {
+            o.rrip = e.rrip;
+            o
+        }));
+    }
+    Ok(out)
 }

@@ -21,7 +21,7 @@
 pub(crate) mod admission;
 pub mod analytic;
 mod config;
-mod flusher;
+pub(crate) mod flusher;
 pub(crate) mod hitbits;
 pub(crate) mod index;
 mod klog;
