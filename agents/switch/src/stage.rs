@@ -333,8 +333,64 @@ pub struct LogConfig {
     pub name: String,
     #[serde(deserialize_with = "de_opt_name", serialize_with = "ser_opt")]
     pub owner: Option<String>,
+    /// Where the log lives: on this host, or under the root of `remote`'s server.
     #[serde(deserialize_with = "de_dir")]
     pub dir: String,
+    /// `tcp://HOST:PORT`: the log lives on that agent's `lachesis-fs serve` (tail-latency
+    /// forwarding: writes of a slow endpoint's tenant are appended to a less loaded one).
+    #[serde(default, deserialize_with = "de_remote", skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// Set: the log copies what it holds back to the rest of its route at this rate
+    /// (reclaim), then holds nothing. None: it holds its data.
+    #[serde(default, deserialize_with = "de_reclaim", skip_serializing_if = "Option::is_none")]
+    pub reclaim_bytes_per_s: Option<u64>,
+}
+
+impl LogConfig {
+    /// A log stage that holds its data (on this host).
+    pub fn local(name: &str, owner: Option<&str>, dir: &str) -> Self {
+        LogConfig {
+            name: name.into(),
+            owner: owner.map(str::to_string),
+            dir: dir.into(),
+            remote: None,
+            reclaim_bytes_per_s: None,
+        }
+    }
+
+    /// Whether a live log built from `self` can become `other` by changing its reclaim rate
+    /// alone (the log and its data stay).
+    pub fn same_but_reclaim(&self, other: &LogConfig) -> bool {
+        LogConfig {
+            reclaim_bytes_per_s: other.reclaim_bytes_per_s,
+            ..self.clone()
+        } == *other
+    }
+}
+
+fn de_reclaim<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_opt_bounded(d, "reclaim_bytes_per_s", MAX_BYTES)
+}
+
+/// `tcp://HOST:PORT` with a port in 1..65535 and nothing after it.
+fn de_remote<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let Some(s) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let ok = s.strip_prefix("tcp://").is_some_and(|a| {
+        a.rsplit_once(':').is_some_and(|(h, p)| {
+            !h.is_empty()
+                && !h.contains('/')
+                && p.parse::<u16>().is_ok_and(|p| p > 0)
+        })
+    });
+    if ok && s.len() <= 256 {
+        Ok(Some(s))
+    } else {
+        Err(D::Error::custom(format!(
+            "remote {s:?}: expected tcp://HOST:PORT with a port in 1..65535"
+        )))
+    }
 }
 
 /// `None` as `null` (the schema requires these fields, nullable).
@@ -432,6 +488,56 @@ mod tests {
         assert!(e.contains("not a declared stage"), "{e}");
         let e = check_stages(&[cache("c/a", Some("c/b")), cache("c/b", Some("c/a"))]).unwrap_err();
         assert!(e.contains("cycle"), "{e}");
+    }
+
+    #[test]
+    fn log_stages_take_a_remote_and_a_reclaim_rate() {
+        let l: StageConfig = serde_json::from_str(
+            r#"{"kind":"log","name":"fwd/a","owner":"a","dir":"/fwd/a","remote":"tcp://10.0.0.2:7070","reclaim_bytes_per_s":1048576}"#,
+        )
+        .unwrap();
+        let StageConfig::Log(l) = l else { unreachable!() };
+        assert_eq!(l.remote.as_deref(), Some("tcp://10.0.0.2:7070"));
+        assert!(l.same_but_reclaim(&LogConfig { reclaim_bytes_per_s: None, ..l.clone() }));
+        assert!(!l.same_but_reclaim(&LogConfig { remote: None, ..l.clone() }));
+        // Without the new fields a log stage reads as before and writes them out as absent.
+        let old = LogConfig::local("log/a", None, "/var/log/a");
+        let text = serde_json::to_string(&StageConfig::Log(old.clone())).unwrap();
+        assert!(!text.contains("remote"), "{text}");
+        assert_eq!(serde_json::from_str::<StageConfig>(&text).unwrap(), StageConfig::Log(old));
+        for (bad, why) in [
+            (r#""remote":"10.0.0.2:7070""#, "tcp://HOST:PORT"),
+            (r#""remote":"tcp://h:0""#, "tcp://HOST:PORT"),
+            (r#""remote":"tcp://h:70/dir""#, "tcp://HOST:PORT"),
+            (r#""reclaim_bytes_per_s":0"#, "reclaim_bytes_per_s"),
+        ] {
+            let text = format!(r#"{{"kind":"log","name":"fwd/a","owner":null,"dir":"/a",{bad}}}"#);
+            let e = serde_json::from_str::<StageConfig>(&text).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn server_level_caches_name_relative_directories() {
+        let base = r#"{"kind":"cache","name":"cache/l2","owner":"a","engine":"dram","size_bytes":1048576,"write_mode":"through","eviction":"lru","max_dirty_bytes":4096,"device":null,"placement":[],"next":null"#;
+        let c: StageConfig = serde_json::from_str(&format!(r#"{base},"serves":["tenants/a",""]}}"#)).unwrap();
+        let StageConfig::Cache(c) = c else { unreachable!() };
+        assert_eq!(c.serves, Some(vec!["tenants/a".to_string(), String::new()]));
+        // Without the field a cache stage is the switch's, and is written out without it.
+        let plain: StageConfig = serde_json::from_str(&format!("{base}}}")).unwrap();
+        let text = serde_json::to_string(&plain).unwrap();
+        assert!(!text.contains("serves"), "{text}");
+        for (bad, why) in [
+            (r#"["../etc"]"#, "relative directory"),
+            (r#"["/abs"]"#, "relative directory"),
+            (r#"["a//b"]"#, "relative directory"),
+            ("[]", "1 to"),
+        ] {
+            let e = serde_json::from_str::<StageConfig>(&format!(r#"{base},"serves":{bad}}}"#))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -316,11 +316,7 @@ mod tests {
         c.engine = CacheEngine::Dram;
         assert!(build(&StageConfig::Cache(c), &Devices::default()).is_ok());
         let e = build(
-            &StageConfig::Log(LogConfig {
-                name: "log/x".into(),
-                owner: None,
-                dir: "/proc/lachesis-no/such".into(),
-            }),
+            &StageConfig::Log(LogConfig::local("log/x", None, "/proc/lachesis-no/such")),
             &devices,
         )
         .err()

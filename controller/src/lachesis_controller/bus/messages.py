@@ -189,6 +189,10 @@ class LogStageConfig(BusModel):
     name: StageName
     owner: Name | None
     dir: HostPath
+    # tcp://HOST:PORT: the log lives on that agent's `lachesis-fs serve` (tail-latency forwarding).
+    remote: str | None = Field(default=None, max_length=256, pattern=r"^tcp://[^/:]+(:[^/:]+)*:([1-9][0-9]{0,4})$")
+    # Set: copy what the log holds back to the rest of its route at this rate (reclaim).
+    reclaim_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES)
 
 
 StageConfig = Annotated[
