@@ -339,6 +339,7 @@ fn cache(name: String) -> impl Strategy<Value = StageConfig> {
                     device: None,
                     placement: vec![],
                     next: None,
+                    serves: None,
                 })
             },
         )

@@ -261,6 +261,49 @@ pub struct CacheConfig {
     /// A second-level cache stage this stage's misses go through.
     #[serde(deserialize_with = "de_opt_stage_name", serialize_with = "ser_opt")]
     pub next: Option<String>,
+    /// Server level of a two-level cache: directories, relative to the root of the agent's
+    /// forwarding server (`--serve-root`), whose forwarded reads this stage caches in front of
+    /// the server's store ("" is the whole root). `None` (absent): a stage of the FUSE switch.
+    #[serde(default, deserialize_with = "de_serves", skip_serializing_if = "Option::is_none")]
+    pub serves: Option<Vec<String>>,
+}
+
+/// Most directories one server-level cache stage serves.
+pub const MAX_SERVES: usize = 64;
+
+/// Why `dir` is not a directory relative to a server's root ("" or `a/b`, no `.`, `..` or
+/// empty segment, at most 1024 characters), or `None` if it is one.
+pub fn serve_dir_error(dir: &str) -> Option<String> {
+    if dir.is_empty() {
+        return None;
+    }
+    if dir.len() > 1024
+        || dir.chars().any(|c| c.is_ascii_control())
+        || dir
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Some(format!(
+            "serves {dir:?}: expected a relative directory (a/b: no '.', '..' or empty segment, no control character, at most 1024 characters)"
+        ));
+    }
+    None
+}
+
+fn de_serves<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let Some(v) = Option::<Vec<String>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if v.is_empty() || v.len() > MAX_SERVES {
+        return Err(D::Error::custom(format!(
+            "serves: {} directories, expected 1 to {MAX_SERVES}",
+            v.len()
+        )));
+    }
+    if let Some(why) = v.iter().find_map(|d| serve_dir_error(d)) {
+        return Err(D::Error::custom(why));
+    }
+    Ok(Some(v))
 }
 
 impl CacheConfig {
@@ -466,6 +509,7 @@ mod tests {
                 handle: 3,
             }],
             next: next.map(String::from),
+            serves: None,
         })
     }
 

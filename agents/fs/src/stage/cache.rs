@@ -486,6 +486,7 @@ mod tests {
             device: None,
             placement: vec![],
             next: None,
+            serves: None,
         }
     }
 

@@ -367,6 +367,7 @@ mod tests {
                 },
             ],
             next: None,
+            serves: None,
         }
     }
 

@@ -198,6 +198,7 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
                     },
                 ],
                 next: None,
+                serves: None,
             }));
         }
     }

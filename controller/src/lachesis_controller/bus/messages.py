@@ -146,6 +146,16 @@ StageName = Annotated[str, Field(pattern=STAGE_NAME_PATTERN, description="What r
 MAX_BYTES = 1 << 50
 
 
+# The stage contract's cache engines and their write streams (engine parts), named once here.
+CacheEngine = Literal["dram", "loc", "kangaroo", "hybrid", "fairywren", "hybrid-fairywren"]
+EnginePart = Literal["loc", "klog", "kset", "set-assoc", "fwlog", "fwsets", "fwcold"]
+
+
+# A directory relative to a forwarding server's root ("" is the root): the schema's pattern.
+_SEGMENT = r"([^/.\x00-\x1f][^/\x00-\x1f]*|\.[^/.\x00-\x1f][^/\x00-\x1f]*|\.\.[^/\x00-\x1f]+)"
+ServeDir = Annotated[str, Field(max_length=1024, pattern=rf"^({_SEGMENT}(/{_SEGMENT})*)?$")]
+
+
 class PartHandle(BusModel):
     """The placement broker's reclaim unit handle for one write stream of a cache stage."""
 
@@ -167,6 +177,9 @@ class CacheStageConfig(BusModel):
     device: Name | None
     placement: list[PartHandle] = Field(max_length=8)
     next: StageName | None
+    # Server level of a two-level cache: directories under the agent's forwarding server's
+    # root whose forwarded reads it caches; absent: a stage of the FUSE switch.
+    serves: list[ServeDir] | None = Field(default=None, min_length=1, max_length=64)
 
 
 class RateLimitStageConfig(BusModel):
