@@ -22,4 +22,4 @@ pub mod stale_mount;
 pub mod stage;
 pub mod switch;
 
-pub use switch::{IoObserver, Switch, SwitchOptions};
+pub use switch::{IoObserver, ReadWatch, Switch, SwitchOptions};

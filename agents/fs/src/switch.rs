@@ -35,6 +35,14 @@ pub struct SwitchOptions {
 /// (tenant, file id, offset, length). The agent builds the tenant's miss-ratio curve from it.
 pub type IoObserver = Arc<dyn Fn(&str, u64, u64, u64) + Send + Sync>;
 
+/// Told of every read the switch served, with its bytes, and asked whether a file's reads must
+/// pass through the switch (such a file is not opened with kernel passthrough): the agent's
+/// declared-IO planner counts foreground reads for maintenance jobs (`lachesis-declared`).
+pub trait ReadWatch: Send + Sync {
+    fn watches(&self, path: &str) -> bool;
+    fn read(&self, ctx: &FileCtx, off: u64, data: &[u8]);
+}
+
 /// A file as the switch sees it: who opened it, its namespace path, a stable id and the open
 /// backing file.
 #[derive(Clone)]
@@ -98,6 +106,8 @@ pub struct Switch {
     user_written: std::sync::atomic::AtomicU64,
     /// Told of each tenant's IO (`set_observer`).
     observer: OnceLock<IoObserver>,
+    /// Told of each read's bytes (`set_read_watch`).
+    read_watch: OnceLock<Arc<dyn ReadWatch>>,
 }
 
 /// The end of a route: the backing file, or the endpoint replicas (local and remote).
@@ -247,6 +257,7 @@ impl Switch {
             user_read: Default::default(),
             user_written: Default::default(),
             observer: OnceLock::new(),
+            read_watch: OnceLock::new(),
         };
         // Stages the journals brought back count for coherence too.
         sw.refresh_stage_list();
@@ -537,7 +548,7 @@ impl Switch {
     /// range of it is delegated. Decided at open; a later rule change applies from the next
     /// open on.
     pub fn can_passthrough(&self, path: &str) -> bool {
-        if self.delegates.has(path) {
+        if self.delegates.has(path) || self.read_watch.get().is_some_and(|w| w.watches(path)) {
             return false;
         }
         let c = self.current();
@@ -652,6 +663,10 @@ impl Switch {
         let _ = self.observer.set(observer);
     }
 
+    pub fn set_read_watch(&self, watch: Arc<dyn ReadWatch>) {
+        let _ = self.read_watch.set(watch);
+    }
+
     fn observe(&self, ctx: &FileCtx, off: u64, len: u64) {
         if let (Some(o), Some(t)) = (self.observer.get(), ctx.tenant.as_deref()) {
             o(t, ctx.id, off, len);
@@ -697,6 +712,9 @@ impl Switch {
             piece[n..].fill(0);
         }
         self.user_read.fetch_add(len as u64, Ordering::Relaxed);
+        if let Some(w) = self.read_watch.get() {
+            w.read(ctx, off, buf);
+        }
         Ok(len)
     }
 
