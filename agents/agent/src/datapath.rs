@@ -76,6 +76,8 @@ struct Inner {
     held: Vec<Vec<String>>,
     /// The way to the controller for `header -> controller` detours (`detour_link.rs`).
     detours: Option<Arc<Detours>>,
+    /// Told of every read through the switches (`declared_link.rs`).
+    declared: Option<Arc<lachesis_declared::Planner>>,
     /// Where rules may make the switches write (`--endpoint-root`); empty: each mount's
     /// backing directory.
     endpoint_roots: Vec<PathBuf>,
@@ -169,6 +171,12 @@ impl Datapath {
         self.lock().detours = Some(detours);
     }
 
+    /// Tells `planner` of the reads through the switches mounted from now on (before the
+    /// first install), mount `i` being the `i`th `--mount`.
+    pub fn set_declared(&self, planner: Arc<lachesis_declared::Planner>) {
+        self.lock().declared = Some(planner);
+    }
+
     /// Confines what rules make the switches mounted from now on write (file endpoints,
     /// header logs, log stages) to `roots` (existing directories); empty, the default: each
     /// mount's backing directory.
@@ -220,6 +228,10 @@ impl Datapath {
                 });
                 if let Some(o) = &self.observer {
                     switch.set_observer(o.clone());
+                }
+                if let Some(p) = &inner.declared {
+                    let watch = crate::declared_link::MountWatch { planner: p.clone(), mount: mounts.len() };
+                    switch.set_read_watch(Arc::new(watch));
                 }
                 let session = embed::mount(
                     &spec.backing,

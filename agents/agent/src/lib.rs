@@ -8,6 +8,7 @@ pub mod bus;
 pub mod bus_lag;
 pub mod caps;
 pub mod datapath;
+pub mod declared_link;
 pub mod detour_link;
 pub mod devices;
 pub mod flow_gate;

@@ -16,6 +16,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
+use lachesis_agent::declared_link;
 use lachesis_agent::detour_link::RedisLink;
 use lachesis_agent::kv_front::{DataPaths, KvFront, KvTenantPort};
 use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
@@ -163,6 +164,12 @@ struct RunArgs {
     /// connection there is TENANT's, whatever its prefix. Repeatable.
     #[arg(long = "kv-tenant-port", value_name = "TENANT=PORT", requires = "kv_listen")]
     kv_tenant_ports: Vec<KvTenantPort>,
+
+    /// Bytes per second the declared-IO dispatcher may read from the mounts' backing files
+    /// for the maintenance jobs declared on the controller (with --mount).
+    #[arg(long, env = "LACHESIS_AGENT_DECLARED_IO_BUDGET", value_name = "BYTES_PER_S",
+          default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    declared_io_budget: u64,
 }
 
 fn parse_host_id(s: &str) -> Result<String, String> {
@@ -405,6 +412,7 @@ fn run(args: RunArgs) -> ExitCode {
             datapath_curves: None,
             served: None,
             latest: Default::default(),
+            declared: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
         if let Some(p) = persisted {
@@ -506,6 +514,17 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        if let Some(dp) = &datapath {
+            let mounts = args.mounts.iter().map(|m| (m.backing.clone(), m.mountpoint.clone())).collect();
+            let budget = args.declared_io_budget;
+            match declared_link::start(client.clone(), args.host_id.clone(), mounts, budget, stop.clone()) {
+                Ok(p) => {
+                    dp.set_declared(p.clone());
+                    telemetry_cfg.declared = Some(p);
+                }
+                Err(e) => error!("declared IO off: cannot start its dispatcher: {e}"),
+            }
+        }
         let telemetry = match metrics_engine::spawn(
             load_metrics_engine(&args),
             telemetry_cfg,

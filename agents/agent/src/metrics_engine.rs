@@ -544,6 +544,8 @@ pub struct TelemetryConfig {
     pub served: Option<ServedSource>,
     /// Every report is also kept here for the metrics endpoint.
     pub latest: Arc<crate::telemetry::LatestReport>,
+    /// The declared maintenance IO jobs, when the agent has a data path.
+    pub declared: Option<Arc<lachesis_declared::Planner>>,
 }
 
 /// A tenant's requests served by the agent itself, cumulative: ops read and written, bytes
@@ -640,6 +642,7 @@ fn telemetry_loop(
             ),
             devices: crate::devices::reports(&cfg.devices),
             stages: cfg.stages.as_ref().map(|s| s()),
+            declared_io: cfg.declared.as_ref().map(|p| p.reports()),
         };
         bus.publish(&msg);
         cfg.latest.set(msg);

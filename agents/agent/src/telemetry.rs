@@ -60,6 +60,9 @@ pub struct Telemetry {
     /// The installed stages and their counters; absent: no data path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageTelemetry>>,
+    /// The declared maintenance IO jobs and their progress; absent: no data path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_io: Option<Vec<lachesis_declared::JobReport>>,
 }
 
 /// IO the tenant's applications issued (syscall and io_uring layers), cumulative since the

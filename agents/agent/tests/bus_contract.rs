@@ -15,7 +15,8 @@ use serde_json::Value;
 const COMMON_ID: &str = "https://lachesis.dev/schemas/bus/common.schema.json";
 
 /// The messages: fixture folder, schema file.
-const MESSAGES: [(&str, &str); 7] = [
+const MESSAGES: [(&str, &str); 8] = [
+    ("declared-io", "declared-io.schema.json"),
     ("registration", "registration.schema.json"),
     ("heartbeat", "heartbeat.schema.json"),
     ("desired-state", "desired-state.schema.json"),
@@ -84,6 +85,7 @@ fn serde_round_trip(message: &str, v: &Value) -> Result<Value, String> {
         "telemetry" => round_trip::<Telemetry>(v),
         "detour-request" => round_trip::<lachesis_agent::detour_link::DetourRequest>(v),
         "detour-verdict" => round_trip::<lachesis_agent::detour_link::DetourVerdict>(v),
+        "declared-io" => round_trip::<lachesis_declared::DeclaredIo>(v),
         other => panic!("no Rust type for message {other:?}: add it here"),
     }
 }
@@ -233,6 +235,7 @@ fn agent_made_telemetry_validates() {
             handles: None,
         }],
         stages: None,
+        declared_io: None,
     };
     let json = serde_json::to_value(&msg).unwrap();
     // The size of a report is a benchmark figure (docs/benchmarks/ebpf.md).
