@@ -15,10 +15,12 @@ from pydantic import BaseModel, ValidationError
 from referencing import Registry, Resource
 
 from lachesis_controller.bus.messages import Ack, DesiredState, Heartbeat, Registration, Telemetry
+from lachesis_controller.declared_io.messages import DeclaredIo
 from lachesis_controller.detours.messages import DetourRequest, DetourVerdict
 
 MODELS: dict[str, type[BaseModel]] = {
     "ack": Ack,
+    "declared-io": DeclaredIo,
     "desired-state": DesiredState,
     "detour-request": DetourRequest,
     "detour-verdict": DetourVerdict,

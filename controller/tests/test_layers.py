@@ -15,7 +15,7 @@ LAYERS: list[str | set[str]] = [
     "main",
     "app",
     "api",
-    {"detours", "allocation", "sustainability"},
+    {"detours", "allocation", "sustainability", "declared_io"},
     "rollout",
     "stages",
     "policy",

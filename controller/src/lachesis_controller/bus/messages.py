@@ -394,6 +394,27 @@ class TelemetryStage(BusModel):
     parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]
 
 
+class TelemetryDeclaredFile(BusModel):
+    path: HostPath
+    offset: Counter
+    length: Counter
+    crc32: int = Field(ge=0, le=0xFFFFFFFF)
+
+
+class TelemetryDeclaredJob(BusModel):
+    """A declared maintenance IO job's progress on the agent (cumulative since it accepted it)."""
+
+    id: Name
+    state: Literal["running", "paused", "done", "failed"]
+    bytes_declared: Counter
+    dispatched_bytes: Counter
+    foreground_bytes: Counter
+    shared_bytes: Counter
+    error: str | None = Field(max_length=4096)
+    # Once done: each range's checksum.
+    files: list[TelemetryDeclaredFile] = Field(default=None, max_length=1024)  # type: ignore[assignment]
+
+
 class Telemetry(BusModel):
     schema_: Literal["lachesis.telemetry/v1"] = Field(alias="schema")
     host_id: HostId
@@ -403,3 +424,5 @@ class Telemetry(BusModel):
     devices: list[TelemetryDevice]
     # Absent: the agent has no data path.
     stages: list[TelemetryStage] = Field(default=None, max_length=1024)  # type: ignore[assignment]
+    # Absent: the agent has no data path.
+    declared_io: list[TelemetryDeclaredJob] = Field(default=None, max_length=256)  # type: ignore[assignment]
