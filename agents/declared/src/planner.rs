@@ -23,6 +23,8 @@ use crate::message::{DeclaredIo, FileDigest, FileRange, JobReport, JobSpec, JobS
 const BURST_S: f64 = 1.0;
 /// A `deadline`-paced job aims to be done this share of its window before its deadline.
 const AIM_MARGIN: f64 = 0.1;
+/// Most files one job's directories expand to.
+pub const MAX_EXPANDED: usize = 4096;
 
 /// One FUSE mount of the agent: its backing directory and mountpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,13 +168,18 @@ impl Planner {
         let mut files = Vec::with_capacity(spec.files.len());
         let mut error = None;
         for r in &spec.files {
-            match self.resolve(r) {
-                Ok(f) => files.push(f),
+            match self.expand(r).and_then(|rs| rs.iter().map(|r| self.resolve(r)).collect::<Result<Vec<_>, _>>()) {
+                Ok(f) => files.extend(f),
                 Err(e) => {
                     error = Some(e);
                     files.clear();
                     break;
                 }
+            }
+            if files.len() > MAX_EXPANDED {
+                error = Some(format!("more than {MAX_EXPANDED} files"));
+                files.clear();
+                break;
             }
         }
         Job {
@@ -183,6 +190,53 @@ impl Planner {
             error,
             credit: 0.0,
         }
+    }
+
+    /// A directory stands for every regular file under it (whole, in name order); any
+    /// other path for itself.
+    fn expand(&self, r: &FileRange) -> Result<Vec<FileRange>, String> {
+        let Some(dir) = self.backing_of(&r.path) else {
+            return Ok(vec![r.clone()]);
+        };
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            return Ok(vec![r.clone()]);
+        }
+        if r.offset != 0 || r.length.is_some() {
+            return Err(format!("{}: a directory takes no offset or length", r.path));
+        }
+        let mut out = Vec::new();
+        let mut stack = vec![(dir, r.path.clone())];
+        while let Some((d, host)) = stack.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&d)
+                .map_err(|e| format!("{host}: {e}"))?
+                .filter_map(|e| e.ok())
+                .collect();
+            entries.sort_by_key(|e| e.file_name());
+            for e in entries.into_iter().rev() {
+                let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+                let ty = e.file_type().map_err(|e| format!("{host}/{name}: {e}"))?;
+                if ty.is_dir() {
+                    stack.push((e.path(), format!("{host}/{name}")));
+                } else if ty.is_file() {
+                    out.push(FileRange { path: format!("{host}/{name}"), offset: 0, length: None });
+                }
+                if out.len() > MAX_EXPANDED {
+                    return Err(format!("{}: more than {MAX_EXPANDED} files", r.path));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    fn backing_of(&self, host_path: &str) -> Option<PathBuf> {
+        let path = Path::new(host_path);
+        self.mounts.iter().find_map(|m| {
+            path.strip_prefix(&m.mountpoint)
+                .or_else(|_| path.strip_prefix(&m.backing))
+                .ok()
+                .map(|rel| m.backing.join(rel))
+        })
     }
 
     /// Maps a host path under a mountpoint (or a backing directory) to its mount, its path

@@ -208,3 +208,26 @@ fn bad_messages_are_refused_naming_the_field() {
         assert!(e.contains(field), "{e}");
     }
 }
+
+#[test]
+fn a_directory_stands_for_every_file_under_it() {
+    let (dir, files) = setup(&[("d/a", MIB), ("d/b", 1000)]);
+    std::fs::create_dir_all(dir.path().join("backing/d/sub")).unwrap();
+    std::fs::write(dir.path().join("backing/d/sub/c"), b"hello").unwrap();
+    let now = OffsetDateTime::now_utc();
+    let p = planner(dir.path(), 64 * MIB);
+    let d = format!("{}/mnt/d", dir.path().display());
+    p.apply(&msg(1, serde_json::json!([
+        {"id": "scrub", "tenant": "t1", "deadline": deadline(now, 100), "pace": "budget", "files": [{"path": d}]},
+    ])), now);
+    assert!(p.watches(0, "/d/sub/c"));
+    dispatch(&p, now, 1.0, 3);
+    let r = &p.reports()[0];
+    assert_eq!((r.state, r.bytes_declared), (JobState::Done, MIB + 1005));
+    let digests: Vec<(String, u32)> = r.files.clone().unwrap().into_iter().map(|f| (f.path, f.crc32)).collect();
+    assert_eq!(digests, vec![
+        (format!("{d}/a"), digest_of(0, &files[0])),
+        (format!("{d}/b"), digest_of(0, &files[1])),
+        (format!("{d}/sub/c"), digest_of(0, b"hello")),
+    ]);
+}
