@@ -398,6 +398,7 @@ impl Filesystem for SwitchFs {
         }
         let _ = config.set_max_write(1 << 20);
         self.spawn_flusher();
+        crate::switch::spawn_reclaimer(&self.switch);
         tracing::info!(
             passthrough = self.passthrough_on.load(Ordering::Relaxed),
             "lachesis-fs mounted"

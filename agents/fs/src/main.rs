@@ -36,6 +36,10 @@ enum Cmd {
         /// challenge-response, both ways); without it anyone may connect.
         #[arg(long)]
         forward_key_file: Option<PathBuf>,
+        /// Test and benchmark hook: while FILE holds a number N, every request waits N
+        /// microseconds before it is answered (an endpoint made slow on demand).
+        #[arg(long, value_name = "FILE")]
+        test_delay_file: Option<PathBuf>,
     },
 }
 
@@ -117,7 +121,13 @@ fn main() -> ExitCode {
             listen,
             root,
             forward_key_file,
-        } => serve(&listen, &root, forward_key_file.as_deref()),
+            test_delay_file,
+        } => {
+            if let Some(f) = test_delay_file {
+                lachesis_fs::remote::server::test_delay::set_file(f);
+            }
+            serve(&listen, &root, forward_key_file.as_deref())
+        }
         Cmd::Mount(args) => mount(args),
     }
 }

@@ -191,7 +191,14 @@ impl StageRegistry {
         *self.stages.lock().unwrap_or_else(|e| e.into_inner()) = set;
     }
 
-    fn client(&self, addr: &str) -> Arc<Client> {
+    /// Every connection to a remote agent made so far.
+    pub fn clients(&self) -> Vec<Arc<Client>> {
+        let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        m.values().cloned().collect()
+    }
+
+    /// The one connection to the agent at `addr` (HOST:PORT), made on first use.
+    pub fn client(&self, addr: &str) -> Arc<Client> {
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(addr.to_string())
             .or_insert_with(|| {

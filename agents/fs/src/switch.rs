@@ -229,7 +229,7 @@ impl Switch {
             detours: vec![],
         })?);
         check_stages(&opts.stages)?;
-        let plan = plan(&StageSet::new(), &opts.stages, &opts.devices, registry.roots())?;
+        let plan = plan(&StageSet::new(), &opts.stages, &opts.devices, &registry)?;
         let compiled = compile(&registry, opts.rules, &plan.set, opts.stages)?;
         check_controller(&compiled, detours.is_some())?;
         registry.replace(plan.set);
@@ -322,14 +322,16 @@ impl Switch {
         let (old_rules, old_stages) = (self.rules(), self.stages());
         let shrunk: Vec<StageConfig> = old_stages
             .iter()
-            .map(|o| match (o, stages.iter().find(|n| n.name() == o.name())) {
-                (StageConfig::Cache(a), Some(StageConfig::Cache(b)))
-                    if a.same_but_size(b) && b.size_bytes < a.size_bytes =>
-                {
-                    StageConfig::Cache(b.clone())
-                }
-                _ => o.clone(),
-            })
+            .map(
+                |o| match (o, stages.iter().find(|n| n.name() == o.name())) {
+                    (StageConfig::Cache(a), Some(StageConfig::Cache(b)))
+                        if a.same_but_size(b) && b.size_bytes < a.size_bytes =>
+                    {
+                        StageConfig::Cache(b.clone())
+                    }
+                    _ => o.clone(),
+                },
+            )
             .collect();
         if shrunk == old_stages {
             return self.set_rules_locked(rules, stages);
@@ -343,7 +345,7 @@ impl Switch {
     fn set_rules_locked(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
         check_stages(stages)?;
         let old = self.registry.current();
-        let plan = plan(&old, stages, &self.devices, self.registry.roots())?;
+        let plan = plan(&old, stages, &self.devices, &self.registry)?;
         let c = compile(&self.registry, rules, &plan.set, stages.to_vec())?;
         check_controller(&c, self.detours.is_some())?;
         self.registry.replace(plan.set.clone());
@@ -385,8 +387,9 @@ impl Switch {
             let name = live.config.name();
             live.stage.retire();
             match self.write_back_stage(&live.stage) {
-                // A log's data stays in its log: reads of it keep going there.
-                Ok(()) if live.config.kind() != "log" => gone.push(live.stage.clone()),
+                // A log's data stays in its log: reads of it keep going there; a forwarding
+                // log wrote its data back, so it goes like a cache.
+                Ok(()) if !keeps_its_log(&live.config) => gone.push(live.stage.clone()),
                 Ok(()) => kept.push(live.stage.clone()),
                 Err(e) => {
                     fail("writing back a replaced or removed stage", name, &e);
@@ -421,6 +424,19 @@ impl Switch {
 
     /// Writes back to their routes the data `stage` holds of every file (no sync).
     fn write_back_stage(&self, stage: &Arc<dyn Stage>) -> io::Result<()> {
+        self.each_held_file(stage, |id, next| {
+            stage.write_back_file(id, next).map(|_| false)
+        })
+    }
+
+    /// Runs `f` on every file `stage` holds data of, with the rest of its route after the
+    /// stage, until `f` says it is done (true). The first error is returned after the others
+    /// ran.
+    fn each_held_file(
+        &self,
+        stage: &Arc<dyn Stage>,
+        mut f: impl FnMut(u64, &Chain) -> io::Result<bool>,
+    ) -> io::Result<()> {
         // Before the list: a file is in `held` before it gets data in a stage, and is not
         // pruned while this is held.
         let held = self.held.read().unwrap_or_else(|e| e.into_inner());
@@ -449,7 +465,7 @@ impl Switch {
                     route: &route,
                     read_from: 0,
                 };
-                stage.write_back_file(
+                f(
                     id,
                     &Chain {
                         stages: &route.stages[i + 1..],
@@ -457,11 +473,63 @@ impl Switch {
                     },
                 )
             })();
+            match res {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// One round of the background reclaim: each stage with a reclaim rate copies back up to
+    /// `elapsed` worth of its rate (files in id order), so reclaim is paced by the rate and
+    /// not by the endpoint's speed alone. Not gated by quiesce, like sync.
+    pub fn reclaim(&self, elapsed: Duration) -> io::Result<()> {
+        let stages: Vec<Arc<dyn Stage>> = self
+            .current()
+            .stages
+            .iter()
+            .filter(|s| s.reclaim_rate().is_some())
+            .cloned()
+            .collect();
+        if stages.is_empty() {
+            return Ok(());
+        }
+        let mut first_err = None;
+        for s in stages {
+            let rate = s.reclaim_rate().unwrap_or(0);
+            let mut budget = ((rate as f64) * elapsed.as_secs_f64()).max(1.0) as u64;
+            let res = self.each_held_file(&s, |id, next| {
+                budget -= s.reclaim_step(id, next, budget)?.min(budget);
+                Ok(budget == 0)
+            });
             if let Err(e) = res {
                 first_err.get_or_insert(e);
             }
         }
+        self.prune_held();
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// The latency numbers of every remote endpoint this switch forwards to, each probed
+    /// once first (so an endpoint no IO goes to any more is still measured).
+    pub fn endpoint_latency(&self) -> Vec<crate::remote::latency::EndpointLatency> {
+        let mut out: Vec<_> = self
+            .registry
+            .clients()
+            .into_iter()
+            .map(|c| {
+                if let Err(e) = c.probe() {
+                    tracing::debug!("probing {}: {e}", c.addr());
+                }
+                c.latency()
+            })
+            .collect();
+        out.sort_by(|a, b| a.addr.cmp(&b.addr));
+        out
     }
 
     /// `held`, shared, with `ctx` in it: taken by a write through a stage that holds data.
@@ -968,7 +1036,9 @@ impl Switch {
         }
         let open = |flags, new: bool| {
             let mut o = OpenOptions::new();
-            o.read(true).write(true).custom_flags(flags | libc::O_NOFOLLOW);
+            o.read(true)
+                .write(true)
+                .custom_flags(flags | libc::O_NOFOLLOW);
             if new {
                 // Nobody else may read it before it is the owner's.
                 o.create_new(true).mode(0o600);
@@ -1065,6 +1135,30 @@ impl Switch {
     }
 }
 
+/// The background reclaim of `switch` (see [`Switch::reclaim`]): a round every 100 ms until
+/// the switch is dropped.
+pub fn spawn_reclaimer(switch: &Arc<Switch>) {
+    const TICK: Duration = Duration::from_millis(100);
+    let weak = Arc::downgrade(switch);
+    let spawned = std::thread::Builder::new()
+        .name("lachesis-fs-reclaim".into())
+        .spawn(move || {
+            let mut last = std::time::Instant::now();
+            loop {
+                std::thread::sleep(TICK);
+                let Some(sw) = weak.upgrade() else { return };
+                let elapsed = last.elapsed();
+                last = std::time::Instant::now();
+                if let Err(e) = sw.reclaim(elapsed) {
+                    tracing::warn!("reclaim: {e}");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("no background reclaim: {e}");
+    }
+}
+
 /// What a reconcile does: the new stage set (kept, resized and new instances) and what
 /// becomes of the old ones.
 struct Plan {
@@ -1093,15 +1187,52 @@ fn adopt_owner(copy: &File, original: &File) -> io::Result<()> {
     copy.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o777))
 }
 
+/// Whether a retired stage stays reachable by the delegates of its data: a log that holds
+/// it (a forwarding or reclaiming log wrote it back instead).
+fn keeps_its_log(config: &StageConfig) -> bool {
+    matches!(config, StageConfig::Log(l) if l.remote.is_none() && l.reclaim_bytes_per_s.is_none())
+}
+
+/// Builds a declared stage: a log on another agent through the registry's connection to it.
+fn build_stage(
+    cfg: &StageConfig,
+    devices: &Devices,
+    registry: &StageRegistry,
+) -> Result<crate::stage::Built, String> {
+    let b = match cfg {
+        StageConfig::Log(l) if l.remote.is_some() => {
+            let addr = l.remote.as_deref().unwrap_or_default();
+            let client = registry.client(addr.trim_start_matches("tcp://"));
+            crate::stage::Built {
+                stage: Arc::new(
+                    crate::stage::logwriter::LogWriter::open_remote(client, &l.dir)
+                        .map_err(|e| format!("log stage {:?}: {addr}{}: {e}", l.name, l.dir))?,
+                ),
+                cache: None,
+            }
+        }
+        _ => crate::stage::build(cfg, devices)?,
+    };
+    if let StageConfig::Log(l) = cfg {
+        b.stage.set_reclaim(l.reclaim_bytes_per_s);
+    }
+    Ok(b)
+}
+
 fn plan(
     old: &StageSet,
     stages: &[StageConfig],
     devices: &Devices,
-    roots: &Roots,
+    registry: &StageRegistry,
 ) -> Result<Plan, String> {
+    let roots = registry.roots();
     // Before anything is built: a refused directory must not be created.
     for cfg in stages {
         if let StageConfig::Log(l) = cfg {
+            if l.remote.is_some() {
+                // On another agent, under its root: that agent confines it.
+                continue;
+            }
             roots
                 .check("log stage directory", &l.dir)
                 .map_err(|e| format!("stage {:?}: {e}", l.name))?;
@@ -1133,8 +1264,17 @@ fn plan(
                 });
                 live
             }
+            // A log whose reclaim rate alone changed keeps its log and its data.
+            Some((l, StageConfig::Log(a), StageConfig::Log(b), _)) if a.same_but_reclaim(b) => {
+                l.stage.set_reclaim(b.reclaim_bytes_per_s);
+                Arc::new(LiveStage {
+                    config: cfg.clone(),
+                    stage: l.stage.clone(),
+                    cache: None,
+                })
+            }
             _ => {
-                let b = crate::stage::build(cfg, devices)?;
+                let b = build_stage(cfg, devices, registry)?;
                 Arc::new(LiveStage {
                     config: cfg.clone(),
                     stage: b.stage,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::auth::{self, Key};
 use super::frame::{Frame, Op};
+use super::latency::{EndpointLatency, LatencyMonitor};
 
 /// Reads and writes are split into frames of at most this many data bytes.
 const CHUNK: usize = 4 << 20;
@@ -23,7 +24,12 @@ pub struct Client {
     key: Option<Key>,
     conn: Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
+    /// Round trips of answered requests (and timeouts, at the timeout).
+    latency: LatencyMonitor,
 }
+
+/// The path a probe asks the size of: never written, so the server only looks it up.
+const PROBE_PATH: &str = ".lachesis-probe";
 
 type Pending = HashMap<u64, mpsc::SyncSender<Frame>>;
 
@@ -70,7 +76,20 @@ impl Client {
             key,
             conn: Mutex::new(None),
             next_id: AtomicU64::new(1),
+            latency: LatencyMonitor::default(),
         }
+    }
+
+    /// The endpoint's latency numbers so far.
+    pub fn latency(&self) -> EndpointLatency {
+        self.latency.report(&self.addr)
+    }
+
+    /// One round trip that touches no data (a size lookup of a file never written), so the
+    /// monitor keeps measuring an endpoint no IO goes to (one writes were forwarded away
+    /// from): recovery shows without sending it data.
+    pub fn probe(&self) -> io::Result<()> {
+        self.getattr(PROBE_PATH).map(|_| ())
     }
 
     pub fn addr(&self) -> &str {
@@ -149,6 +168,7 @@ impl Client {
                     None => continue,
                 };
             }
+            let asked = std::time::Instant::now();
             let sent = {
                 let mut o = conn.out.lock().unwrap_or_else(|e| e.into_inner());
                 req.write_to(&mut *o)
@@ -160,7 +180,11 @@ impl Client {
                 }
                 return Err(eio(format!("sending to {}: {e}", self.addr)));
             }
-            match rx.recv_timeout(self.timeout) {
+            let got = rx.recv_timeout(self.timeout);
+            if !matches!(got, Err(mpsc::RecvTimeoutError::Disconnected)) {
+                self.latency.record(asked.elapsed());
+            }
+            match got {
                 Ok(reply) if reply.status != 0 => {
                     return Err(io::Error::from_raw_os_error(reply.status))
                 }

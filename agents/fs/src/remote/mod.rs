@@ -7,6 +7,7 @@ pub mod auth;
 pub mod cached_store;
 pub mod client;
 pub mod frame;
+pub mod latency;
 pub mod server;
 
 pub use client::Client;

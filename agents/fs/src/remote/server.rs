@@ -184,6 +184,7 @@ fn handle(conn: TcpStream, store: Arc<dyn Store>) -> io::Result<()> {
                     Ok(r) => r,
                     Err(_) => return,
                 };
+                test_delay::wait();
                 let reply = answer(&*store, req).encode();
                 let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
                 if io::Write::write_all(&mut *o, &reply).is_err() {
@@ -212,6 +213,53 @@ fn handle(conn: TcpStream, store: Arc<dyn Store>) -> io::Result<()> {
     }
     let _ = r.get_ref().shutdown(std::net::Shutdown::Both);
     res
+}
+
+/// A test and benchmark hook (`lachesis-fs serve --test-delay-file FILE`): while FILE holds a
+/// number N, every request waits N microseconds before it is answered (an endpoint made slow
+/// on demand, as by a competing load); absent or empty, none. The file is looked at again
+/// at most every 50 ms.
+pub mod test_delay {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    struct Hook {
+        file: PathBuf,
+        checked: Option<Instant>,
+        delay: Duration,
+    }
+
+    static HOOK: Mutex<Option<Hook>> = Mutex::new(None);
+
+    pub fn set_file(file: PathBuf) {
+        *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = Some(Hook {
+            file,
+            checked: None,
+            delay: Duration::ZERO,
+        });
+    }
+
+    pub(super) fn wait() {
+        let delay = {
+            let mut h = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(h) = h.as_mut() else { return };
+            if h.checked
+                .is_none_or(|t| t.elapsed() >= Duration::from_millis(50))
+            {
+                let us = std::fs::read_to_string(&h.file)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                h.delay = Duration::from_micros(us);
+                h.checked = Some(Instant::now());
+            }
+            h.delay
+        };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+    }
 }
 
 fn errno(e: &io::Error) -> i32 {

@@ -2,6 +2,14 @@
 //! (file, range) -> log position serves reads of written ranges, the rest come from `next`.
 //! The index is rebuilt by replaying the log, so data survives a restart.
 //!
+//! The log is a local file, or a file on another agent's `lachesis-fs serve` (tail-latency
+//! forwarding, sRoute §6.5.1: a slow endpoint's writes are appended to a less loaded one;
+//! each append is durable there when acknowledged). A forwarding log, or one told a reclaim
+//! rate, *writes back*: [`Stage::dirty_files`] lists the files it holds ranges of and
+//! [`Stage::write_back_file`] / [`LogWriter::reclaim_file`] copy them to the rest of the
+//! route and drop them from the index, so reads of them go on to the endpoint. While a
+//! reclaim rate is set (or once retired) new writes pass through to the endpoint.
+//!
 //! Record: magic u32, crc32c u32 (of everything after it), file u64, offset u64, len u32, data.
 
 use std::collections::HashMap;
@@ -9,10 +17,67 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::{Backend, Stage, StageStats};
 use crate::rangemap::RangeMap;
+use crate::remote::Client;
+
+/// Where the log's bytes are.
+enum LogFile {
+    Local(File),
+    /// `path` on the agent `client` talks to.
+    Remote {
+        client: Arc<Client>,
+        path: String,
+    },
+}
+
+impl LogFile {
+    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        let n = match self {
+            LogFile::Local(f) => return f.read_exact_at(buf, off),
+            LogFile::Remote { client, path } => client.read(path, buf, off)?,
+        };
+        if n < buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "log ends early",
+            ));
+        }
+        Ok(())
+    }
+
+    fn write_all_at(&self, data: &[u8], off: u64) -> io::Result<()> {
+        match self {
+            LogFile::Local(f) => f.write_all_at(data, off),
+            LogFile::Remote { client, path } => client.write(path, data, off),
+        }
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        match self {
+            LogFile::Local(f) => f.sync_data(),
+            // Every remote append was durable when acknowledged.
+            LogFile::Remote { .. } => Ok(()),
+        }
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        match self {
+            LogFile::Local(f) => Ok(f.metadata()?.len()),
+            LogFile::Remote { client, path } => client.getattr(path),
+        }
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        match self {
+            LogFile::Local(f) => f.set_len(len),
+            LogFile::Remote { client, path } => client.truncate(path, len),
+        }
+    }
+}
 
 const MAGIC: u32 = 0x4c41_4c47; // "LALG"
 const HEADER: usize = 4 + 4 + 8 + 8 + 4;
@@ -30,11 +95,24 @@ struct Inner {
 }
 
 pub struct LogWriter {
-    log: File,
+    log: LogFile,
     inner: Mutex<Inner>,
-    appends: std::sync::atomic::AtomicU64,
-    bytes_written: std::sync::atomic::AtomicU64,
+    appends: AtomicU64,
+    bytes_written: AtomicU64,
+    /// A forwarding log: it writes back what it holds (see the module's doc).
+    writes_back: bool,
+    /// Bytes per second the background reclaim copies back; 0: none.
+    reclaim_rate: AtomicU64,
+    /// Retired from the switch's stages: writes pass through, one last write-back empties it.
+    retired: AtomicBool,
+    /// Held while a range is copied back and by pass-through writes, so an older copy never
+    /// lands over a newer write of the same range.
+    copy: Mutex<()>,
+    reclaimed_bytes: AtomicU64,
 }
+
+/// Log records are read back at most this much at once (a reclaim step, a read of the log).
+const COPY_CHUNK: u64 = 1 << 20;
 
 impl LogWriter {
     /// Opens (or creates) `dir/stage.log` and replays it.
@@ -48,11 +126,22 @@ impl LogWriter {
                 .truncate(false),
             &dir.join("stage.log"),
         )?;
+        Self::replay(LogFile::Local(log), false)
+    }
+
+    /// Opens (or starts) the log `dir/stage.log` on the agent `client` talks to and replays
+    /// it: a forwarding log.
+    pub fn open_remote(client: Arc<Client>, dir: &str) -> io::Result<Self> {
+        let path = format!("{}/stage.log", dir.trim_matches('/'));
+        Self::replay(LogFile::Remote { client, path }, true)
+    }
+
+    fn replay(log: LogFile, writes_back: bool) -> io::Result<Self> {
         let mut inner = Inner {
             tail: 0,
             index: HashMap::new(),
         };
-        let len = log.metadata()?.len();
+        let len = log.len()?;
         let mut hdr = [0u8; HEADER];
         // Replay until the end or the first torn/corrupt record (a crash mid-append).
         while inner.tail + HEADER as u64 <= len {
@@ -84,7 +173,62 @@ impl LogWriter {
             inner: Mutex::new(inner),
             appends: Default::default(),
             bytes_written: Default::default(),
+            writes_back,
+            reclaim_rate: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            copy: Mutex::new(()),
+            reclaimed_bytes: Default::default(),
         })
+    }
+
+    /// Bytes of file data the log holds (not yet written back).
+    pub fn held_bytes(&self) -> u64 {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner
+            .index
+            .values()
+            .flat_map(|m| m.iter().map(|(s, e, _)| e - s))
+            .sum()
+    }
+
+    fn passes_through(&self) -> bool {
+        self.retired.load(Ordering::Relaxed) || self.reclaim_rate.load(Ordering::Relaxed) > 0
+    }
+
+    /// Copies up to `limit` bytes of what the log holds of `file` to `next`, oldest offsets
+    /// first, and drops them from the index (each piece only if no newer write replaced it
+    /// meanwhile); returns the bytes copied.
+    pub fn reclaim_file(&self, file: u64, next: &dyn Backend, limit: u64) -> io::Result<u64> {
+        let mut done = 0u64;
+        while done < limit {
+            let _copy = self.copy.lock().unwrap_or_else(|e| e.into_inner());
+            let piece = {
+                let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                inner.index.get(&file).and_then(|m| {
+                    m.iter().next().map(|(s, e, x)| {
+                        let e = e.min(s + COPY_CHUNK).min(s.saturating_add(limit - done));
+                        (s, e, *x)
+                    })
+                })
+            };
+            let Some((s, e, x)) = piece else { break };
+            let mut buf = vec![0u8; (e - s) as usize];
+            self.log
+                .read_exact_at(&mut buf, x.log_off + (s - x.file_off))?;
+            next.write_at(file, &buf, s)?;
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(m) = inner.index.get_mut(&file) {
+                if m.covers_range(s, e, |y| *y == x) {
+                    m.remove(s, e);
+                }
+                if m.is_empty() {
+                    inner.index.remove(&file);
+                }
+            }
+            done += e - s;
+            self.reclaimed_bytes.fetch_add(e - s, Ordering::Relaxed);
+        }
+        Ok(done)
     }
 
     /// Bytes of log in use.
@@ -136,7 +280,13 @@ impl Stage for LogWriter {
         Ok(got)
     }
 
-    fn write(&self, file: u64, data: &[u8], off: u64, _next: &dyn Backend) -> io::Result<()> {
+    fn write(&self, file: u64, data: &[u8], off: u64, next: &dyn Backend) -> io::Result<()> {
+        if self.passes_through() {
+            let _copy = self.copy.lock().unwrap_or_else(|e| e.into_inner());
+            next.write_at(file, data, off)?;
+            self.invalidate(file, off, data.len() as u64);
+            return Ok(());
+        }
         let mut rec = Vec::with_capacity(HEADER + data.len());
         rec.extend_from_slice(&MAGIC.to_le_bytes());
         rec.extend_from_slice(&[0; 4]);
@@ -159,11 +309,46 @@ impl Stage for LogWriter {
                 file_off: off,
             },
         );
-        self.appends
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.appends.fetch_add(1, Ordering::Relaxed);
         self.bytes_written
-            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn dirty_files(&self) -> Vec<u64> {
+        if !self.writes_back && self.reclaim_rate.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut files: Vec<u64> = inner.index.keys().copied().collect();
+        files.sort_unstable();
+        files
+    }
+
+    fn write_back_file(&self, file: u64, next: &dyn Backend) -> io::Result<()> {
+        if self.writes_back || self.reclaim_rate.load(Ordering::Relaxed) > 0 {
+            self.reclaim_file(file, next, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    fn retire(&self) {
+        if self.writes_back {
+            self.retired.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn set_reclaim(&self, bytes_per_s: Option<u64>) {
+        self.reclaim_rate
+            .store(bytes_per_s.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn reclaim_rate(&self) -> Option<u64> {
+        Some(self.reclaim_rate.load(Ordering::Relaxed)).filter(|r| *r > 0)
+    }
+
+    fn reclaim_step(&self, file: u64, next: &dyn Backend, limit: u64) -> io::Result<u64> {
+        self.reclaim_file(file, next, limit)
     }
 
     fn sync(&self, file: u64, next: &dyn Backend) -> io::Result<()> {
@@ -189,9 +374,9 @@ impl Stage for LogWriter {
     fn counters(&self) -> StageStats {
         StageStats {
             kind: "log".into(),
-            bytes_written: self
-                .bytes_written
-                .load(std::sync::atomic::Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            dirty_bytes: self.held_bytes(),
+            reclaimed_bytes: self.reclaimed_bytes.load(Ordering::Relaxed),
             ..StageStats::default()
         }
     }
@@ -199,8 +384,12 @@ impl Stage for LogWriter {
     fn stats(&self) -> serde_json::Value {
         serde_json::json!({
             "kind": "log",
-            "appends": self.appends.load(std::sync::atomic::Ordering::Relaxed),
+            "appends": self.appends.load(Ordering::Relaxed),
             "log_bytes": self.log_len(),
+            "remote": matches!(self.log, LogFile::Remote { .. }),
+            "held_bytes": self.held_bytes(),
+            "reclaimed_bytes": self.reclaimed_bytes.load(Ordering::Relaxed),
+            "reclaim_bytes_per_s": self.reclaim_rate.load(Ordering::Relaxed),
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct StageStats {
     pub dirty_bytes: u64,
     /// Blocks written back.
     pub writebacks: u64,
+    /// Log stages: bytes copied back to the rest of the route (reclaim).
+    #[serde(default)]
+    pub reclaimed_bytes: u64,
 }
 
 /// The rest of a route, as a stage sees it. `file` is a stable file id (the backing inode).
@@ -109,6 +112,16 @@ pub trait Stage: Send + Sync {
     /// new data of its own (a write-back cache passes writes on), so one last write-back
     /// empties it.
     fn retire(&self) {}
+    /// Log stages: copy what the stage holds back to the route at this rate (None: hold it).
+    fn set_reclaim(&self, _bytes_per_s: Option<u64>) {}
+    /// The reclaim rate in force, if any (the switch's reclaimer serves these stages).
+    fn reclaim_rate(&self) -> Option<u64> {
+        None
+    }
+    /// Copies up to `limit` bytes the stage holds of `file` back to `next`; the bytes copied.
+    fn reclaim_step(&self, _file: u64, _next: &dyn Backend, _limit: u64) -> io::Result<u64> {
+        Ok(0)
+    }
     /// Another route wrote `[off, off+len)` of `file`: drop what this stage keeps of it.
     fn invalidate(&self, _file: u64, _off: u64, _len: u64) {}
     /// The file was truncated to `size`.
