@@ -39,12 +39,14 @@ from lachesis_controller.api import (
     tokens,
     whoami,
 )
+from lachesis_controller.api import apps_declared_io
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
 from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate
+from lachesis_controller.declared_io import loop as declared_io_loop
 from lachesis_controller.detours import service as detour_service
 from lachesis_controller.ha.lease import AdvisoryLease, Leadership, LocalLease, Singletons, lease_for
 from lachesis_controller.observability.tracing import flush_spans, setup_tracing
@@ -146,6 +148,9 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
             sessions, app.state.telemetry, stop, loop_config(settings), bus=bus,
             rollout_timeout_s=settings.rollout_timeout_s,
         ))
+        tasks.append(declared_io_loop.start(
+            sessions, bus.redis, app.state.telemetry, stop, settings.reconcile_interval_s,
+        ))
         return tasks
 
     return start
@@ -171,7 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability, apps_declared_io):
         api.include_router(module.router)
     app.include_router(api)
 

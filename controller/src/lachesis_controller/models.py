@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from lachesis_controller.db import UTCDateTime
@@ -310,3 +310,37 @@ class Stage(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     created_by: Mapped[str] = mapped_column(String(128))
+
+
+class DeclaredJob(Base):
+    """A declared maintenance IO job (declared_io/): the file ranges of a tenant on a host to
+    read by a deadline, and its progress as the host's agent last reported it."""
+
+    __tablename__ = "declared_jobs"
+    __table_args__ = (Index("ix_declared_jobs_host_state", "host_id", "state"),)
+
+    id: Mapped[str] = mapped_column(String(63), primary_key=True)
+    host_id: Mapped[str] = mapped_column(String(63))
+    tenant: Mapped[str] = mapped_column(String(63), index=True)
+    # [{path, offset, length}] as declared (length null: to the file's end).
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    deadline: Mapped[datetime]
+    pace: Mapped[str] = mapped_column(String(16))
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    rate_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger)
+    # The policy or REST stage of kind scrub that declared it; None: declared through REST.
+    source: Mapped[str | None] = mapped_column(String(128), index=True)
+    # pending (not reported yet), running, paused, done, missed, failed, cancelled.
+    state: Mapped[str] = mapped_column(String(16))
+    bytes_declared: Mapped[int | None] = mapped_column(BigInteger)
+    dispatched_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    foreground_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    shared_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    # Once done: [{path, offset, length, crc32}] from the agent.
+    checksums: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    created_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(128))
+    reported_at: Mapped[datetime | None]
+    # When every declared byte was covered (done, or missed and finished late).
+    finished_at: Mapped[datetime | None]

@@ -35,6 +35,7 @@ from lachesis_controller.bus.consumer import StreamConsumer
 from lachesis_controller.bus.messages import (
     Telemetry,
     TelemetryCurve,
+    TelemetryDeclaredJob,
     TelemetryDevice,
     TelemetryStage,
     TelemetryTenant,
@@ -173,6 +174,8 @@ class TelemetryStore:
         self._updated: dict[str, datetime] = {}
         self._devices: dict[tuple[str, str], _HostDevice] = {}
         self._stages: dict[tuple[str, str], HostStage] = {}
+        # Host -> (sent_at, its declared IO jobs) of its latest report that carried them.
+        self._declared: dict[str, tuple[datetime, list[TelemetryDeclaredJob]]] = {}
         self.messages = 0
 
     def ingest(self, msg: Telemetry) -> None:
@@ -201,6 +204,9 @@ class TelemetryStore:
             self._ingest_device(msg.host_id, at, interval, d)
         for s in msg.stages or []:
             self._ingest_stage(msg.host_id, at, interval, s)
+        prev_declared = self._declared.get(msg.host_id)
+        if msg.declared_io is not None and (prev_declared is None or at > prev_declared[0]):
+            self._declared[msg.host_id] = (at, msg.declared_io)
         self.messages += 1
 
     def _ingest_stage(self, host_id: str, at: datetime, interval: float, s: TelemetryStage) -> None:
@@ -304,6 +310,11 @@ class TelemetryStore:
         for table in (self._tenants, self._curves, self._devices, self._stages):
             for key in [k for k in table if k[0] == host_id]:
                 del table[key]
+        self._declared.pop(host_id, None)
+
+    def declared_io(self, host_id: str) -> tuple[datetime, list[TelemetryDeclaredJob]] | None:
+        """The host's declared IO jobs as its latest report had them, with its time."""
+        return self._declared.get(host_id)
 
     def stages(self) -> list[HostStage]:
         """Every stage's latest report, by host then name; reports older than the agent's
