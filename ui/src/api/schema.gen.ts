@@ -131,7 +131,7 @@ export interface components {
              * Engine
              * @description null: loc on a host with a flash device, else dram.
              */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
             /**
              * Eviction
              * @description mrc: LRU, sized by the tenants' miss-ratio curves.
@@ -176,6 +176,11 @@ export interface components {
              */
             parent?: string | null;
             /**
+             * Serves
+             * @description Server level of a two-level cache (level 2): directories under the root of the forwarding server of the hosts it applies to (agents run with --serve-listen/--serve-root; the dir of tcp://HOST:PORT/dir endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force its size is the owner's a2 (with shared_with: the sum of their a2, one consolidated pool). null: a host-level stage.
+             */
+            serves?: string[] | null;
+            /**
              * Shared With
              * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
              */
@@ -185,6 +190,8 @@ export interface components {
              * @description Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.
              */
             size_bytes: number;
+            /** @description On a level-1 stage: the allocation loop splits its owner's cache between this stage and the level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths. */
+            two_level?: components["schemas"]["TwoLevel"] | null;
             /**
              * Write Mode
              * @default through
@@ -253,6 +260,149 @@ export interface components {
              * @constant
              */
             unit: "bytes";
+        };
+        /** DeclaredFile */
+        DeclaredFile: {
+            /**
+             * Length
+             * @description null: to the file's end.
+             */
+            length?: number | null;
+            /**
+             * Offset
+             * @default 0
+             */
+            offset: number;
+            /**
+             * Path
+             * @description A file under one of the host agent's mounts (mountpoint or backing directory); a directory: every regular file under it.
+             */
+            path: string;
+        };
+        /** DeclaredJobOut */
+        DeclaredJobOut: {
+            /**
+             * Bytes Declared
+             * @description As the agent sized it; null until it reports.
+             */
+            bytes_declared: number | null;
+            /** Checksums */
+            checksums: components["schemas"]["FileChecksum"][] | null;
+            /** Covered Bytes */
+            covered_bytes: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string;
+            /**
+             * Deadline
+             * Format: date-time
+             */
+            deadline: string;
+            /**
+             * Dispatched Bytes
+             * @description Read by the agent's dispatcher for this job.
+             */
+            dispatched_bytes: number;
+            /** Error */
+            error: string | null;
+            /** Files */
+            files: components["schemas"]["DeclaredFile"][];
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Foreground Bytes
+             * @description Covered by foreground reads through the FUSE switch.
+             */
+            foreground_bytes: number;
+            /** Host */
+            host: string;
+            /** Id */
+            id: string;
+            /**
+             * Pace
+             * @enum {string}
+             */
+            pace: "deadline" | "budget";
+            /** Paused */
+            paused: boolean;
+            /** Rate Bytes Per S */
+            rate_bytes_per_s: number | null;
+            /** Reported At */
+            reported_at: string | null;
+            /**
+             * Shared Bytes
+             * @description Covered by the dispatcher's reads for another job.
+             */
+            shared_bytes: number;
+            /**
+             * Source
+             * @description The scrub stage that declared it; null: REST.
+             */
+            source: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "running" | "paused" | "done" | "missed" | "failed" | "cancelled";
+            /** Tenant */
+            tenant: string;
+        };
+        /** DeclaredJobPatch */
+        DeclaredJobPatch: {
+            /** Pace */
+            pace?: ("deadline" | "budget") | null;
+            /** Paused */
+            paused?: boolean | null;
+            /** Rate Bytes Per S */
+            rate_bytes_per_s?: number | null;
+        };
+        /** DeclaredJobSpec */
+        DeclaredJobSpec: {
+            /**
+             * Deadline
+             * Format: date-time
+             * @description When every declared byte must have been read; in the future.
+             */
+            deadline: string;
+            /** Files */
+            files: components["schemas"]["DeclaredFile"][];
+            /**
+             * Host
+             * @description The host whose agent reads the files.
+             */
+            host: string;
+            /**
+             * Id
+             * @description null: the controller names it.
+             */
+            id?: string | null;
+            /**
+             * Pace
+             * @description deadline: read at the rate that finishes a tenth of the window before the deadline, leaving the slack to foreground reads; budget: at the agent's whole budget now.
+             * @default deadline
+             * @enum {string}
+             */
+            pace: "deadline" | "budget";
+            /**
+             * Paused
+             * @description The agent's dispatcher reads nothing for it; foreground reads still count.
+             * @default false
+             */
+            paused: boolean;
+            /**
+             * Rate Bytes Per S
+             * @description The job's own cap under the agent's budget.
+             */
+            rate_bytes_per_s?: number | null;
+            /**
+             * Tenant
+             * @description Whose data it is.
+             */
+            tenant: string;
         };
         /** Detour */
         Detour: {
@@ -590,6 +740,20 @@ export interface components {
             line?: number | null;
             /** Message */
             message: string;
+        };
+        /** FileChecksum */
+        FileChecksum: {
+            /**
+             * Crc32
+             * @description CRC-32 of the CRC-32s (little endian) of the range's bytes in each 64 KiB block aligned to file offsets.
+             */
+            crc32: number;
+            /** Length */
+            length: number;
+            /** Offset */
+            offset: number;
+            /** Path */
+            path: string;
         };
         /** FixedSizeIn */
         FixedSizeIn: {
@@ -1309,13 +1473,18 @@ export interface components {
          * @description One engine part of a flash cache stage as the host reports it.
          */
         StagePartOut: {
+            /**
+             * Dram Bytes
+             * @description DRAM of the part's index and buffers; null where the host does not report it.
+             */
+            dram_bytes?: number | null;
             /** Flash Bytes Written */
             flash_bytes_written: number;
             /** Gets */
             gets: number;
             /**
              * Handles
-             * @description The placement handles the part writes with (kangaroo: KLog, KSet).
+             * @description The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets).
              */
             handles: number[];
             /** Hits */
@@ -1324,7 +1493,7 @@ export interface components {
             objects: number;
             /**
              * Part
-             * @description kangaroo (small objects) or loc (the log, large objects).
+             * @description kangaroo or fairywren (small objects), or loc (the log, large objects).
              */
             part: string;
         };
@@ -1334,7 +1503,7 @@ export interface components {
          */
         StagePatch: {
             /** Engine */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
             /** Eviction */
             eviction?: ("lru" | "fifo" | "mrc") | null;
             /** Max Bandwidth Bytes Per S */
@@ -1372,10 +1541,10 @@ export interface components {
         StreamIn: {
             /**
              * Part
-             * @description Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.
+             * @description Cache engine part: loc, klog, fwlog, fwsets, fwcold write logs; kset, set-assoc rewrite at random.
              * @enum {string}
              */
-            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets";
+            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets" | "fwcold";
             /**
              * Space
              * @description Share of the device's logical space.
@@ -1805,6 +1974,37 @@ export interface components {
              * @description Set: the token sees and changes only this tenant (roles operator and viewer only).
              */
             tenant?: string | null;
+        };
+        /**
+         * TwoLevel
+         * @description Bandwidths of the two cache levels and the store behind them (bytes/s), and the SLA.
+         */
+        TwoLevel: {
+            /**
+             * Memory Bytes Per S
+             * @description Reads served by the host's level.
+             */
+            memory_bytes_per_s: number;
+            /**
+             * Network Bytes Per S
+             * @description Reads served by the server's level.
+             */
+            network_bytes_per_s: number;
+            /**
+             * Server Max Bytes
+             * @description Most the server level may give the owner (a2).
+             */
+            server_max_bytes: number;
+            /**
+             * Sla Bytes Per S
+             * @description Bandwidth to reach; null: the best the two levels' maxima allow, at the smallest total.
+             */
+            sla_bytes_per_s?: number | null;
+            /**
+             * Storage Bytes Per S
+             * @description Reads served by the server's store.
+             */
+            storage_bytes_per_s: number;
         };
         /** WhoAmI */
         WhoAmI: {
