@@ -131,7 +131,7 @@ export interface components {
              * Engine
              * @description null: loc on a host with a flash device, else dram.
              */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
             /**
              * Eviction
              * @description mrc: LRU, sized by the tenants' miss-ratio curves.
@@ -176,11 +176,6 @@ export interface components {
              */
             parent?: string | null;
             /**
-             * Serves
-             * @description Server level of a two-level cache (level 2): directories under the root of the forwarding server of the hosts it applies to (agents run with --serve-listen/--serve-root; the dir of tcp://HOST:PORT/dir endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force its size is the owner's a2 (with shared_with: the sum of their a2, one consolidated pool). null: a host-level stage.
-             */
-            serves?: string[] | null;
-            /**
              * Shared With
              * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
              */
@@ -190,8 +185,6 @@ export interface components {
              * @description Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.
              */
             size_bytes: number;
-            /** @description On a level-1 stage: the allocation loop splits its owner's cache between this stage and the level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths. */
-            two_level?: components["schemas"]["TwoLevel"] | null;
             /**
              * Write Mode
              * @default through
@@ -1473,18 +1466,13 @@ export interface components {
          * @description One engine part of a flash cache stage as the host reports it.
          */
         StagePartOut: {
-            /**
-             * Dram Bytes
-             * @description DRAM of the part's index and buffers; null where the host does not report it.
-             */
-            dram_bytes?: number | null;
             /** Flash Bytes Written */
             flash_bytes_written: number;
             /** Gets */
             gets: number;
             /**
              * Handles
-             * @description The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets).
+             * @description The placement handles the part writes with (kangaroo: KLog, KSet).
              */
             handles: number[];
             /** Hits */
@@ -1493,7 +1481,7 @@ export interface components {
             objects: number;
             /**
              * Part
-             * @description kangaroo or fairywren (small objects), or loc (the log, large objects).
+             * @description kangaroo (small objects) or loc (the log, large objects).
              */
             part: string;
         };
@@ -1503,7 +1491,7 @@ export interface components {
          */
         StagePatch: {
             /** Engine */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
             /** Eviction */
             eviction?: ("lru" | "fifo" | "mrc") | null;
             /** Max Bandwidth Bytes Per S */
@@ -1541,10 +1529,10 @@ export interface components {
         StreamIn: {
             /**
              * Part
-             * @description Cache engine part: loc, klog, fwlog, fwsets, fwcold write logs; kset, set-assoc rewrite at random.
+             * @description Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.
              * @enum {string}
              */
-            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets" | "fwcold";
+            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets";
             /**
              * Space
              * @description Share of the device's logical space.
@@ -1974,37 +1962,6 @@ export interface components {
              * @description Set: the token sees and changes only this tenant (roles operator and viewer only).
              */
             tenant?: string | null;
-        };
-        /**
-         * TwoLevel
-         * @description Bandwidths of the two cache levels and the store behind them (bytes/s), and the SLA.
-         */
-        TwoLevel: {
-            /**
-             * Memory Bytes Per S
-             * @description Reads served by the host's level.
-             */
-            memory_bytes_per_s: number;
-            /**
-             * Network Bytes Per S
-             * @description Reads served by the server's level.
-             */
-            network_bytes_per_s: number;
-            /**
-             * Server Max Bytes
-             * @description Most the server level may give the owner (a2).
-             */
-            server_max_bytes: number;
-            /**
-             * Sla Bytes Per S
-             * @description Bandwidth to reach; null: the best the two levels' maxima allow, at the smallest total.
-             */
-            sla_bytes_per_s?: number | null;
-            /**
-             * Storage Bytes Per S
-             * @description Reads served by the server's store.
-             */
-            storage_bytes_per_s: number;
         };
         /** WhoAmI */
         WhoAmI: {
