@@ -23,6 +23,9 @@ use crate::message::{DeclaredIo, FileDigest, FileRange, JobReport, JobSpec, JobS
 const BURST_S: f64 = 1.0;
 /// A `deadline`-paced job aims to be done this share of its window before its deadline.
 const AIM_MARGIN: f64 = 0.1;
+/// The agent's state directory in a backing directory (`lachesis_fs::embed::STATE_DIR`),
+/// hidden from the namespace: never scrubbed.
+pub const STATE_DIR: &str = ".lachesis-fs";
 /// Most files one job's directories expand to.
 pub const MAX_EXPANDED: usize = 4096;
 
@@ -214,6 +217,9 @@ impl Planner {
             entries.sort_by_key(|e| e.file_name());
             for e in entries.into_iter().rev() {
                 let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+                if name == STATE_DIR && self.mounts.iter().any(|m| m.backing == d) {
+                    continue;
+                }
                 let ty = e.file_type().map_err(|e| format!("{host}/{name}: {e}"))?;
                 if ty.is_dir() {
                     stack.push((e.path(), format!("{host}/{name}")));
@@ -230,30 +236,36 @@ impl Planner {
     }
 
     fn backing_of(&self, host_path: &str) -> Option<PathBuf> {
+        self.locate(host_path).map(|(i, rel)| self.mounts[i].backing.join(rel))
+    }
+
+    /// The mount a path is in and its path there: a path under a mountpoint or a backing
+    /// directory, else a path in a mount's namespace (what rules' path prefixes name, and
+    /// what a policy's scrub declares for hosts whose mountpoints differ) that exists there.
+    fn locate(&self, host_path: &str) -> Option<(usize, PathBuf)> {
         let path = Path::new(host_path);
-        self.mounts.iter().find_map(|m| {
+        let under = self.mounts.iter().enumerate().find_map(|(i, m)| {
             path.strip_prefix(&m.mountpoint)
                 .or_else(|_| path.strip_prefix(&m.backing))
                 .ok()
-                .map(|rel| m.backing.join(rel))
+                .map(|rel| (i, rel.to_path_buf()))
+        });
+        under.or_else(|| {
+            let rel = path.strip_prefix("/").ok()?;
+            self.mounts
+                .iter()
+                .position(|m| std::fs::symlink_metadata(m.backing.join(rel)).is_ok())
+                .map(|i| (i, rel.to_path_buf()))
         })
     }
 
     /// Maps a host path under a mountpoint (or a backing directory) to its mount, its path
     /// in the mount's namespace and its backing file, and sizes the range.
     fn resolve(&self, r: &FileRange) -> Result<JobFile, String> {
-        let path = Path::new(&r.path);
         let (mount, rel) = self
-            .mounts
-            .iter()
-            .enumerate()
-            .find_map(|(i, m)| {
-                path.strip_prefix(&m.mountpoint)
-                    .or_else(|_| path.strip_prefix(&m.backing))
-                    .ok()
-                    .map(|rel| (i, rel))
-            })
+            .locate(&r.path)
             .ok_or_else(|| format!("{}: under no mount of this agent", r.path))?;
+        let rel = rel.as_path();
         if rel.components().any(|c| !matches!(c, Component::Normal(_))) || rel.as_os_str().is_empty() {
             return Err(format!("{}: not a file under the mount", r.path));
         }

@@ -231,3 +231,27 @@ fn a_directory_stands_for_every_file_under_it() {
         (format!("{d}/sub/c"), digest_of(0, b"hello")),
     ]);
 }
+
+#[test]
+fn a_path_in_the_mounts_namespace_is_found_there_and_the_agents_state_dir_is_never_scrubbed() {
+    let (dir, files) = setup(&[("d/a", 1000)]);
+    std::fs::create_dir_all(dir.path().join("backing/.lachesis-fs")).unwrap();
+    std::fs::write(dir.path().join("backing/.lachesis-fs/journal"), b"state").unwrap();
+    let now = OffsetDateTime::now_utc();
+    let p = planner(dir.path(), 64 * MIB);
+    p.apply(&msg(1, serde_json::json!([
+        {"id": "ns", "tenant": "t1", "deadline": deadline(now, 100), "pace": "budget", "files": [{"path": "/d"}]},
+        {"id": "all", "tenant": "t1", "deadline": deadline(now, 100), "pace": "budget",
+         "files": [{"path": format!("{}/mnt", dir.path().display())}]},
+        {"id": "none", "tenant": "t1", "deadline": deadline(now, 100), "files": [{"path": "/nowhere"}]},
+    ])), now);
+    dispatch(&p, now, 1.0, 3);
+    let reports = p.reports();
+    let by = |id: &str| reports.iter().find(|r| r.id == id).unwrap().clone();
+    let ns = by("ns");
+    assert_eq!(ns.state, JobState::Done);
+    assert_eq!(ns.files.unwrap()[0].crc32, digest_of(0, &files[0]));
+    let all = by("all");
+    assert_eq!((all.state, all.bytes_declared), (JobState::Done, 1000), "the state dir is skipped");
+    assert_eq!(by("none").state, JobState::Failed);
+}
