@@ -23,7 +23,11 @@ def datapath(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
 
 
 def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Cluster) -> None:
-    assert len(EXAMPLES) == 10
+    assert len(EXAMPLES) == 11
+    # What declared-scrub's scrub reads: /archive in the mount's namespace.
+    archive = datapath.tmp / "home" / "data" / "archive"
+    archive.mkdir()
+    (archive / "part-0").write_bytes(b"\x5a" * (1 << 20))
     with datapath.api() as api:
         for example in EXAMPLES:
             applied = api.post("/api/v1/policies", content=example.read_bytes(),
@@ -52,3 +56,12 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
             if stage["kind"] == "cache":
                 region = 1 << 20
                 assert abs(reports[name]["installed_bytes"] - stage["size_bytes"]) <= 2 * region, (name, reports[name], stage)
+
+        # The scrub ships no stage: the controller declared its job, and the agent runs it.
+        def scrub_job() -> dict | None:
+            jobs = api.get("/api/v1/apps/declared-io", params={"host": HOST}).json()
+            return next((j for j in jobs if j["source"] == "scrub/archive" and j["bytes_declared"] is not None), None)
+
+        job = wait_for("the agent to run the scrub's job", scrub_job, timeout=60)
+        assert job["state"] in ("running", "done"), job
+        assert job["bytes_declared"] == 1 << 20

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +157,18 @@ def test_done_before_the_deadline_is_done_after_it_missed_and_failures_say_why()
     failed = job(now + timedelta(seconds=10))
     assert apply_report(failed, rep("failed", "/x: under no mount"), now)
     assert (failed.state, failed.error) == ("failed", "/x: under no mount")
+
+
+def test_a_scrub_stage_in_a_policy_declares_a_job_on_every_host(client: TestClient, host: FakeAgent) -> None:
+    policy = (Path(__file__).parents[2] / "policies" / "examples" / "declared-scrub.yaml").read_bytes()
+    applied = client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"})
+    assert applied.status_code == 201, applied.text
+    jobs = wait_until(lambda: client.get(URL, params={"host": "host-a"}).json(), what="the scrub's job")
+    (job,) = jobs
+    assert (job["source"], job["tenant"], job["state"]) == ("scrub/archive", "archive", "pending")
+    assert [f["path"] for f in job["files"]] == ["/archive"]
+    assert job["id"] in wait_until(lambda: key_jobs(host), what="the job in the host's key")
+    # No second job while the first is open.
+    report(client, now_z(), progress(job["id"], "running", 0, 0))
+    wait_until(lambda: client.get(f"{URL}/{job['id']}").json()["state"] == "running", what="running")
+    assert len(client.get(URL).json()) == 1

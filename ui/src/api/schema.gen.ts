@@ -1327,6 +1327,67 @@ export interface components {
              */
             hosts?: string[] | null;
         };
+        /**
+         * ScrubStage
+         * @description A recurring scrub (declared maintenance IO, DINGOS): every `every_s` the controller
+         *     declares a job on each of the stage's hosts that reads `paths` by `window_s` later; the
+         *     agent counts foreground reads for it and reads the rest under its budget. Nothing ships
+         *     as a data-plane stage; rules pass over it.
+         */
+        ScrubStage: {
+            /**
+             * Every S
+             * @description A job is declared this long after the previous one was, once it finished.
+             */
+            every_s: number;
+            /**
+             * Hosts
+             * @description null: every host.
+             */
+            hosts?: string[] | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "scrub";
+            /**
+             * Name
+             * @description What rules name as a stage target, e.g. cache/web.
+             */
+            name: string;
+            /**
+             * Owner
+             * @description The tenant whose data it reads.
+             */
+            owner: string;
+            /**
+             * Pace
+             * @description deadline: read at the rate that finishes a tenth of the window early, leaving the slack to foreground reads; budget: at the agent's whole budget at once.
+             * @default deadline
+             * @enum {string}
+             */
+            pace: "deadline" | "budget";
+            /**
+             * Paths
+             * @description Files or directories (every regular file under one) in the hosts' FUSE namespace, e.g. /archive (or host paths under a mountpoint).
+             */
+            paths: string[];
+            /**
+             * Rate Bytes Per S
+             * @description Each job's cap under the agent's budget.
+             */
+            rate_bytes_per_s?: number | null;
+            /**
+             * Shared With
+             * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
+             */
+            shared_with?: string[];
+            /**
+             * Window S
+             * @description Each job's deadline, after its declaration; null: every_s.
+             */
+            window_s?: number | null;
+        };
         /** SeriesPoint */
         SeriesPoint: {
             /**

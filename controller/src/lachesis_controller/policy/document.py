@@ -108,8 +108,33 @@ class FdpPlacementStage(StageBase):
     placement_handle: int = Field(ge=0, le=65535)
 
 
+class ScrubStage(StageBase):
+    """A recurring scrub (declared maintenance IO, DINGOS): every `every_s` the controller
+    declares a job on each of the stage's hosts that reads `paths` by `window_s` later; the
+    agent counts foreground reads for it and reads the rest under its budget. Nothing ships
+    as a data-plane stage; rules pass over it."""
+
+    kind: Literal["scrub"]
+    owner: Name = Field(description="The tenant whose data it reads.")
+    paths: list[FilePath] = Field(
+        min_length=1, max_length=MAX_PATHS,
+        description="Files or directories (every regular file under one) in the hosts' FUSE namespace, e.g. /archive "
+        "(or host paths under a mountpoint).",
+    )
+    every_s: int = Field(ge=60, le=366 * 86400, description="A job is declared this long after the previous one was, once it finished.")
+    window_s: int | None = Field(
+        default=None, ge=1, le=366 * 86400, description="Each job's deadline, after its declaration; null: every_s."
+    )
+    pace: Literal["deadline", "budget"] = Field(
+        default="deadline",
+        description="deadline: read at the rate that finishes a tenth of the window early, leaving the slack to "
+        "foreground reads; budget: at the agent's whole budget at once.",
+    )
+    rate_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES, description="Each job's cap under the agent's budget.")
+
+
 Stage = Annotated[
-    CacheStage | QosStage | LogStage | ReplicaSetStage | TailLatencyStage | FdpPlacementStage,
+    CacheStage | QosStage | LogStage | ReplicaSetStage | TailLatencyStage | FdpPlacementStage | ScrubStage,
     Field(discriminator="kind"),
 ]
 
