@@ -39,7 +39,7 @@ from lachesis_controller.api import (
     tokens,
     whoami,
 )
-from lachesis_controller.api import apps_declared_io
+from lachesis_controller.api import apps_declared_io, apps_two_level
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
@@ -176,7 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability, apps_declared_io):
+    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability, apps_declared_io, apps_two_level):
         api.include_router(module.router)
     app.include_router(api)
 

@@ -176,6 +176,11 @@ export interface components {
              */
             parent?: string | null;
             /**
+             * Serves
+             * @description Server level of a two-level cache (level 2): directories under the root of the forwarding server of the hosts it applies to (agents run with --serve-listen/--serve-root; the dir of tcp://HOST:PORT/dir endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force its size is the owner's a2 (with shared_with: the sum of their a2, one consolidated pool). null: a host-level stage.
+             */
+            serves?: string[] | null;
+            /**
              * Shared With
              * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
              */
@@ -185,6 +190,8 @@ export interface components {
              * @description Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.
              */
             size_bytes: number;
+            /** @description On a level-1 stage: the allocation loop splits its owner's cache between this stage and the level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths. */
+            two_level?: components["schemas"]["TwoLevel"] | null;
             /**
              * Write Mode
              * @default through
@@ -833,6 +840,46 @@ export interface components {
             io_uring: boolean;
             /** Release */
             release: string;
+        };
+        /**
+         * LevelOut
+         * @description One level of a tenant's two-level cache, summed over the hosts that report it.
+         */
+        LevelOut: {
+            /**
+             * Hit Ratio
+             * @description hits / (hits + misses); null before the level saw a read.
+             */
+            hit_ratio: number | null;
+            /**
+             * Hits
+             * @description Block reads the level served, summed over hosts; null: no report yet.
+             */
+            hits: number | null;
+            /**
+             * Hosts
+             * @description Hosts reporting the level's stage.
+             */
+            hosts: string[];
+            /**
+             * Installed Bytes
+             * @description What the reporting hosts' engines hold, summed; null: no report yet.
+             */
+            installed_bytes: number | null;
+            /**
+             * Level
+             * @enum {string}
+             */
+            level: "host" | "server";
+            /** Misses */
+            misses: number | null;
+            /**
+             * Shipped Bytes
+             * @description Size the controller ships (a1 or a2 while a split is in force); null: not shipped to any host.
+             */
+            shipped_bytes: number | null;
+            /** Stage */
+            stage: string;
         };
         /** LogStage */
         LogStage: {
@@ -2023,6 +2070,74 @@ export interface components {
              * @description Set: the token sees and changes only this tenant (roles operator and viewer only).
              */
             tenant?: string | null;
+        };
+        /**
+         * TwoLevel
+         * @description Bandwidths of the two cache levels and the store behind them (bytes/s), and the SLA.
+         */
+        TwoLevel: {
+            /**
+             * Memory Bytes Per S
+             * @description Reads served by the host's level.
+             */
+            memory_bytes_per_s: number;
+            /**
+             * Network Bytes Per S
+             * @description Reads served by the server's level.
+             */
+            network_bytes_per_s: number;
+            /**
+             * Server Max Bytes
+             * @description Most the server level may give the owner (a2).
+             */
+            server_max_bytes: number;
+            /**
+             * Sla Bytes Per S
+             * @description Bandwidth to reach; null: the best the two levels' maxima allow, at the smallest total.
+             */
+            sla_bytes_per_s?: number | null;
+            /**
+             * Storage Bytes Per S
+             * @description Reads served by the server's store.
+             */
+            storage_bytes_per_s: number;
+        };
+        /** TwoLevelOut */
+        TwoLevelOut: {
+            /** Tenants */
+            tenants: components["schemas"]["TwoLevelTenantOut"][];
+        };
+        /** TwoLevelTenantOut */
+        TwoLevelTenantOut: {
+            /**
+             * Alpha
+             * @description Share of the tenant's cache in the host level (a1 / (a1 + a2)); null: no split in force.
+             */
+            alpha: number | null;
+            /**
+             * Host Bytes
+             * @description a1, the host level (Moirai's hypervisor cache).
+             */
+            host_bytes: number | null;
+            /** Levels */
+            levels: components["schemas"]["LevelOut"][];
+            /**
+             * Predicted Bandwidth
+             * @description The split's bandwidth (Eq. 5.7), bytes/s.
+             */
+            predicted_bandwidth: number | null;
+            /**
+             * Predicted Hit Ratio
+             * @description U(a1 + a2) from the tenant's curve.
+             */
+            predicted_hit_ratio: number | null;
+            /**
+             * Server Bytes
+             * @description a2, the storage server's level.
+             */
+            server_bytes: number | null;
+            /** Tenant */
+            tenant: string;
         };
         /** WhoAmI */
         WhoAmI: {

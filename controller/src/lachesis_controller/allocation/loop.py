@@ -38,6 +38,7 @@ from lachesis_controller.allocation.allocate import (
     weighted_hit_rate,
 )
 from lachesis_controller.allocation.curves import Curve
+from lachesis_controller.allocation.two_level import TwoLevelSpec, TwoLevelSplit, split_allocation
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class Decision:
     rolled_out: bool
     reason: str
     idle: list[str] = field(default_factory=list)
+    # Two-level tenants: their split (Moirai §5.3.5); `proposal.sizes` holds their a1.
+    levels: dict[str, TwoLevelSplit] = field(default_factory=dict)
 
 
 class AllocationLoop:
@@ -84,9 +87,10 @@ class AllocationLoop:
         clock: Callable[[], float] = time.monotonic,
         guarantees: Callable[[], Mapping[str, Guarantee]] = dict,
         capacity: Callable[[], float | None] | None = None,
+        two_level: Callable[[], Mapping[str, TwoLevelSpec]] = dict,
     ) -> None:
         self._curves, self._publish, self.config = curves, publish, config
-        self._clock, self._guarantees = clock, guarantees
+        self._clock, self._guarantees, self._two_level = clock, guarantees, two_level
         # The cache's size, asked every step when given (None: not known yet, do nothing).
         self._capacity = capacity
         self.current: dict[str, float] | None = None
@@ -140,6 +144,10 @@ class AllocationLoop:
             return self.last
         try:
             proposal = allocate(demands, capacity, epsilon=cfg.epsilon_fraction * capacity, method=cfg.method)
+            specs = {n: s for n, s in self._two_level().items() if n in demands and not demands[n].idle}
+            levels = split_allocation(
+                proposal.sizes, {n: demands[n].curve for n in specs}, dict(specs), cfg.epsilon_fraction * capacity,
+            ) if specs else {}
         except GuaranteesInfeasible as e:
             log.warning("allocation not changed: %s", e)
             decision = Decision(now, None, self.current, 0.0, False, str(e), idle)
@@ -159,7 +167,7 @@ class AllocationLoop:
             go, reason = True, f"predicted gain {gain:.4f} above the threshold {cfg.gain_threshold:g}"
         else:
             go, reason = False, f"predicted gain {gain:.4f} not above the threshold {cfg.gain_threshold:g}"
-        decision = Decision(now, proposal, self.current, gain, go, reason, idle)
+        decision = Decision(now, proposal, self.current, gain, go, reason, idle, levels)
         if go:
             self.current = dict(proposal.sizes)
             self._active_set = active

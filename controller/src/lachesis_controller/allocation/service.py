@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,18 +36,22 @@ from lachesis_controller.allocation.allocate import (
 )
 from lachesis_controller.allocation.curves import Curve, CurveError
 from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopConfig, TenantCurve
+from lachesis_controller.allocation.two_level import TwoLevelSpec, TwoLevelSplit
 from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AllocationGuarantee, CacheAllocation
 from lachesis_controller.rollout import engine as rollouts
+from lachesis_controller.stages import store as stage_store
 
 log = logging.getLogger(__name__)
 
 CURRENT, PROPOSED = "current", "proposed"
 
 
-def shares(demands: Mapping[str, TenantDemand], result: Allocation) -> dict[str, dict[str, Any]]:
-    """Per tenant: its size, reservation, hit ratio and the curve point it sits on."""
+def shares(demands: Mapping[str, TenantDemand], result: Allocation,
+           levels: Mapping[str, TwoLevelSplit] | None = None) -> dict[str, dict[str, Any]]:
+    """Per tenant: its size, reservation, hit ratio and the curve point it sits on; a
+    two-level tenant's size is its host level (a1), `levels` says the split."""
     out = {}
     for n, d in demands.items():
         size = result.sizes.get(n, 0.0)
@@ -57,6 +61,27 @@ def shares(demands: Mapping[str, TenantDemand], result: Allocation) -> dict[str,
             "hit_ratio": result.hit_ratios.get(n, 0.0), "weight": d.weight, "idle": d.idle,
             "curve_point": {"size_bytes": size, "miss_ratio": float(d.curve.miss_ratio(size)), "index": max(index, 0)},
         }
+        if levels and n in levels:
+            sp = levels[n]
+            out[n]["levels"] = {
+                "alpha": sp.alpha, "host_bytes": sp.hypervisor, "server_bytes": sp.storage,
+                "hit_ratio": sp.hit_ratio, "bandwidth": sp.bandwidth,
+            }
+    return out
+
+
+def two_level_specs(declared: Iterable[Mapping[str, Any]]) -> dict[str, TwoLevelSpec]:
+    """Tenant -> its two-level cache, from the level-1 cache stages declaring `two_level`."""
+    out = {}
+    for s in declared:
+        t = s.get("two_level")
+        if s["kind"] == "cache" and t and s.get("owner"):
+            out[s["owner"]] = TwoLevelSpec(
+                memory=float(t["memory_bytes_per_s"]), network=float(t["network_bytes_per_s"]),
+                storage=float(t["storage_bytes_per_s"]),
+                sla=None if t.get("sla_bytes_per_s") is None else float(t["sla_bytes_per_s"]),
+                server_max=float(t["server_max_bytes"]),
+            )
     return out
 
 
@@ -141,6 +166,10 @@ class DatabaseSide:
         with self.sessions() as s, s.begin():
             return {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
 
+    def two_level(self) -> dict[str, TwoLevelSpec]:
+        with self.sessions() as s, s.begin():
+            return two_level_specs(stage_store.declared_stages(s).values())
+
     def publish(self, decision: Decision, demands: Mapping[str, TenantDemand], capacity: float,
                 epsilon: float, method: str) -> list[rollouts.Publication]:
         """Record the decision as the current allocation and issue the generations that carry it
@@ -151,7 +180,7 @@ class DatabaseSide:
             s.merge(CacheAllocation(
                 state=CURRENT, capacity_bytes=capacity, epsilon_bytes=epsilon, method=method,
                 utility=result.utility, upper_bound=result.upper_bound, optimal=result.optimal,
-                tenants=shares(demands, result), computed_at=utcnow(), computed_by="allocation-loop",
+                tenants=shares(demands, result, decision.levels), computed_at=utcnow(), computed_by="allocation-loop",
             ))
             s.flush()
             _, publications = rollouts.start_rollout(
@@ -180,6 +209,7 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
         if bus is not None:
             await bus.publish(publications, source="allocation")
 
-    loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity)
+    loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity,
+                          two_level=side.two_level)
     holder["loop"] = loop
     return asyncio.create_task(loop.run(stop), name="allocation-loop")

@@ -65,3 +65,37 @@ def split_two_level(
         total=a, alpha=h / a if a > 0 else 0.0, hypervisor=h, storage=s,
         hit_ratio=float(curve.hit_ratio(a)), bandwidth=float(bw[i, j]),
     )
+
+
+@dataclass(frozen=True)
+class TwoLevelSpec:
+    """A tenant's two-level cache as its policy declares it (the level-1 stage's two_level)."""
+
+    memory: float
+    network: float
+    storage: float
+    sla: float | None  # None: the best the maxima allow
+    server_max: float
+
+
+def split_allocation(
+    sizes: dict[str, float], curves: dict[str, Curve], specs: dict[str, TwoLevelSpec], epsilon: float,
+) -> dict[str, TwoLevelSplit]:
+    """The two-level tenants' splits, each within its single-level share (the most hypervisor
+    memory it may have) and its server maximum; `sizes` becomes a1 for them. A tenant whose
+    SLA no split reaches raises GuaranteesInfeasible (the loop keeps what is in force)."""
+    out = {}
+    for name, spec in sorted(specs.items()):
+        if name not in sizes or name not in curves or sizes[name] <= 0:
+            continue
+        h_max, s_max = sizes[name], spec.server_max
+        sla = spec.sla
+        if sla is None:
+            sla = float(bandwidth(curves[name], h_max, s_max, spec.memory, spec.network, spec.storage))
+        split = split_two_level(
+            name, curves[name], sla=sla, memory=spec.memory, network=spec.network, storage=spec.storage,
+            hypervisor_max=h_max, storage_max=s_max, epsilon=epsilon,
+        )
+        out[name] = split
+        sizes[name] = split.hypervisor
+    return out

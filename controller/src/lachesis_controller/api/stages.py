@@ -54,10 +54,10 @@ def _telemetry(request: Request) -> TelemetryStore:
 
 def shipped_by_host(session: Session) -> dict[str, dict[str, dict[str, Any]]]:
     """Host -> stage name -> the stage as shipped to it (resolved once per request)."""
-    sizes = store.allocation_sizes(session)
+    sizes, servers = store.allocation_sizes(session), store.server_sizes(session)
     everything = list(store.declared_stages(session).values())
     return {
-        host_id: {s["name"]: s for s in shipped_stages(everything, store.host_view(session, host_id), sizes)}
+        host_id: {s["name"]: s for s in shipped_stages(everything, store.host_view(session, host_id), sizes, servers)}
         for host_id in rollouts.all_host_ids(session)
     }
 

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from lachesis_controller.bus.messages import MAX_BYTES, HostId, Name
+from lachesis_controller.bus.messages import ServeDir as ServeDir
 from lachesis_controller.schemas.base import RequestModel
 from lachesis_controller.schemas.rules import RuleSpec
 from lachesis_controller.schemas.tenants import TenantSpec
@@ -35,6 +36,19 @@ FilePath = HostPath
 class Metadata(RequestModel):
     name: Name
     description: str | None = Field(default=None, max_length=1024)
+
+
+class TwoLevel(RequestModel):
+    """Bandwidths of the two cache levels and the store behind them (bytes/s), and the SLA."""
+
+    memory_bytes_per_s: float = Field(gt=0, le=1e18, description="Reads served by the host's level.")
+    network_bytes_per_s: float = Field(gt=0, le=1e18, description="Reads served by the server's level.")
+    storage_bytes_per_s: float = Field(gt=0, le=1e18, description="Reads served by the server's store.")
+    sla_bytes_per_s: float | None = Field(
+        default=None, gt=0, le=1e18,
+        description="Bandwidth to reach; null: the best the two levels' maxima allow, at the smallest total.",
+    )
+    server_max_bytes: int = Field(ge=0, le=1 << 50, description="Most the server level may give the owner (a2).")
 
 
 class StageBase(RequestModel):
@@ -71,6 +85,18 @@ class CacheStage(StageBase):
     write_mode: Literal["through", "back", "around"] = "through"
     max_dirty_bytes: int = Field(default=16 << 20, ge=4096, le=1 << 50)
     device: Name | None = Field(default=None, description="The host's flash device; null: its first.")
+    serves: list[ServeDir] | None = Field(
+        default=None, min_length=1, max_length=64,
+        description="Server level of a two-level cache (level 2): directories under the root of the forwarding "
+        "server of the hosts it applies to (agents run with --serve-listen/--serve-root; the dir of tcp://HOST:PORT/dir "
+        "endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force "
+        "its size is the owner's a2 (with shared_with: the sum of their a2, one consolidated pool). null: a host-level stage.",
+    )
+    two_level: TwoLevel | None = Field(
+        default=None,
+        description="On a level-1 stage: the allocation loop splits its owner's cache between this stage and the "
+        "level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths.",
+    )
 
 
 class QosStage(StageBase):

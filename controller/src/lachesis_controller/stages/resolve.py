@@ -5,7 +5,7 @@ This is where the policy vocabulary becomes the agents' vocabulary, once, before
 
 | declared kind | shipped as |
 |---|---|
-| `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next` |
+| `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next`; with `serves` it is the server level of a two-level cache (run by the host's forwarding server), sized by the owner's (and `shared_with`'s) a2 while a two-level split is in force, while level 1 gets a1 |
 | `qos` | a `ratelimit` stage from `max_bandwidth_bytes_per_s` / `max_iops`; without either nothing ships and rules pass over it (priorities and minimums are not enforced yet) |
 | `log` | a `log` stage |
 | `replica_set` | no stage: a rule sending IO there becomes a read rule to `read_set` and a rule for the other ops to `write_set` (file detours) |
@@ -112,12 +112,24 @@ def applies_to(stage: Mapping[str, Any], host_id: str) -> bool:
     return hosts is None or host_id in hosts
 
 
+def _server_shares(declared: Iterable[Mapping[str, Any]], server: Mapping[str, int]) -> dict[str, int]:
+    """Server-level stage name -> bytes: the a2 of its owner and of the tenants it is shared
+    with (one consolidated pool at the server, Moirai §5.3.4), while a two-level split of one
+    of them is in force."""
+    out = {}
+    for s in declared:
+        tenants = [t for t in [s.get("owner"), *s.get("shared_with", [])] if t in server]
+        if s["kind"] == "cache" and s.get("serves") and tenants:
+            out[s["name"]] = sum(server[t] for t in tenants)
+    return out
+
+
 def _owner_shares(declared: Iterable[Mapping[str, Any]], allocation: Mapping[str, int]) -> dict[str, int]:
     """Stage name -> allocated bytes: each tenant's allocation goes to its level-1 cache
     stages, split in proportion to their declared sizes."""
     by_owner: dict[str, list[Mapping[str, Any]]] = {}
     for s in declared:
-        if s["kind"] == "cache" and s.get("owner") in allocation and s.get("level", 1) == 1:
+        if s["kind"] == "cache" and s.get("owner") in allocation and s.get("level", 1) == 1 and not s.get("serves"):
             by_owner.setdefault(s["owner"], []).append(s)
     out: dict[str, int] = {}
     for owner, stages in by_owner.items():
@@ -149,13 +161,16 @@ def _cache(stage: Mapping[str, Any], host: HostView, size: int, fdp: Mapping[tup
         "eviction": "fifo" if stage.get("eviction") == "fifo" else "lru",
         "max_dirty_bytes": stage.get("max_dirty_bytes", 16 << 20), "device": device,
         "placement": placement, "next": stage.get("parent"),
+        **({"serves": list(stage["serves"])} if stage.get("serves") else {}),
     }
 
 
 def shipped_stages(
     declared: Iterable[Mapping[str, Any]], host: HostView, allocation: Mapping[str, int] | None,
+    server: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """The stage contract for `host`: every declared data-plane stage that applies to it."""
+    """The stage contract for `host`: every declared data-plane stage that applies to it.
+    `server`: tenant -> a2 of the two-level splits in force (sizes the server-level stages)."""
     mine = [s for s in declared if applies_to(s, host.host_id)]
     auto = {
         (device, *name.split("/")): handle
@@ -163,7 +178,7 @@ def shipped_stages(
         for name, handle in placement.handles.items()
     }
     host = HostView(host.host_id, host.devices, {**auto, **host.handles}, host.geometry, host.previous)
-    sized = _owner_shares(mine, allocation or {})
+    sized = {**_owner_shares(mine, allocation or {}), **_server_shares(mine, server or {})}
     fdp = {
         (s["device"], s["owner"]): s["placement_handle"]
         for s in mine if s["kind"] == "fdp_placement" and s.get("owner")

@@ -32,6 +32,17 @@ def allocation_sizes(session: Session) -> dict[str, int] | None:
     return {name: max(0, round(share["size_bytes"])) for name, share in current.tenants.items()}
 
 
+def server_sizes(session: Session) -> dict[str, int]:
+    """Tenant -> a2, the server level of its two-level split in force (none: {})."""
+    current = session.get(CacheAllocation, "current")
+    if current is None:
+        return {}
+    return {
+        name: max(0, round(share["levels"]["server_bytes"]))
+        for name, share in current.tenants.items() if share.get("levels")
+    }
+
+
 def host_view(session: Session, host_id: str) -> HostView:
     host = session.get(Host, host_id)
     devices = tuple(d["name"] for d in (host.capabilities.get("devices", []) if host else []))
