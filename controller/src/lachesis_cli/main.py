@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import documents, output
+from . import declared, documents, output
 from .client import Client, describe_problem
 from .errors import EXIT_FAILED, CliError
 from .settings import resolve
@@ -375,6 +375,7 @@ hosts_app = typer.Typer(
     help="Enrol hosts (give an agent its own Redis user and streams) and decommission them.", no_args_is_help=True
 )
 app.add_typer(hosts_app, name="hosts")
+app.add_typer(declared.app, name="declared")
 
 
 @hosts_app.command("enroll")
