@@ -657,9 +657,16 @@ int BPF_PROG(lx_uring_submit, struct io_kiocb *req)
 	return 0;
 }
 
+/* The tracepoint's arguments changed in Linux 6.14: before, (ctx, req, user_data, res,
+ * cflags, extra1, extra2); since, (ctx, req, cqe). User space reads which from the kernel's
+ * BTF and sets this before loading, so the verifier only walks the branch the running kernel
+ * has (the guest suite found the old one on 6.12). */
+const volatile bool uring_complete_cqe = true;
+
 SEC("tp_btf/io_uring_complete")
-int BPF_PROG(lx_uring_complete, struct io_ring_ctx *ring, void *req, struct io_uring_cqe *cqe)
+int lx_uring_complete(__u64 *ctx)
 {
+	void *req = (void *)ctx[1];
 	struct inflight *in;
 	struct file *file;
 	__s32 res;
@@ -667,7 +674,10 @@ int BPF_PROG(lx_uring_complete, struct io_ring_ctx *ring, void *req, struct io_u
 	in = inflight_find(&uring_inflight, ptr_bits(bpf_core_cast(req, struct io_kiocb)));
 	if (!in)
 		return 0;
-	res = cqe->res;
+	if (uring_complete_cqe)
+		res = BPF_CORE_READ((struct io_uring_cqe *)ctx[2], res);
+	else
+		res = (__s32)ctx[3];
 	/* The file is only assigned at issue, after the submit tracepoint;
 	 * req is a void * in this tracepoint, hence the cast. */
 	file = bpf_core_cast(req, struct io_kiocb)->file;
@@ -920,7 +930,10 @@ int BPF_PROG(lx_bio_split, struct bio *split, unsigned int new_sector)
 {
 	struct inflight *p, *piece;
 
-	p = inflight_find(&bio_inflight, ptr_bits(split->bi_private));
+	/* bi_private is a void *: loaded, it is a plain number to the verifier, and
+	 * number - map pointer is refused (Linux 6.12); cast to the bio it is, it is
+	 * a pointer like the others (as req is in lx_uring_complete). */
+	p = inflight_find(&bio_inflight, ptr_bits(bpf_core_cast(split->bi_private, struct bio)));
 	if (!p)
 		return 0;
 	piece = inflight_claim(&bio_inflight, ptr_bits(split), bpf_ktime_get_ns());

@@ -4,7 +4,9 @@
 #
 #   bench/device/run.sh              # everything
 #   bench/device/run.sh sim dlwa     # a subset: sim (simulator speed), dlwa (DLWA tables and
-#                                    # plot), iops (io_uring backend vs fio)
+#                                    # plot), iops (io_uring backend vs fio), guest (the NVMe
+#                                    # passthrough backend vs fio's io_uring_cmd in the QEMU guest;
+#                                    # not in the default set: boots a guest, minutes)
 #
 # Environment: BENCH_FILE (test file for the IOPS runs, on a filesystem with O_DIRECT;
 # default /tmp/lachesis-device-bench.dat), IOPS_RUNS (default 5), IOPS_RUNTIME (seconds,
@@ -18,7 +20,7 @@ what=("$@")
 [ ${#what[@]} -eq 0 ] && what=(sim dlwa iops)
 
 for w in "${what[@]}"; do
-  case "$w" in sim|dlwa|iops) ;; *) echo "run.sh: unknown benchmark '$w' (sim, dlwa, iops)" >&2; exit 2 ;; esac
+  case "$w" in sim|dlwa|iops|guest) ;; *) echo "run.sh: unknown benchmark '$w' (sim, dlwa, iops, guest)" >&2; exit 2 ;; esac
 done
 
 bench() { cargo bench -q -p lachesis-device -j "$JOBS" --bench "$@"; }
@@ -53,6 +55,16 @@ for w in "${what[@]}"; do
       echo
       bench uring_vs_fio -- --file "${BENCH_FILE:-/tmp/lachesis-device-bench.dat}" \
         --runs "${IOPS_RUNS:-5}" --runtime "${IOPS_RUNTIME:-5}" --size-mib "${IOPS_SIZE_MIB:-1024}"
+      echo ;;
+    guest)
+      echo "### NVMe passthrough in the QEMU guest vs fio's io_uring_cmd engine"
+      echo
+      echo "\`python e2e/guest/vm.py DIR && python bench/device/guest_iops.py DIR\`"
+      echo
+      out="$(mktemp -d)"
+      "$ROOT/.lachesis/venv/bin/python" "$ROOT/e2e/guest/vm.py" "$out" >/dev/null
+      "$ROOT/.lachesis/venv/bin/python" "$ROOT/bench/device/guest_iops.py" "$out"
+      rm -rf "$out"
       echo ;;
   esac
 done

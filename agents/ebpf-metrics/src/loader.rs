@@ -315,6 +315,27 @@ mod imp {
         t
     }
 
+/// Whether the running kernel's `io_uring_complete` tracepoint passes the CQE (Linux 6.14 and
+/// later: ctx, req, cqe) rather than its fields (ctx, req, user_data, res, ...): the argument
+/// count of the tracepoint's prototype in the kernel's BTF. Without BTF the programs cannot
+/// load anyway; the newer shape is assumed.
+fn uring_complete_passes_cqe() -> bool {
+    use libbpf_rs::btf::types::FuncProto;
+    use libbpf_rs::btf::{Btf, BtfType};
+    let Ok(btf) = Btf::from_vmlinux() else {
+        return true;
+    };
+    let Some(t) = btf.type_by_name::<BtfType<'_>>("btf_trace_io_uring_complete") else {
+        return true;
+    };
+    // typedef -> pointer -> prototype (void *data, ctx, req, ...)
+    let proto = t
+        .skip_mods_and_typedefs()
+        .next_type()
+        .and_then(|p| FuncProto::try_from(p).ok());
+    proto.is_none_or(|p| p.len() == 4)
+}
+
     /// Whether the io (blkio) controller is on the cgroup v2 hierarchy:
     /// /proc/cgroups lists hierarchy 0 for controllers not bound to a v1
     /// hierarchy. Only then does a bio's blkcg name a v2 cgroup.
@@ -439,6 +460,7 @@ mod imp {
         rodata.sys_op_of_nr = syscall_table();
         rodata.max_tenants = opts.max_tenants;
         rodata.io_on_dfl = io_controller_on_v2();
+        rodata.uring_complete_cqe = uring_complete_passes_cqe();
         // The device layer is counted at block_rq_complete from the
         // request's own timestamps; there is no issue-side program.
         rodata.count_device = opts.layers.device;

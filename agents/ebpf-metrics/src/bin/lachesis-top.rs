@@ -6,14 +6,19 @@
 //! agent.
 
 use clap::Parser;
-use lachesis_ebpf_metrics::{cgroup_dir, cgroup_id, threshold_for_rate, top, EbpfMetrics, LoadOptions, MetricsMaps};
+use lachesis_ebpf_metrics::{
+    cgroup_dir, cgroup_id, threshold_for_rate, top, EbpfMetrics, Layer, LoadOptions, MetricsMaps,
+    Op,
+};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(about = "Per-tenant IOPS, bandwidth, latency and SHARDS sampling rate from Lachesis's eBPF maps")]
+#[command(
+    about = "Per-tenant IOPS, bandwidth, latency and SHARDS sampling rate from Lachesis's eBPF maps"
+)]
 struct Args {
     /// Directory of the agent's pinned maps.
     #[arg(long, default_value = lachesis_ebpf_metrics::DEFAULT_PIN_DIR)]
@@ -31,6 +36,11 @@ struct Args {
     /// Stop after this many refreshes (default: run until killed).
     #[arg(long)]
     count: Option<u64>,
+    /// Standalone: no live view; say `ready` on stderr once attached, count until stdin is
+    /// closed, then print every tenant's counters per layer and op as JSON. Scripts (the guest
+    /// suite) bracket a workload with it, so what is counted does not depend on timing.
+    #[arg(long, requires = "cgroups")]
+    json_until_eof: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,7 +56,11 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
-        return Err(format!("--interval must be a positive number of seconds, got {}", args.interval).into());
+        return Err(format!(
+            "--interval must be a positive number of seconds, got {}",
+            args.interval
+        )
+        .into());
     }
     let interval = Duration::from_secs_f64(args.interval);
     let clear = std::io::stdout().is_terminal();
@@ -69,6 +83,30 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let id = cgroup_id(&cgroup_dir(path)?)?;
         engine.set_tenant(tenant, name, threshold)?;
         engine.map_cgroup(id, tenant)?;
+    }
+    if args.json_until_eof {
+        eprintln!("ready");
+        std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+        let mut all = serde_json::Map::new();
+        for (tenant, spec) in args.cgroups.iter().enumerate() {
+            let name = spec.split_once('=').map_or(spec.as_str(), |(n, _)| n);
+            let stats = engine.tenant_stats(u32::try_from(tenant)?)?;
+            let mut layers = serde_json::Map::new();
+            for layer in Layer::ALL {
+                let mut ops = serde_json::Map::new();
+                for op in Op::ALL {
+                    let s = stats.get(layer, op);
+                    ops.insert(
+                        format!("{op:?}").to_lowercase(),
+                        serde_json::json!({"ops": s.ops, "bytes": s.bytes, "latency_samples": s.latency.count()}),
+                    );
+                }
+                layers.insert(layer.name().into(), ops.into());
+            }
+            all.insert(name.into(), layers.into());
+        }
+        println!("{}", serde_json::Value::Object(all));
+        return Ok(());
     }
     top::run(&engine, interval, args.count, clear, &mut out)?;
     Ok(())

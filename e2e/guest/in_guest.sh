@@ -1,0 +1,85 @@
+#!/bin/bash
+# Runs inside the QEMU guest (e2e/guest/vm.py boots it): drives the emulated FDP namespace with
+# the project's passthrough backend and with nvme-cli, runs engines on it, and runs the bcc
+# tools beside lachesis-top's libbpf counters on one fio run. Every result is a file in OUT;
+# the tests on the host read them. A step that fails is recorded in OUT/failed and the script
+# goes on, so one failure does not hide the others.
+# Usage: in_guest.sh OUT BIN REPO   (BIN: the release binaries; REPO: the repository root)
+set -u
+OUT=$1 BIN=$2 REPO=$3
+NG=/dev/ng0n1 CTRL=/dev/nvme0 BLK=/dev/nvme0n1
+step() { echo "guest: $*" >&2; }
+run() { # run NAME CMD...: stdout to OUT/NAME, stderr to OUT/NAME.err
+  local name=$1; shift
+  "$@" > "$OUT/$name" 2> "$OUT/$name.err" || echo "$name $?" >> "$OUT/failed"
+}
+cli_logs() { # cli_logs PREFIX: what nvme-cli reads of the same log pages
+  run "$1-configs.json" nvme fdp configs $CTRL -e 1 -o json
+  run "$1-usage.json" nvme fdp usage $CTRL -e 1 -o json
+  run "$1-stats.json" nvme fdp stats $CTRL -e 1 -o json
+  run "$1-status.json" nvme fdp status $BLK -o json
+  run "$1-events-host.json" nvme fdp events $CTRL -e 1 -E -o json
+  run "$1-events-controller.json" nvme fdp events $CTRL -e 1 -o json
+}
+
+step "loading the nvme driver"
+modprobe nvme
+for _ in $(seq 200); do [ -c $NG ] && [ -b $BLK ] && break; sleep 0.1; done
+[ -c $NG ] || { echo "no $NG after modprobe nvme" > "$OUT/boot-error"; exit 1; }
+uname -r > "$OUT/kernel"
+
+step "log pages before any write"
+run p0.json "$BIN/lachesis-nvme" logs $NG
+cli_logs c0
+
+step "writes on handles 0, 1, 3, 5, read back, deallocate handle 1's range"
+run exercise.json "$BIN/lachesis-nvme" exercise $NG --blocks 0:16,1:32,3:64,5:128 --trim 1
+run pm.json "$BIN/lachesis-nvme" logs $NG
+run cm-status.json nvme fdp status $BLK -o json
+step "host events on placement id 3, then a reclaim unit handle update (RU not fully written)"
+run set-events.txt nvme fdp set-events $BLK -n 1 -p 3 -e -t 0
+run update.txt nvme fdp update $BLK -n 1 -p 3
+run p1.json "$BIN/lachesis-nvme" logs $NG
+cli_logs c1
+
+for engine in loc hybrid; do
+  step "engine $engine on the passthrough device"
+  run "engine-$engine.json" "$BIN/lachesis-engine-replay" --device nvme:$NG --engine $engine --span-mib 16 --requests 6000
+done
+
+step "IOPS: lachesis-nvme vs fio's io_uring_cmd engine, 4 KiB, QD 16, alternating"
+for i in 1 2 3; do
+  for rw in randread randwrite; do
+    run "iops-lachesis-$rw-$i.json" "$BIN/lachesis-nvme" iops $NG --rw $rw --bs 4096 --qd 16 --ios 4000
+    run "iops-fio-$rw-$i.json" fio --name=p --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme \
+      --rw=$rw --bs=4k --iodepth=16 --number_ios=4000 --size=1G --randrepeat=0 --output-format=json
+  done
+done
+
+step "bcc tools and lachesis-top on one fio run in two tenant cgroups"
+mkdir -p /sys/fs/cgroup/lx-a /sys/fs/cgroup/lx-b
+tools=(bitesize biolatency top)
+for tool in "${tools[@]}"; do
+  mkfifo "/run/in-$tool"
+  case $tool in
+    top) cmd=("$BIN/lachesis-top" --json-until-eof --cgroup a=/lx-a --cgroup b=/lx-b) ;;
+    *) cmd=(python3 "$REPO/ebpf/tools/tenant_$tool.py" --cgroup a=/lx-a --cgroup b=/lx-b) ;;
+  esac
+  "${cmd[@]}" < "/run/in-$tool" > "$OUT/tool-$tool.json" 2> "$OUT/tool-$tool.err" &
+  eval "pid_$tool=$!; exec {fd_$tool}>/run/in-$tool"
+done
+for tool in "${tools[@]}"; do
+  # bcc compiles its programs first (slow under TCG); stop waiting if the tool died.
+  pid=pid_$tool
+  until grep -q '^ready' "$OUT/tool-$tool.err" 2>/dev/null || ! kill -0 "${!pid}" 2>/dev/null; do sleep 0.2; done
+  grep -q '^ready' "$OUT/tool-$tool.err" || echo "tool-$tool not ready" >> "$OUT/failed"
+done
+in_cgroup() { local cg=$1; shift; (echo $BASHPID > "/sys/fs/cgroup/$cg/cgroup.procs" && exec "$@"); }
+run fio-a.json in_cgroup lx-a fio --name=a --filename=$BLK --direct=1 --ioengine=psync --rw=randread \
+  --bs=4k --number_ios=3000 --size=512M --offset=0 --output-format=json
+run fio-b.json in_cgroup lx-b fio --name=b --filename=$BLK --direct=1 --ioengine=psync --rw=randwrite \
+  --bs=16k --number_ios=1000 --size=256M --offset=512M --output-format=json
+for tool in "${tools[@]}"; do eval "exec {fd_$tool}>&-"; done
+wait
+step "done"
+touch "$OUT/done"

@@ -1,0 +1,29 @@
+"""Cache engines on the real path: the same engine and workload through the passthrough
+backend in the guest and on the host's measuring device (data in a file, the FDP simulator
+beside it) send the same bytes on each placement handle, and the devices count the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import replay
+
+# What in_guest.sh runs on /dev/ng0n1.
+ARGS = ("--span-mib", "16", "--requests", "6000")
+
+
+@pytest.mark.parametrize("engine", ["loc", "hybrid"])
+def test_engine_on_the_passthrough_device_matches_the_simulator(guest, engine, tmp_path) -> None:
+    real = guest.json(f"engine-{engine}.json")
+    sim = replay(f"measured:{tmp_path / 'flash.img'}:1GiB:handles=8,ru=1MiB", engine, *ARGS)
+    # Every hit returned the object that was set, on both.
+    assert real["bad_hits"] == sim["bad_hits"] == 0
+    assert real["hits"] == sim["hits"] > 0
+    # The device took each write on the handle it was sent with, and nothing elsewhere.
+    assert real["other_handle_changes"] == 0
+    assert real["device_counted"] == real["sent"]
+    assert sim["device_counted"] == sim["sent"]
+    # Same bytes per handle on the emulated drive and on the simulator.
+    assert real["device_counted"] == sim["device_counted"]
+    handles = {"loc": {"0"}, "hybrid": {"0", "1"}}[engine]
+    assert set(real["device_counted"]) == handles
