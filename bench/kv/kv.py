@@ -10,7 +10,8 @@ Sections:
               of memcached (DRAM only) vs Lachesis (DRAM + Kangaroo on the measuring device);
               DRAM bits per flash-cached object, flash write rate, ALWA, DLWA.
   fdp         two tenants with small and large objects on one measuring device at 100%
-              utilisation: DLWA with separate placement handles vs all on one handle.
+              utilisation: DLWA with separate placement handles vs all on one handle, for
+              each small-object engine (FDP_SMALL_ENGINES, default "kangaroo fairywren").
 
 Environment: KVLOAD, LACHESIS_KV, MEMCACHED (binaries), SCALE (sizes, default 1), RUNS
 (default 3), DURATION (measured seconds per throughput run, default 10), SERVERS (default
@@ -112,16 +113,17 @@ def memcached(dram_mib):
         "-m", str(dram_mib), "-t", str(SERVER_THREADS)])
 
 
-def lachesis(dram_mib, flash_mib, tenants, device_mib, handles="separate", small_fraction=0.5, workdir=None):
+def lachesis(dram_mib, flash_mib, tenants, device_mib, handles="separate", small_fraction=0.5, workdir=None,
+             small_engine="kangaroo"):
     """lachesis-kv with one measuring device of device_mib and, per tenant prefix, a hybrid
-    cache of flash_mib flash (small_fraction of it Kangaroo, the rest the log) behind dram_mib
-    of DRAM."""
+    cache of flash_mib flash (small_fraction of it the small-object engine, Kangaroo or
+    FairyWREN, the rest the log) behind dram_mib of DRAM."""
     path = os.path.join(workdir, f"flash-{free_port()}.img")
 
     def argv(port):
         a = [LACHESIS_KV, "--listen", f"127.0.0.1:{port}", "--device", f"flash0={path}:{device_mib}MiB",
              "--dram-mib", str(dram_mib), "--cache-mib", str(flash_mib), "--handles", handles,
-             "--small-fraction", str(small_fraction)]
+             "--small-fraction", str(small_fraction), "--small-engine", small_engine]
         for t in tenants:
             a += ["--tenant", f"{t.rstrip(':')}=prefix:{t}"]
         return a
@@ -302,6 +304,7 @@ def fdp(workdir):
     device = per_tenant_flash * len(tenants)
     dram = max(4, int(16 * SCALE))
     small = float(os.environ.get("FDP_SMALL_FRACTION", "0.04"))
+    engines = os.environ.get("FDP_SMALL_ENGINES", "kangaroo fairywren").split()
     mean_object = 3100 + KEY_BYTES  # `wide`: log-normal, median 1 KiB, sigma 1.5
     keys = int(3 * per_tenant_flash * MIB / mean_object)
     # Per thread (2 threads), at about one miss in three: ~1 device write of warm-up, ~3 measured.
@@ -309,41 +312,70 @@ def fdp(workdir):
     measured = 3 * warm
     print("### FDP on KV traffic: separate placement handles vs one\n")
     print(f"Two tenants (`t0:`, `t1:`), each {keys:,} keys (Zipf 0.9) with `wide` sizes (median 1 KiB, "
-          f"most bytes in objects over 2 KiB: both Kangaroo and the log write), a working set ~3x its "
-          f"cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} Kangaroo, as the paper's "
-          f"4% small-object cache, the rest the log) behind {dram} MiB of DRAM, the two "
+          f"most bytes in objects over 2 KiB: both the small-object engine and the log write), a working "
+          f"set ~3x its cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} the small-object "
+          f"engine, as the paper's 4% small-object cache, FairyWREN at least its 11 erase units of the "
+          f"device's 1 MiB reclaim unit; the rest the log) behind {dram} MiB of DRAM, the two "
           f"filling one {device} MiB measuring device (100% utilisation, 7% OP). Look-aside, 2 "
           f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
-          f"The same run, one fresh device each: `--handles separate` (each tenant's Kangaroo and "
-          f"log on their own handles) vs `--handles shared` (every stream on handle 0).\n")
-    row("handles", "DLWA", "host MiB written", "media MiB written", "Kangaroo share of flash writes",
-        "ALWA", "miss ratio", "ops/s")
-    row(*["---"] * 8)
-    for handles in ("separate", "shared"):
-        with lachesis(dram, per_tenant_flash, tenants, device, handles=handles,
-                      small_fraction=small, workdir=workdir) as s:
-            r = kvload(s, f"fdp-{handles}", "--threads", 2, "--pipeline", 8, "--keys", keys,
-                       "--dist", "zipf:0.9", "--value-size", "wide", "--mode", "lookaside",
-                       "--tenant", tenants[0], "--tenant", tenants[1],
-                       "--warmup-requests", warm, "--requests", measured)
-        lach = r["stats_after"].get("lachesis") or {}
-        host = sum_delta(r, lach, ":host_bytes", prefix="device:")
-        media = sum_delta(r, lach, ":media_bytes", prefix="device:")
-        flash_w = sum_delta(r, lach, ":flash_bytes_written", prefix="tenant:")
-        app_w = sum_delta(r, lach, ":bytes_written", prefix="tenant:")
-        kangaroo_w = sum_delta(r, lach, ":kangaroo:flash_bytes_written", prefix="stage:")
-        r["dlwa"] = ratio(media, host)
-        row(handles, fmt(r["dlwa"], ".3f"), fmt(host / MIB if host is not None else None, ",.0f"),
-            fmt(media / MIB if media is not None else None, ",.0f"), fmt(ratio(kangaroo_w, flash_w), ".0%"),
-            fmt(ratio(flash_w, app_w), ".2f"),
-            f"{r['miss_ratio']:.4f}", f"{r['ops_per_s']:,.0f}")
-        try:
-            os.unlink(s.device_file)
-        except OSError:
-            pass
+          f"The same run, one fresh device each: `--small-engine kangaroo|fairywren` and `--handles "
+          f"separate` (each tenant's small-object engine parts and log on their own handles) vs "
+          f"`--handles shared` (every stream on handle 0). Medians of {RUNS} runs.\n")
+    row("small engine", "handles", "DLWA", "host MiB written", "media MiB written", "small engine's share of flash writes",
+        "ALWA", "DRAM bits / flash object", "small engine MiB", "miss ratio", "ops/s")
+    row(*["---"] * 11)
+    for engine in engines:
+        for handles in ("separate", "shared"):
+            runs = []
+            for _ in range(RUNS):
+                with lachesis(dram, per_tenant_flash, tenants, device, handles=handles,
+                              small_fraction=small, workdir=workdir, small_engine=engine) as s:
+                    r = kvload(s, f"fdp-{engine}-{handles}", "--threads", 2, "--pipeline", 8, "--keys", keys,
+                               "--dist", "zipf:0.9", "--value-size", "wide", "--mode", "lookaside",
+                               "--tenant", tenants[0], "--tenant", tenants[1],
+                               "--warmup-requests", warm, "--requests", measured)
+                lach = r["stats_after"].get("lachesis") or {}
+                host = sum_delta(r, lach, ":host_bytes", prefix="device:")
+                media = sum_delta(r, lach, ":media_bytes", prefix="device:")
+                flash_w = sum_delta(r, lach, ":flash_bytes_written", prefix="tenant:")
+                app_w = sum_delta(r, lach, ":bytes_written", prefix="tenant:")
+                small_w = sum_delta(r, lach, f":{engine}:flash_bytes_written", prefix="stage:")
+                small_dram = sum(float(v) for k, v in lach.items()
+                                 if k.startswith("stage:") and k.endswith(f":{engine}:dram_bytes"))
+                small_objects = sum(float(v) for k, v in lach.items()
+                                    if k.startswith("stage:") and k.endswith(f":{engine}:objects"))
+                r["dlwa"] = ratio(media, host)
+                runs.append({
+                    "dlwa": r["dlwa"], "host": host, "media": media, "share": ratio(small_w, flash_w),
+                    "alwa": ratio(flash_w, app_w), "bits": ratio(small_dram * 8, small_objects),
+                    "miss": r["miss_ratio"], "ops": r["ops_per_s"],
+                })
+                try:
+                    os.unlink(s.device_file)
+                except OSError:
+                    pass
+
+            def med(k):
+                vals = [x[k] for x in runs if x[k] is not None]
+                return statistics.median(vals) if vals else None
+            small_mib = small_engine_mib(per_tenant_flash, small, engine)
+            row(engine, handles, fmt(med("dlwa"), ".3f"), fmt(med("host") / MIB if med("host") is not None else None, ",.0f"),
+                fmt(med("media") / MIB if med("media") is not None else None, ",.0f"), fmt(med("share"), ".0%"),
+                fmt(med("alwa"), ".2f"), fmt(med("bits"), ".1f"), f"{small_mib}",
+                f"{med('miss'):.4f}", f"{med('ops'):,.0f}")
     print()
-    print("The FDP paper (CacheLib on a Samsung PM9D3 at 100% utilisation): DLWA ~1.03 with "
+    print("DRAM bits / flash object: the small-object engine's index DRAM (`stats lachesis` "
+          "`stage:<s>:<engine>:dram_bytes`) over the objects it holds, at the end of the run. "
+          "The FDP paper (CacheLib on a Samsung PM9D3 at 100% utilisation): DLWA ~1.03 with "
           "small and large objects on separate handles, up to 3.5 without FDP.\n")
+
+
+def small_engine_mib(flash_mib, fraction, engine):
+    """MiB of a tenant's flash the small-object engine gets (lachesis-kv's rule: FairyWREN at
+    least 11 erase units of 1 MiB, the rest whole units; Kangaroo whole 64 KiB blocks)."""
+    if engine == "fairywren":
+        return int(max(fraction, 11.5 / flash_mib) * flash_mib)
+    return round(int(flash_mib * fraction * 16) / 16, 2)
 
 
 def main():

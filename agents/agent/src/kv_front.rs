@@ -360,16 +360,21 @@ impl DataPaths {
 fn part_report(c: &CacheConfig, name: &str, p: &lachesis_kv::cache::PartStats) -> Option<PartTelemetry> {
     let (part, handles) = match name {
         "kangaroo" => (PartName::Kangaroo, vec![c.handle(EnginePart::KLog), c.handle(EnginePart::KSet)]),
+        "fairywren" => (
+            PartName::Fairywren,
+            vec![c.handle(EnginePart::FwLog), c.handle(EnginePart::FwSets), c.handle(EnginePart::FwCold)],
+        ),
         "loc" => (PartName::Loc, vec![c.handle(EnginePart::Loc)]),
         _ => return None,
     };
     Some(PartTelemetry {
         part,
         handles,
-        objects: p.objects,
-        gets: p.gets,
-        hits: p.hits,
-        flash_bytes_written: p.flash_bytes_written,
+        objects: p.engine.objects,
+        gets: p.engine.gets,
+        hits: p.engine.hits,
+        flash_bytes_written: p.engine.flash_bytes_written,
+        dram_bytes: Some(p.dram_bytes),
     })
 }
 

@@ -309,12 +309,16 @@ pub struct PartTelemetry {
     pub gets: u64,
     pub hits: u64,
     pub flash_bytes_written: u64,
+    /// DRAM of the part's index and buffers (a level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PartName {
     Kangaroo,
+    Fairywren,
     Loc,
 }
 

@@ -36,6 +36,9 @@ pub struct HybridConfig {
     pub dram_bytes: usize,
     /// Share of the flash for the small-object engine.
     pub small_fraction: f64,
+    /// The small-object engine's span starts and ends on a multiple of this many bytes (0:
+    /// 64 KiB): FairyWREN's erase unit, so that each of its units is one reclaim unit.
+    pub small_align: u64,
     /// Objects (key + value) below this many bytes go to the small-object engine.
     pub small_threshold: usize,
     /// Lock shards (rounded up to a power of two).
@@ -62,6 +65,7 @@ struct Layout {
 pub struct Hybrid {
     span: Span,
     small_fraction: f64,
+    small_align: u64,
     small_threshold: usize,
     factory: SmallFactory,
     shards: Vec<Mutex<DramLru>>,
@@ -85,6 +89,7 @@ impl Hybrid {
             &config.span,
             config.flash_bytes,
             config.small_fraction,
+            config.small_align,
             loc.region_bytes(),
         );
         let loc_bytes = Self::loc_bytes(config.flash_bytes, small_span.1, loc.region_bytes());
@@ -128,6 +133,7 @@ impl Hybrid {
         Hybrid {
             span: config.span,
             small_fraction: config.small_fraction,
+            small_align: config.small_align,
             small_threshold: config.small_threshold,
             factory: config.small,
             shards: (0..shards)
@@ -161,6 +167,7 @@ impl Hybrid {
         let shape = Self::shape(
             &config.span,
             config.small_fraction,
+            config.small_align,
             config.small_threshold,
             region,
         );
@@ -173,7 +180,13 @@ impl Hybrid {
         if flash_bytes > config.span.len
             || small_span.1 == 0
             || small_span
-                != Self::small_span(&config.span, flash_bytes, config.small_fraction, region)
+                != Self::small_span(
+                    &config.span,
+                    flash_bytes,
+                    config.small_fraction,
+                    config.small_align,
+                    region,
+                )
         {
             return Err(d.bad(format!(
                 "{flash_bytes} flash bytes with the small engine at {small_span:?}"
@@ -203,9 +216,10 @@ impl Hybrid {
         Ok(h)
     }
 
-    fn shape(span: &Span, small_fraction: f64, small_threshold: usize, region: u64) -> Shape {
+    fn shape(span: &Span, small_fraction: f64, align: u64, small_threshold: usize, region: u64) -> Shape {
         Shape::of_span(span)
             .with("small fraction (f64 bits)", small_fraction.to_bits())
+            .with("small engine alignment", align)
             .with("small-object threshold", small_threshold as u64)
             .with("log region bytes", region)
     }
@@ -235,6 +249,7 @@ impl Hybrid {
         let shape = Self::shape(
             &self.span,
             self.small_fraction,
+            self.small_align,
             self.small_threshold,
             region,
         );
@@ -242,12 +257,12 @@ impl Hybrid {
     }
 
     /// (offset within the partition, length) of the small engine: the top of the span,
-    /// whole blocks of 64 KiB.
-    fn small_span(span: &Span, flash: u64, fraction: f64, region: u64) -> (u64, u64) {
-        const ALIGN: u64 = 64 << 10;
-        let mut len = ((flash as f64 * fraction) as u64) / ALIGN * ALIGN;
+    /// whole blocks of `align` (0: 64 KiB).
+    fn small_span(span: &Span, flash: u64, fraction: f64, align: u64, region: u64) -> (u64, u64) {
+        let align = if align == 0 { 64 << 10 } else { align };
+        let mut len = ((flash as f64 * fraction) as u64) / align * align;
         // Leave the log at least two regions.
-        len = len.min(flash.saturating_sub(2 * region) / ALIGN * ALIGN);
+        len = len.min(flash.saturating_sub(2 * region) / align * align);
         (span.len - len, len)
     }
 
@@ -355,7 +370,13 @@ impl Hybrid {
         }
         let mut layout = self.layout.write().unwrap_or_else(|p| p.into_inner());
         let region = locked(&self.flash).loc.region_bytes();
-        let small_span = Self::small_span(&self.span, flash_bytes, self.small_fraction, region);
+        let small_span = Self::small_span(
+            &self.span,
+            flash_bytes,
+            self.small_fraction,
+            self.small_align,
+            region,
+        );
         let loc_bytes = Self::loc_bytes(flash_bytes, small_span.1, region);
         if loc_bytes < 2 * region {
             return Err(Error::Config(format!(
@@ -407,6 +428,12 @@ impl Hybrid {
         s.deletes = self.deletes.load(Ordering::Relaxed);
         s.app_bytes_written = self.app_bytes.load(Ordering::Relaxed);
         s
+    }
+
+    /// DRAM of the small-object engine's and of the log's indexes, apart.
+    pub fn engine_dram(&self) -> (usize, usize) {
+        let flash = locked(&self.flash);
+        (flash.small.dram_bytes(), flash.loc.dram_bytes())
     }
 
     /// Counters of the small-object engine and of the log, apart.

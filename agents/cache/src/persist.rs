@@ -3,7 +3,8 @@
 //!
 //! The objects are on flash already; what a restart loses is the DRAM that finds them (the
 //! log's index and region order, the Bloom filters of the buckets, Kangaroo's KLog index and
-//! KSet bits). Each engine writes that state with `save(&self, w)` and a freshly built engine
+//! KSet bits, FairyWREN's FwLog index and buffers and FwSets' subset pages, page owners,
+//! filters and hit bits). Each engine writes that state with `save(&self, w)` and a freshly built engine
 //! of the same configuration takes it back with `load(&mut self, r)` (each engine also has
 //! `restore(config, r) -> Result<Self>`, which is `new` then `load`).
 //!
@@ -46,11 +47,18 @@ pub enum Kind {
     SetAssoc = 2,
     Kangaroo = 3,
     Hybrid = 4,
+    FairyWren = 5,
 }
 
 impl Kind {
     fn from_u8(b: u8) -> Option<Kind> {
-        [Kind::Loc, Kind::SetAssoc, Kind::Kangaroo, Kind::Hybrid]
+        [
+            Kind::Loc,
+            Kind::SetAssoc,
+            Kind::Kangaroo,
+            Kind::Hybrid,
+            Kind::FairyWren,
+        ]
             .into_iter()
             .find(|k| *k as u8 == b)
     }
@@ -61,6 +69,7 @@ impl Kind {
             Kind::SetAssoc => "set-associative cache",
             Kind::Kangaroo => "Kangaroo",
             Kind::Hybrid => "hybrid cache",
+            Kind::FairyWren => "FairyWREN",
         }
     }
 }
@@ -315,6 +324,36 @@ pub fn decode(kind: Kind, body: &[u8]) -> Dec<'_> {
         buf: body,
         at: 0,
     }
+}
+
+/// Saves an engine's state: the body `body` encodes, as one blob of `kind` and `shape`.
+pub fn save_engine(
+    w: &mut dyn Write,
+    kind: Kind,
+    shape: &Shape,
+    body: impl FnOnce(&mut Enc),
+) -> Result<()> {
+    let mut e = Enc::default();
+    body(&mut e);
+    write(w, kind, shape, &e.0)
+}
+
+/// Loads a blob [`save_engine`] wrote into a freshly built engine (`stats`: its counters, so
+/// one that served requests refuses): `body` decodes the whole body or fails, and the caller
+/// takes the decoded state only then.
+pub fn load_engine<T>(
+    r: &mut dyn Read,
+    kind: Kind,
+    shape: &Shape,
+    stats: &crate::EngineStats,
+    body: impl FnOnce(&mut Dec) -> Result<T>,
+) -> Result<T> {
+    check_fresh(kind, stats)?;
+    let bytes = read(r, kind, shape)?;
+    let mut d = decode(kind, &bytes);
+    let out = body(&mut d)?;
+    d.finish()?;
+    Ok(out)
 }
 
 /// Refuses to load into an engine that has already served requests: its flash may no longer

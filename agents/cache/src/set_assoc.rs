@@ -13,7 +13,7 @@ use crate::bloom::BucketBlooms;
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::object::{self, key_hash};
-use crate::persist::{self, Enc, Kind, Shape};
+use crate::persist::{self, Kind, Shape};
 use crate::{Error, Result};
 
 /// Configuration of a [`SetAssoc`].
@@ -289,21 +289,20 @@ impl Engine for SetAssoc {
 
     /// The buckets are on flash; the filters (and which buckets this cache wrote) are saved.
     fn save(&self, w: &mut dyn Write) -> Result<()> {
-        let mut e = Enc::default();
-        e.u64(self.stats.objects);
-        self.blooms.save(&mut e);
-        persist::write(w, Kind::SetAssoc, &self.shape(), &e.0)
+        persist::save_engine(w, Kind::SetAssoc, &self.shape(), |e| {
+            e.u64(self.stats.objects);
+            self.blooms.save(e);
+        })
     }
 
     fn load(&mut self, r: &mut dyn Read) -> Result<()> {
-        persist::check_fresh(Kind::SetAssoc, &self.stats)?;
-        let body = persist::read(r, Kind::SetAssoc, &self.shape())?;
-        let mut d = persist::decode(Kind::SetAssoc, &body);
-        let objects = d.u64("object count")?;
         let mut blooms =
             BucketBlooms::new(self.buckets as usize, self.bloom_bits, self.bloom_hashes);
-        blooms.load(&mut d)?;
-        d.finish()?;
+        let objects = persist::load_engine(r, Kind::SetAssoc, &self.shape(), &self.stats, |d| {
+            let objects = d.u64("object count")?;
+            blooms.load(d)?;
+            Ok(objects)
+        })?;
         self.blooms = blooms;
         self.stats.objects = objects;
         Ok(())

@@ -12,6 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 
 use common::*;
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig};
 use lachesis_cache::hybrid::SmallFactory;
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::persist::IndexFile;
@@ -60,12 +61,39 @@ fn kangaroo_factory(admit: f64) -> SmallFactory {
     })
 }
 
+/// FairyWREN in erase units of the device's 64 KiB reclaim units.
+fn fairywren_config(span: Span) -> FairyWrenConfig {
+    FairyWrenConfig::new(
+        span,
+        PlacementHandle(1),
+        PlacementHandle(2),
+        PlacementHandle(3),
+    )
+}
+
+/// FairyWREN as a hybrid's small-object engine: built over a span the hybrid deallocated.
+fn fairywren_factory() -> SmallFactory {
+    Box::new(|span: Span| {
+        Ok(Box::new(FairyWren::open(fairywren_config(span))?) as Box<dyn Engine>)
+    })
+}
+
+/// A hybrid over 48 units of 64 KiB whose small-object engine is FairyWREN: a quarter of
+/// the flash, 12 whole erase units.
+fn fairywren_hybrid_config(dev: &SharedDevice) -> HybridConfig {
+    HybridConfig {
+        small_align: KIB64,
+        ..hybrid_config(dev, 48 * KIB64, fairywren_factory())
+    }
+}
+
 fn hybrid_config(dev: &SharedDevice, flash: u64, small: SmallFactory) -> HybridConfig {
     HybridConfig {
         span: span(dev, 0, 48 * KIB64),
         flash_bytes: flash,
         dram_bytes: 16 << 10,
         small_fraction: 0.25,
+        small_align: 0,
         small_threshold: 2048,
         shards: 4,
         loc: LocConfig::new(span(dev, 0, 48 * KIB64), PlacementHandle(0)),
@@ -114,6 +142,17 @@ const SUBJECTS: &[Subject] = &[
         },
     },
     Subject {
+        name: "fairywren",
+        span: 16 * KIB64,
+        build: |d| Box::new(FairyWren::new(fairywren_config(span(d, 0, 16 * KIB64))).unwrap()),
+        restore: |d, r| {
+            Ok(Box::new(FairyWren::restore(
+                fairywren_config(span(d, 0, 16 * KIB64)),
+                r,
+            )?))
+        },
+    },
+    Subject {
         name: "hybrid, set-assoc small",
         span: 48 * KIB64,
         build: |d| {
@@ -139,7 +178,16 @@ const SUBJECTS: &[Subject] = &[
             )?))
         },
     },
+    Subject {
+        name: "hybrid, fairywren small",
+        span: 48 * KIB64,
+        build: |d| Box::new(Hybrid::new(fairywren_hybrid_config(d)).unwrap()),
+        restore: |d, r| Ok(Box::new(Hybrid::restore(fairywren_hybrid_config(d), r)?)),
+    },
 ];
+
+/// The first subjects are engines on their own, the rest hybrids.
+const STANDALONE: usize = 5;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -283,10 +331,12 @@ fn fill(e: &mut dyn Engine, n: u32, size: impl Fn(u32) -> usize) -> Vec<Option<V
 /// The restored engine reads exactly what the saved one did: the cache comes back warm.
 #[test]
 fn standalone_engines_come_back_exactly_as_saved() {
-    for s in &SUBJECTS[..4] {
+    for s in &SUBJECTS[..STANDALONE] {
         let (_d, dev) = device(64, 0.25);
         let mut e = (s.build)(&dev);
-        let small = s.name.starts_with("set") || s.name.starts_with("kangaroo");
+        let small = s.name.starts_with("set")
+            || s.name.starts_with("kangaroo")
+            || s.name.starts_with("fairywren");
         let before = fill(e.as_mut(), 400, |k| {
             if small {
                 100 + k as usize % 200
@@ -423,7 +473,7 @@ fn a_misfitting_or_damaged_index_is_refused_saying_why() {
 /// held an older copy of a key whose newer copy was only in KLog's DRAM.)
 #[test]
 fn a_cold_start_after_a_crash_never_serves_old_objects() {
-    for s in &SUBJECTS[..4] {
+    for s in &SUBJECTS[..STANDALONE] {
         let (_d, dev) = device(64, 0.25);
         let mut e = (s.build)(&dev);
         for round in 1..=3 {
@@ -576,4 +626,61 @@ fn warm_restart_on_a_file_through_io_uring() {
     );
     // Used once: a crash from here on finds no index and starts cold.
     assert!(files.iter().all(|f| f.take().unwrap().is_none()));
+}
+
+/// FairyWREN after FwLog has reclaimed units and FwSets has collected garbage: the restored
+/// engine reads exactly what the saved one did and keeps working; a damaged or truncated
+/// index is refused, and the cold engine built instead reads nothing of the earlier life.
+#[test]
+fn fairywren_comes_back_warm_after_reclaims_and_a_bad_index_starts_empty() {
+    let (_d, dev) = device(64, 0.25);
+    let cfg = || fairywren_config(span(&dev, 0, 16 * KIB64));
+    let mut fw = FairyWren::new(cfg()).unwrap();
+    for round in 1..=12 {
+        for k in 0..2000 {
+            fw.set(&key(k), &value(k, round, 100 + k as usize % 200)).unwrap();
+        }
+    }
+    let f = fw.fairywren_stats();
+    assert!(
+        f.log_eu_erases > 0 && f.set_eu_erases > 0,
+        "the run reclaims FwLog and FwSets units: {f:?}"
+    );
+    let before: Vec<_> = (0..2000).map(|k| fw.get(&key(k)).unwrap()).collect();
+    let stored = before.iter().flatten().count();
+    assert!(stored >= 500, "{stored} of 2000 objects stored");
+    let objects = fw.stats().objects;
+    let index = save(&fw);
+    drop(fw);
+
+    let mut warm = FairyWren::restore(cfg(), &mut &index[..]).unwrap();
+    assert_eq!(warm.stats().objects, objects);
+    let after: Vec<_> = (0..2000).map(|k| warm.get(&key(k)).unwrap()).collect();
+    assert!(before == after, "the restored FairyWREN reads differently");
+    // It goes on as an engine: new versions replace the restored ones.
+    for k in 0..2000 {
+        warm.set(&key(k), &value(k, 99, 150)).unwrap();
+    }
+    for k in 0..2000 {
+        if let Some(v) = warm.get(&key(k)).unwrap() {
+            assert_eq!(v, value(k, 99, 150), "key {k} read an older value");
+        }
+    }
+    drop(warm);
+
+    let err = |r: lachesis_cache::Result<FairyWren>| r.err().expect("refused").to_string();
+    let mut damaged = index.clone();
+    damaged[index.len() / 2] ^= 0x10;
+    assert!(err(FairyWren::restore(cfg(), &mut &damaged[..])).contains("checksum"));
+    let e = err(FairyWren::restore(cfg(), &mut &index[..index.len() - 100]));
+    assert!(e.contains("FairyWREN index refused: truncated"), "{e}");
+    let e = err(FairyWren::restore(
+        fairywren_config(span(&dev, 0, 32 * KIB64)),
+        &mut &index[..],
+    ));
+    assert!(e.contains("span length was 1048576"), "{e}");
+    // Refused, the caller builds the engine cold: nothing of the saved life is read back.
+    let mut cold = FairyWren::new(cfg()).unwrap();
+    assert!((0..2000).all(|k| cold.get(&key(k)).unwrap().is_none()));
+    assert_eq!(cold.stats().objects, 0);
 }

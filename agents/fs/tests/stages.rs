@@ -497,15 +497,11 @@ fn resizing_a_write_back_dram_cache_under_writes_loses_no_acknowledged_write() {
     resize_under_writes("dram");
 }
 
-#[test]
-fn every_engine_write_carries_its_parts_handle() {
-    let t = tempfile::tempdir().unwrap();
-    let b = t.path().join("b");
-    std::fs::create_dir_all(&b).unwrap();
-    // One device per stage, so each device's writes are one stage's.
-    let devs: Vec<(String, Writes, lachesis_cache::SharedDevice)> = (0..3)
+/// `n` simulated devices of `mib` MiB (`flash0`, ...) with their recorded writes.
+fn sim_devices(n: usize, mib: u32) -> (Vec<(String, Writes, lachesis_cache::SharedDevice)>, Devices) {
+    let devs: Vec<_> = (0..n)
         .map(|i| {
-            let (d, w) = sim(16);
+            let (d, w) = sim(mib);
             (format!("flash{i}"), w, d)
         })
         .collect();
@@ -515,6 +511,16 @@ fn every_engine_write_carries_its_parts_handle() {
             .collect(),
     )
     .unwrap();
+    (devs, devices)
+}
+
+#[test]
+fn every_engine_write_carries_its_parts_handle() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    // One device per stage, so each device's writes are one stage's.
+    let (devs, devices) = sim_devices(3, 16);
     let mut stages = vec![
         cache("cache/l", "loc", 4 * MIB, "through", Some("flash0")),
         cache("cache/k", "kangaroo", 4 * MIB, "through", Some("flash1")),
@@ -557,4 +563,57 @@ fn every_engine_write_carries_its_parts_handle() {
         let bytes: u64 = writes.lock().unwrap().iter().map(|w| w.1).sum();
         assert!(bytes >= MIB, "{name}: {bytes} bytes written");
     }
+}
+
+/// FairyWREN through the switch: a `fairywren` stage caches blocks (as four 1 KiB objects)
+/// and reads them back, writing only with its FwLog and FwSets handles; a `hybrid-fairywren`
+/// stage puts whole blocks in its log. Both install whole regions.
+#[test]
+fn fairywren_stages_cache_and_read_back_through_the_switch() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let (devs, devices) = sim_devices(2, 32);
+    let mut stages = vec![
+        cache("cache/fw", "fairywren", 16 * MIB, "through", Some("flash0")),
+        cache("cache/hfw", "hybrid-fairywren", 20 * MIB, "through", Some("flash1")),
+    ];
+    for s in &mut stages {
+        if let StageConfig::Cache(c) = s {
+            c.placement = serde_json::from_str(
+                r#"[{"part": "loc", "handle": 2}, {"part": "fwlog", "handle": 5},
+                    {"part": "fwsets", "handle": 6}, {"part": "fwcold", "handle": 7}]"#,
+            )
+            .unwrap();
+        }
+    }
+    let sw = switch(
+        &t.path().join("s"),
+        rules(&[("cache/fw", "/fw"), ("cache/hfw", "/hfw")]),
+        stages,
+        devices,
+    );
+    for name in ["fw", "hfw"] {
+        let f = ctx(&b, None, &format!("/{name}"));
+        for i in 0..1024 {
+            sw.write(&f, &block(0, i, 0), i * 4096).unwrap();
+        }
+        let mut buf = vec![0u8; 4096];
+        for i in 0..1024 {
+            sw.read(&f, &mut buf, i * 4096).unwrap();
+            assert_eq!(buf, block(0, i, 0), "{name}: block {i}");
+        }
+        let s = stats_of(&sw, &format!("cache/{name}"));
+        assert_eq!(s.installed_bytes, s.size_bytes, "{name}");
+        assert!(s.hits > 0, "{name}: {s:?}");
+        assert_eq!(s.hits + s.misses, 1024, "{name}: {s:?}");
+    }
+    let handles =
+        |i: usize| -> BTreeSet<u16> { devs[i].1.lock().unwrap().iter().map(|w| w.2).collect() };
+    let fw = handles(0);
+    assert!(
+        fw.contains(&5) && fw.is_subset(&BTreeSet::from([5, 6, 7])),
+        "FairyWREN writes with its FwLog and FwSets handles: {fw:?}"
+    );
+    assert_eq!(handles(1), BTreeSet::from([2]), "the hybrid's blocks go to its log");
 }

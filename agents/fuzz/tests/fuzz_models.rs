@@ -320,6 +320,8 @@ fn cache(name: String) -> impl Strategy<Value = StageConfig> {
             CacheEngine::Loc,
             CacheEngine::Kangaroo,
             CacheEngine::Hybrid,
+            CacheEngine::Fairywren,
+            CacheEngine::HybridFairywren,
         ]),
         0u64..1 << 40,
         prop::sample::select(vec![WriteMode::Through, WriteMode::Back, WriteMode::Around]),

@@ -1,16 +1,20 @@
 //! The caches a key's items live in: [`DramCache`] (memcached-like, a tenant with no cache
-//! stage) and [`FlashCache`] (a cache stage: `lachesis_cache::Hybrid` with a DRAM front,
-//! Kangaroo for objects under 2 KiB and the log for the rest, on regions of one of the
-//! agent's devices, each part writing with the stage's placement handle for it).
+//! stage) and [`FlashCache`] (a cache stage: `lachesis_cache::Hybrid` with a DRAM front, a
+//! small-object engine for objects under 2 KiB and the log for the rest, on regions of one of
+//! the agent's devices, each part writing with the stage's placement handle for it). The
+//! small-object engine is FairyWREN for the engines `fairywren` and `hybrid-fairywren`
+//! (erase units of the device's reclaim unit), Kangaroo for the other flash engines.
 
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use lachesis_cache::dram::DramLru;
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, MIN_EUS};
+use lachesis_cache::hybrid::SmallFactory;
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{Engine, EngineStats, Hybrid, HybridConfig, LocConfig, RegionEviction, Span};
 use lachesis_device::PlacementHandle;
 use lachesis_fs::stage::space::{Devices, Space};
-use lachesis_switch::{CacheConfig, EnginePart, Eviction};
+use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
 use serde::Serialize;
 
 /// Objects (key + value + headers) below this go to Kangaroo, the rest to the log (CacheLib's
@@ -19,16 +23,22 @@ pub const SMALL_THRESHOLD: usize = 2048;
 /// Fewest regions a flash cache installs: the log needs two, Kangaroo one.
 const MIN_REGIONS: u32 = 3;
 
-/// One part of an engine, for the stats: the engine's own counters.
-pub use lachesis_cache::EngineStats as PartStats;
+/// One part of an engine, for the stats: the engine's own counters and the DRAM its index
+/// and buffers take now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PartStats {
+    #[serde(flatten)]
+    pub engine: EngineStats,
+    pub dram_bytes: u64,
+}
 
 /// What a cache reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CacheStats {
-    /// `dram` or `hybrid`.
+    /// `dram`, `hybrid` or `hybrid-fairywren`.
     pub engine: &'static str,
-    pub total: PartStats,
-    /// Per engine part (`kangaroo`, `loc`); empty for DRAM.
+    pub total: EngineStats,
+    /// Per engine part (`kangaroo` or `fairywren`, then `loc`); empty for DRAM.
     pub parts: Vec<(String, PartStats)>,
     pub flash_bytes: u64,
     pub dram_bytes: u64,
@@ -247,9 +257,33 @@ impl FlashCache {
             .expect("a cache has its space until dropped")
     }
 
+    /// Whether the small-object engine is FairyWREN.
+    fn fairywren(&self) -> bool {
+        matches!(
+            self.config.engine,
+            CacheEngine::Fairywren | CacheEngine::HybridFairywren
+        )
+    }
+
+    /// FairyWREN's erase unit: the device's reclaim unit, or the region where it has none.
+    fn erase_unit(&self) -> u64 {
+        let pool = self.space().pool();
+        match pool.geometry().reclaim_unit_bytes {
+            0 => pool.region_bytes(),
+            ru => ru,
+        }
+    }
+
     fn regions_for(&self, bytes: u64) -> u32 {
-        let n = u32::try_from(bytes / self.space().pool().region_bytes()).unwrap_or(u32::MAX);
-        if n < MIN_REGIONS {
+        let rb = self.space().pool().region_bytes();
+        let n = u32::try_from(bytes / rb).unwrap_or(u32::MAX);
+        // FairyWREN's erase units and the log's two regions.
+        let least = if self.fairywren() {
+            u32::try_from((MIN_EUS * self.erase_unit()).div_ceil(rb)).unwrap_or(u32::MAX) + 2
+        } else {
+            MIN_REGIONS
+        };
+        if n < least {
             0
         } else {
             n
@@ -327,20 +361,40 @@ impl FlashCache {
             Eviction::Lru => RegionEviction::Lru,
             Eviction::Fifo => RegionEviction::Fifo,
         };
-        let (klog, kset) = (h(EnginePart::KLog), h(EnginePart::KSet));
+        let (small, small_fraction, small_align): (SmallFactory, f64, u64) = if self.fairywren() {
+            let (fwlog, fwsets, fwcold) = (
+                h(EnginePart::FwLog),
+                h(EnginePart::FwSets),
+                h(EnginePart::FwCold),
+            );
+            let eu = self.erase_unit();
+            let factory: SmallFactory = Box::new(move |s: Span| {
+                let mut fc = FairyWrenConfig::new(s, fwlog, fwsets, fwcold);
+                fc.eu_bytes = eu;
+                // The hybrid deallocated (or restores) the span: nothing to trim.
+                Ok(Box::new(FairyWren::open(fc)?) as Box<dyn Engine>)
+            });
+            let units = (MIN_EUS as f64 + 0.5) * eu as f64 / len as f64;
+            (factory, self.layout.small_fraction.max(units), eu)
+        } else {
+            let (klog, kset) = (h(EnginePart::KLog), h(EnginePart::KSet));
+            let factory: SmallFactory = Box::new(move |s: Span| {
+                let mut kc = KangarooConfig::new(s, klog, kset);
+                kc.expected_object_bytes = 200;
+                Ok(Box::new(Kangaroo::new(kc.fit_partitions())?) as Box<dyn Engine>)
+            });
+            (factory, self.layout.small_fraction, 0)
+        };
         HybridConfig {
             span,
             flash_bytes: len,
             dram_bytes: self.layout.dram_bytes.unwrap_or(len / 32) as usize,
-            small_fraction: self.layout.small_fraction,
+            small_fraction,
+            small_align,
             small_threshold: SMALL_THRESHOLD,
             shards: 16,
             loc,
-            small: Box::new(move |s: Span| {
-                let mut kc = KangarooConfig::new(s, klog, kset);
-                kc.expected_object_bytes = 200;
-                Ok(Box::new(Kangaroo::new(kc.fit_partitions())?) as Box<dyn Engine>)
-            }),
+            small,
         }
     }
 
@@ -388,20 +442,39 @@ impl Cache for FlashCache {
             e.retired_small.clone(),
             e.retired_loc.clone(),
         );
-        let mut dram = 0;
+        let (mut dram, mut small_dram, mut loc_dram) = (0, 0, 0);
         if let Some(h) = &e.hybrid {
             total += &h.stats();
             let (s, l) = h.engine_stats();
             small += &s;
             loc += &l;
             dram = h.size().1 as u64;
+            let (sd, ld) = h.engine_dram();
+            (small_dram, loc_dram) = (sd as u64, ld as u64);
         }
+        let (engine, small_name) = if self.fairywren() {
+            ("hybrid-fairywren", "fairywren")
+        } else {
+            ("hybrid", "kangaroo")
+        };
         CacheStats {
-            engine: "hybrid",
+            engine,
             total: total.clone(),
             parts: vec![
-                ("kangaroo".into(), small.clone()),
-                ("loc".into(), loc.clone()),
+                (
+                    small_name.into(),
+                    PartStats {
+                        engine: small,
+                        dram_bytes: small_dram,
+                    },
+                ),
+                (
+                    "loc".into(),
+                    PartStats {
+                        engine: loc,
+                        dram_bytes: loc_dram,
+                    },
+                ),
             ],
             flash_bytes: e.installed,
             dram_bytes: dram,

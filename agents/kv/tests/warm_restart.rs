@@ -1,14 +1,17 @@
 //! Warm restart of the `lachesis-kv` binary on a flash device: after a clean shutdown
 //! (SIGTERM) the flash cache comes back with its objects; after a crash (SIGKILL), even one
-//! following a warm start, it comes back empty.
+//! following a warm start, it comes back empty. With Kangaroo and with FairyWREN as the
+//! small-object engine.
 
 mod common;
 
 use common::Server;
 
-fn args<'a>(dev: &'a str, state: &'a str) -> [&'a str; 10] {
+fn args<'a>(dev: &'a str, state: &'a str, small: &'a str) -> [&'a str; 12] {
     // No DRAM front: every object read is read from flash, before and after the restart.
     [
+        "--small-engine",
+        small,
         "--device",
         dev,
         "--cache-mib",
@@ -58,9 +61,19 @@ fn value(i: usize) -> Vec<u8> {
 
 #[test]
 fn a_clean_shutdown_comes_back_warm_and_a_crash_cold() {
+    restart("kangaroo");
+}
+
+#[test]
+fn fairywren_small_comes_back_warm_and_a_crash_cold() {
+    restart("fairywren");
+}
+
+fn restart(small: &str) {
     let dir = tempfile::tempdir().unwrap();
     let dev = format!("flash0={}:128MiB", dir.path().join("flash0").display());
     let state = dir.path().join("state").display().to_string();
+    let args = |dev, state| args(dev, state, small);
     let n = 3000;
     let s = Server::start(&args(&dev, &state));
     let mut c = s.client();
@@ -70,8 +83,17 @@ fn a_clean_shutdown_comes_back_warm_and_a_crash_cold() {
     let before = hits(&s, n);
     assert!(
         before > n / 4,
-        "{before} of {n} on flash before the restart"
+        "{small}: {before} of {n} on flash before the restart"
     );
+    // The small-object engine reports itself, its objects and its index's DRAM.
+    let mut c = s.client();
+    let stat = |c: &mut common::Client, f: &str| c.stat("lachesis", &format!("stage:cache/default:{f}"));
+    let engine = if small == "fairywren" { "hybrid-fairywren" } else { "hybrid" };
+    assert_eq!(stat(&mut c, "engine").as_deref(), Some(engine));
+    let num = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    assert!(num(stat(&mut c, &format!("{small}:objects"))) > 0, "{small} holds objects");
+    assert!(num(stat(&mut c, &format!("{small}:dram_bytes"))) > 0, "{small}: its index's DRAM");
+    assert!(num(stat(&mut c, "loc:dram_bytes")) > 0, "the log's index DRAM");
     term(s);
 
     let s = Server::start(&args(&dev, &state));

@@ -192,6 +192,12 @@ pub enum CacheEngine {
     Kangaroo,
     /// Kangaroo for small objects, the log for large ones.
     Hybrid,
+    /// FairyWREN (FwLog + FwSets) on flash: erase units of the device's reclaim unit,
+    /// reclaimed and trimmed whole by the engine.
+    Fairywren,
+    /// FairyWREN for small objects, the log for large ones.
+    #[serde(rename = "hybrid-fairywren")]
+    HybridFairywren,
 }
 
 impl CacheEngine {
@@ -229,6 +235,15 @@ pub enum EnginePart {
     KSet,
     #[serde(rename = "set-assoc")]
     SetAssoc,
+    /// FairyWREN's log.
+    #[serde(rename = "fwlog")]
+    FwLog,
+    /// FairyWREN's set store: the hot subsets (every set write).
+    #[serde(rename = "fwsets")]
+    FwSets,
+    /// FairyWREN's set store: the cold subsets (every `cold_every`-th set write).
+    #[serde(rename = "fwcold")]
+    FwCold,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -591,6 +606,7 @@ mod tests {
         };
         assert_eq!(a.handle(EnginePart::Loc), 3);
         assert_eq!(a.handle(EnginePart::KSet), 0);
+        assert_eq!(a.handle(EnginePart::FwCold), 0);
         let bigger = CacheConfig {
             size_bytes: 2 << 20,
             ..a.clone()

@@ -11,6 +11,12 @@ use crate::{Error, Result};
 /// may open a new unit per stream (hot, cold) before it frees its victim.
 pub const SETS_RESERVE: u32 = 4;
 
+/// Fewest erase units of FwLog.
+const MIN_LOG_EUS: u64 = 3;
+/// Fewest erase units a FairyWREN takes: [`MIN_LOG_EUS`] for FwLog and the reserve plus four
+/// for FwSets (a smaller `log_fraction` than 1/[`MIN_EUS`] does not lower it).
+pub const MIN_EUS: u64 = MIN_LOG_EUS + SETS_RESERVE as u64 + 4;
+
 /// Pages each FwLog slice gets of every segment, at least (about 100 tiny objects).
 pub const MIN_SLICE_PAGES: u64 = 8;
 
@@ -162,7 +168,7 @@ impl Layout {
         }
         let eu_pages = eu / page;
         let eus = c.span.len / eu;
-        let log_eus = ((eus as f64 * c.log_fraction).round() as u64).max(3);
+        let log_eus = ((eus as f64 * c.log_fraction).round() as u64).max(MIN_LOG_EUS);
         let segment_pages = match c.segment_bytes {
             0 if eu_pages.is_multiple_of(4) && eu_pages / 4 >= MIN_SLICE_PAGES => eu_pages / 4,
             0 => eu_pages,

@@ -18,6 +18,7 @@ use lachesis_device::PlacementHandle;
 use super::config::Layout;
 use crate::dev::Span;
 use crate::kangaroo::page::{self, PAGE};
+use crate::persist::{Dec, Enc};
 use crate::Result;
 
 struct Seg {
@@ -90,6 +91,10 @@ impl FwLog {
             segment_writes: 0,
             eu_erases: 0,
         }
+    }
+
+    pub fn handle(&self) -> PlacementHandle {
+        self.handle
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -243,6 +248,72 @@ impl FwLog {
             span.trim(self.base + u64::from(eu) * self.eu_bytes(), self.eu_bytes())?;
             self.eu_erases += 1;
         }
+        Ok(())
+    }
+
+    /// Whether an index page lies in a segment holding this log's data: a buffered one, one
+    /// of a unit on flash, or one already written of the unit being filled.
+    pub fn page_live(&self, page: u32) -> bool {
+        let seg = self.segment_of(page);
+        let eu = seg / self.segs_per_eu;
+        let current = self.primary.dest / self.segs_per_eu;
+        self.is_buffered(page)
+            || self.flashed.contains(&eu)
+            || (eu == current && seg < self.primary.dest)
+    }
+
+    /// Saves both segment buffers (so saving writes no flash) and the units on flash.
+    pub fn save(&self, e: &mut Enc) {
+        for s in [&self.primary, &self.overflow] {
+            e.u32(s.dest);
+            e.bytes(&s.buf);
+            e.u32s(s.fill.iter().map(|f| f.0));
+            e.u32s(s.fill.iter().map(|f| f.1 as u32));
+        }
+        e.u32s(self.flashed.iter().copied());
+    }
+
+    /// Reads what [`FwLog::save`] wrote into a fresh FwLog of the same layout; changes nothing
+    /// on an error.
+    pub fn load(&mut self, d: &mut Dec) -> Result<()> {
+        let eus = self.segments / self.segs_per_eu;
+        let mut segs = Vec::with_capacity(2);
+        for which in ["primary", "overflow"] {
+            let dest = d.u32("FwLog buffer segment")?;
+            let buf = d.bytes("FwLog buffer")?;
+            let pages = d.u32s("FwLog buffer pages")?;
+            let offs = d.u32s("FwLog buffer offsets")?;
+            let slices = self.primary.fill.len();
+            if dest >= self.segments
+                || buf.len() != self.primary.buf.len()
+                || pages.len() != slices
+                || offs.len() != slices
+                || pages.iter().any(|&p| p >= self.slice_pages)
+                || offs.iter().any(|&o| o as usize > PAGE)
+            {
+                return Err(d.bad(format!("FwLog {which} buffer out of shape")));
+            }
+            segs.push(Seg {
+                dest,
+                buf: buf.to_vec(),
+                fill: pages.into_iter().zip(offs.into_iter().map(|o| o as usize)).collect(),
+            });
+        }
+        let flashed: VecDeque<u32> = d.u32s("FwLog units on flash")?.into();
+        let (overflow, primary) = (segs.pop().expect("two"), segs.pop().expect("two"));
+        let buffered = [primary.dest / self.segs_per_eu, overflow.dest / self.segs_per_eu];
+        let consecutive = flashed
+            .iter()
+            .zip(flashed.iter().skip(1))
+            .all(|(a, b)| (a + 1) % eus == *b);
+        if overflow.dest != (primary.dest + 1) % self.segments
+            || flashed.len() as u32 >= eus
+            || flashed.iter().any(|eu| *eu >= eus || buffered.contains(eu))
+            || !consecutive
+        {
+            return Err(d.bad("FwLog buffers and units on flash disagree"));
+        }
+        (self.primary, self.overflow, self.flashed) = (primary, overflow, flashed);
         Ok(())
     }
 

@@ -14,6 +14,7 @@ use crate::kangaroo::hitbits::BitTable;
 use crate::kangaroo::page::{self, Obj, PAGE};
 use crate::kangaroo::rrip::NEAR;
 use crate::object::key_hash;
+use crate::persist::{Dec, Enc};
 use crate::Result;
 
 /// Hash functions per key: with about 3 filter bits per object, 2 is the optimum.
@@ -206,6 +207,43 @@ impl FwSets {
         self.blooms.rebuild(slot, std::iter::empty());
         self.hits.clear_row(slot);
         self.objects = self.objects.saturating_sub(count as u64);
+    }
+
+    /// Saves the subset pages, update counters, Bloom filters, hit bits and object count.
+    pub fn save(&self, e: &mut Enc) {
+        e.u32s(self.loc.iter().copied());
+        e.bytes(&self.updates);
+        self.blooms.save(e);
+        self.hits.save(e);
+        e.u64(self.objects);
+    }
+
+    /// Reads what [`FwSets::save`] wrote into fresh sets of the same geometry, checking that
+    /// subsets and the `store` (loaded first) name each other's pages. On an error the sets
+    /// are to be thrown away.
+    pub fn load(&mut self, d: &mut Dec, store: &Store) -> Result<()> {
+        let loc = d.u32s("FwSets subset pages")?;
+        let updates = d.bytes("FwSets update counters")?.to_vec();
+        if loc.len() != self.loc.len() || updates.len() != self.updates.len() {
+            return Err(d.bad("FwSets out of shape"));
+        }
+        let pages = u64::from(store.eus()) * u64::from(store.eu_pages());
+        for (slot, &page) in loc.iter().enumerate() {
+            if page != NONE && (u64::from(page) >= pages || store.owner(page) != slot as u32) {
+                return Err(d.bad(format!("FwSets subset {slot} at page {page}")));
+            }
+        }
+        for page in 0..pages as u32 {
+            let o = store.owner(page);
+            if o != NONE && loc.get(o as usize) != Some(&page) {
+                return Err(d.bad(format!("FwSets page {page} owned by subset {o}")));
+            }
+        }
+        self.blooms.load(d)?;
+        self.hits.load(d)?;
+        self.objects = d.u64("FwSets objects")?;
+        (self.loc, self.updates) = (loc, updates);
+        Ok(())
     }
 
     /// DRAM of the subset pages, counters, Bloom filters and hit bits.

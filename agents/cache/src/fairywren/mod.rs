@@ -30,7 +30,7 @@ mod fwlog;
 mod fwsets;
 pub mod store;
 
-pub use config::{FairyWrenConfig, Layout, SETS_RESERVE};
+pub use config::{FairyWrenConfig, Layout, MIN_EUS, SETS_RESERVE};
 pub use fwsets::HOT;
 
 use fwlog::{Append, FwLog};
@@ -46,7 +46,10 @@ use crate::kangaroo::page::{self, Obj, PAGE, SET_CAPACITY};
 use crate::kangaroo::rrip::{self, FAR, LONG, NEAR};
 use crate::kangaroo::tag_of;
 use crate::object::key_hash;
+use crate::persist::{self, Kind, Shape};
 use crate::Result;
+use lachesis_device::PlacementHandle;
+use std::io::{Read, Write};
 
 /// FairyWREN's own counters, beyond [`EngineStats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -145,30 +148,29 @@ impl FairyWren {
     /// FwLog's units first, then FwSets'. Every unit is trimmed: an engine built on a device
     /// another one wrote starts empty and never reads what it did not write.
     pub fn new(config: FairyWrenConfig) -> Result<FairyWren> {
+        let fw = Self::open(config)?;
+        let l = &fw.layout;
+        fw.span
+            .trim(0, u64::from(l.log_eus + l.set_eus) * l.eu_bytes())?;
+        Ok(fw)
+    }
+
+    /// An empty engine over `config.span` that does not trim it: for a span its owner has just
+    /// deallocated (a hybrid's small-object part) or for [`FairyWren::restore`]. Nothing of
+    /// what the span holds is read without an index entry naming it.
+    pub fn open(config: FairyWrenConfig) -> Result<FairyWren> {
         let layout = Layout::new(&config)?;
-        let log_bytes = u64::from(layout.log_eus) * layout.eu_bytes();
-        let set_bytes = u64::from(layout.set_eus) * layout.eu_bytes();
-        config.span.trim(0, log_bytes + set_bytes)?;
+        let (log, index, store, sets) = Self::parts(
+            &layout,
+            config.log_handle,
+            config.hot_handle,
+            config.cold_handle,
+        );
         Ok(FairyWren {
-            log: FwLog::new(0, &layout, config.log_handle),
-            index: Index::new(
-                layout.slices,
-                layout.buckets_per_slice,
-                layout.tables_per_slice,
-                layout.slots_per_table,
-            ),
-            store: Store::new(
-                log_bytes,
-                layout.set_eus,
-                layout.eu_pages,
-                vec![config.hot_handle, config.cold_handle],
-            ),
-            sets: FwSets::new(
-                layout.sets,
-                layout.cold_pages,
-                layout.bloom_bits,
-                layout.hit_bits,
-            ),
+            log,
+            index,
+            store,
+            sets,
             preflash: PreFlash::new(config.admit_probability, config.seed),
             cold_every: config.cold_every,
             threshold: config.threshold,
@@ -178,6 +180,59 @@ impl FairyWren {
             stats: EngineStats::default(),
             f: FairyWrenStats::default(),
         })
+    }
+
+    fn parts(
+        layout: &Layout,
+        log_handle: PlacementHandle,
+        hot_handle: PlacementHandle,
+        cold_handle: PlacementHandle,
+    ) -> (FwLog, Index, Store, FwSets) {
+        let log_bytes = u64::from(layout.log_eus) * layout.eu_bytes();
+        (
+            FwLog::new(0, layout, log_handle),
+            Index::new(
+                layout.slices,
+                layout.buckets_per_slice,
+                layout.tables_per_slice,
+                layout.slots_per_table,
+            ),
+            Store::new(
+                log_bytes,
+                layout.set_eus,
+                layout.eu_pages,
+                vec![hot_handle, cold_handle],
+            ),
+            FwSets::new(
+                layout.sets,
+                layout.cold_pages,
+                layout.bloom_bits,
+                layout.hit_bits,
+            ),
+        )
+    }
+
+    /// A cache built from `config` with the index [`Engine::save`] wrote (`crate::persist`).
+    pub fn restore(config: FairyWrenConfig, r: &mut dyn Read) -> Result<FairyWren> {
+        let mut fw = Self::open(config)?;
+        fw.load(r)?;
+        Ok(fw)
+    }
+
+    fn shape(&self) -> Shape {
+        let l = &self.layout;
+        Shape::of_span(&self.span)
+            .with("erase unit pages", u64::from(l.eu_pages))
+            .with("FwLog erase units", u64::from(l.log_eus))
+            .with("FwSets erase units", u64::from(l.set_eus))
+            .with("FwLog segment pages", u64::from(l.segment_pages))
+            .with("FwLog slices", u64::from(l.slices))
+            .with("FwSets sets", u64::from(l.sets))
+            .with("FwSets cold pages", u64::from(l.cold_pages))
+            .with("FwLog index tables per slice", u64::from(l.tables_per_slice))
+            .with("FwLog index slots per table", l.slots_per_table as u64)
+            .with("Bloom bits per subset", l.bloom_bits as u64)
+            .with("hit bits per subset", l.hit_bits as u64)
     }
 
     pub fn layout(&self) -> Layout {
@@ -685,5 +740,38 @@ impl Engine for FairyWren {
 
     fn dram_bytes(&self) -> usize {
         self.dram().total()
+    }
+
+    fn save(&self, w: &mut dyn Write) -> Result<()> {
+        debug_assert!(
+            self.readmits.is_empty(),
+            "readmissions drain within each call"
+        );
+        persist::save_engine(w, Kind::FairyWren, &self.shape(), |e| {
+            e.u64(self.preflash.state());
+            self.log.save(e);
+            self.index.save(e);
+            self.store.save(e);
+            self.sets.save(e);
+        })
+    }
+
+    /// Takes back a saved index into a fresh engine ([`FairyWren::open`]): every index entry
+    /// must name a page FwLog holds, and subsets and the store's page owners must agree.
+    fn load(&mut self, r: &mut dyn Read) -> Result<()> {
+        let handles = self.store.handles();
+        let (mut log, mut index, mut store, mut sets) =
+            Self::parts(&self.layout, self.log.handle(), handles[0], handles[1]);
+        let rng = persist::load_engine(r, Kind::FairyWren, &self.shape(), &self.stats, |d| {
+            let rng = d.u64("admission generator")?;
+            log.load(d)?;
+            index.load(d, |_, page| log.page_live(page))?;
+            store.load(d)?;
+            sets.load(d, &store)?;
+            Ok(rng)
+        })?;
+        self.preflash.set_state(rng);
+        (self.log, self.index, self.store, self.sets) = (log, index, store, sets);
+        Ok(())
     }
 }

@@ -17,6 +17,7 @@ use lachesis_device::PlacementHandle;
 
 use crate::dev::Span;
 use crate::kangaroo::page::PAGE;
+use crate::persist::{Dec, Enc};
 use crate::Result;
 
 /// No owner: a dead or never written page.
@@ -70,6 +71,14 @@ impl Store {
 
     pub fn read(&self, span: &Span, page: u32, buf: &mut [u8]) -> Result<()> {
         span.read(self.offset(page), buf)
+    }
+
+    pub fn handles(&self) -> &[PlacementHandle] {
+        &self.handles
+    }
+
+    pub fn eu_pages(&self) -> u32 {
+        self.eu_pages
     }
 
     pub fn owner(&self, page: u32) -> u32 {
@@ -148,6 +157,60 @@ impl Store {
         self.erases += 1;
         self.free.push_back(eu);
         Ok(dropped)
+    }
+
+    /// Saves the page owners and the units' order (free, sealed, active per stream).
+    pub fn save(&self, e: &mut Enc) {
+        e.u32s(self.owner.iter().copied());
+        e.u32s(self.free.iter().copied());
+        e.u32s(self.sealed.iter().copied());
+        e.u32s(self.active.iter().map(|a| a.map_or(NONE, |(eu, _)| eu)));
+        e.u32s(self.active.iter().map(|a| a.map_or(0, |(_, next)| next)));
+    }
+
+    /// Reads what [`Store::save`] wrote into a fresh store of the same geometry: every unit is
+    /// free, sealed or active exactly once, a free unit and the unwritten tail of an active one
+    /// own no page. Changes nothing on an error.
+    pub fn load(&mut self, d: &mut Dec) -> Result<()> {
+        let owner = d.u32s("FwSets page owners")?;
+        let free: VecDeque<u32> = d.u32s("FwSets free units")?.into();
+        let sealed: VecDeque<u32> = d.u32s("FwSets sealed units")?.into();
+        let active_eus = d.u32s("FwSets active units")?;
+        let active_next = d.u32s("FwSets active pages")?;
+        let eus = self.eus();
+        if owner.len() != self.owner.len()
+            || active_eus.len() != self.active.len()
+            || active_next.len() != self.active.len()
+        {
+            return Err(d.bad("FwSets store out of shape"));
+        }
+        let mut live = vec![0u32; eus as usize];
+        for (p, o) in owner.iter().enumerate() {
+            live[p / self.eu_pages as usize] += u32::from(*o != NONE);
+        }
+        let mut seen = vec![false; eus as usize];
+        let mut once = |eu: u32| eu < eus && !std::mem::replace(&mut seen[eu as usize], true);
+        let mut active = Vec::with_capacity(active_eus.len());
+        for (&eu, &next) in active_eus.iter().zip(&active_next) {
+            if eu == NONE {
+                active.push(None);
+                continue;
+            }
+            let first = (eu * self.eu_pages + next) as usize;
+            let tail = owner.get(first..((eu + 1) * self.eu_pages) as usize);
+            if !once(eu) || next == 0 || next >= self.eu_pages || tail.is_none_or(|t| t.iter().any(|&o| o != NONE)) {
+                return Err(d.bad(format!("FwSets active unit {eu}")));
+            }
+            active.push(Some((eu, next)));
+        }
+        let listed = free.iter().all(|&eu| once(eu) && live[eu as usize] == 0)
+            && sealed.iter().all(|&eu| once(eu));
+        if !listed || seen.iter().any(|s| !s) {
+            return Err(d.bad("FwSets units are not each free, sealed or active once"));
+        }
+        (self.owner, self.live, self.free, self.sealed, self.active) =
+            (owner, live, free, sealed, active);
+        Ok(())
     }
 
     pub fn dram_bytes(&self) -> usize {

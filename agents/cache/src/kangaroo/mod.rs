@@ -45,7 +45,7 @@ use lachesis_device::PlacementHandle;
 use crate::dev::Span;
 use crate::engine::{Engine, EngineStats};
 use crate::object::key_hash;
-use crate::persist::{self, Enc, Kind, Shape};
+use crate::persist::{self, Kind, Shape};
 use crate::Result;
 
 /// The KLog tag of a key hash: the low bits, which the set choice (high bits) does not use.
@@ -499,25 +499,24 @@ impl Engine for Kangaroo {
             self.readmits.is_empty(),
             "readmissions drain within each call"
         );
-        let mut e = Enc::default();
-        e.u64(self.preflash.state());
-        self.klog.save(&mut e);
-        self.index.save(&mut e);
-        self.kset.save(&mut e);
-        persist::write(w, Kind::Kangaroo, &self.shape(), &e.0)
+        persist::save_engine(w, Kind::Kangaroo, &self.shape(), |e| {
+            e.u64(self.preflash.state());
+            self.klog.save(e);
+            self.index.save(e);
+            self.kset.save(e);
+        })
     }
 
     fn load(&mut self, r: &mut dyn Read) -> Result<()> {
-        persist::check_fresh(Kind::Kangaroo, &self.stats)?;
-        let body = persist::read(r, Kind::Kangaroo, &self.shape())?;
-        let mut d = persist::decode(Kind::Kangaroo, &body);
-        let rng = d.u64("admission generator")?;
         let (mut klog, mut index, mut kset) =
             Self::parts(&self.layout, self.klog.handle(), self.kset.handle());
-        klog.load(&mut d)?;
-        index.load(&mut d, |part, page| klog.page_live(part, page))?;
-        kset.load(&mut d)?;
-        d.finish()?;
+        let rng = persist::load_engine(r, Kind::Kangaroo, &self.shape(), &self.stats, |d| {
+            let rng = d.u64("admission generator")?;
+            klog.load(d)?;
+            index.load(d, |part, page| klog.page_live(part, page))?;
+            kset.load(d)?;
+            Ok(rng)
+        })?;
         self.preflash.set_state(rng);
         (self.klog, self.index, self.kset) = (klog, index, kset);
         Ok(())

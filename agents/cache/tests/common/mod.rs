@@ -63,6 +63,7 @@ pub fn hybrid(dev: &SharedDevice, len: u64, flash: u64, dram: usize) -> Hybrid {
         flash_bytes: flash,
         dram_bytes: dram,
         small_fraction: 0.25,
+        small_align: 0,
         small_threshold: 2048,
         shards: 4,
         loc: LocConfig::new(span(dev, 0, len), PlacementHandle(0)),

@@ -7,6 +7,14 @@
 //! | `loc` | the large-object log (`lachesis_cache::Loc`), part `loc` | in place (regions added or evicted at the end) | the device's region |
 //! | `kangaroo` | Kangaroo (KLog + KSet), parts `klog`, `kset` | rebuilt empty at the new size | the device's region |
 //! | `hybrid` | `lachesis_cache::Hybrid`: a DRAM front (1/32 of the size), Kangaroo for small objects, the log for the rest; parts `klog`, `kset`, `loc` | rebuilt empty at the new size | the device's region |
+//! | `fairywren` | FairyWREN (FwLog + FwSets), parts `fwlog`, `fwsets` (hot subsets), `fwcold` (cold subsets) | rebuilt empty at the new size | the device's region |
+//! | `hybrid-fairywren` | as `hybrid`, FairyWREN for small objects; parts `fwlog`, `fwsets`, `fwcold`, `loc` | rebuilt empty at the new size | the device's region |
+//!
+//! FairyWREN's erase unit is the device's reclaim unit (the region where the device has
+//! none), so every unit it reclaims is trimmed whole and the device relocates nothing; it needs
+//! [`lachesis_cache::fairywren::MIN_EUS`] units (11 MiB with 1 MiB reclaim units): below that
+//! (plus the log's two regions for `hybrid-fairywren`) nothing is installed. In the hybrid
+//! its share is 5% of the flash or those units, whichever is more, in whole units.
 //!
 //! Flash engines live in a [`Space`] of regions of one of the switch's [`Devices`]
 //! (`device`, or the first). Installed bytes are the requested size rounded down to whole
@@ -14,12 +22,13 @@
 //! and two regions installs the minimum, so installed and requested differ by less than a
 //! region); below one region (two for a hybrid) nothing is installed and every read misses.
 //!
-//! Kangaroo is an engine for tiny objects: a 4 KiB block does not fit one of its 4 KiB sets,
-//! so for it a block is stored as four 1 KiB objects (a block hits only if all four are
+//! Kangaroo and FairyWREN are engines for tiny objects: a 4 KiB block does not fit one of
+//! their 4 KiB sets, so for them a block is stored as four 1 KiB objects (a block hits only if all four are
 //! there); every object is admitted (no pre-flash drop) and, as three fill a set, one object
 //! is enough to move a set from KLog to KSet (threshold 1). The hybrid stores whole blocks, which are above its small-object threshold: they go
 //! to its log; its Kangaroo part (5% of the flash) holds objects under 2 KiB only.
 
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, MIN_EUS};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{
     Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, RegionEviction, Span,
@@ -84,7 +93,7 @@ impl BlockEngine {
     /// Builds the engine `config` asks for on `devices` (flash engines), at `config.size_bytes`.
     pub fn build(config: &CacheConfig, devices: &Devices) -> Result<BlockEngine, String> {
         let what = |e: String| format!("cache stage {:?}: {e}", config.name);
-        let chunks = if config.engine == CacheEngine::Kangaroo {
+        let chunks = if matches!(config.engine, CacheEngine::Kangaroo | CacheEngine::Fairywren) {
             BLOCK / KANGAROO_CHUNK
         } else {
             1
@@ -133,15 +142,27 @@ impl BlockEngine {
         self.installed
     }
 
+    /// FairyWREN's erase unit: the device's reclaim unit, or the region where it has none.
+    fn erase_unit(&self) -> u64 {
+        let pool = self.space.as_ref().map(Space::pool);
+        match pool.map(|p| p.geometry().reclaim_unit_bytes) {
+            Some(ru) if ru > 0 => ru,
+            _ => self.region_bytes(),
+        }
+    }
+
     /// Regions a flash engine of this kind installs for `size` bytes.
     fn regions_for(&self, size: u64) -> u32 {
         let rb = self.region_bytes().max(1);
         let n = u32::try_from(size / rb).unwrap_or(u32::MAX);
+        let fw_min = u32::try_from((MIN_EUS * self.erase_unit()).div_ceil(rb)).unwrap_or(u32::MAX);
         match self.config.engine {
             CacheEngine::Dram => 0,
             CacheEngine::Loc if n == 1 => 2,
             CacheEngine::Hybrid if n == 1 => 0,
             CacheEngine::Hybrid if n == 2 => 3,
+            CacheEngine::Fairywren if n < fw_min => 0,
+            CacheEngine::HybridFairywren if n < fw_min.saturating_add(2) => 0,
             _ => n,
         }
     }
@@ -244,6 +265,16 @@ impl BlockEngine {
             kc.admit_probability = 1.0;
             Kangaroo::new(kc.fit_partitions())
         };
+        let eu = self.erase_unit();
+        let (fwlog, fwsets, fwcold) = (h(EnginePart::FwLog), h(EnginePart::FwSets), h(EnginePart::FwCold));
+        let fairywren = move |span: Span, object_bytes: u32, threshold: u32, admit: f64| {
+            let mut fc = FairyWrenConfig::new(span, fwlog, fwsets, fwcold);
+            fc.eu_bytes = eu;
+            fc.expected_object_bytes = object_bytes;
+            fc.threshold = threshold;
+            fc.admit_probability = admit;
+            fc
+        };
         let pool_len = u64::from(space.pool().regions()) * rb;
         // At least 320 KiB for the hybrid's Kangaroo (two KLog pages after its 5% log share).
         let small_fraction = 0.05f64.max((320 << 10) as f64 / len as f64);
@@ -258,21 +289,44 @@ impl BlockEngine {
                 // Three 1 KiB objects fill a set: a set is worth rewriting for one of them.
                 Box::new(kangaroo(span(len), object, 1).map_err(cache_err)?)
             }
-            CacheEngine::Hybrid => Box::new(
-                Hybrid::new(HybridConfig {
-                    span: span(len),
-                    flash_bytes: len,
-                    dram_bytes: (c.size_bytes / HYBRID_DRAM_DIVISOR) as usize,
-                    small_fraction,
-                    small_threshold: 2048,
-                    shards: 8,
-                    loc: loc_config(span(len), 0),
-                    small: Box::new(move |s: Span| {
-                        Ok(Box::new(kangaroo(s, 200, 2)?) as Box<dyn Engine>)
-                    }),
-                })
-                .map_err(cache_err)?,
-            ),
+            CacheEngine::Fairywren => {
+                let object = (KANGAROO_CHUNK + 17 + lachesis_cache::object::HEADER) as u32;
+                // As for Kangaroo: every piece of a block admitted, one enough to move a set.
+                let fc = fairywren(span(len), object, 1, 1.0);
+                Box::new(FairyWren::new(fc).map_err(cache_err)?)
+            }
+            CacheEngine::Hybrid | CacheEngine::HybridFairywren => {
+                let fw = c.engine == CacheEngine::HybridFairywren;
+                let small: lachesis_cache::hybrid::SmallFactory = if fw {
+                    // The hybrid deallocated the span first: nothing to trim.
+                    Box::new(move |s: Span| {
+                        let fc = fairywren(s, 200, 2, 0.9);
+                        Ok(Box::new(FairyWren::open(fc)?) as Box<dyn Engine>)
+                    })
+                } else {
+                    Box::new(move |s: Span| Ok(Box::new(kangaroo(s, 200, 2)?) as Box<dyn Engine>))
+                };
+                let (small_fraction, small_align) = if fw {
+                    let units = (MIN_EUS as f64 + 0.5) * eu as f64 / len as f64;
+                    (0.05f64.max(units), eu)
+                } else {
+                    (small_fraction, 0)
+                };
+                Box::new(
+                    Hybrid::new(HybridConfig {
+                        span: span(len),
+                        flash_bytes: len,
+                        dram_bytes: (c.size_bytes / HYBRID_DRAM_DIVISOR) as usize,
+                        small_fraction,
+                        small_align,
+                        small_threshold: 2048,
+                        shards: 8,
+                        loc: loc_config(span(len), 0),
+                        small,
+                    })
+                    .map_err(cache_err)?,
+                )
+            }
         };
         self.installed = len;
         Ok(())
@@ -365,6 +419,18 @@ mod tests {
                     part: EnginePart::KSet,
                     handle: 4,
                 },
+                PartHandle {
+                    part: EnginePart::FwLog,
+                    handle: 5,
+                },
+                PartHandle {
+                    part: EnginePart::FwSets,
+                    handle: 6,
+                },
+                PartHandle {
+                    part: EnginePart::FwCold,
+                    handle: 7,
+                },
             ],
             next: None,
             serves: None,
@@ -391,6 +457,12 @@ mod tests {
             (CacheEngine::Kangaroo, 5 * MIB + 7, 5 * MIB),
             (CacheEngine::Hybrid, 5 * MIB + 7, 5 * MIB),
             (CacheEngine::Hybrid, 2 * MIB, 3 * MIB),
+            // FairyWREN needs 11 erase units of the device's 1 MiB reclaim unit (13 regions
+            // with the hybrid's log).
+            (CacheEngine::Fairywren, 16 * MIB + 7, 16 * MIB),
+            (CacheEngine::Fairywren, 10 * MIB, 0),
+            (CacheEngine::HybridFairywren, 16 * MIB, 16 * MIB),
+            (CacheEngine::HybridFairywren, 12 * MIB, 0),
         ] {
             let mut e = BlockEngine::build(&config(engine, size), &devices).unwrap();
             assert_eq!(e.installed(), installed, "{engine:?} {size}");
@@ -475,24 +547,26 @@ mod tests {
 
     #[test]
     fn the_fixture_stages_build_and_unknown_devices_or_handles_are_refused() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../api-schemas/fixtures/desired-state/valid-stages.json"
-        ))
-        .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let stages: Vec<StageConfig> = serde_json::from_value(v["stages"].clone()).unwrap();
         let (dev, _) = super::super::space::testing::sparse(2 << 30);
         let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
         let mut built = 0;
-        for s in &stages {
-            if let StageConfig::Cache(c) = s {
-                let e = BlockEngine::build(c, &devices).unwrap();
-                assert_eq!(e.installed(), c.size_bytes, "{}", c.name);
-                built += 1;
+        for fixture in ["valid-stages.json", "valid-stages-fairywren.json"] {
+            let text = std::fs::read_to_string(format!(
+                "{}/../../api-schemas/fixtures/desired-state/{fixture}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let stages: Vec<StageConfig> = serde_json::from_value(v["stages"].clone()).unwrap();
+            for s in &stages {
+                if let StageConfig::Cache(c) = s {
+                    let e = BlockEngine::build(c, &devices).unwrap();
+                    assert_eq!(e.installed(), c.size_bytes, "{}", c.name);
+                    built += 1;
+                }
             }
         }
-        assert_eq!(built, 2);
+        assert_eq!(built, 4);
         let mut c = config(CacheEngine::Loc, 4 * MIB);
         c.device = Some("flash9".into());
         let e = BlockEngine::build(&c, &devices).err().unwrap();

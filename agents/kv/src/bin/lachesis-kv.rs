@@ -17,6 +17,28 @@ use lachesis_switch::{
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SmallEngine {
+    /// Kangaroo (KLog + KSet): the stage engine `hybrid`.
+    Kangaroo,
+    /// FairyWREN (FwLog + hot and cold FwSets), erase units of the device's reclaim unit: the
+    /// stage engine `hybrid-fairywren`.
+    Fairywren,
+}
+
+impl SmallEngine {
+    /// The stage's engine and its small-object engine's parts.
+    fn stage(self) -> (CacheEngine, &'static [EnginePart]) {
+        match self {
+            SmallEngine::Kangaroo => (CacheEngine::Hybrid, &[EnginePart::KLog, EnginePart::KSet]),
+            SmallEngine::Fairywren => (
+                CacheEngine::HybridFairywren,
+                &[EnginePart::FwLog, EnginePart::FwSets, EnginePart::FwCold],
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Handles {
     /// Each tenant's Kangaroo log, Kangaroo sets and large-object log write with their own
     /// placement handle (what the placement broker hands out).
@@ -53,9 +75,13 @@ struct Args {
     /// Placement handles of the tenants' engine parts.
     #[arg(long, value_enum, default_value_t = Handles::Separate)]
     handles: Handles,
-    /// Share of each flash cache for Kangaroo (the rest is the log).
+    /// Share of each flash cache for the small-object engine (the rest is the log); FairyWREN
+    /// takes at least its 11 erase units.
     #[arg(long, default_value_t = 0.5)]
     small_fraction: f64,
+    /// The small-object engine of each tenant's flash cache.
+    #[arg(long, value_enum, default_value_t = SmallEngine::Kangaroo)]
+    small_engine: SmallEngine,
     /// Directory for warm restart: a clean shutdown (SIGINT, SIGTERM) leaves the caches'
     /// state there, the next start restores it.
     #[arg(long)]
@@ -143,7 +169,7 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
         let (path, size) = rest.rsplit_once(':').ok_or_else(bad)?;
         let size = parse_size(size).map_err(|e| format!("--device {d:?}: {e}"))?;
         let handles = match args.handles {
-            Handles::Separate => (1 + 3 * names.len()).max(8),
+            Handles::Separate => (1 + 4 * names.len()).max(8),
             Handles::Shared => 8,
         };
         let options = MeasuredOptions {
@@ -169,13 +195,22 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
     if args.cache_mib > 0 {
         for (i, t) in names.iter().enumerate() {
             let h = |k: u16| match args.handles {
-                Handles::Separate => 1 + 3 * i as u16 + k,
+                Handles::Separate => 1 + 4 * i as u16 + k,
                 Handles::Shared => 0,
             };
+            let (engine, small_parts) = args.small_engine.stage();
+            let mut placement = vec![PartHandle {
+                part: EnginePart::Loc,
+                handle: h(0),
+            }];
+            placement.extend(small_parts.iter().zip(1..).map(|(&part, k)| PartHandle {
+                part,
+                handle: h(k),
+            }));
             stages.push(StageConfig::Cache(CacheConfig {
                 name: format!("cache/{t}"),
                 owner: Some(t.clone()),
-                engine: CacheEngine::Hybrid,
+                engine,
                 size_bytes: args.cache_mib << 20,
                 write_mode: WriteMode::Back,
                 eviction: Eviction::Lru,
@@ -183,20 +218,7 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
                 // smallest valid value, so the config reads back from the warm-restart record.
                 max_dirty_bytes: 4096,
                 device: None,
-                placement: vec![
-                    PartHandle {
-                        part: EnginePart::Loc,
-                        handle: h(0),
-                    },
-                    PartHandle {
-                        part: EnginePart::KLog,
-                        handle: h(1),
-                    },
-                    PartHandle {
-                        part: EnginePart::KSet,
-                        handle: h(2),
-                    },
-                ],
+                placement,
                 next: None,
                 serves: None,
             }));

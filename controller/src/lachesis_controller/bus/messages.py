@@ -159,7 +159,7 @@ ServeDir = Annotated[str, Field(max_length=1024, pattern=rf"^({_SEGMENT}(/{_SEGM
 class PartHandle(BusModel):
     """The placement broker's reclaim unit handle for one write stream of a cache stage."""
 
-    part: Literal["loc", "klog", "kset", "set-assoc"]
+    part: EnginePart
     handle: int = Field(ge=0, le=65535)
 
 
@@ -169,7 +169,7 @@ class CacheStageConfig(BusModel):
     kind: Literal["cache"]
     name: StageName
     owner: Name | None
-    engine: Literal["dram", "loc", "kangaroo", "hybrid"]
+    engine: CacheEngine
     size_bytes: int = Field(ge=0, le=MAX_BYTES)
     write_mode: Literal["through", "back", "around"]
     eviction: Literal["lru", "fifo"]
@@ -361,12 +361,14 @@ class TelemetryDevice(BusModel):
 class TelemetryPart(BusModel):
     """One engine part of a flash cache stage: the handles it writes with and its counters."""
 
-    part: Literal["kangaroo", "loc"]
+    part: Literal["kangaroo", "fairywren", "loc"]
     handles: list[Annotated[int, Field(ge=0, le=65535)]] = Field(max_length=4)
     objects: int = Field(ge=0)
     gets: Counter
     hits: Counter
     flash_bytes_written: Counter
+    # Absent from agents that do not report it.
+    dram_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
 
 
 class TelemetryStage(BusModel):
@@ -375,7 +377,7 @@ class TelemetryStage(BusModel):
     name: StageName
     kind: Literal["cache", "ratelimit", "log"]
     owner: Name | None
-    engine: Literal["dram", "loc", "kangaroo", "hybrid"] = Field(default=None)  # type: ignore[assignment]
+    engine: CacheEngine = Field(default=None)  # type: ignore[assignment]
     size_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
     installed_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
     hits: Counter = Field(default=None)  # type: ignore[assignment]

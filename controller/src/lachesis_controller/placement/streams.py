@@ -14,12 +14,13 @@ from typing import Literal
 Pattern = Literal["sequential", "random"]
 
 # Engine parts and how they write (Kangaroo: KLog is a log, KSet sets are rewritten in place;
-# FairyWREN's FwLog and FwSets are both logs on flash).
+# FairyWREN's FwLog and FwSets' hot and cold subsets are all logs on flash).
 PART_PATTERNS: dict[str, Pattern] = {
     "loc": "sequential",
     "klog": "sequential",
     "fwlog": "sequential",
     "fwsets": "sequential",
+    "fwcold": "sequential",
     "kset": "random",
     "set-assoc": "random",
 }

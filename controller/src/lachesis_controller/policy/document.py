@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from lachesis_controller.bus.messages import MAX_BYTES, HostId, Name
+from lachesis_controller.bus.messages import MAX_BYTES, CacheEngine, HostId, Name
 from lachesis_controller.bus.messages import ServeDir as ServeDir
 from lachesis_controller.schemas.base import RequestModel
 from lachesis_controller.schemas.rules import RuleSpec
@@ -79,7 +79,7 @@ class CacheStage(StageBase):
     eviction: Literal["lru", "fifo", "mrc"] = Field(
         default="lru", description="mrc: LRU, sized by the tenants' miss-ratio curves."
     )
-    engine: Literal["dram", "loc", "kangaroo", "hybrid"] | None = Field(
+    engine: CacheEngine | None = Field(
         default=None, description="null: loc on a host with a flash device, else dram."
     )
     write_mode: Literal["through", "back", "around"] = "through"

@@ -7,15 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from lachesis_controller.bus.messages import Name
+from lachesis_controller.bus.messages import EnginePart, Name
 from lachesis_controller.schemas.base import RequestModel
 
-Part = Literal["loc", "klog", "kset", "set-assoc", "fwlog", "fwsets"]
 
 
 class StreamIn(RequestModel):
     tenant: Name
-    part: Part = Field(description="Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.")
+    part: EnginePart = Field(description="Cache engine part: loc, klog, fwlog, fwsets, fwcold write logs; kset, set-assoc rewrite at random.")
     space: float = Field(allow_inf_nan=False, ge=1e-6, le=1, description="Share of the device's logical space.")
     writes: float = Field(allow_inf_nan=False, ge=0, le=1, description="Share of the device's host writes.")
     trimmed: bool = Field(default=False, description="A log that deallocates each segment before rewriting it.")

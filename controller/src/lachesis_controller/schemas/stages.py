@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from lachesis_controller.bus.messages import CacheEngine
 from lachesis_controller.schemas.base import RequestModel
 
 
@@ -20,12 +21,13 @@ class StagePointOut(BaseModel):
 class StagePartOut(BaseModel):
     """One engine part of a flash cache stage as the host reports it."""
 
-    part: str = Field(description="kangaroo (small objects) or loc (the log, large objects).")
-    handles: list[int] = Field(description="The placement handles the part writes with (kangaroo: KLog, KSet).")
+    part: str = Field(description="kangaroo or fairywren (small objects), or loc (the log, large objects).")
+    handles: list[int] = Field(description="The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets).")
     objects: int
     gets: int
     hits: int
     flash_bytes_written: int
+    dram_bytes: int | None = Field(default=None, description="DRAM of the part's index and buffers; null where the host does not report it.")
 
 
 class StageHost(BaseModel):
@@ -68,7 +70,7 @@ class StagePatch(RequestModel):
     size_bytes: int | None = Field(default=None, ge=1 << 20, le=1 << 50)
     write_mode: Literal["through", "back", "around"] | None = None
     eviction: Literal["lru", "fifo", "mrc"] | None = None
-    engine: Literal["dram", "loc", "kangaroo", "hybrid"] | None = None
+    engine: CacheEngine | None = None
     max_dirty_bytes: int | None = Field(default=None, ge=4096, le=1 << 50)
     max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=1 << 50)
     max_iops: int | None = Field(default=None, ge=1, le=100_000_000)

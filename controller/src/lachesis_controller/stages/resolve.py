@@ -30,6 +30,8 @@ ENGINE_PARTS: dict[str, tuple[str, ...]] = {
     "loc": ("loc",),
     "kangaroo": ("klog", "kset"),
     "hybrid": ("klog", "kset", "loc"),
+    "fairywren": ("fwlog", "fwsets", "fwcold"),
+    "hybrid-fairywren": ("fwlog", "fwsets", "fwcold", "loc"),
 }
 MAX_NAME = 63
 

@@ -83,9 +83,11 @@ def theorem2_kg(dlwa: float, capacity_bytes: int, system_years: float, warranty_
 # Whole-cache write amplification (ALWA × DLWA) of the two small-object designs measured side
 # by side on flash, same trace, same 400 GB: Kangaroo on an LBAD SSD 23×, FairyWREN on a ZNS
 # SSD 1.89× (FairyWREN §6.4, Fig. 12; McAllister thesis §5.4.4). Both put objects > 2 KB in a
-# log (LOC), so our `hybrid` engine (Kangaroo + LOC) counts as Kangaroo.
-ENGINE_WA: dict[str, float] = {"kangaroo": 23.0, "hybrid": 23.0, "fairywren": 1.89}
-ENGINE_ALTERNATIVES: dict[str, str] = {"kangaroo": "fairywren", "hybrid": "fairywren", "fairywren": "kangaroo"}
+# log (LOC), so our `hybrid` engine (Kangaroo + LOC) counts as Kangaroo and `hybrid-fairywren`
+# (FairyWREN + LOC) as FairyWREN.
+ENGINE_WA: dict[str, float] = {"kangaroo": 23.0, "hybrid": 23.0, "fairywren": 1.89, "hybrid-fairywren": 1.89}
+ENGINE_ALTERNATIVES: dict[str, str] = {
+    "kangaroo": "fairywren", "hybrid": "hybrid-fairywren", "fairywren": "kangaroo", "hybrid-fairywren": "hybrid"}
 
 
 def ratio(num: float | None, den: float | None) -> float | None:

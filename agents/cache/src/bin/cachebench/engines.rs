@@ -144,6 +144,7 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
                 flash_bytes: flash,
                 dram_bytes: (args.dram_mib << 20) as usize,
                 small_fraction: args.small_fraction,
+                small_align: 0,
                 small_threshold: 2048,
                 shards: 16,
                 loc: LocConfig::new(span, PlacementHandle(0)),
