@@ -135,7 +135,7 @@ def test_every_agent_variable_reaches_the_agent_from_values(helm: Helm) -> None:
     assert "LACHESIS_HOST_ID" in variables
     seen: set[str] = set()
     for ebpf in ("true", "false"):
-        docs = helm.render(EXTERNAL, sets=(f"agent.ebpf={ebpf}", "agent.endpointRoots={/srv}"))
+        docs = helm.render(EXTERNAL, sets=(f"agent.ebpf={ebpf}", "agent.endpointRoots={/srv}", "agent.servePort=7070"))
         for daemonset in by_kind(docs, "DaemonSet"):
             seen |= set(env_of(containers(daemonset)[0]))
     assert variables - seen == set()
@@ -148,6 +148,18 @@ def test_the_key_value_front_end_listens_on_kv_port_unless_it_is_0(helm: Helm) -
         assert env_of(agent).get("LACHESIS_AGENT_KV_LISTEN", {}).get("value") == listen
         exposed = {p["name"]: p["containerPort"] for p in agent["ports"]}
         assert exposed.get("memcached") == (port or None)
+
+
+def test_the_forwarding_server_listens_on_serve_port_over_its_node_directory_unless_it_is_0(helm: Helm) -> None:
+    for port, listen in ((7070, "0.0.0.0:7070"), (0, None)):
+        (daemonset, *_) = by_kind(helm.render(EXTERNAL, sets=(f"agent.servePort={port}",)), "DaemonSet")
+        (agent, *_) = containers(daemonset)
+        env = env_of(agent)
+        assert env.get("LACHESIS_AGENT_SERVE_LISTEN", {}).get("value") == listen
+        assert env.get("LACHESIS_AGENT_SERVE_ROOT", {}).get("value") == ("/var/lib/lachesis/serve" if port else None)
+        assert {p["name"]: p["containerPort"] for p in agent["ports"]}.get("forwarding") == (port or None)
+        volumes = {v["name"]: v for v in daemonset["spec"]["template"]["spec"]["volumes"]}
+        assert ("serve-root" in volumes) == bool(port)
 
 
 def test_existing_secrets_are_used_and_none_is_made(helm: Helm) -> None:

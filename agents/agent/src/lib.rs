@@ -19,6 +19,7 @@ pub mod metrics_http;
 pub mod otel;
 pub mod persist;
 pub mod runner;
+pub mod server_level;
 pub mod state;
 pub mod telemetry;
 

@@ -17,6 +17,7 @@ use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::declared_link;
+use lachesis_agent::server_level::ServerLevel;
 use lachesis_agent::detour_link::RedisLink;
 use lachesis_agent::kv_front::{DataPaths, KvFront, KvTenantPort};
 use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
@@ -142,6 +143,16 @@ struct RunArgs {
     /// as the remote side's `lachesis-fs serve --forward-key-file`.
     #[arg(long, env = "LACHESIS_FORWARD_KEY_FILE", value_name = "FILE")]
     forward_key_file: Option<PathBuf>,
+
+    /// Answer the IO other agents' remote endpoints (tcp://THIS:PORT/dir) forward here
+    /// (IP:PORT), from --serve-root, with the desired state's server-level cache stages
+    /// (`serves`: two-level caches) in front; peers authenticate with --forward-key-file.
+    #[arg(long, env = "LACHESIS_AGENT_SERVE_LISTEN", value_name = "ADDR", requires = "serve_root")]
+    serve_listen: Option<String>,
+
+    /// The directory forwarded files live under (with --serve-listen).
+    #[arg(long, env = "LACHESIS_AGENT_SERVE_ROOT", value_name = "DIR", requires = "serve_listen")]
+    serve_root: Option<PathBuf>,
 
     /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
     #[arg(long, env = "LACHESIS_BPF_PIN_DIR", default_value = DEFAULT_PIN_DIR)]
@@ -428,6 +439,7 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        let server_pools = pools.clone();
         let curves = Arc::new(DatapathCurves::new(
             metrics_engine::curve_sizes(),
             metrics_engine::DEFAULT_SAMPLE_KEYS,
@@ -477,17 +489,35 @@ fn run(args: RunArgs) -> ExitCode {
         };
         let paths = DataPaths::new(datapath.clone(), kv.as_ref().map(|k| k.service().clone()),
                                    &args.kv_tenant_ports);
-        if datapath.is_some() || kv.is_some() {
-            let (fs, all) = (datapath.clone(), paths.clone());
+        let rest: Option<Arc<dyn lachesis_agent::runner::Installer>> =
+            (datapath.is_some() || kv.is_some()).then(|| paths.clone() as _);
+        let key = match args.forward_key_file.as_deref().map(lachesis_fs::remote::auth::Key::load).transpose() {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("error: --forward-key-file: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let server = match ServerLevel::start(args.serve_listen.as_deref(), args.serve_root.as_deref(), key,
+                                              server_pools, rest) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        agent = agent.with_installer(server.clone());
+        if datapath.is_some() || kv.is_some() || args.serve_listen.is_some() {
+            let (fs, all, srv) = (datapath.clone(), paths.clone(), server.clone());
             telemetry_cfg.stages = Some(Arc::new(move || {
                 let mut r = fs.as_ref().map(|d| d.stage_reports()).unwrap_or_default();
                 r.extend(all.kv_stage_reports());
+                r.extend(srv.stage_reports());
                 r
             }));
             telemetry_cfg.datapath_curves = Some(curves);
             let kv_paths = paths.clone();
             telemetry_cfg.served = Some(Arc::new(move || kv_paths.kv_served()));
-            agent = agent.with_installer(paths);
         }
         if let Some(dp) = &datapath {
             agent = agent.with_flow_control(dp.clone());
