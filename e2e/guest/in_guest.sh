@@ -47,6 +47,41 @@ for engine in loc hybrid; do
   run "engine-$engine.json" "$BIN/lachesis-engine-replay" --device nvme:$NG --engine $engine --span-mib 16 --requests 6000
 done
 
+step "the agent's data path: a FUSE mount whose cache stage lives on the drive"
+modprobe fuse
+F=/run/fs; mkdir -p $F/backing $F/mnt
+cat > $F/rules.json <<'JSON'
+{"rules": [{"name": "t-cached", "priority": 10, "match": {"tenant": "t"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/t"}}]}],
+ "stages": [{"kind": "cache", "name": "cache/t", "owner": "t", "engine": "loc",
+             "size_bytes": 33554432, "write_mode": "through", "eviction": "lru",
+             "max_dirty_bytes": 4096, "device": "flash0",
+             "placement": [{"part": "loc", "handle": 6}], "next": null}]}
+JSON
+run fs-p0.json "$BIN/lachesis-nvme" logs $NG
+"$BIN/lachesis-fs" mount --backing $F/backing --mountpoint $F/mnt --rules $F/rules.json \
+  --tenant t=uid:0 --device flash0=nvme:$NG --stats $F/stats.json --no-passthrough \
+  > "$OUT/fs-mount.log" 2>&1 &
+fs_pid=$!
+for _ in $(seq 300); do mountpoint -q $F/mnt && [ -s $F/stats.json ] && break; sleep 0.2; done
+dd if=/dev/urandom of=$F/data bs=1M count=8 status=none
+cp $F/data $F/mnt/data && sync
+sha256sum < $F/data | cut -d' ' -f1 > "$OUT/fs-sha-written"
+for i in 1 2; do
+  echo 3 > /proc/sys/vm/drop_caches
+  sha256sum < $F/mnt/data | cut -d' ' -f1 > "$OUT/fs-sha-read-$i"
+done
+sha256sum < $F/backing/data | cut -d' ' -f1 > "$OUT/fs-sha-backing"
+# A stats snapshot taken after the reads: snapshots are numbered.
+seen=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' $F/stats.json)
+for _ in $(seq 300); do
+  now=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' $F/stats.json 2>/dev/null || echo 0)
+  [ "$now" -gt $((seen + 1)) ] && break; sleep 0.1
+done
+cp $F/stats.json "$OUT/fs-stats.json"
+kill -INT $fs_pid; wait $fs_pid
+run fs-p1.json "$BIN/lachesis-nvme" logs $NG
+
 step "IOPS: lachesis-nvme vs fio's io_uring_cmd engine, 4 KiB, QD 16, alternating"
 for i in 1 2 3; do
   for rw in randread randwrite; do

@@ -27,3 +27,22 @@ def test_engine_on_the_passthrough_device_matches_the_simulator(guest, engine, t
     assert real["device_counted"] == sim["device_counted"]
     handles = {"loc": {"0"}, "hybrid": {"0", "1"}}[engine]
     assert set(real["device_counted"]) == handles
+
+
+def test_the_data_paths_cache_stage_runs_on_the_drive(guest) -> None:
+    """`lachesis-fs mount` (the agent's FUSE data path) with a LOC cache stage on
+    `nvme:/dev/ng0n1`, handle 6: a file written and read back through the mount is intact, the
+    second read after dropping the page cache hits the stage, and what the drive took while
+    mounted is what the stage says it wrote to flash, none of it on another handle."""
+    written = (guest.root / "fs-sha-written").read_text().strip()
+    assert written
+    for name in ("fs-sha-read-1", "fs-sha-read-2", "fs-sha-backing"):
+        assert (guest.root / name).read_text().strip() == written, name
+    (stage,) = [s["stats"] for s in guest.json("fs-stats.json")["stages"] if s["name"] == "cache/t"]
+    assert stage["hits"] > 0 and stage["flash_bytes_written"] > 0
+    before, after = guest.json("fs-p0.json"), guest.json("fs-p1.json")
+    took = after["statistics"]["host_bytes_written"] - before["statistics"]["host_bytes_written"]
+    assert took == stage["flash_bytes_written"]
+    for b, a in zip(before["ruh_status"], after["ruh_status"], strict=True):
+        if b["placement_id"] != 6:
+            assert a["available_media_writes"] == b["available_media_writes"], b["placement_id"]

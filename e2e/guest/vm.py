@@ -69,7 +69,7 @@ def missing() -> list[str]:
     except ImportError:
         if not Path("/usr/lib/python3/dist-packages/bcc").is_dir():
             out.append("bcc for python3 (python3-bpfcc, bpfcc-tools)")
-    for binary in ("lachesis-nvme", "lachesis-engine-replay", "lachesis-top"):
+    for binary in ("lachesis-nvme", "lachesis-engine-replay", "lachesis-top", "lachesis-fs"):
         if not (BIN / binary).exists():
             out.append(f"{BIN / binary} (cd agents && cargo build --release --workspace)")
     return out

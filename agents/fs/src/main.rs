@@ -56,8 +56,9 @@ struct MountArgs {
     rules: PathBuf,
     /// A device flash cache stages may live on (repeatable; the first is the default):
     /// NAME=PATH:SIZE (io_uring on a file or block device; a missing file is created
-    /// sparse) or NAME=measured:PATH:SIZE[:KEY=VALUE,...] (data in the file, the simulated
-    /// FDP SSD's FTL beside it, see lachesis_device::measured).
+    /// sparse), NAME=measured:PATH:SIZE[:KEY=VALUE,...] (data in the file, the simulated
+    /// FDP SSD's FTL beside it, see lachesis_device::measured) or NAME=nvme:/dev/ngXnY (an
+    /// NVMe namespace with FDP through io_uring passthrough).
     #[arg(long = "device", value_name = "NAME=SPEC")]
     devices: Vec<String>,
     /// Rules may make the switch write (file endpoints, header logs, log stages) only under
@@ -306,9 +307,19 @@ fn open_devices(specs: &[String]) -> Result<Devices, String> {
     for s in specs {
         let (name, spec) = s
             .split_once('=')
-            .ok_or_else(|| format!("{s:?}: expected NAME=PATH:SIZE or NAME=measured:PATH:SIZE"))?;
+            .ok_or_else(|| format!("{s:?}: expected NAME=PATH:SIZE, NAME=measured:PATH:SIZE or NAME=nvme:/dev/ngXnY"))?;
         let err = |e: lachesis_device::Error| format!("{name}: {e}");
-        let dev = if spec.starts_with("measured:") {
+        let dev = if let Some(path) = spec.strip_prefix("nvme:") {
+            // An NVMe namespace's generic device through io_uring passthrough, writes placed
+            // with FDP (required: a cache stage's handles must mean something).
+            lachesis_cache::share(
+                lachesis_device::nvme::NvmePassthru::open(
+                    path,
+                    lachesis_device::nvme::NvmeConfig::default(),
+                )
+                .map_err(err)?,
+            )
+        } else if spec.starts_with("measured:") {
             lachesis_cache::share(
                 MeasuredSpec::parse(spec)
                     .and_then(|m| m.open())
