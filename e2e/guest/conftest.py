@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from vm import BIN, missing, run_guest
+from vm import missing, run_guest
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,14 +54,3 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Results:
     assert (out / "done").exists(), f"the guest did not finish (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
     return Results(out, proc.stderr)
 
-
-def replay(device: str, engine: str, *extra: str) -> dict[str, Any]:
-    """lachesis-engine-replay's report for one engine on one device (run on the host)."""
-    out = subprocess.run(
-        [str(BIN / "lachesis-engine-replay"), "--device", device, "--engine", engine, *extra],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)

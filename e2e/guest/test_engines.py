@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import replay
+from vm import replay
 
 # What in_guest.sh runs on /dev/ng0n1.
 ARGS = ("--span-mib", "16", "--requests", "6000")

@@ -7,6 +7,7 @@ with an emulated NVMe subsystem with Flexible Data Placement on. `run_guest` run
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -73,6 +74,18 @@ def missing() -> list[str]:
         if not (BIN / binary).exists():
             out.append(f"{BIN / binary} (cd agents && cargo build --release --workspace)")
     return out
+
+
+def replay(device: str, engine: str, *extra: str) -> dict:
+    """lachesis-engine-replay's report for one engine on one device (run on the host)."""
+    out = subprocess.run(
+        [str(BIN / "lachesis-engine-replay"), "--device", device, "--engine", engine, *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 def qemu_device_options(image: Path) -> str:
