@@ -59,10 +59,10 @@ for w in "${what[@]}"; do
     guest)
       echo "### NVMe passthrough in the QEMU guest vs fio's io_uring_cmd engine"
       echo
-      echo "\`python e2e/guest/vm.py DIR && python bench/device/guest_iops.py DIR\`"
+      echo "\`python e2e/guest/vm.py DIR --iops && python bench/device/guest_iops.py DIR\`"
       echo
       out="$(mktemp -d)"
-      "$ROOT/.lachesis/venv/bin/python" "$ROOT/e2e/guest/vm.py" "$out" >/dev/null
+      "$ROOT/.lachesis/venv/bin/python" "$ROOT/e2e/guest/vm.py" "$out" --iops >/dev/null
       "$ROOT/.lachesis/venv/bin/python" "$ROOT/bench/device/guest_iops.py" "$out"
       rm -rf "$out"
       echo ;;

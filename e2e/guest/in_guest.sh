@@ -4,9 +4,10 @@
 # tools beside lachesis-top's libbpf counters on one fio run. Every result is a file in OUT;
 # the tests on the host read them. A step that fails is recorded in OUT/failed and the script
 # goes on, so one failure does not hide the others.
-# Usage: in_guest.sh OUT BIN REPO   (BIN: the release binaries; REPO: the repository root)
+# Usage: in_guest.sh OUT BIN REPO [iops]   (BIN: the release binaries; REPO: the repository
+# root; iops: also the IOPS runs of bench/device/run.sh guest, which no test asserts on)
 set -u
-OUT=$1 BIN=$2 REPO=$3
+OUT=$1 BIN=$2 REPO=$3 IOPS=${4:-}
 NG=/dev/ng0n1 CTRL=/dev/nvme0 BLK=/dev/nvme0n1
 step() { echo "guest: $*" >&2; }
 run() { # run NAME CMD...: stdout to OUT/NAME, stderr to OUT/NAME.err
@@ -82,14 +83,16 @@ cp $F/stats.json "$OUT/fs-stats.json"
 kill -INT $fs_pid; wait $fs_pid
 run fs-p1.json "$BIN/lachesis-nvme" logs $NG
 
-step "IOPS: lachesis-nvme vs fio's io_uring_cmd engine, 4 KiB, QD 16, alternating"
-for i in 1 2 3; do
-  for rw in randread randwrite; do
-    run "iops-lachesis-$rw-$i.json" "$BIN/lachesis-nvme" iops $NG --rw $rw --bs 4096 --qd 16 --ios 4000
-    run "iops-fio-$rw-$i.json" fio --name=p --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme \
-      --rw=$rw --bs=4k --iodepth=16 --number_ios=4000 --size=1G --randrepeat=0 --output-format=json
+if [ "$IOPS" = iops ]; then
+  step "IOPS: lachesis-nvme vs fio's io_uring_cmd engine, 4 KiB, QD 16, alternating"
+  for i in 1 2 3; do
+    for rw in randread randwrite; do
+      run "iops-lachesis-$rw-$i.json" "$BIN/lachesis-nvme" iops $NG --rw $rw --bs 4096 --qd 16 --ios 4000
+      run "iops-fio-$rw-$i.json" fio --name=p --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme \
+        --rw=$rw --bs=4k --iodepth=16 --number_ios=4000 --size=1G --randrepeat=0 --output-format=json
+    done
   done
-done
+fi
 
 step "bcc tools and lachesis-top on one fio run in two tenant cgroups"
 mkdir -p /sys/fs/cgroup/lx-a /sys/fs/cgroup/lx-b

@@ -100,9 +100,10 @@ def qemu_device_options(image: Path) -> str:
     )
 
 
-def run_guest(out: Path, *, timeout_s: int = 1500) -> subprocess.CompletedProcess[str]:
+def run_guest(out: Path, *, iops: bool = False, timeout_s: int = 1500) -> subprocess.CompletedProcess[str]:
     """Boots the guest, runs in_guest.sh with its results in `out` (created), and returns the
-    finished process (its stderr has the guest's progress, which is also shown on ours)."""
+    finished process (its stderr has the guest's progress, which is also shown on ours).
+    `iops`: also the benchmark's IOPS runs (bench/device/run.sh guest)."""
     kernel = find_kernel()
     assert kernel is not None, "no kernel to boot: " + "; ".join(missing())
     out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,7 @@ def run_guest(out: Path, *, timeout_s: int = 1500) -> subprocess.CompletedProces
     cmd = [
         "vng", "--run", str(kernel.image), "--disable-kvm", "--memory", "2G", "--cpus", "2",
         "--rwdir", str(out), f"--qemu-opts={qemu_device_options(image)}",
-        "--", "bash", str(HERE / "in_guest.sh"), str(out), str(BIN), str(REPO),
+        "--", "bash", str(HERE / "in_guest.sh"), str(out), str(BIN), str(REPO), "iops" if iops else "",
     ]  # fmt: skip
     print(f"guest: booting {kernel.release} under QEMU (TCG)", file=sys.stderr, flush=True)
     proc = subprocess.Popen(cmd, env=env, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -136,10 +137,10 @@ def run_guest(out: Path, *, timeout_s: int = 1500) -> subprocess.CompletedProces
 
 
 if __name__ == "__main__":
-    # Boot once by hand: python e2e/guest/vm.py OUT_DIR
+    # Boot once by hand: python e2e/guest/vm.py OUT_DIR [--iops]
     gone = missing()
     if gone:
         sys.exit("cannot boot the guest, missing: " + "; ".join(gone))
-    result = run_guest(Path(sys.argv[1]).resolve())
+    result = run_guest(Path(sys.argv[1]).resolve(), iops="--iops" in sys.argv[2:])
     print(result.stderr[-3000:])
     sys.exit(result.returncode)
