@@ -131,7 +131,7 @@ export interface components {
              * Engine
              * @description null: loc on a host with a flash device, else dram.
              */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
             /**
              * Eviction
              * @description mrc: LRU, sized by the tenants' miss-ratio curves.
@@ -1574,13 +1574,18 @@ export interface components {
          * @description One engine part of a flash cache stage as the host reports it.
          */
         StagePartOut: {
+            /**
+             * Dram Bytes
+             * @description DRAM of the part's index and buffers; null where the host does not report it.
+             */
+            dram_bytes?: number | null;
             /** Flash Bytes Written */
             flash_bytes_written: number;
             /** Gets */
             gets: number;
             /**
              * Handles
-             * @description The placement handles the part writes with (kangaroo: KLog, KSet).
+             * @description The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets).
              */
             handles: number[];
             /** Hits */
@@ -1589,7 +1594,7 @@ export interface components {
             objects: number;
             /**
              * Part
-             * @description kangaroo (small objects) or loc (the log, large objects).
+             * @description kangaroo or fairywren (small objects), or loc (the log, large objects).
              */
             part: string;
         };
@@ -1599,7 +1604,7 @@ export interface components {
          */
         StagePatch: {
             /** Engine */
-            engine?: ("dram" | "loc" | "kangaroo" | "hybrid") | null;
+            engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
             /** Eviction */
             eviction?: ("lru" | "fifo" | "mrc") | null;
             /** Max Bandwidth Bytes Per S */
@@ -1637,10 +1642,10 @@ export interface components {
         StreamIn: {
             /**
              * Part
-             * @description Cache engine part: loc, klog, fwlog, fwsets write logs; kset, set-assoc rewrite at random.
+             * @description Cache engine part: loc, klog, fwlog, fwsets, fwcold write logs; kset, set-assoc rewrite at random.
              * @enum {string}
              */
-            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets";
+            part: "loc" | "klog" | "kset" | "set-assoc" | "fwlog" | "fwsets" | "fwcold";
             /**
              * Space
              * @description Share of the device's logical space.
