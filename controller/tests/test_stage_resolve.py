@@ -143,3 +143,25 @@ def test_automatic_handles_stay_put_when_tenants_come_and_go() -> None:
     assert handles["cache/m"] == previous[("flash0", "m", "loc")]
     assert handles["cache/t"] == previous[("flash0", "t", "loc")]
     assert len(set(handles.values())) == 3
+
+
+def test_fairywren_stages_ship_their_parts_with_the_brokers_handles() -> None:
+    """FairyWREN's three write streams (FwLog, hot and cold FwSets) and, in the hybrid, the
+    log each get their own handle: from an operator's placement, or automatically."""
+    declared = [cache("cache/a", "a", engine="fairywren"), cache("cache/b", "b", engine="hybrid-fairywren")]
+    asked = {("flash0", "a", "fwlog"): 1, ("flash0", "a", "fwsets"): 2, ("flash0", "a", "fwcold"): 3,
+             ("flash0", "b", "fwlog"): 4, ("flash0", "b", "fwsets"): 5, ("flash0", "b", "fwcold"): 6,
+             ("flash0", "b", "loc"): 7}
+    a, b = shipped_stages(declared, HostView("host-a", ("flash0",), asked), None)
+    assert (a["engine"], a["placement"]) == ("fairywren", [
+        {"part": "fwlog", "handle": 1}, {"part": "fwsets", "handle": 2}, {"part": "fwcold", "handle": 3}])
+    assert (b["engine"], b["placement"]) == ("hybrid-fairywren", [
+        {"part": "fwlog", "handle": 4}, {"part": "fwsets", "handle": 5}, {"part": "fwcold", "handle": 6},
+        {"part": "loc", "handle": 7}])
+    desired([a, b], [to_stage("cache/a", tenant="a"), to_stage("cache/b", tenant="b")])
+    auto = HostView("host-a", ("flash0",), geometry={"flash0": (8, 1 << 30)})
+    placed = {s["name"]: s["placement"] for s in shipped_stages(declared, auto, {"a": 1 << 28, "b": 1 << 28})}
+    assert [p["part"] for p in placed["cache/a"]] == ["fwlog", "fwsets", "fwcold"]
+    assert [p["part"] for p in placed["cache/b"]] == ["fwlog", "fwsets", "fwcold", "loc"]
+    handles = [p["handle"] for ps in placed.values() for p in ps]
+    assert len(handles) == 7 and len(set(handles)) == 7, f"each stream its own handle: {placed}"
