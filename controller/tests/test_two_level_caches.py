@@ -89,6 +89,14 @@ def test_level_one_ships_a1_and_the_server_level_a2_with_its_directories() -> No
     })
 
 
+def test_a_level_one_stage_whose_parent_runs_on_another_host_chains_nothing() -> None:
+    stages = [{**declared()[0], "hosts": ["host-a"]}, {**declared()[1], "hosts": ["storage-1"]}]
+    (l1,) = shipped_stages(stages, HostView("host-a"), None)
+    assert (l1["name"], l1["next"]) == ("cache/a-l1", None)
+    (l2,) = shipped_stages(stages, HostView("storage-1"), None)
+    assert (l2["name"], l2["serves"]) == ("cache/a-l2", ["tenants/a"])
+
+
 def test_a_shared_server_level_is_one_pool_sized_by_the_sum_of_its_tenants_a2() -> None:
     pool = cache("cache/pool", None, 1 << 31, level=2, serves=["tenants/a", "tenants/b"], shared_with=["a", "b"])
     (s,) = shipped_stages([pool], HostView("host-a"), None, {"a": 700, "b": 300, "c": 5})

@@ -196,6 +196,12 @@ def shipped_stages(
             })
         elif s["kind"] == "log":
             out.append({"kind": "log", "name": s["name"], "owner": s.get("owner"), "dir": s["dir"]})
+    # A parent that does not run on this host (the server level of a two-level cache, on the
+    # storage server) is reached through the route's remote endpoint, not chained here.
+    names = {s["name"] for s in out}
+    for s in out:
+        if s["kind"] == "cache" and s["next"] not in names:
+            s["next"] = None
     return fit_devices(out, host)
 
 
