@@ -259,14 +259,18 @@ mod tests {
     }
 
     #[test]
-    fn the_dispatcher_reads_the_rest_of_a_partly_covered_block_and_claimed_blocks_take_no_foreground() {
+    fn the_dispatcher_reads_the_rest_of_a_partly_covered_block_and_claimed_blocks_take_no_foreground(
+    ) {
         let d = data(BLOCK as usize * 2);
         let mut c = Coverage::new(0, BLOCK * 2);
         c.observe(0, &d[..1000], false);
         let claim = c.claim().unwrap();
         assert_eq!((claim.off, claim.len), (1000, BLOCK - 1000));
         // A foreground read of the claimed block while the dispatcher reads it.
-        assert_eq!(c.observe(1000, &d[1000..BLOCK as usize], false), Covered::default());
+        assert_eq!(
+            c.observe(1000, &d[1000..BLOCK as usize], false),
+            Covered::default()
+        );
         assert_eq!(c.remaining(), BLOCK);
         let r = c.complete(claim, &d[1000..BLOCK as usize]);
         assert_eq!((r.foreground, r.dispatched), (1000, BLOCK - 1000));

@@ -140,7 +140,9 @@ pub struct FileDigest {
 fn de_schema<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
     if s != SCHEMA {
-        return Err(D::Error::custom(format!("schema must be {SCHEMA:?}, got {s:?}")));
+        return Err(D::Error::custom(format!(
+            "schema must be {SCHEMA:?}, got {s:?}"
+        )));
     }
     Ok(s)
 }
@@ -207,9 +209,9 @@ fn de_offset<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 
 fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     match Option::<u64>::deserialize(d)? {
-        Some(v) if v == 0 || v > MAX_BYTES => Err(D::Error::custom(format!(
-            "{v} is outside 1..={MAX_BYTES}"
-        ))),
+        Some(v) if v == 0 || v > MAX_BYTES => {
+            Err(D::Error::custom(format!("{v} is outside 1..={MAX_BYTES}")))
+        }
         v => Ok(v),
     }
 }

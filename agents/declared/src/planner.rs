@@ -171,7 +171,11 @@ impl Planner {
         let mut files = Vec::with_capacity(spec.files.len());
         let mut error = None;
         for r in &spec.files {
-            match self.expand(r).and_then(|rs| rs.iter().map(|r| self.resolve(r)).collect::<Result<Vec<_>, _>>()) {
+            match self.expand(r).and_then(|rs| {
+                rs.iter()
+                    .map(|r| self.resolve(r))
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
                 Ok(f) => files.extend(f),
                 Err(e) => {
                     error = Some(e);
@@ -216,7 +220,9 @@ impl Planner {
                 .collect();
             entries.sort_by_key(|e| e.file_name());
             for e in entries.into_iter().rev() {
-                let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
                 if name == STATE_DIR && self.mounts.iter().any(|m| m.backing == d) {
                     continue;
                 }
@@ -224,7 +230,11 @@ impl Planner {
                 if ty.is_dir() {
                     stack.push((e.path(), format!("{host}/{name}")));
                 } else if ty.is_file() {
-                    out.push(FileRange { path: format!("{host}/{name}"), offset: 0, length: None });
+                    out.push(FileRange {
+                        path: format!("{host}/{name}"),
+                        offset: 0,
+                        length: None,
+                    });
                 }
                 if out.len() > MAX_EXPANDED {
                     return Err(format!("{}: more than {MAX_EXPANDED} files", r.path));
@@ -236,7 +246,8 @@ impl Planner {
     }
 
     fn backing_of(&self, host_path: &str) -> Option<PathBuf> {
-        self.locate(host_path).map(|(i, rel)| self.mounts[i].backing.join(rel))
+        self.locate(host_path)
+            .map(|(i, rel)| self.mounts[i].backing.join(rel))
     }
 
     /// The mount a path is in and its path there: a path under a mountpoint or a backing
@@ -266,7 +277,9 @@ impl Planner {
             .locate(&r.path)
             .ok_or_else(|| format!("{}: under no mount of this agent", r.path))?;
         let rel = rel.as_path();
-        if rel.components().any(|c| !matches!(c, Component::Normal(_))) || rel.as_os_str().is_empty() {
+        if rel.components().any(|c| !matches!(c, Component::Normal(_)))
+            || rel.as_os_str().is_empty()
+        {
             return Err(format!("{}: not a file under the mount", r.path));
         }
         let rel_str = rel
@@ -279,7 +292,7 @@ impl Planner {
         }
         let size = meta.len();
         let end = match r.length {
-            Some(n) => r.offset.checked_add(n).unwrap_or(u64::MAX),
+            Some(n) => r.offset.saturating_add(n),
             None => size,
         };
         if r.offset > size || end > size {
@@ -348,7 +361,9 @@ impl Planner {
                 break;
             }
             let mut host = st.credit;
-            let Some(j) = st.jobs.get_mut(&id) else { continue };
+            let Some(j) = st.jobs.get_mut(&id) else {
+                continue;
+            };
             let remaining = j.remaining() as f64;
             let aim = deadline - (deadline - j.accepted) * AIM_MARGIN;
             let left = (aim - now).as_seconds_f64();
@@ -362,7 +377,9 @@ impl Planner {
             j.credit = (j.credit + rate * dt_s).min(rate * BURST_S);
             'files: for (i, f) in j.files.iter_mut().enumerate() {
                 while j.credit > 0.0 && host > 0.0 {
-                    let Some(claim) = f.cov.claim() else { continue 'files };
+                    let Some(claim) = f.cov.claim() else {
+                        continue 'files;
+                    };
                     j.credit -= claim.len as f64;
                     host -= claim.len as f64;
                     work.push(Work {
@@ -382,8 +399,12 @@ impl Planner {
     /// The dispatcher read `data` for `w`; it also counts for the other jobs declaring it.
     pub fn complete(&self, w: &Work, data: &[u8]) {
         let mut st = self.lock();
-        let Some(j) = st.jobs.get_mut(&w.job) else { return };
-        let Some(f) = j.files.get_mut(w.file) else { return };
+        let Some(j) = st.jobs.get_mut(&w.job) else {
+            return;
+        };
+        let Some(f) = j.files.get_mut(w.file) else {
+            return;
+        };
         let c = f.cov.complete(w.claim, data);
         let (mount, ns_path) = (f.mount, f.ns_path.clone());
         j.add(c);

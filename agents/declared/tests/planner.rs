@@ -12,7 +12,9 @@ use time::{Duration, OffsetDateTime};
 const MIB: u64 = 1 << 20;
 
 fn data(n: u64, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
 }
 
 fn setup(files: &[(&str, u64)]) -> (tempfile::TempDir, Vec<Vec<u8>>) {
@@ -30,7 +32,10 @@ fn setup(files: &[(&str, u64)]) -> (tempfile::TempDir, Vec<Vec<u8>>) {
 
 fn planner(dir: &Path, budget: u64) -> Planner {
     Planner::new(
-        vec![Mount { backing: dir.join("backing"), mountpoint: dir.join("mnt") }],
+        vec![Mount {
+            backing: dir.join("backing"),
+            mountpoint: dir.join("mnt"),
+        }],
         budget,
     )
 }
@@ -74,7 +79,10 @@ fn foreground_reads_count_and_the_dispatcher_reads_the_rest_with_matching_checks
     }])), now);
     assert!(p.watches(0, "/d/a") && p.watches(0, "/d/b") && !p.watches(0, "/d/c"));
     // The foreground reads all of b's range and a's first MiB, in unaligned pieces.
-    for (path, d, from, to) in [("/d/b", &files[1], 0u64, 2 * MIB), ("/d/a", &files[0], 0, MIB)] {
+    for (path, d, from, to) in [
+        ("/d/b", &files[1], 0u64, 2 * MIB),
+        ("/d/a", &files[0], 0, MIB),
+    ] {
         let mut off = from;
         while off < to {
             let n = (40_000).min(to - off);
@@ -94,7 +102,10 @@ fn foreground_reads_count_and_the_dispatcher_reads_the_rest_with_matching_checks
     assert_eq!(r.dispatched_bytes, 2 * MIB + 123);
     let digests = r.files.as_ref().unwrap();
     assert_eq!(digests[0].crc32, digest_of(0, &files[0]));
-    assert_eq!(digests[1].crc32, digest_of(1000, &files[1][1000..1000 + MIB as usize]));
+    assert_eq!(
+        digests[1].crc32,
+        digest_of(1000, &files[1][1000..1000 + MIB as usize])
+    );
     assert_eq!((digests[1].offset, digests[1].length), (1000, MIB));
     // Done: reads no longer pass through the planner.
     assert!(!p.watches(0, "/d/a"));
@@ -115,9 +126,18 @@ fn a_block_read_for_one_job_counts_for_another_declaring_it() {
     let reports = p.reports();
     let backup = reports.iter().find(|r| r.id == "backup").unwrap();
     let scrub = reports.iter().find(|r| r.id == "scrub").unwrap();
-    assert_eq!((scrub.state, scrub.dispatched_bytes), (JobState::Done, 2 * MIB));
-    assert_eq!((backup.state, backup.shared_bytes, backup.dispatched_bytes), (JobState::Done, 2 * MIB, 0));
-    assert_eq!(backup.files.as_ref().unwrap()[0].crc32, scrub.files.as_ref().unwrap()[0].crc32);
+    assert_eq!(
+        (scrub.state, scrub.dispatched_bytes),
+        (JobState::Done, 2 * MIB)
+    );
+    assert_eq!(
+        (backup.state, backup.shared_bytes, backup.dispatched_bytes),
+        (JobState::Done, 2 * MIB, 0)
+    );
+    assert_eq!(
+        backup.files.as_ref().unwrap()[0].crc32,
+        scrub.files.as_ref().unwrap()[0].crc32
+    );
 }
 
 #[test]
@@ -132,7 +152,10 @@ fn deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_no
     ])), now);
     let read = dispatch(&p, now, 1.0, 9);
     let per_s = 64.0 * MIB as f64 / 900.0;
-    assert!((read as f64) < 9.0 * per_s + BLOCK as f64 && (read as f64) >= 9.0 * per_s - BLOCK as f64, "{read}");
+    assert!(
+        (read as f64) < 9.0 * per_s + BLOCK as f64 && (read as f64) >= 9.0 * per_s - BLOCK as f64,
+        "{read}"
+    );
     // Paused: nothing; the job keeps its progress across messages.
     p.apply(&msg(2, serde_json::json!([
         {"id": "scrub", "tenant": "t1", "deadline": deadline(now, 1000), "paused": true, "files": [{"path": path}]},
@@ -146,7 +169,10 @@ fn deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_no
     ])), now + Duration::seconds(950));
     let late = now + Duration::seconds(950);
     let quantum = dispatch(&p, late, 1.0, 1);
-    assert!(quantum <= 4 * MIB + BLOCK && quantum >= 4 * MIB - BLOCK, "{quantum}");
+    assert!(
+        (4 * MIB - BLOCK..=4 * MIB + BLOCK).contains(&quantum),
+        "{quantum}"
+    );
     // An older message changes nothing.
     assert!(!p.apply(&msg(2, serde_json::json!([])), now));
     assert_eq!(p.reports().len(), 1);
@@ -184,7 +210,15 @@ fn a_job_whose_files_are_not_under_a_mount_or_too_short_fails_saying_why() {
     for r in &reports {
         assert_eq!(r.state, JobState::Failed, "{r:?}");
     }
-    let why = |id: &str| reports.iter().find(|r| r.id == id).unwrap().error.clone().unwrap();
+    let why = |id: &str| {
+        reports
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap()
+            .error
+            .clone()
+            .unwrap()
+    };
     assert!(why("elsewhere").contains("under no mount"));
     assert!(why("missing").contains("No such file"));
     assert!(why("short").contains("ends past the file's"));
@@ -194,17 +228,34 @@ fn a_job_whose_files_are_not_under_a_mount_or_too_short_fails_saying_why() {
 #[test]
 fn bad_messages_are_refused_naming_the_field() {
     let bad = [
-        (serde_json::json!({"schema": "lachesis.declared-io/v2", "host_id": "h", "version": 1, "jobs": []}), "schema"),
-        (serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 0, "jobs": []}), "version"),
-        (serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
-            {"id": "j", "tenant": "t", "deadline": "2030-01-01T00:00:00Z", "files": []}]}), "files"),
-        (serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
-            {"id": "j", "tenant": "t", "deadline": "tomorrow", "files": [{"path": "/a"}]}]}), "deadline"),
-        (serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
-            {"id": "j", "tenant": "t", "deadline": "2030-01-01T00:00:00Z", "files": [{"path": "/a/../b"}]}]}), "path"),
+        (
+            serde_json::json!({"schema": "lachesis.declared-io/v2", "host_id": "h", "version": 1, "jobs": []}),
+            "schema",
+        ),
+        (
+            serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 0, "jobs": []}),
+            "version",
+        ),
+        (
+            serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
+            {"id": "j", "tenant": "t", "deadline": "2030-01-01T00:00:00Z", "files": []}]}),
+            "files",
+        ),
+        (
+            serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
+            {"id": "j", "tenant": "t", "deadline": "tomorrow", "files": [{"path": "/a"}]}]}),
+            "deadline",
+        ),
+        (
+            serde_json::json!({"schema": "lachesis.declared-io/v1", "host_id": "h", "version": 1, "jobs": [
+            {"id": "j", "tenant": "t", "deadline": "2030-01-01T00:00:00Z", "files": [{"path": "/a/../b"}]}]}),
+            "path",
+        ),
     ];
     for (v, field) in bad {
-        let e = serde_json::from_value::<DeclaredIo>(v).unwrap_err().to_string();
+        let e = serde_json::from_value::<DeclaredIo>(v)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(field), "{e}");
     }
 }
@@ -224,12 +275,21 @@ fn a_directory_stands_for_every_file_under_it() {
     dispatch(&p, now, 1.0, 3);
     let r = &p.reports()[0];
     assert_eq!((r.state, r.bytes_declared), (JobState::Done, MIB + 1005));
-    let digests: Vec<(String, u32)> = r.files.clone().unwrap().into_iter().map(|f| (f.path, f.crc32)).collect();
-    assert_eq!(digests, vec![
-        (format!("{d}/a"), digest_of(0, &files[0])),
-        (format!("{d}/b"), digest_of(0, &files[1])),
-        (format!("{d}/sub/c"), digest_of(0, b"hello")),
-    ]);
+    let digests: Vec<(String, u32)> = r
+        .files
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.path, f.crc32))
+        .collect();
+    assert_eq!(
+        digests,
+        vec![
+            (format!("{d}/a"), digest_of(0, &files[0])),
+            (format!("{d}/b"), digest_of(0, &files[1])),
+            (format!("{d}/sub/c"), digest_of(0, b"hello")),
+        ]
+    );
 }
 
 #[test]
@@ -252,6 +312,10 @@ fn a_path_in_the_mounts_namespace_is_found_there_and_the_agents_state_dir_is_nev
     assert_eq!(ns.state, JobState::Done);
     assert_eq!(ns.files.unwrap()[0].crc32, digest_of(0, &files[0]));
     let all = by("all");
-    assert_eq!((all.state, all.bytes_declared), (JobState::Done, 1000), "the state dir is skipped");
+    assert_eq!(
+        (all.state, all.bytes_declared),
+        (JobState::Done, 1000),
+        "the state dir is skipped"
+    );
     assert_eq!(by("none").state, JobState::Failed);
 }

@@ -49,9 +49,18 @@ fn load(path: &Path) -> Result<Vec<Request>, String> {
         let r = BufReader::new(zstd::Decoder::new(file).map_err(|e| e.to_string())?);
         for (i, line) in r.lines().enumerate() {
             let line = line.map_err(|e| e.to_string())?;
-            let f: Vec<u64> = line.split_whitespace().take(2).filter_map(|x| x.parse().ok()).collect();
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .take(2)
+                .filter_map(|x| x.parse().ok())
+                .collect();
             if f.len() == 2 {
-                out.push(Request { t: i as f64 / 1000.0, read: true, off: f[0] * 512, len: f[1] * 512 });
+                out.push(Request {
+                    t: i as f64 / 1000.0,
+                    read: true,
+                    off: f[0] * 512,
+                    len: f[1] * 512,
+                });
             }
         }
     } else {
@@ -63,11 +72,20 @@ fn load(path: &Path) -> Result<Vec<Request>, String> {
             if f.len() < 5 {
                 continue;
             }
-            let (Ok(t), Ok(size), Ok(lbn)) = (f[1].parse::<f64>(), f[3].parse::<u64>(), f[4].parse::<u64>()) else {
+            let (Ok(t), Ok(size), Ok(lbn)) = (
+                f[1].parse::<f64>(),
+                f[3].parse::<u64>(),
+                f[4].parse::<u64>(),
+            ) else {
                 continue;
             };
             let t0 = *t0.get_or_insert(t);
-            out.push(Request { t: t - t0, read: matches!(f[2], "28" | "88"), off: lbn * 512, len: size });
+            out.push(Request {
+                t: t - t0,
+                read: matches!(f[2], "28" | "88"),
+                off: lbn * 512,
+                len: size,
+            });
         }
     }
     if out.is_empty() {
@@ -84,7 +102,11 @@ fn layout(reqs: &[Request]) -> HashMap<u64, u64> {
         .collect();
     extents.sort_unstable();
     extents.dedup();
-    extents.into_iter().enumerate().map(|(i, e)| (e, i as u64)).collect()
+    extents
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| (e, i as u64))
+        .collect()
 }
 
 struct Run {
@@ -108,7 +130,10 @@ fn run(
     let start = OffsetDateTime::now_utc();
     let deadline = start + Duration::seconds_f64(window);
     let p = Planner::new(
-        vec![Mount { backing: dir.to_path_buf(), mountpoint: PathBuf::from("/nonexistent-mount") }],
+        vec![Mount {
+            backing: dir.to_path_buf(),
+            mountpoint: PathBuf::from("/nonexistent-mount"),
+        }],
         budget,
     );
     let msg: DeclaredIo = serde_json::from_value(serde_json::json!({
@@ -169,7 +194,9 @@ fn run(
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let Some(trace) = args.next() else { return usage() };
+    let Some(trace) = args.next() else {
+        return usage();
+    };
     let (mut window_f, mut budget_k, mut label) = (1.0f64, 2.0f64, None);
     while let Some(a) = args.next() {
         let v = args.next();
