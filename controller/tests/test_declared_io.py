@@ -172,3 +172,11 @@ def test_a_scrub_stage_in_a_policy_declares_a_job_on_every_host(client: TestClie
     report(client, now_z(), progress(job["id"], "running", 0, 0))
     wait_until(lambda: client.get(f"{URL}/{job['id']}").json()["state"] == "running", what="running")
     assert len(client.get(URL).json()) == 1
+
+
+def test_the_loop_rewrites_a_key_redis_lost(client: TestClient, host: FakeAgent) -> None:
+    assert client.post(URL, json=job_body()).status_code == 201
+    version = json.loads(host.redis.get("lachesis:agent:host-a:declared-io"))["version"]
+    host.redis.delete("lachesis:agent:host-a:declared-io")
+    wait_until(lambda: "scrub-1" in key_jobs(host), what="the loop to rewrite the key")
+    assert json.loads(host.redis.get("lachesis:agent:host-a:declared-io"))["version"] >= version
