@@ -28,7 +28,7 @@ use tracing::{info, warn};
 use crate::flow_gate::FlowControl;
 use crate::runner::Installer;
 use crate::state::Applied;
-use crate::telemetry::{StageKindReport, StageTelemetry};
+use crate::telemetry::{EndpointTelemetry, StageKindReport, StageTelemetry};
 
 /// `BACKING:MOUNTPOINT`, both existing directories (a mountpoint with a dead FUSE mount on it
 /// is taken too: the agent detaches it at start, [`lachesis_fs::stale_mount`]).
@@ -135,10 +135,17 @@ impl Datapath {
                     engine: s.engine,
                     ..Default::default()
                 });
+                let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0) + b);
+                if s.kind == "log" {
+                    // What went into the log (forwarded), what it still holds, what it copied
+                    // back (reclaim).
+                    add(&mut e.bytes_written, s.bytes_written);
+                    add(&mut e.dirty_bytes, s.dirty_bytes);
+                    add(&mut e.reclaimed_bytes, s.reclaimed_bytes);
+                }
                 if !cache {
                     continue;
                 }
-                let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0) + b);
                 // The size asked for is the same at every mount; what is installed adds up.
                 e.size_bytes = Some(s.size_bytes);
                 add(&mut e.installed_bytes, s.installed_bytes);
@@ -159,6 +166,31 @@ impl Datapath {
             }
         }
         by_name.into_values().collect()
+    }
+
+    /// The remote endpoints of every mount with their latency (each probed once); an
+    /// endpoint several mounts reach is reported as the mount that sent it most requests sees it.
+    pub fn endpoint_reports(&self) -> Vec<EndpointTelemetry> {
+        let switches: Vec<_> = self.lock().mounts.iter().map(|m| m.switch.clone()).collect();
+        let mut by_addr: std::collections::BTreeMap<String, EndpointTelemetry> = Default::default();
+        for sw in switches {
+            for l in sw.endpoint_latency() {
+                let r = EndpointTelemetry {
+                    addr: l.addr.clone(),
+                    requests: l.requests,
+                    recent_us: l.recent_us,
+                    mean_us: l.mean_us,
+                    slow: l.slow,
+                };
+                match by_addr.get(&l.addr) {
+                    Some(seen) if seen.requests >= r.requests => {}
+                    _ => {
+                        by_addr.insert(l.addr, r);
+                    }
+                }
+            }
+        }
+        by_addr.into_values().collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -424,6 +424,7 @@ fn run(args: RunArgs) -> ExitCode {
             served: None,
             latest: Default::default(),
             declared: None,
+            endpoints: None,
         };
         let mut agent = Agent::new(cfg, client.clone(), registration);
         if let Some(p) = persisted {
@@ -518,6 +519,9 @@ fn run(args: RunArgs) -> ExitCode {
             telemetry_cfg.datapath_curves = Some(curves);
             let kv_paths = paths.clone();
             telemetry_cfg.served = Some(Arc::new(move || kv_paths.kv_served()));
+        }
+        if let Some(dp) = datapath.clone() {
+            telemetry_cfg.endpoints = Some(Arc::new(move || dp.endpoint_reports()));
         }
         if let Some(dp) = &datapath {
             agent = agent.with_flow_control(dp.clone());

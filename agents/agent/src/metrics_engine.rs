@@ -546,7 +546,11 @@ pub struct TelemetryConfig {
     pub latest: Arc<crate::telemetry::LatestReport>,
     /// The declared maintenance IO jobs, when the agent has a data path.
     pub declared: Option<Arc<lachesis_declared::Planner>>,
+    /// The data path's remote endpoints and their latency.
+    pub endpoints: Option<EndpointSource>,
 }
+
+pub type EndpointSource = Arc<dyn Fn() -> Vec<crate::telemetry::EndpointTelemetry> + Send + Sync>;
 
 /// A tenant's requests served by the agent itself, cumulative: ops read and written, bytes
 /// read and written.
@@ -643,6 +647,7 @@ fn telemetry_loop(
             devices: crate::devices::reports(&cfg.devices),
             stages: cfg.stages.as_ref().map(|s| s()),
             declared_io: cfg.declared.as_ref().map(|p| p.reports()),
+            endpoints: cfg.endpoints.as_ref().map(|e| e()),
         };
         bus.publish(&msg);
         cfg.latest.set(msg);

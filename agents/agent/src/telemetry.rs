@@ -63,6 +63,35 @@ pub struct Telemetry {
     /// The declared maintenance IO jobs and their progress; absent: no data path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared_io: Option<Vec<lachesis_declared::JobReport>>,
+    /// The remote endpoints the data path forwards to, with their latency (tail-latency
+    /// routing); absent: no data path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<Vec<EndpointTelemetry>>,
+}
+
+/// One remote endpoint (`HOST:PORT` of the agent serving it) as this host's data path sees
+/// it: requests answered so far, the mean round trip of the recent window and the long-run
+/// mean (microseconds), and whether the recent window is over twice the mean
+/// (`lachesis_fs::remote::latency`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointTelemetry {
+    pub addr: String,
+    pub requests: u64,
+    #[serde(deserialize_with = "de_latency_us")]
+    pub recent_us: f64,
+    #[serde(deserialize_with = "de_latency_us")]
+    pub mean_us: f64,
+    pub slow: bool,
+}
+
+fn de_latency_us<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let x = f64::deserialize(d)?;
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(D::Error::custom(format!("latency {x} must be 0 or more")))
+    }
 }
 
 /// IO the tenant's applications issued (syscall and io_uring layers), cumulative since the
@@ -282,6 +311,9 @@ pub struct StageTelemetry {
     pub writebacks: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty_bytes: Option<u64>,
+    /// Log stages: bytes copied back to the rest of the route (tail-latency reclaim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_bytes: Option<u64>,
     /// The data path that runs the stage; None: the FUSE switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub front_end: Option<FrontEnd>,

@@ -236,6 +236,7 @@ fn agent_made_telemetry_validates() {
         }],
         stages: None,
         declared_io: None,
+        endpoints: None,
     };
     let json = serde_json::to_value(&msg).unwrap();
     // The size of a report is a benchmark figure (docs/benchmarks/ebpf.md).

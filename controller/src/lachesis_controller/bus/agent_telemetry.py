@@ -37,6 +37,7 @@ from lachesis_controller.bus.messages import (
     TelemetryCurve,
     TelemetryDeclaredJob,
     TelemetryDevice,
+    TelemetryEndpoint,
     TelemetryStage,
     TelemetryTenant,
     parse_timestamp,
@@ -176,6 +177,8 @@ class TelemetryStore:
         self._stages: dict[tuple[str, str], HostStage] = {}
         # Host -> (sent_at, its declared IO jobs) of its latest report that carried them.
         self._declared: dict[str, tuple[datetime, list[TelemetryDeclaredJob]]] = {}
+        # Host -> (sent_at, its remote endpoints) of its latest report that carried them.
+        self._endpoints: dict[str, tuple[datetime, list[TelemetryEndpoint]]] = {}
         self.messages = 0
 
     def ingest(self, msg: Telemetry) -> None:
@@ -207,6 +210,9 @@ class TelemetryStore:
         prev_declared = self._declared.get(msg.host_id)
         if msg.declared_io is not None and (prev_declared is None or at > prev_declared[0]):
             self._declared[msg.host_id] = (at, msg.declared_io)
+        prev_endpoints = self._endpoints.get(msg.host_id)
+        if msg.endpoints is not None and (prev_endpoints is None or at > prev_endpoints[0]):
+            self._endpoints[msg.host_id] = (at, msg.endpoints)
         self.messages += 1
 
     def _ingest_stage(self, host_id: str, at: datetime, interval: float, s: TelemetryStage) -> None:
@@ -311,10 +317,15 @@ class TelemetryStore:
             for key in [k for k in table if k[0] == host_id]:
                 del table[key]
         self._declared.pop(host_id, None)
+        self._endpoints.pop(host_id, None)
 
     def declared_io(self, host_id: str) -> tuple[datetime, list[TelemetryDeclaredJob]] | None:
         """The host's declared IO jobs as its latest report had them, with its time."""
         return self._declared.get(host_id)
+
+    def endpoints(self) -> dict[str, list[TelemetryEndpoint]]:
+        """Host -> the remote endpoints its data path forwards to, as its latest report had them."""
+        return {host: e for host, (_, e) in sorted(self._endpoints.items())}
 
     def stages(self) -> list[HostStage]:
         """Every stage's latest report, by host then name; reports older than the agent's

@@ -391,6 +391,8 @@ class TelemetryStage(BusModel):
     evictions: Counter = Field(default=None)  # type: ignore[assignment]
     writebacks: Counter = Field(default=None)  # type: ignore[assignment]
     dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    # Log stages: bytes copied back to the route (tail-latency reclaim).
+    reclaimed_bytes: Counter = Field(default=None)  # type: ignore[assignment]
     # Absent: the FUSE switch runs it.
     front_end: Literal["fs", "kv"] = Field(default=None)  # type: ignore[assignment]
     parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]
@@ -417,6 +419,16 @@ class TelemetryDeclaredJob(BusModel):
     files: list[TelemetryDeclaredFile] = Field(default=None, max_length=1024)  # type: ignore[assignment]
 
 
+class TelemetryEndpoint(BusModel):
+    """A remote endpoint as the agent's data path sees it (its latency monitor)."""
+
+    addr: str = Field(min_length=3, max_length=256)
+    requests: Counter
+    recent_us: float = Field(ge=0, allow_inf_nan=False)
+    mean_us: float = Field(ge=0, allow_inf_nan=False)
+    slow: bool
+
+
 class Telemetry(BusModel):
     schema_: Literal["lachesis.telemetry/v1"] = Field(alias="schema")
     host_id: HostId
@@ -428,3 +440,5 @@ class Telemetry(BusModel):
     stages: list[TelemetryStage] = Field(default=None, max_length=1024)  # type: ignore[assignment]
     # Absent: the agent has no data path.
     declared_io: list[TelemetryDeclaredJob] = Field(default=None, max_length=256)  # type: ignore[assignment]
+    # Absent: the agent has no data path.
+    endpoints: list[TelemetryEndpoint] = Field(default=None, max_length=256)  # type: ignore[assignment]
