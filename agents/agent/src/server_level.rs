@@ -50,7 +50,8 @@ pub struct ServerLevel {
     serving: bool,
     /// The data paths the rest of desired state goes to.
     rest: Option<Arc<dyn Installer>>,
-    installed: Mutex<Vec<CacheConfig>>,
+    /// What the rest last installed, to give it back when the server level refuses.
+    installed: Mutex<Option<Applied>>,
 }
 
 /// The server-level stages of `stages` (with `serves`), and the rest for the FUSE switch and
@@ -100,7 +101,7 @@ impl ServerLevel {
             store: Arc::new(CachedStore::new(store, devices)),
             serving: listener.is_some(),
             rest,
-            installed: Mutex::new(Vec::new()),
+            installed: Mutex::new(None),
         });
         if let Some(listener) = listener {
             let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -150,24 +151,27 @@ impl ServerLevel {
 }
 
 impl Installer for ServerLevel {
-    /// The server level first (refused whole, changing nothing), then the rest; if the
-    /// rest refuses, the server level gets its previous stages back.
+    /// The rest first (the FUSE switch shrinks or drops its stages, giving back device space
+    /// the server level may take), then the server level (refused whole, changing nothing);
+    /// if the server level refuses, the rest gets the previous state back.
     fn install(&self, applied: &Applied) -> Result<(), String> {
         let (server, rest) = split(&applied.stages);
         if !server.is_empty() && !self.serving {
             warn!(stages = ?server.iter().map(|c| &c.name).collect::<Vec<_>>(),
                   "server-level cache stages built, but this agent runs no forwarding server (--serve-listen): no request reaches them");
         }
-        let mut installed = self.installed.lock().unwrap_or_else(|e| e.into_inner());
-        self.store.set_stages(&server)?;
+        let mut previous = self.installed.lock().unwrap_or_else(|e| e.into_inner());
+        let rest_applied = Applied { stages: Arc::new(rest), ..applied.clone() };
         if let Some(r) = &self.rest {
-            let applied = Applied { stages: Arc::new(rest), ..applied.clone() };
-            if let Err(e) = r.install(&applied) {
-                let _ = self.store.set_stages(&installed);
-                return Err(e);
-            }
+            r.install(&rest_applied)?;
         }
-        *installed = server;
+        if let Err(e) = self.store.set_stages(&server) {
+            if let (Some(r), Some(before)) = (&self.rest, previous.as_ref()) {
+                let _ = r.install(before);
+            }
+            return Err(e);
+        }
+        *previous = Some(rest_applied);
         Ok(())
     }
 }
