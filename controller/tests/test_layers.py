@@ -15,7 +15,7 @@ LAYERS: list[str | set[str]] = [
     "main",
     "app",
     "api",
-    {"detours", "allocation", "sustainability", "declared_io"},
+    {"detours", "allocation", "sustainability", "declared_io", "tail_latency"},
     "rollout",
     "stages",
     "policy",

@@ -40,6 +40,7 @@ from lachesis_controller.api import (
     whoami,
 )
 from lachesis_controller.api import apps_declared_io, apps_two_level
+from lachesis_controller.api import apps_tail_latency
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
@@ -53,6 +54,7 @@ from lachesis_controller.observability.tracing import flush_spans, setup_tracing
 from lachesis_controller.rollout import handlers as consumers
 from lachesis_controller.rollout.intent import ensure_baseline
 from lachesis_controller.rollout.reconciler import Reconciler, track_enrolment
+from lachesis_controller.tail_latency import loop as tail_latency_loop
 from lachesis_controller.validation import problems
 from lachesis_controller.validation.body_limits import BodyLimitMiddleware
 
@@ -151,6 +153,10 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
         tasks.append(declared_io_loop.start(
             sessions, bus.redis, app.state.telemetry, stop, settings.reconcile_interval_s,
         ))
+        tasks.append(tail_latency_loop.start(
+            sessions, app.state.telemetry, stop, app.state.tail_latency, settings.reconcile_interval_s, bus=bus,
+            rollout_timeout_s=settings.rollout_timeout_s,
+        ))
         return tasks
 
     return start
@@ -172,12 +178,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.detours = detour_service.DetourLog()
+    app.state.tail_latency = tail_latency_loop.TailLatency()
     problems.install(app)
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
     for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability, apps_declared_io, apps_two_level):
         api.include_router(module.router)
+    api.include_router(apps_tail_latency.router)
     app.include_router(api)
 
     # Same origin as the API, so the dashboard's bearer token needs no CORS. A checkout

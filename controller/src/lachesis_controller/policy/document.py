@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lachesis_controller.bus.messages import MAX_BYTES, CacheEngine, HostId, Name
 from lachesis_controller.bus.messages import ServeDir as ServeDir
@@ -122,10 +122,40 @@ class ReplicaSetStage(StageBase):
     read_set: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS, description="Reads go to one of these.")
 
 
+RemoteServer = Annotated[str, Field(
+    pattern=r"^tcp://[^/:\s]+:[1-9][0-9]{0,4}/[^\s]*$", max_length=4096,
+    description="A remote endpoint, tcp://HOST:PORT/dir, served by an agent's lachesis-fs serve.",
+)]
+
+
 class TailLatencyStage(StageBase):
+    """Two modes. With `candidates` (local replicas): reads are spread over them. With `servers`
+    (remote endpoints): the tail-latency routing application (sRoute §6.5.1): the owner's IO
+    goes to servers[0]; when its recent latency exceeds `alpha` times its long-run mean, the
+    controller forwards the owner's writes into a log on the least loaded other server (reads
+    of them follow, by delegates), and once it recovers reclaims them at `reclaim_bytes_per_s`."""
+
     kind: Literal["tail_latency"]
-    candidates: list[FilePath] = Field(min_length=2, max_length=MAX_PATHS, description="Replicas a read may be sent to.")
-    hedge_after_ms: float = Field(gt=0, le=60_000)
+    candidates: list[FilePath] = Field(
+        default_factory=list, max_length=MAX_PATHS, description="Replicas a read may be sent to (at least 2, or use servers)."
+    )
+    servers: list[RemoteServer] = Field(
+        default_factory=list, max_length=MAX_PATHS,
+        description="tcp://HOST:PORT/dir endpoints: the first is the owner's, writes may be forwarded to the others.",
+    )
+    hedge_after_ms: float | None = Field(default=None, gt=0, le=60_000, description="Recorded; not enforced.")
+    alpha: float = Field(default=2.0, gt=1, le=1000, description="Forward when recent latency > alpha x long-run mean.")
+    reclaim_bytes_per_s: int = Field(default=64 << 20, ge=1, le=MAX_BYTES, description="Pace of copying forwarded data back.")
+
+    @model_validator(mode="after")
+    def _two_places(self) -> TailLatencyStage:
+        if len(self.candidates) < 2 and len(self.servers) < 2:
+            raise ValueError("a tail_latency stage needs at least 2 candidates or at least 2 servers")
+        if self.servers and self.candidates:
+            raise ValueError("a tail_latency stage has candidates (local replicas) or servers (remote endpoints), not both")
+        if self.servers and self.owner is None:
+            raise ValueError("a tail_latency stage with servers needs an owner: the tenant whose writes it forwards")
+        return self
 
 
 class FdpPlacementStage(StageBase):

@@ -45,6 +45,7 @@ from lachesis_controller.db import utcnow
 from lachesis_controller.models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
 from lachesis_controller.observability import metrics
 from lachesis_controller.rollout import intent
+from lachesis_controller.stages import forwarding
 from lachesis_controller.stages import store as stage_store
 from lachesis_controller.stages.resolve import shipped_rules, shipped_stages
 
@@ -71,7 +72,7 @@ def desired_body(session: Session, host_id: str) -> dict[str, Any]:
     declared = stage_store.declared_stages(session)
     host = stage_store.host_view(session, host_id)
     stages = shipped_stages(declared.values(), host, stage_store.allocation_sizes(session),
-                            stage_store.server_sizes(session))
+                            stage_store.server_sizes(session), forwarding=forwarding.current())
     rule_dicts = [
         {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
         for r in rules

@@ -9,7 +9,7 @@ This is where the policy vocabulary becomes the agents' vocabulary, once, before
 | `qos` | a `ratelimit` stage from `max_bandwidth_bytes_per_s` / `max_iops`; without either nothing ships and rules pass over it (priorities and minimums are not enforced yet) |
 | `log` | a `log` stage |
 | `replica_set` | no stage: a rule sending IO there becomes a read rule to `read_set` and a rule for the other ops to `write_set` (file detours) |
-| `tail_latency` | no stage: reads go to the `candidates` (file detours; the switch spreads reads over them) |
+| `tail_latency` | with `candidates`: no stage, reads go to them (file detours; the switch spreads reads over them). With `servers`: IO goes to `servers[0]`; while `stages/forwarding.py` says the owner's writes are forwarded, a remote `log` stage `fwd/NAME` on that server comes first (with `reclaim_bytes_per_s` while reclaiming) |
 | `fdp_placement` | no stage: the owner's cache stages on that device write with that handle; rules pass over it |
 
 A rule left with no detour after passing over stages is not shipped (it has nothing to do).
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lachesis_controller.placement import Placement, Stream, assign
+from lachesis_controller.stages.forwarding import LOG_ROOT, Forwarding, log_name, server_addr
 
 # Engine -> the write streams it has (placement/streams.py names the same parts).
 ENGINE_PARTS: dict[str, tuple[str, ...]] = {
@@ -169,7 +170,7 @@ def _cache(stage: Mapping[str, Any], host: HostView, size: int, fdp: Mapping[tup
 
 def shipped_stages(
     declared: Iterable[Mapping[str, Any]], host: HostView, allocation: Mapping[str, int] | None,
-    server: Mapping[str, int] | None = None,
+    server: Mapping[str, int] | None = None, forwarding: Mapping[str, Forwarding] | None = None,
 ) -> list[dict[str, Any]]:
     """The stage contract for `host`: every declared data-plane stage that applies to it.
     `server`: tenant -> a2 of the two-level splits in force (sizes the server-level stages)."""
@@ -196,6 +197,8 @@ def shipped_stages(
             })
         elif s["kind"] == "log":
             out.append({"kind": "log", "name": s["name"], "owner": s.get("owner"), "dir": s["dir"]})
+        elif s["kind"] == "tail_latency" and s.get("servers") and s["name"] in (forwarding or {}):
+            out.append(_forward_log(s, (forwarding or {})[s["name"]]))
     # A parent that does not run on this host (the server level of a two-level cache, on the
     # storage server) is reached through the route's remote endpoint, not chained here.
     names = {s["name"] for s in out}
@@ -230,6 +233,17 @@ def fit_devices(stages: list[dict[str, Any]], host: HostView) -> list[dict[str, 
     return stages
 
 
+def _forward_log(stage: Mapping[str, Any], fwd: Forwarding) -> dict[str, Any]:
+    """The remote log a tail_latency stage's owner's writes are forwarded into."""
+    log = {
+        "kind": "log", "name": log_name(stage["name"]), "owner": stage.get("owner"),
+        "dir": f"{LOG_ROOT}/{stage['name'].replace('/', '-')}", "remote": "tcp://" + server_addr(fwd.to),
+    }
+    if fwd.reclaim_bytes_per_s is not None:
+        log["reclaim_bytes_per_s"] = fwd.reclaim_bytes_per_s
+    return log
+
+
 def _files(paths: Iterable[str]) -> list[dict[str, Any]]:
     return [{"what": "io", "to": {"kind": "file", "target": p}} for p in paths]
 
@@ -256,6 +270,11 @@ def shipped_rules(
                 detours.append(dict(d))
             elif stage["kind"] == "replica_set" and split is None:
                 split = stage
+            elif stage["kind"] == "tail_latency" and d["what"] == "io" and stage.get("servers"):
+                # The owner's endpoint, behind the forwarding log while one is shipped.
+                if log_name(target) in shipped:
+                    detours.append({"what": "io", "to": {"kind": "stage", "target": log_name(target)}})
+                detours.extend(_files(stage["servers"][:1]))
             elif stage["kind"] == "tail_latency" and d["what"] == "io":
                 detours.extend(_files(stage["candidates"]))
             # qos without limits, fdp_placement: nothing on the IO path.

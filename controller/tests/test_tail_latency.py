@@ -1,0 +1,154 @@
+"""Tail-latency routing in the controller, without agents: the decision (α, hysteresis,
+reclaim done by the log's counts), what the stage contract ships while forwarding and
+reclaiming, and the REST view with its problem+json for a tenant without such a stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lachesis_controller.bus.messages import DesiredState, Telemetry
+from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.stages import forwarding
+from lachesis_controller.stages.forwarding import Forwarding
+from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
+from lachesis_controller.tail_latency.decide import (
+    FORWARDING, NORMAL, RECLAIMING, RECOVER_REPORTS, WINDOW, EndpointReport, LogReport, StageState, step,
+)
+from lachesis_controller.tail_latency.loop import TailLatency, step_all
+
+E, F, G = "tcp://10.0.0.1:7070/db", "tcp://10.0.0.2:7070/spill", "tcp://10.0.0.3:7070/spill"
+STAGE = {"name": "route/db", "kind": "tail_latency", "owner": "db", "servers": [E, F, G], "alpha": 3.0,
+         "reclaim_bytes_per_s": 1 << 20}
+
+
+def report(n: int, recent: float, mean: float = 100.0) -> EndpointReport:
+    return EndpointReport(n, recent, mean, recent > 2 * mean)
+
+
+def test_slow_forwards_to_the_least_loaded_server_and_recovery_reclaims_with_hysteresis() -> None:
+    st = StageState("route/db", "db", E)
+    others = {"10.0.0.2:7070": report(50, 900.0), "10.0.0.3:7070": report(50, 120.0)}
+    # Too few requests for a full window: no decision, however slow.
+    assert not step(st, STAGE, {"10.0.0.1:7070": report(WINDOW - 1, 10_000.0), **others}, None)
+    # α = 3: 250 us over a 100 us mean is not slow enough; 400 is.
+    assert not step(st, STAGE, {"10.0.0.1:7070": report(WINDOW + 10, 250.0), **others}, None)
+    assert step(st, STAGE, {"10.0.0.1:7070": report(WINDOW + 20, 400.0), **others}, None)
+    assert (st.state, st.forwarded_to, st.baseline_us, st.forwards) == (FORWARDING, G, 100.0, 1)
+    assert st.forwarding(1 << 20) == Forwarding(G, None)
+    # A repeated report (no new requests) changes nothing.
+    assert not step(st, STAGE, {"10.0.0.1:7070": report(WINDOW + 20, 10.0)}, None)
+    # Recovery needs recent <= (1 + (3-1)/2) x 100 = 200 us in RECOVER_REPORTS reports in a row;
+    # one above it starts the count again.
+    n = WINDOW + 20
+    for recent in [150.0] * (RECOVER_REPORTS - 1) + [250.0] + [190.0] * (RECOVER_REPORTS - 1):
+        n += 1
+        assert not step(st, STAGE, {"10.0.0.1:7070": report(n, recent, 120.0)}, LogReport(8192, 8192, 0))
+    assert st.state == FORWARDING
+    assert step(st, STAGE, {"10.0.0.1:7070": report(n + 1, 190.0, 120.0)}, LogReport(8192, 8192, 0))
+    assert (st.state, st.reclaims) == (RECLAIMING, 1)
+    assert st.forwarding(1 << 20) == Forwarding(G, 1 << 20)
+    # Still holding data: reclaiming goes on; slow again (above α x baseline): forward again.
+    assert not step(st, STAGE, {"10.0.0.1:7070": report(n + 2, 190.0)}, LogReport(8192, 4096, 4096))
+    assert step(st, STAGE, {"10.0.0.1:7070": report(n + 3, 350.0)}, LogReport(8192, 4096, 4096))
+    assert st.state == FORWARDING and st.forwarding(1) == Forwarding(G, None)
+    for i in range(RECOVER_REPORTS):
+        step(st, STAGE, {"10.0.0.1:7070": report(n + 4 + i, 100.0)}, LogReport(8192, 4096, 4096))
+    assert st.state == RECLAIMING
+    # The log holds nothing any more: back to normal, the log leaves the route.
+    assert step(st, STAGE, {"10.0.0.1:7070": report(n + 9, 100.0)}, LogReport(8192, 0, 8192))
+    assert (st.state, st.forwarded_to, st.forwarding(1)) == (NORMAL, None, None)
+    assert st.history == [f"forward to {G}", "reclaim", "slow again: forward", "reclaim", "reclaimed"]
+
+
+def test_the_contract_puts_a_remote_log_before_the_endpoint_while_forwarding() -> None:
+    host = HostView("host-a")
+    rule = {"name": "db-io", "priority": 10, "match": {"tenant": "db"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/db"}}]}
+    declared = {"route/db": STAGE}
+
+    def ship(fwd: dict[str, Forwarding] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        stages = shipped_stages([STAGE], host, None, forwarding=fwd)
+        rules = shipped_rules([rule], declared, [s["name"] for s in stages])
+        DesiredState.model_validate({
+            "schema": "lachesis.desired-state/v1", "host_id": "host-a", "generation": 1, "rollout_id": None,
+            "issued_at": "2026-11-24T10:00:00.000Z", "traceparent": None, "tenants": [], "rules": rules,
+            **({"stages": stages} if stages else {}),
+        })
+        return stages, rules
+
+    stages, rules = ship(None)
+    assert stages == [] and [d["to"]["target"] for d in rules[0]["detours"]] == [E]
+    stages, rules = ship({"route/db": Forwarding(G)})
+    assert stages == [{"kind": "log", "name": "fwd/route/db", "owner": "db", "dir": "/lachesis-forward/route-db",
+                       "remote": "tcp://10.0.0.3:7070"}]
+    assert [d["to"]["target"] for d in rules[0]["detours"]] == ["fwd/route/db", E]
+    stages, rules = ship({"route/db": Forwarding(G, 1 << 20)})
+    assert stages[0]["reclaim_bytes_per_s"] == 1 << 20
+    # Local candidates keep spreading reads as before.
+    local = {"name": "route/l", "kind": "tail_latency", "candidates": ["/x", "/y"], "hedge_after_ms": 5}
+    rules = shipped_rules([{**rule, "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/l"}}]}],
+                          {"route/l": local}, [])
+    assert [d["to"]["target"] for d in rules[0]["detours"]] == ["/x", "/y"]
+
+
+def telemetry(host: str, at: str, endpoints: list[dict[str, Any]], stages: list[dict[str, Any]] | None = None) -> Telemetry:
+    return Telemetry.model_validate({
+        "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": at, "interval_s": 1.0, "tenants": [],
+        "devices": [], "endpoints": endpoints, **({"stages": stages} if stages is not None else {}),
+    })
+
+
+def endpoint(addr: str, n: int, recent: float, mean: float = 100.0) -> dict[str, Any]:
+    return {"addr": addr, "requests": n, "recent_us": recent, "mean_us": mean, "slow": recent > 2 * mean}
+
+
+def test_the_loop_steps_on_telemetry_and_puts_the_forwarding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forwarding, "_state", {})
+    store, app = TelemetryStore(), TailLatency()
+    store.ingest(telemetry("host-a", "2026-11-24T10:00:01Z", [endpoint("10.0.0.1:7070", 64, 900.0)]))
+    assert step_all(app, {"route/db": STAGE}, store) == ["route/db"]
+    assert forwarding.current() == {"route/db": Forwarding(F)}
+    # The stage goes away: its forwarding goes with it.
+    assert step_all(app, {}, store) == []
+    assert forwarding.current() == {} and app.states == {}
+
+
+def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forwarding, "_state", {})
+    policy = f"""
+apiVersion: lachesis.dev/v1
+kind: Policy
+metadata: {{name: tail}}
+spec:
+  tenants: [{{name: db, classifiers: [{{kind: uid, value: "1000"}}]}}]
+  stages:
+    - {{name: route/db, kind: tail_latency, owner: db, servers: ["{E}", "{F}"], alpha: 2.5}}
+  rules:
+    - {{name: db-io, priority: 10, match: {{tenant: db}}, detours: [{{what: io, to: {{kind: stage, target: route/db}}}}]}}
+"""
+    applied = client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"})
+    assert applied.status_code == 201, applied.text
+    (s,) = client.get("/api/v1/apps/tail-latency").json()["stages"]
+    assert (s["stage"], s["tenant"], s["endpoint"], s["alpha"], s["state"], s["forwards"]) == (
+        "route/db", "db", E, 2.5, "normal", 0)
+    assert s["requests"] is None and s["reclaim_progress"] is None
+    store, app = client.app.state.telemetry, client.app.state.tail_latency
+    store.ingest(telemetry("host-a", "2026-11-24T10:00:01Z", [endpoint("10.0.0.1:7070", 64, 900.0)]))
+    step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store)
+    store.ingest(telemetry("host-a", "2026-11-24T10:00:02Z", [endpoint("10.0.0.1:7070", 65, 900.0)],
+                           [{"name": "fwd/route/db", "kind": "log", "owner": "db", "bytes_written": 12288,
+                             "dirty_bytes": 4096, "reclaimed_bytes": 8192}]))
+    step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store)
+    (s,) = client.get("/api/v1/apps/tail-latency", params={"tenant": "db"}).json()["stages"]
+    assert (s["state"], s["forwarded_to"], s["forwards"], s["requests"], s["slow"]) == ("forwarding", F, 1, 65, True)
+    assert (s["forwarded_bytes"], s["held_bytes"], s["reclaimed_bytes"]) == (12288, 4096, 8192)
+    assert s["reclaim_progress"] == pytest.approx(8192 / 12288)
+    r = client.get("/api/v1/apps/tail-latency", params={"tenant": "nobody"})
+    assert r.status_code == 404 and r.headers["content-type"].startswith("application/problem+json")
+    assert "nobody" in r.json()["detail"]
+    bad = policy.replace(f'servers: ["{E}", "{F}"]', f'servers: ["{E}"]')
+    r = client.post("/api/v1/policies", content=bad.replace("name: tail", "name: tail2"),
+                    headers={"content-type": "application/yaml"})
+    assert r.status_code == 422 and "at least 2" in r.text
