@@ -1799,15 +1799,36 @@ export interface components {
             /** Tenants */
             tenants: components["schemas"]["TenantSustainability"][];
         };
-        /** TailLatencyStage */
+        /** TailLatencyOut */
+        TailLatencyOut: {
+            /** Stages */
+            stages: components["schemas"]["TailLatencyStageOut"][];
+        };
+        /**
+         * TailLatencyStage
+         * @description Two modes. With `candidates` (local replicas): reads are spread over them. With `servers`
+         *     (remote endpoints): the tail-latency routing application (sRoute §6.5.1): the owner's IO
+         *     goes to servers[0]; when its recent latency exceeds `alpha` times its long-run mean, the
+         *     controller forwards the owner's writes into a log on the least loaded other server (reads
+         *     of them follow, by delegates), and once it recovers reclaims them at `reclaim_bytes_per_s`.
+         */
         TailLatencyStage: {
             /**
-             * Candidates
-             * @description Replicas a read may be sent to.
+             * Alpha
+             * @description Forward when recent latency > alpha x long-run mean.
+             * @default 2
              */
-            candidates: string[];
-            /** Hedge After Ms */
-            hedge_after_ms: number;
+            alpha: number;
+            /**
+             * Candidates
+             * @description Replicas a read may be sent to (at least 2, or use servers).
+             */
+            candidates?: string[];
+            /**
+             * Hedge After Ms
+             * @description Recorded; not enforced.
+             */
+            hedge_after_ms?: number | null;
             /**
              * Hosts
              * @description null: every host.
@@ -1829,10 +1850,88 @@ export interface components {
              */
             owner?: string | null;
             /**
+             * Reclaim Bytes Per S
+             * @description Pace of copying forwarded data back.
+             * @default 67108864
+             */
+            reclaim_bytes_per_s: number;
+            /**
+             * Servers
+             * @description tcp://HOST:PORT/dir endpoints: the first is the owner's, writes may be forwarded to the others.
+             */
+            servers?: string[];
+            /**
              * Shared With
              * @description Other tenants whose IO may go through this stage. Without it, only the owner's.
              */
             shared_with?: string[];
+        };
+        /** TailLatencyStageOut */
+        TailLatencyStageOut: {
+            /** Alpha */
+            alpha: number;
+            /**
+             * Baseline Us
+             * @description The long-run mean when forwarding began.
+             */
+            baseline_us: number | null;
+            /**
+             * Endpoint
+             * @description servers[0]: the owner's endpoint, tcp://HOST:PORT/dir.
+             */
+            endpoint: string;
+            /**
+             * Forwarded Bytes
+             * @description Bytes written into the forwarding log (all hosts).
+             */
+            forwarded_bytes: number | null;
+            /** Forwarded To */
+            forwarded_to: string | null;
+            /**
+             * Forwards
+             * @description Times the owner's writes were forwarded.
+             */
+            forwards: number;
+            /**
+             * Held Bytes
+             * @description Bytes the log still holds.
+             */
+            held_bytes: number | null;
+            /** Mean Us */
+            mean_us: number | null;
+            /** Recent Us */
+            recent_us: number | null;
+            /**
+             * Reclaim Progress
+             * @description reclaimed / (reclaimed + held); null without a log.
+             */
+            reclaim_progress: number | null;
+            /**
+             * Reclaimed Bytes
+             * @description Bytes copied back to the endpoint.
+             */
+            reclaimed_bytes: number | null;
+            /** Reclaims */
+            reclaims: number;
+            /**
+             * Requests
+             * @description Requests the endpoint answered, as last reported.
+             */
+            requests: number | null;
+            /**
+             * Slow
+             * @description The agent's own flag for the endpoint; null before any report.
+             */
+            slow: boolean | null;
+            /** Stage */
+            stage: string;
+            /**
+             * State
+             * @description normal, forwarding or reclaiming.
+             */
+            state: string;
+            /** Tenant */
+            tenant: string;
         };
         /** TelemetrySummary */
         TelemetrySummary: {
