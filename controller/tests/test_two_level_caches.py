@@ -167,3 +167,11 @@ def test_rest_shows_the_split_in_force_and_each_levels_hits(client: Any, agents:
     assert (server_level["level"], server_level["shipped_bytes"], server_level["hits"], server_level["misses"]) == (
         "server", 128 << 20, 20, 50)
     assert server_level["hit_ratio"] == pytest.approx(20 / 70)
+
+
+def test_bandwidths_out_of_order_are_refused_with_the_field(client: Any) -> None:
+    bad = POLICY.replace("memory_bytes_per_s: 10000000000", "memory_bytes_per_s: 10")
+    r = client.post("/api/v1/policies", content=bad, headers={"content-type": "application/yaml"})
+    assert r.status_code == 422, r.text
+    assert "spec.stages[0].two_level" in r.text and "memory_bytes_per_s >= network_bytes_per_s" in r.text
+    assert client.get("/api/v1/policies").json() == []

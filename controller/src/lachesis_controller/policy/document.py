@@ -50,6 +50,13 @@ class TwoLevel(RequestModel):
     )
     server_max_bytes: int = Field(ge=0, le=1 << 50, description="Most the server level may give the owner (a2).")
 
+    @model_validator(mode="after")
+    def _ordered(self) -> TwoLevel:
+        # Eq. 5.7 assumes each level is at least as fast as the one behind it.
+        if not self.memory_bytes_per_s >= self.network_bytes_per_s >= self.storage_bytes_per_s:
+            raise ValueError("memory_bytes_per_s >= network_bytes_per_s >= storage_bytes_per_s must hold")
+        return self
+
 
 class StageBase(RequestModel):
     name: str = Field(
