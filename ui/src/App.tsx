@@ -11,6 +11,7 @@ import { Policies } from "./pages/Policies";
 import { Stages } from "./pages/Stages";
 import { Devices } from "./pages/Devices";
 import { Sustainability } from "./pages/Sustainability";
+import { Apps } from "./pages/Apps";
 
 export function Login() {
   const { login } = useSession();
@@ -69,6 +70,7 @@ const NAV: NavItem[] = [
   { label: "Hosts", route: { page: "hosts" } },
   { label: "Devices", route: { page: "devices" }, when: "devices" },
   { label: "Sustainability", route: { page: "sustainability" } },
+  { label: "Applications", route: { page: "apps" } },
   { label: "Rules & rollouts", route: { page: "rules" } },
   { label: "Tenant & rule editor", route: { page: "editor" } },
   { label: "Policies", route: { page: "policies" }, when: "policies" },
@@ -94,6 +96,8 @@ function Page({ route }: { route: Route }) {
       return <Devices />;
     case "sustainability":
       return <Sustainability />;
+    case "apps":
+      return <Apps />;
   }
 }
 

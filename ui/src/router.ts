@@ -8,6 +8,7 @@ export type Route =
   | { page: "stages" }
   | { page: "devices" }
   | { page: "sustainability" }
+  | { page: "apps" }
   | { page: "rules"; rollout?: string }
   | { page: "editor" }
   | { page: "policies" };
@@ -27,6 +28,8 @@ export function parseRoute(hash: string): Route {
       return { page: "devices" };
     case "sustainability":
       return { page: "sustainability" };
+    case "apps":
+      return { page: "apps" };
     case "editor":
       return { page: "editor" };
     case "policies":
@@ -52,6 +55,8 @@ export function href(route: Route): string {
       return "#/devices";
     case "sustainability":
       return "#/sustainability";
+    case "apps":
+      return "#/apps";
     case "editor":
       return "#/editor";
     case "policies":
