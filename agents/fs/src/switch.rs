@@ -514,14 +514,20 @@ impl Switch {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// The latency numbers of every remote endpoint this switch forwards to, each probed
-    /// once first (so an endpoint no IO goes to any more is still measured).
+    /// The latency numbers of every remote endpoint this switch forwards to, each that IO
+    /// has reached probed once first (so an endpoint no IO goes to any more is still
+    /// measured).
     pub fn endpoint_latency(&self) -> Vec<crate::remote::latency::EndpointLatency> {
         let mut out: Vec<_> = self
             .registry
             .clients()
             .into_iter()
             .map(|c| {
+                // Only endpoints IO has reached: a named but never used one (a server that
+                // is not up yet) is not dialled from the telemetry thread.
+                if c.latency().requests == 0 {
+                    return c.latency();
+                }
                 if let Err(e) = c.probe() {
                     tracing::debug!("probing {}: {e}", c.addr());
                 }

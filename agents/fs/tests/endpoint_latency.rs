@@ -10,7 +10,6 @@ use lachesis_fs::confine::Roots;
 use lachesis_fs::remote::latency::WINDOW;
 use lachesis_fs::remote::server::{self, test_delay, DirStore};
 
-#[allow(dead_code)] // ctx: other test binaries use it
 mod common;
 
 #[test]
@@ -29,9 +28,15 @@ fn a_delayed_endpoint_shows_slow_and_recovers() {
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
     );
     let sw = common::switch_of(&t.path().join("s"), &rules, Roots::anywhere()).unwrap();
-    // The rule's endpoint is listed from the start; each report probes it once: a fast baseline of 3 windows.
+    // Listed from the start, probed only once IO reached it (one write here).
+    assert_eq!(sw.endpoint_latency().pop().unwrap().requests, 0);
+    let backing = t.path().join("b");
+    std::fs::create_dir_all(&backing).unwrap();
+    sw.write(&common::ctx(&backing, Some("a"), "/f"), b"x", 0)
+        .unwrap();
+    // Each report probes it once: a fast baseline of 3 windows.
     let mut last = None;
-    for _ in 0..3 * WINDOW {
+    for _ in 0..3 * WINDOW - 1 {
         last = sw.endpoint_latency().pop();
     }
     let r = last.clone().unwrap();
