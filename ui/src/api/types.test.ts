@@ -82,7 +82,9 @@ describe("fixtures against openapi.json", () => {
     const enumOf = (schema: string, field: string) =>
       (schemas[schema].properties[field].anyOf ?? []).flatMap((t) => (t.enum as string[] | undefined) ?? []).sort();
     const modes: Record<NonNullable<StagePatch["write_mode"]>, true> = { through: true, back: true, around: true };
-    const engines: Record<NonNullable<StagePatch["engine"]>, true> = { dram: true, loc: true, kangaroo: true, hybrid: true };
+    const engines: Record<NonNullable<StagePatch["engine"]>, true> = {
+      dram: true, loc: true, kangaroo: true, hybrid: true, fairywren: true, "hybrid-fairywren": true,
+    };
     const evictions: Record<NonNullable<StagePatch["eviction"]>, true> = { lru: true, fifo: true, mrc: true };
     expect(Object.keys(modes).sort()).toEqual(enumOf("StagePatch", "write_mode"));
     expect(Object.keys(engines).sort()).toEqual(enumOf("StagePatch", "engine"));
