@@ -46,7 +46,9 @@ pub const URING_CMD_LEN: usize = 72;
 
 /// `cmd_op` for NVMe IO commands: `_IOWR('N', 0x80, struct nvme_uring_cmd)`.
 pub const NVME_URING_CMD_IO: u32 = nix::request_code_readwrite!(b'N', 0x80, URING_CMD_LEN) as u32;
-/// `cmd_op` for NVMe admin commands: `_IOWR('N', 0x82, struct nvme_uring_cmd)`.
+/// `cmd_op` for NVMe admin commands: `_IOWR('N', 0x82, struct nvme_uring_cmd)`. The kernel
+/// takes it only on a controller's `/dev/nvmeX`; on a namespace's `/dev/ngXnY` (what
+/// `NvmePassthru` opens) admin commands go through the `NVME_IOCTL_ADMIN_CMD` ioctl instead.
 pub const NVME_URING_CMD_ADMIN: u32 =
     nix::request_code_readwrite!(b'N', 0x82, URING_CMD_LEN) as u32;
 
