@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import AGENT_BIN, ROOT, Cluster, require, wait_for
+from conftest import AGENT_BIN, ROOT, Cluster, free_port, mounted, require, wait_for
 
 BLOCK = 4096
 BLOCKS = 256  # the file: 1 MiB
@@ -51,16 +50,6 @@ spec:
       match: {{tenant: db, path_prefix: /db}}
       detours: [{{what: io, to: {{kind: stage, target: route/db}}}}]
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def mounted(path: Path) -> bool:
-    return any(line.split()[1] == str(path) for line in Path("/proc/self/mounts").read_text().splitlines())
 
 
 @pytest.fixture

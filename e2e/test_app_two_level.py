@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import AGENT_BIN, ROOT, Cluster, require, wait_for
+from conftest import AGENT_BIN, ROOT, Cluster, free_port, mounted, require, wait_for
 
 BLOCK = 4096
 BLOCKS = 1024  # the file: 4 MiB
@@ -66,16 +65,6 @@ spec:
         - {{what: io, to: {{kind: stage, target: cache/media-l1}}}}
         - {{what: io, to: {{kind: file, target: "tcp://127.0.0.1:{port}/store"}}}}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def mounted(path: Path) -> bool:
-    return any(line.split()[1] == str(path) for line in Path("/proc/self/mounts").read_text().splitlines())
 
 
 @pytest.fixture
