@@ -25,7 +25,8 @@ cli_logs() { # cli_logs PREFIX: what nvme-cli reads of the same log pages
 
 step "loading the nvme driver"
 modprobe nvme
-for _ in $(seq 200); do [ -c $NG ] && [ -b $BLK ] && break; sleep 0.1; done
+# Counted waits (hang guards): a loaded TCG guest can be slow to probe and mount.
+for _ in $(seq 1200); do [ -c $NG ] && [ -b $BLK ] && break; sleep 0.1; done
 [ -c $NG ] || { echo "no $NG after modprobe nvme" > "$OUT/boot-error"; exit 1; }
 uname -r > "$OUT/kernel"
 
@@ -64,7 +65,7 @@ run fs-p0.json "$BIN/lachesis-nvme" logs $NG
   --tenant t=uid:0 --device flash0=nvme:$NG --stats $F/stats.json --no-passthrough \
   > "$OUT/fs-mount.log" 2>&1 &
 fs_pid=$!
-for _ in $(seq 300); do mountpoint -q $F/mnt && [ -s $F/stats.json ] && break; sleep 0.2; done
+for _ in $(seq 1200); do mountpoint -q $F/mnt && [ -s $F/stats.json ] && break; sleep 0.2; done
 dd if=/dev/urandom of=$F/data bs=1M count=8 status=none
 cp $F/data $F/mnt/data && sync
 sha256sum < $F/data | cut -d' ' -f1 > "$OUT/fs-sha-written"
@@ -75,11 +76,12 @@ done
 sha256sum < $F/backing/data | cut -d' ' -f1 > "$OUT/fs-sha-backing"
 # A stats snapshot taken after the reads: snapshots are numbered.
 seen=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' $F/stats.json)
-for _ in $(seq 300); do
+for _ in $(seq 1200); do
   now=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' $F/stats.json 2>/dev/null || echo 0)
   [ "$now" -gt $((seen + 1)) ] && break; sleep 0.1
 done
 cp $F/stats.json "$OUT/fs-stats.json"
+echo "$seen" > "$OUT/fs-snapshot-seen"
 kill -INT $fs_pid; wait $fs_pid
 run fs-p1.json "$BIN/lachesis-nvme" logs $NG
 

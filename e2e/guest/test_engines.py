@@ -38,7 +38,10 @@ def test_the_data_paths_cache_stage_runs_on_the_drive(guest) -> None:
     assert written
     for name in ("fs-sha-read-1", "fs-sha-read-2", "fs-sha-backing"):
         assert (guest.root / name).read_text().strip() == written, name
-    (stage,) = [s["stats"] for s in guest.json("fs-stats.json")["stages"] if s["name"] == "cache/t"]
+    stats = guest.json("fs-stats.json")
+    # Taken after the reads: two snapshots later than the one current when they ended.
+    assert stats["snapshot"] > int((guest.root / "fs-snapshot-seen").read_text()) + 1
+    (stage,) = [s["stats"] for s in stats["stages"] if s["name"] == "cache/t"]
     assert stage["hits"] > 0 and stage["flash_bytes_written"] > 0
     before, after = guest.json("fs-p0.json"), guest.json("fs-p1.json")
     took = after["statistics"]["host_bytes_written"] - before["statistics"]["host_bytes_written"]
