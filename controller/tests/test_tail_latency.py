@@ -4,12 +4,23 @@ reclaiming, and the REST view with its problem+json for a tenant without such a 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from conftest import FakeAgent, enroll, wait_until
+from lachesis_controller.app import create_app
 
 from lachesis_controller.bus.messages import DesiredState, Telemetry
 from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.config import Settings
+from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
+from lachesis_controller.models import Rollout, TailLatencyState
+from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.stages import forwarding
 from lachesis_controller.stages.forwarding import Forwarding
 from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
@@ -104,30 +115,42 @@ def endpoint(addr: str, n: int, recent: float, mean: float = 100.0) -> dict[str,
     return {"addr": addr, "requests": n, "recent_us": recent, "mean_us": mean, "slow": recent > 2 * mean}
 
 
-def test_the_loop_steps_on_telemetry_and_puts_the_forwarding(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(forwarding, "_state", {})
+@pytest.fixture
+def sessions(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    """The controller's database (migrated), without a controller."""
+    engine = make_engine(settings.database_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+def test_the_loop_steps_on_telemetry_and_puts_the_forwarding(sessions: sessionmaker[Session]) -> None:
     store, app = TelemetryStore(), TailLatency()
     store.ingest(telemetry("host-a", "2026-11-24T10:00:01Z", [endpoint("10.0.0.1:7070", 64, 900.0)]))
-    assert step_all(app, {"route/db": STAGE}, store) == ["route/db"]
-    assert forwarding.current() == {"route/db": Forwarding(F)}
-    # The stage goes away: its forwarding goes with it.
-    assert step_all(app, {}, store) == []
-    assert forwarding.current() == {} and app.states == {}
+    with sessions.begin() as s:
+        assert step_all(app, {"route/db": STAGE}, store, s, utcnow()) == ["route/db"]
+        assert forwarding.current(s) == {"route/db": Forwarding(F)}
+        # The stage goes away: its forwarding goes with it.
+        assert step_all(app, {}, store, s, utcnow()) == []
+        assert forwarding.current(s) == {} and app.states == {}
 
 
-def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(forwarding, "_state", {})
-    policy = f"""
+def tail_policy(more: str = "") -> str:
+    """route/db over E and F with α 2.5 (`more`: further fields of the stage)."""
+    return f"""
 apiVersion: lachesis.dev/v1
 kind: Policy
 metadata: {{name: tail}}
 spec:
   tenants: [{{name: db, classifiers: [{{kind: uid, value: "1000"}}]}}]
   stages:
-    - {{name: route/db, kind: tail_latency, owner: db, servers: ["{E}", "{F}"], alpha: 2.5}}
+    - {{name: route/db, kind: tail_latency, owner: db, servers: ["{E}", "{F}"], alpha: 2.5{more}}}
   rules:
     - {{name: db-io, priority: 10, match: {{tenant: db}}, detours: [{{what: io, to: {{kind: stage, target: route/db}}}}]}}
 """
+
+
+def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any) -> None:
+    policy = tail_policy()
     applied = client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"})
     assert applied.status_code == 201, applied.text
     (s,) = client.get("/api/v1/apps/tail-latency").json()["stages"]
@@ -136,11 +159,13 @@ spec:
     assert s["requests"] is None and s["reclaim_progress"] is None
     store, app = client.app.state.telemetry, client.app.state.tail_latency
     store.ingest(telemetry("host-a", "2026-11-24T10:00:01Z", [endpoint("10.0.0.1:7070", 64, 900.0)]))
-    step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store)
+    with client.app.state.sessions.begin() as session:
+        step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store, session, utcnow())
     store.ingest(telemetry("host-a", "2026-11-24T10:00:02Z", [endpoint("10.0.0.1:7070", 65, 900.0)],
                            [{"name": "fwd/route/db", "kind": "log", "owner": "db", "bytes_written": 12288,
                              "dirty_bytes": 4096, "reclaimed_bytes": 8192}]))
-    step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store)
+    with client.app.state.sessions.begin() as session:
+        step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store, session, utcnow())
     (s,) = client.get("/api/v1/apps/tail-latency", params={"tenant": "db"}).json()["stages"]
     assert (s["state"], s["forwarded_to"], s["forwards"], s["requests"], s["slow"]) == ("forwarding", F, 1, 65, True)
     assert (s["forwarded_bytes"], s["held_bytes"], s["reclaimed_bytes"]) == (12288, 4096, 8192)
@@ -152,3 +177,71 @@ spec:
     r = client.post("/api/v1/policies", content=bad.replace("name: tail", "name: tail2"),
                     headers={"content-type": "application/yaml"})
     assert r.status_code == 422 and "at least 2" in r.text
+
+
+def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_reclaim(
+    settings: Settings, agents: Callable[[str], FakeAgent], sessions: sessionmaker[Session],
+) -> None:
+    policy = tail_policy(f", reclaim_bytes_per_s: {1 << 20}")
+    log_stage = {"kind": "log", "name": "fwd/route/db", "owner": "db", "dir": "/lachesis-forward/route-db",
+                 "remote": "tcp://10.0.0.2:7070"}
+
+    def shipped() -> list[dict[str, Any]]:
+        with sessions.begin() as s:
+            return rollouts.desired_body(s, "host-a").get("stages", [])
+
+    def view(client: TestClient) -> dict[str, Any]:
+        (s,) = client.get("/api/v1/apps/tail-latency").json()["stages"]
+        return s
+
+    n = 0
+
+    def report(client: TestClient, recent: float, held: int | None = None) -> None:
+        # Each report one more request of E: a new report for the decision.
+        nonlocal n
+        n += 1
+        log = [] if held is None else [{"name": "fwd/route/db", "kind": "log", "owner": "db",
+                                        "bytes_written": 8192, "dirty_bytes": held, "reclaimed_bytes": 8192 - held}]
+        client.app.state.telemetry.ingest(telemetry(
+            "host-a", f"2026-11-24T10:{n // 60:02d}:{n % 60:02d}Z", [endpoint("10.0.0.1:7070", 64 + n, recent)], log))
+        # The loop steps on the latest report only: one at a time.
+        wait_until(lambda: view(client)["requests"] == 64 + n, what=f"the loop to take report {n}")
+
+    with TestClient(create_app(settings)) as client:
+        enroll(client, agents("host-a"))
+        assert client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"}).status_code == 201
+        report(client, 900.0)
+        wait_until(lambda: view(client)["state"] == "forwarding", what="the loop to forward")
+        assert shipped() == [log_stage]
+        with sessions.begin() as s:
+            (row,) = s.scalars(select(TailLatencyState)).all()
+            began = row.since_rollout
+            assert (row.state, row.forwarded_to, row.reclaim_bytes_per_s) == ("forwarding", F, None)
+            assert s.get(Rollout, began) is not None
+
+    # A new controller on the same database: it ships the same forwarding (a rollout of
+    # anything else would otherwise take the log out and the agent write it back unpaced),
+    # and its loop resumes the decision, counted on from the reports that come in now.
+    with TestClient(create_app(settings)) as client:
+        assert shipped() == [log_stage]
+        wait_until(lambda: view(client)["forwarded_to"] == F, what="the loop to resume")
+        s = view(client)
+        assert (s["state"], s["forwards"], s["reclaims"], s["baseline_us"]) == ("forwarding", 1, 0, 100.0)
+        for _ in range(RECOVER_REPORTS):
+            report(client, 100.0, held=8192)
+        wait_until(lambda: view(client)["state"] == "reclaiming", what="the loop to reclaim")
+        assert shipped() == [{**log_stage, "reclaim_bytes_per_s": 1 << 20}]
+
+    # Restarted while reclaiming: the reclaim goes on at its rate, from the same log; once the
+    # log holds nothing the log leaves the route.
+    with TestClient(create_app(settings)) as client:
+        assert shipped() == [{**log_stage, "reclaim_bytes_per_s": 1 << 20}]
+        wait_until(lambda: view(client)["state"] == "reclaiming", what="the loop to resume")
+        report(client, 100.0, held=0)
+        wait_until(lambda: view(client)["state"] == "normal", what="the reclaim to end")
+        assert shipped() == []
+        s = view(client)
+        assert (s["forwards"], s["reclaims"], s["forwarded_to"]) == (1, 1, None)
+        with sessions.begin() as ses:
+            (row,) = ses.scalars(select(TailLatencyState)).all()
+            assert (row.state, row.forwarded_to, row.since_rollout) == ("normal", None, None)

@@ -344,3 +344,27 @@ class DeclaredJob(Base):
     reported_at: Mapped[datetime | None]
     # When every declared byte was covered (done, or missed and finished late).
     finished_at: Mapped[datetime | None]
+
+
+class TailLatencyState(Base):
+    """The tail-latency application's decision for one tail_latency stage (tail_latency/):
+    whether its owner's writes are forwarded, to which server, since which rollout, and the
+    reclaim phase. What the stage contract ships comes from here, so a restarted controller
+    or a new leader ships the same forwarding (and a paced reclaim goes on paced)."""
+
+    __tablename__ = "tail_latency_states"
+
+    stage: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63))
+    # normal, forwarding or reclaiming (decide.py).
+    state: Mapped[str] = mapped_column(String(16))
+    # tcp://HOST:PORT/dir of the server the log lives on; None while normal.
+    forwarded_to: Mapped[str | None] = mapped_column(String(300))
+    # Set while reclaiming: the rate the log is copied back at.
+    reclaim_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger)
+    baseline_us: Mapped[float | None] = mapped_column(Float)
+    forwards: Mapped[int] = mapped_column(Integer, default=0)
+    reclaims: Mapped[int] = mapped_column(Integer, default=0)
+    # The rollout that began the current forwarding (its targets' generations ship the log first).
+    since_rollout: Mapped[str | None] = mapped_column(String(36))
+    updated_at: Mapped[datetime]

@@ -72,7 +72,7 @@ def desired_body(session: Session, host_id: str) -> dict[str, Any]:
     declared = stage_store.declared_stages(session)
     host = stage_store.host_view(session, host_id)
     stages = shipped_stages(declared.values(), host, stage_store.allocation_sizes(session),
-                            stage_store.server_sizes(session), forwarding=forwarding.current())
+                            stage_store.server_sizes(session), forwarding=forwarding.current(session))
     rule_dicts = [
         {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
         for r in rules

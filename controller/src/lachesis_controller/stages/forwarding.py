@@ -3,16 +3,20 @@
 being reclaimed. `tail_latency/` decides it; `resolve.py` ships it as a remote `log` stage in
 front of the owner's endpoint.
 
-Soft state of the controller process, like telemetry. Losing it (a restart, a failover to
-another replica) ships the owner's route without the log: the agent's switch retires the
-log by writing back everything it holds to the endpoint at once and only then drops it, so
-nothing is lost, only the pacing of the reclaim.
+It is read from the database (`TailLatencyState`, written by `tail_latency/` in the
+transaction of the rollout that ships it), so every replica's rollouts, a restarted
+controller's and a new leader's ship the same forwarding: a route shipped without its log
+would make the agent write back everything the log holds at once, unpaced.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lachesis_controller.models import TailLatencyState
 
 # Where forwarding logs live under the serving agent's root.
 LOG_ROOT = "/lachesis-forward"
@@ -27,22 +31,10 @@ class Forwarding:
     reclaim_bytes_per_s: int | None = None
 
 
-_lock = threading.Lock()
-_state: dict[str, Forwarding] = {}
-
-
-def current() -> dict[str, Forwarding]:
-    """Stage name -> its forwarding, a copy."""
-    with _lock:
-        return dict(_state)
-
-
-def put(stage: str, forwarding: Forwarding | None) -> None:
-    with _lock:
-        if forwarding is None:
-            _state.pop(stage, None)
-        else:
-            _state[stage] = forwarding
+def current(session: Session) -> dict[str, Forwarding]:
+    """Stage name -> its forwarding in force."""
+    rows = session.scalars(select(TailLatencyState).where(TailLatencyState.forwarded_to.is_not(None)))
+    return {r.stage: Forwarding(r.forwarded_to, r.reclaim_bytes_per_s) for r in rows if r.forwarded_to}
 
 
 def log_name(stage: str) -> str:

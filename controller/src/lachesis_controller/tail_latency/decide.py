@@ -56,6 +56,8 @@ class StageState:
     calm: int = 0
     forwards: int = 0
     reclaims: int = 0
+    # The rollout that began the current forwarding (persist.py).
+    since_rollout: str | None = None
     last: EndpointReport | None = None
     log: LogReport | None = None
     history: list[str] = field(default_factory=list)
@@ -87,7 +89,7 @@ def step(st: StageState, stage: Mapping[str, Any], endpoints: Mapping[str, Endpo
     st.log = log
     e = endpoints.get(server_addr(stage["servers"][0]))
     if st.state == RECLAIMING and log is not None and log.held_bytes == 0 and (e is None or e.requests > st.last_requests):
-        st.state, st.forwarded_to, st.baseline_us, st.calm = NORMAL, None, None, 0
+        st.state, st.forwarded_to, st.baseline_us, st.calm, st.since_rollout = NORMAL, None, None, 0, None
         st.history.append("reclaimed")
         return True
     if e is None or e.requests <= st.last_requests:

@@ -1,14 +1,17 @@
 """The tail-latency loop (a leader singleton): every pass reads the agents' endpoint reports
 and forwarding logs from telemetry, steps each tail_latency stage's decision
-(`decide.py`), and when what must be shipped changed puts it in `stages/forwarding.py` and
-rolls out a new generation to the stage's hosts (two-phase: the owner's flow is quiesced
-and drained while its route changes)."""
+(`decide.py`), and when what must be shipped changed writes it to the database
+(`persist.py`, which `stages/forwarding.py` reads) and rolls out a new generation to the
+stage's hosts in the same transaction (two-phase: the owner's flow is quiesced and drained
+while its route changes). A loop that starts resumes the decisions from the database."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import Any, Protocol
+
+from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -17,7 +20,8 @@ from lachesis_controller.db import utcnow
 from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.stages import forwarding
 from lachesis_controller.stages.store import declared_stages
-from lachesis_controller.tail_latency.decide import EndpointReport, LogReport, StageState, step
+from lachesis_controller.tail_latency import persist
+from lachesis_controller.tail_latency.decide import NORMAL, EndpointReport, LogReport, StageState, step
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,12 @@ class TailLatency:
 
     def __init__(self) -> None:
         self.states: dict[str, StageState] = {}
+
+    def resume(self, session: Session) -> None:
+        """The decisions as the database has them (a loop that starts: after a restart, on a
+        new leader, or on a replica that led before and may have missed changes)."""
+        self.states.clear()
+        self.states.update(persist.load(session))
 
 
 def endpoint_reports(store: TelemetryStore, hosts: list[str] | None) -> dict[str, EndpointReport]:
@@ -57,46 +67,68 @@ def log_report(store: TelemetryStore, name: str) -> LogReport | None:
     )
 
 
-def step_all(app: TailLatency, declared: dict[str, dict[str, Any]], store: TelemetryStore) -> list[str]:
+def step_all(app: TailLatency, declared: dict[str, dict[str, Any]], store: TelemetryStore, session: Session,
+             now: datetime) -> list[str]:
     """Steps every tail_latency stage with servers; returns the stages whose forwarding changed
-    (already put in `stages/forwarding.py`)."""
+    (already written to the session, for `stages/forwarding.py`)."""
     changed = []
     for name, stage in sorted(declared.items()):
         if stage.get("kind") != "tail_latency" or not stage.get("servers"):
             continue
         st = app.states.setdefault(name, StageState(name, stage.get("owner") or "", stage["servers"][0]))
+        st.endpoint = stage["servers"][0]
         if step(st, stage, endpoint_reports(store, stage.get("hosts")), log_report(store, forwarding.log_name(name))):
-            forwarding.put(name, st.forwarding(int(stage.get("reclaim_bytes_per_s", 64 << 20))))
+            persist.save(session, st, reclaim_rate(stage), now)
             changed.append(name)
-    for gone in set(app.states) - {n for n, s in declared.items() if s.get("kind") == "tail_latency" and s.get("servers")}:
+    gone = set(app.states) - {n for n, s in declared.items() if s.get("kind") == "tail_latency" and s.get("servers")}
+    for name in gone:
         # A stage no longer declared: its route goes back to what its rules say (the agent's
         # retired log writes back what it holds).
-        del app.states[gone]
-        forwarding.put(gone, None)
+        del app.states[name]
+    persist.forget(session, gone)
     return changed
+
+
+def reclaim_rate(stage: dict[str, Any]) -> int:
+    return int(stage.get("reclaim_bytes_per_s", 64 << 20))
 
 
 def start(sessions: sessionmaker[Session], store: TelemetryStore, stop: asyncio.Event, app: TailLatency,
           interval_s: float, *, bus: Publisher | None = None, rollout_timeout_s: float = 30.0) -> asyncio.Task[None]:
     async def run() -> None:
+        resumed = False
         while not stop.is_set():
             try:
                 with sessions() as s, s.begin():
+                    if not resumed:
+                        app.resume(s)
+                        resumed = True
+                        for st in app.states.values():
+                            if st.state != NORMAL:
+                                log.info("tail latency: %s resumes %s to %s", st.stage, st.state, st.forwarded_to)
                     declared = declared_stages(s)
-                    changed = step_all(app, declared, store)
+                    now = utcnow()
+                    changed = step_all(app, declared, store, s, now)
                     publications: list[rollouts.Publication] = []
                     if changed:
                         hosts = sorted({h for n in changed for h in (declared.get(n, {}).get("hosts") or rollouts.all_host_ids(s))})
-                        _, publications = rollouts.start_rollout(
+                        rollout, publications = rollouts.start_rollout(
                             s, cause=f"tail latency: {', '.join(f'{n} {app.states[n].state}' for n in changed if n in app.states)}",
-                            trigger="tail-latency", host_ids=hosts, now=utcnow(), timeout_s=rollout_timeout_s,
+                            trigger="tail-latency", host_ids=hosts, now=now, timeout_s=rollout_timeout_s,
                             traceparent=None,
                         )
+                        for n in changed:
+                            st = app.states.get(n)
+                            if st is not None and st.state != NORMAL and st.since_rollout is None:
+                                st.since_rollout = rollout.id
+                                persist.save(s, st, reclaim_rate(declared[n]), now)
                         log.info("tail latency: %s", "; ".join(f"{n}: {app.states[n].history[-1]}" for n in changed if n in app.states))
                 if publications and bus is not None:
                     await bus.publish(publications, source="tail-latency")
             except Exception:  # a pass that fails is logged; the next one starts afresh
                 log.exception("tail latency pass failed")
+                # Its decisions were rolled back with its transaction: take the database's again.
+                resumed = False
             try:
                 await asyncio.wait_for(stop.wait(), timeout=interval_s)
             except TimeoutError:
