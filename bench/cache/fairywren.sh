@@ -2,12 +2,12 @@
 # FairyWREN vs Kangaroo (same traces, flash, device and run): Markdown on stdout, PNGs in
 # docs/benchmarks/; docs/benchmarks/fairywren.md holds a copy of one run.
 #
-#   bench/cache/fairywren.sh               # tiny and trace (SCALE=1: about 10 minutes on 2 cores)
+#   bench/cache/fairywren.sh               # tiny, whole and trace (SCALE=0.5 RUNS=3: about 30 minutes on 2 shared cores)
 #   SCALE=0.25 RUNS=1 bench/cache/fairywren.sh tiny
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 for w in "$@"; do
-  case "$w" in tiny|trace) ;; *) echo "fairywren.sh: unknown benchmark '$w' (tiny, trace)" >&2; exit 2 ;; esac
+  case "$w" in tiny|whole|trace) ;; *) echo "fairywren.sh: unknown benchmark '$w' (tiny, whole, trace)" >&2; exit 2 ;; esac
 done
 cd "$ROOT/agents"
 cargo build --release -q -p lachesis-cache --bin lachesis-cachebench -j "${CARGO_JOBS:-2}" >&2

@@ -18,7 +18,18 @@ pub enum SizeDist {
     LogNormal { median: f64, sigma: f64 },
     /// Uniform in `[min, max]` bytes (memcached benchmarks' "50-300 B values").
     Uniform { min: u32, max: u32 },
+    /// A whole cache's mix: `large_share` of the keys get a log-normal size of at least
+    /// [`LARGE_MIN`] bytes with this median and shape, the rest [`SizeDist::META`]'s.
+    WithLarge {
+        large_share: f64,
+        median: f64,
+        sigma: f64,
+    },
 }
+
+/// Where FairyWREN (§6.1) and the hybrid engines draw the line between small and large
+/// objects: 2 KiB.
+pub const LARGE_MIN: u32 = 2048;
 
 impl SizeDist {
     /// Meta (Facebook) small objects: mean about 300 B, 99.5% under 2 KiB.
@@ -39,11 +50,21 @@ impl SizeDist {
         sigma: 1.5,
     };
 
+    /// Meta's whole-cache trace as FairyWREN §6.1 describes it: objects under 2 KiB are 95.2%
+    /// of requests and 60.2% of the bytes requested. Keys are 4.8% large (2 KiB to 64 KiB,
+    /// median 3 KiB: mean about 3.9 KiB, which puts 60% of the bytes in small objects with
+    /// [`SizeDist::META`]'s mean of about 300 B); the rest are `META`'s.
+    pub const META_WHOLE: SizeDist = SizeDist::WithLarge {
+        large_share: 0.048,
+        median: 3072.0,
+        sigma: 0.6,
+    };
+
     /// `meta`, `twitter`, `wide`, `fixed:N` or `uniform:MIN-MAX`.
     pub fn parse(s: &str) -> Result<SizeDist> {
         let bad = || {
             Error::Config(format!(
-                "size distribution {s:?}: expected meta, twitter, wide, fixed:N or \
+                "size distribution {s:?}: expected meta, meta-whole, twitter, wide, fixed:N or \
                  uniform:MIN-MAX with 8 <= MIN <= MAX"
             ))
         };
@@ -51,6 +72,7 @@ impl SizeDist {
             "meta" => Ok(SizeDist::META),
             "twitter" => Ok(SizeDist::TWITTER),
             "wide" => Ok(SizeDist::WIDE),
+            "meta-whole" => Ok(SizeDist::META_WHOLE),
             _ if s.starts_with("uniform:") => {
                 let (min, max) = s["uniform:".len()..].split_once('-').ok_or_else(bad)?;
                 match (min.parse::<u32>(), max.parse::<u32>()) {
@@ -74,16 +96,32 @@ impl SizeDist {
             SizeDist::Uniform { min, max } => {
                 min + (mix64(key ^ 0x5143_a1e5) % (u64::from(max - min) + 1)) as u32
             }
-            SizeDist::LogNormal { median, sigma } => {
-                let h = mix64(key ^ 0x5143_a1e5);
-                // Box-Muller from two 26-bit uniforms taken from one hash.
-                let u1 = ((h >> 38) as f64 + 0.5) / (1u64 << 26) as f64;
-                let u2 = (((h >> 12) & ((1 << 26) - 1)) as f64 + 0.5) / (1u64 << 26) as f64;
-                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                (median * (sigma * z).exp()).clamp(16.0, 65536.0) as u32
+            SizeDist::LogNormal { median, sigma } => log_normal(key, median, sigma, 16.0),
+            SizeDist::WithLarge {
+                large_share,
+                median,
+                sigma,
+            } => {
+                // Another hash than the sizes' own, so being large says nothing of the size.
+                let u = (mix64(key ^ 0x1a76_e000) >> 11) as f64 / (1u64 << 53) as f64;
+                if u < large_share {
+                    log_normal(key, median, sigma, f64::from(LARGE_MIN))
+                } else {
+                    SizeDist::META.size_of(key)
+                }
             }
         }
     }
+}
+
+/// A log-normal size with this median and shape drawn from `key`, clamped to `[min, 64 KiB]`.
+fn log_normal(key: u64, median: f64, sigma: f64, min: f64) -> u32 {
+    let h = mix64(key ^ 0x5143_a1e5);
+    // Box-Muller from two 26-bit uniforms taken from one hash.
+    let u1 = ((h >> 38) as f64 + 0.5) / (1u64 << 26) as f64;
+    let u2 = (((h >> 12) & ((1 << 26) - 1)) as f64 + 0.5) / (1u64 << 26) as f64;
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    (median * (sigma * z).exp()).clamp(min, 65536.0) as u32
 }
 
 /// Zipf-distributed keys over `n` objects: rank r has probability ∝ 1 / r^alpha. Ranks are
@@ -141,6 +179,22 @@ pub fn value_for(key: u64, size: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FairyWREN §6.1's Meta trace: objects under 2 KiB are 95.2% of requests and 60.2% of
+    /// the bytes (keys are drawn uniformly here, so objects stand for requests).
+    #[test]
+    fn meta_whole_has_the_papers_share_of_small_objects() {
+        let n = 400_000u64;
+        let sizes: Vec<u64> = (0..n)
+            .map(|k| u64::from(SizeDist::META_WHOLE.size_of(mix64(k))))
+            .collect();
+        let small: Vec<u64> = sizes.iter().copied().filter(|&s| s < 2048).collect();
+        let by_count = small.len() as f64 / n as f64;
+        let by_bytes = small.iter().sum::<u64>() as f64 / sizes.iter().sum::<u64>() as f64;
+        assert!((0.94..0.96).contains(&by_count), "{by_count}");
+        assert!((0.58..0.62).contains(&by_bytes), "{by_bytes}");
+        assert_eq!(SizeDist::parse("meta-whole").unwrap(), SizeDist::META_WHOLE);
+    }
 
     #[test]
     fn size_distributions_match_the_papers() {

@@ -212,3 +212,106 @@ fn bad_fairywren_flags_exit_2_naming_the_flag() {
         assert!(err.contains(named), "{flags:?}: {err}");
     }
 }
+
+/// The keys of the JSON report, which scripts read (bench/cache/*.py): every engine's report
+/// has exactly these.
+const REPORT_KEYS: &[&str] = &[
+    "alwa",
+    "corrupt_reads",
+    "deletes",
+    "device_bytes_per_request",
+    "device_write_mb_s",
+    "dlwa",
+    "dram_bits_per_object",
+    "dram_bytes",
+    "engine",
+    "flash_bytes",
+    "gets",
+    "gets_per_s",
+    "handles",
+    "measured_requests",
+    "media_bytes_per_request",
+    "miss_ratio",
+    "misses",
+    "objects",
+    "ops_per_s",
+    "overprovisioning",
+    "requests",
+    "sets",
+    "sets_per_s",
+    "utilization",
+    "wall_s",
+    "workload",
+    "wrong_values",
+];
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+// The whole cache as FairyWREN's paper runs it (Table 4): the log for objects of 2 KiB and
+// more, the small-object engine on 10% of the flash, sizes with large objects (meta-whole).
+const WHOLE: &[&str] = &[
+    "--json",
+    "-q",
+    "--engine",
+    "hybrid",
+    "--objects",
+    "50000",
+    "--requests",
+    "250000",
+    "--flash-mib",
+    "16",
+    "--ru-kib",
+    "40",
+    "--dram-mib",
+    "1",
+    "--sizes",
+    "meta-whole",
+    "--small-fraction",
+    "0.1",
+];
+
+#[test]
+fn whole_cache_runs_each_small_engine_on_one_or_separate_handles() {
+    let run = |small: &str, handles: &str| {
+        json(&[WHOLE, &["--small-engine", small, "--handles", handles]].concat())
+    };
+    let fw = run("fairywren", "separate");
+    let fw_one = run("fairywren", "shared");
+    let kangaroo = run("kangaroo", "separate");
+    let lbad = run("kangaroo", "shared");
+    for (name, r) in [
+        ("fairywren", &fw),
+        ("fairywren shared", &fw_one),
+        ("kangaroo", &kangaroo),
+        ("kangaroo shared", &lbad),
+    ] {
+        assert_eq!(keys(r), REPORT_KEYS, "{name}");
+        assert_eq!(r["engine"], "hybrid", "{name}");
+        assert_eq!(r["wrong_values"], 0, "{name}");
+        assert_eq!(r["corrupt_reads"], 0, "{name}");
+        let miss = r["miss_ratio"].as_f64().unwrap();
+        assert!(miss > 0.0 && miss < 1.0, "{name}: {miss}");
+    }
+    // FairyWREN's erase units are reclaim units (its span aligned to them) and the log's
+    // regions are too: whatever the handles, the device relocates nothing.
+    assert_eq!(fw["dlwa"].as_f64().unwrap(), 1.0);
+    assert_eq!(fw_one["dlwa"].as_f64().unwrap(), 1.0);
+    // Kangaroo's KLog and KSet on their own handles, the log on a third: its trimmed units
+    // hold nothing of KSet's; on one handle (a conventional SSD) the device relocates KSet's
+    // pages out of units the log trimmed.
+    assert_eq!(kangaroo["dlwa"].as_f64().unwrap(), 1.0);
+    assert!(lbad["dlwa"].as_f64().unwrap() > 1.0, "{lbad}");
+    // The same workload reaches both small engines: the log's share is the same, the rest not.
+    assert_eq!(kangaroo["miss_ratio"], lbad["miss_ratio"]);
+    assert_ne!(fw["alwa"], kangaroo["alwa"]);
+}
+
+#[test]
+fn fairywren_keeps_the_report_keys() {
+    let r = json(&[FW_SMALL, &["--engine", "fairywren"]].concat());
+    assert_eq!(keys(&r), REPORT_KEYS);
+}

@@ -18,7 +18,8 @@ pub enum EngineKind {
     /// The log used for small objects too: a log-structured cache with a full DRAM index
     /// (Kangaroo's "LS" baseline).
     LogOnly,
-    /// DRAM cache + set-associative small-object engine + log.
+    /// A whole cache: DRAM in front, a small-object engine (--small-engine) on
+    /// --small-fraction of the flash for objects under 2 KiB, the log for larger ones.
     Hybrid,
 }
 
@@ -26,20 +27,24 @@ pub enum EngineKind {
 pub enum SmallEngine {
     SetAssoc,
     Kangaroo,
+    /// FairyWREN's small-object cache; its span is aligned to reclaim units (its erase units).
+    Fairywren,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Handles {
-    /// Every part of the engine writes with placement handle 0.
+    /// Every part of the engine writes with placement handle 0: a conventional (LBAD) SSD,
+    /// whose garbage collection mixes every stream.
     Shared,
-    /// Each part (KLog/KSet, small engine/log) gets its own handle.
+    /// Each part gets its own handle: KLog 0 / KSet 1; FwLog 0 / hot 1 / cold 2; in a hybrid
+    /// the log 0 and the small engine's parts 1, 2 (and 3).
     Separate,
 }
 
 /// Replays a trace or a synthetic workload through a real flash cache engine on the simulated
 /// FDP SSD and reports miss ratio, write amplification (application and device level), device
 /// write rate, DRAM per object and throughput.
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(name = "lachesis-cachebench", version)]
 pub struct Args {
     #[arg(long, value_enum, default_value = "set-assoc")]
@@ -99,7 +104,8 @@ pub struct Args {
     /// Hybrid: share of flash for the small-object engine.
     #[arg(long, default_value_t = 0.1)]
     pub small_fraction: f64,
-    /// Kangaroo and FairyWREN: share of the flash for the log (KLog, FwLog).
+    /// Kangaroo and FairyWREN (alone or as a hybrid's small engine): share of their flash for
+    /// the log (KLog, FwLog).
     #[arg(long, default_value_t = 0.05)]
     pub log_fraction: f64,
     /// Kangaroo and FairyWREN: log objects of one set needed to write the set when the log

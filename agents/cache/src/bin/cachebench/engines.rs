@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use lachesis_cache::hybrid::SmallFactory;
+use lachesis_cache::workload::LARGE_MIN;
 use lachesis_cache::{
     DataSim, Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, SetAssoc, SetAssocConfig,
     SharedDevice, Span,
@@ -89,15 +90,7 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
         rus_per_group: rus,
         reclaim_groups: 1,
         overprovisioning: args.op,
-        // FairyWREN writes three streams (FwLog, hot and cold subsets) at once.
-        handles: vec![
-            RuhType::InitiallyIsolated;
-            if args.engine == EngineKind::Fairywren {
-                3
-            } else {
-                2
-            }
-        ],
+        handles: vec![RuhType::InitiallyIsolated; streams(args)],
         gc_reserve_rus: 2,
         ..SimConfig::default()
     };
@@ -112,10 +105,11 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
         offset: 0,
         len: flash,
     };
-    let second = match args.handles {
+    let handle = |n: u16| match args.handles {
         Handles::Shared => PlacementHandle(0),
-        Handles::Separate => PlacementHandle(1),
+        Handles::Separate => PlacementHandle(n),
     };
+    let second = handle(1);
     let engine: Box<dyn Engine> = match args.engine {
         EngineKind::Loc | EngineKind::LogOnly => {
             Box::new(Loc::new(LocConfig::new(span, PlacementHandle(0)))?)
@@ -124,28 +118,26 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
             span,
             PlacementHandle(0),
         ))?),
-        EngineKind::Kangaroo => kangaroo(span, second, args)?,
-        EngineKind::Fairywren => {
-            let third = match args.handles {
-                Handles::Shared => PlacementHandle(0),
-                Handles::Separate => PlacementHandle(2),
-            };
-            let mut config = FairyWrenConfig::new(span, PlacementHandle(0), second, third);
-            config.log_fraction = args.log_fraction;
-            config.threshold = args.threshold;
-            config.cold_every = args.cold_every;
-            config.cold_pages = args.cold_pages;
-            Box::new(FairyWren::new(config)?)
-        }
+        EngineKind::Kangaroo => Box::new(kangaroo(span, PlacementHandle(0), second, args)?),
+        EngineKind::Fairywren => Box::new(FairyWren::new(fairywren(
+            span,
+            [PlacementHandle(0), second, handle(2)],
+            args,
+        ))?),
         EngineKind::Hybrid => {
-            let small = small_factory(args.small_engine, second);
+            let small = small_factory(args, [second, handle(2), handle(3)]);
             Box::new(Hybrid::new(HybridConfig {
                 span: span.clone(),
                 flash_bytes: flash,
                 dram_bytes: (args.dram_mib << 20) as usize,
                 small_fraction: args.small_fraction,
-                small_align: 0,
-                small_threshold: 2048,
+                // Each FairyWREN erase unit is one reclaim unit.
+                small_align: if args.small_engine == SmallEngine::Fairywren {
+                    ru
+                } else {
+                    0
+                },
+                small_threshold: LARGE_MIN as usize,
                 shards: 16,
                 loc: LocConfig::new(span, PlacementHandle(0)),
                 small,
@@ -160,30 +152,56 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
     })
 }
 
-/// Kangaroo with Table 3's defaults but the log share and threshold of the command line: KLog
-/// on handle 0, KSet on `kset`.
-fn kangaroo(
-    span: Span,
-    kset: PlacementHandle,
-    args: &Args,
-) -> lachesis_cache::Result<Box<dyn Engine>> {
-    let mut config = KangarooConfig::new(span, PlacementHandle(0), kset);
-    config.log_fraction = args.log_fraction;
-    config.threshold = args.threshold;
-    let config = config.fit_partitions();
-    Ok(Box::new(Kangaroo::new(config)?))
+/// Streams the engine writes at once, so handles the device has: Kangaroo 2 (KLog, KSet),
+/// FairyWREN 3 (FwLog, hot and cold subsets), a hybrid the log's and its small engine's.
+fn streams(args: &Args) -> usize {
+    match (args.engine, args.small_engine) {
+        (EngineKind::Fairywren, _) => 3,
+        (EngineKind::Hybrid, SmallEngine::Fairywren) => 4,
+        (EngineKind::Hybrid, SmallEngine::Kangaroo) => 3,
+        _ => 2,
+    }
 }
 
-/// The hybrid's small-object engine.
-fn small_factory(kind: SmallEngine, handle: PlacementHandle) -> SmallFactory {
+/// FairyWREN with Table 4's defaults but the log share, threshold and subsets of the command
+/// line; handles FwLog, hot, cold.
+fn fairywren(span: Span, [log, hot, cold]: [PlacementHandle; 3], args: &Args) -> FairyWrenConfig {
+    let mut config = FairyWrenConfig::new(span, log, hot, cold);
+    config.log_fraction = args.log_fraction;
+    config.threshold = args.threshold;
+    config.cold_every = args.cold_every;
+    config.cold_pages = args.cold_pages;
+    config
+}
+
+/// Kangaroo with Table 3's defaults but the log share and threshold of the command line: KLog
+/// on `klog`, KSet on `kset`.
+fn kangaroo(
+    span: Span,
+    klog: PlacementHandle,
+    kset: PlacementHandle,
+    args: &Args,
+) -> lachesis_cache::Result<Kangaroo> {
+    let mut config = KangarooConfig::new(span, klog, kset);
+    config.log_fraction = args.log_fraction;
+    config.threshold = args.threshold;
+    Kangaroo::new(config.fit_partitions())
+}
+
+/// The hybrid's small-object engine (the log has handle 0), with the log share and threshold
+/// of the command line, like the engines alone.
+fn small_factory(args: &Args, handles: [PlacementHandle; 3]) -> SmallFactory {
+    let kind = args.small_engine;
+    let args = args.clone();
     Box::new(move |span: Span| match kind {
         SmallEngine::SetAssoc => {
-            Ok(Box::new(SetAssoc::new(SetAssocConfig::new(span, handle))?) as Box<dyn Engine>)
+            Ok(Box::new(SetAssoc::new(SetAssocConfig::new(span, handles[0]))?) as Box<dyn Engine>)
         }
-        // KLog and KSet share the small engine's handle: the log part has handle 0.
         SmallEngine::Kangaroo => {
-            let config = KangarooConfig::new(span, handle, handle).fit_partitions();
-            Ok(Box::new(Kangaroo::new(config)?) as Box<dyn Engine>)
+            Ok(Box::new(kangaroo(span, handles[0], handles[1], &args)?) as Box<dyn Engine>)
         }
+        // The hybrid deallocated the span before building its small engine: nothing to trim.
+        SmallEngine::Fairywren => Ok(Box::new(FairyWren::open(fairywren(span, handles, &args))?)
+            as Box<dyn Engine>),
     })
 }
