@@ -40,6 +40,14 @@ enum Cmd {
         /// microseconds before it is answered (an endpoint made slow on demand).
         #[arg(long, value_name = "FILE")]
         test_delay_file: Option<PathBuf>,
+        /// Answer at most N requests a second (all connections together; probes and
+        /// metadata count): requests over it queue in arrival order (remote/qos.rs).
+        #[arg(long, value_name = "N")]
+        max_iops: Option<u64>,
+        /// Read and write at most N data bytes a second (all connections together);
+        /// requests over it queue in arrival order.
+        #[arg(long, value_name = "N")]
+        max_bytes_per_s: Option<u64>,
     },
 }
 
@@ -123,9 +131,16 @@ fn main() -> ExitCode {
             root,
             forward_key_file,
             test_delay_file,
+            max_iops,
+            max_bytes_per_s,
         } => {
             if let Some(f) = test_delay_file {
                 lachesis_fs::remote::server::test_delay::set_file(f);
+            }
+            match lachesis_fs::remote::qos::Limits::new(max_iops, max_bytes_per_s) {
+                Ok(Some(l)) => lachesis_fs::remote::qos::set(l),
+                Ok(None) => {}
+                Err(e) => return usage_error(e),
             }
             serve(&listen, &root, forward_key_file.as_deref())
         }

@@ -4,7 +4,6 @@
 
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Duration;
 
 use lachesis_fs::confine::Roots;
 use lachesis_fs::remote::latency::WINDOW;
@@ -47,7 +46,7 @@ fn a_delayed_endpoint_shows_slow_and_recovers() {
     assert!(!r.slow, "{r:?}");
     // 20 ms per request (far above a loopback round trip): one window of them is slow.
     std::fs::write(&delay, "20000").unwrap();
-    std::thread::sleep(Duration::from_millis(60)); // the hook looks at its file every 50 ms
+    test_delay::reload();
     for _ in 0..WINDOW {
         last = sw.endpoint_latency().pop();
     }
@@ -55,7 +54,7 @@ fn a_delayed_endpoint_shows_slow_and_recovers() {
     assert!(r.slow && r.recent_us > 2.0 * r.mean_us, "{r:?}");
     // Fast again: one window of fast requests clears it.
     std::fs::remove_file(&delay).unwrap();
-    std::thread::sleep(Duration::from_millis(60));
+    test_delay::reload();
     for _ in 0..WINDOW {
         last = sw.endpoint_latency().pop();
     }

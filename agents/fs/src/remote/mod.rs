@@ -1,5 +1,5 @@
 //! Agent-to-agent forwarding over TCP for remote endpoints (`tcp://HOST:PORT/dir`): the frame
-//! format ([`frame`]), the server of `lachesis-fs serve` ([`server`]) and the client a route's
+//! format ([`frame`]), the server of `lachesis-fs serve` ([`server`], its rate limit [`qos`]) and the client a route's
 //! remote endpoint uses ([`client`]); with a shared key both ends authenticate each other at
 //! connect ([`auth`]).
 
@@ -8,6 +8,7 @@ pub mod cached_store;
 pub mod client;
 pub mod frame;
 pub mod latency;
+pub mod qos;
 pub mod server;
 
 pub use client::Client;

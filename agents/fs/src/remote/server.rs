@@ -184,6 +184,7 @@ fn handle(conn: TcpStream, store: Arc<dyn Store>) -> io::Result<()> {
                     Ok(r) => r,
                     Err(_) => return,
                 };
+                super::qos::admit(&req);
                 test_delay::wait();
                 let reply = answer(&*store, req).encode();
                 let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,7 +219,7 @@ fn handle(conn: TcpStream, store: Arc<dyn Store>) -> io::Result<()> {
 /// A test and benchmark hook (`lachesis-fs serve --test-delay-file FILE`): while FILE holds a
 /// number N, every request waits N microseconds before it is answered (an endpoint made slow
 /// on demand, as by a competing load); absent or empty, none. The file is looked at again
-/// at most every 50 ms.
+/// at most every 50 ms, or at the next request after [`test_delay::reload`].
 pub mod test_delay {
     use std::path::PathBuf;
     use std::sync::Mutex;
@@ -238,6 +239,14 @@ pub mod test_delay {
             checked: None,
             delay: Duration::ZERO,
         });
+    }
+
+    /// Makes the next request look at the file again, whenever it was last looked at (a
+    /// test that just wrote the file need not wait out the 50 ms).
+    pub fn reload() {
+        if let Some(h) = HOOK.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            h.checked = None;
+        }
     }
 
     pub(super) fn wait() {
