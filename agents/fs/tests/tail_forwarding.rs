@@ -201,3 +201,43 @@ fn a_restarted_switch_replays_the_remote_log() {
         .unwrap();
     assert_eq!(c.dirty_bytes, 4096);
 }
+
+#[test]
+fn a_second_forwarding_into_the_same_log_starts_empty_and_brings_nothing_old_back() {
+    let s = setup();
+    let a = ctx(&s.backing, Some("a"), "/v");
+    // Episode 1: block 1 forwarded, reclaimed, the log taken out of the route.
+    s.sw.set_rules(rules(&s.e, true), &[forward_log(&s.f, None)])
+        .unwrap();
+    s.sw.write(&a, &[2u8; 4096], 4096).unwrap();
+    s.sw.set_rules(rules(&s.e, true), &[forward_log(&s.f, Some(1 << 20))])
+        .unwrap();
+    s.sw.reclaim(Duration::from_secs(1)).unwrap();
+    assert_eq!(log_counters(&s.sw), (4096, 0, 4096));
+    s.sw.set_rules(rules(&s.e, false), &[]).unwrap();
+    assert_eq!(
+        std::fs::metadata(s.f_root.join("fwd/a/stage.log"))
+            .unwrap()
+            .len(),
+        0,
+        "a forwarding log that holds nothing is cut"
+    );
+    // Normal: block 1 written again, to E.
+    s.sw.write(&a, &[5u8; 4096], 4096).unwrap();
+    // Episode 2 into the same log: it holds only what episode 2 writes, and its reclaim
+    // leaves E with the newest bytes of every block.
+    s.sw.set_rules(rules(&s.e, true), &[forward_log(&s.f, None)])
+        .unwrap();
+    assert_eq!(log_counters(&s.sw), (0, 0, 0));
+    s.sw.write(&a, &[6u8; 4096], 2 * 4096).unwrap();
+    assert_eq!(log_counters(&s.sw), (4096, 4096, 0));
+    s.sw.set_rules(rules(&s.e, true), &[forward_log(&s.f, Some(1 << 20))])
+        .unwrap();
+    s.sw.reclaim(Duration::from_secs(1)).unwrap();
+    assert_eq!(log_counters(&s.sw), (4096, 0, 4096));
+    let mut want = vec![1u8; 3 * 4096];
+    want[4096..8192].fill(5);
+    want[8192..].fill(6);
+    assert_eq!(std::fs::read(s.e_root.join("ep/v")).unwrap(), want);
+    assert_eq!(read_all(&s, 3 * 4096), want);
+}

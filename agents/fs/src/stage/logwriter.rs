@@ -11,6 +11,11 @@
 //! reclaim rate is set (or once retired) new writes pass through to the endpoint.
 //!
 //! Record: magic u32, crc32c u32 (of everything after it), file u64, offset u64, len u32, data.
+//! A *drop* record (magic [`DROP`], no data) says `[offset, offset + len)` of the file left the
+//! log (copied back by a reclaim, or replaced by a write that passed through), so a replay
+//! after a restart holds exactly what the log held before it and never brings an older copy
+//! back over a newer write. A forwarding log that holds nothing any more is cut to nothing, so
+//! a later forwarding into the same log starts empty.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -80,6 +85,7 @@ impl LogFile {
 }
 
 const MAGIC: u32 = 0x4c41_4c47; // "LALG"
+const DROP: u32 = 0x4c41_4c44; // "LALD"
 const HEADER: usize = 4 + 4 + 8 + 8 + 4;
 
 /// Where a written extent's bytes start in the log, and the file offset they belong to.
@@ -92,6 +98,17 @@ struct Extent {
 struct Inner {
     tail: u64,
     index: HashMap<u64, RangeMap<Extent>>,
+}
+
+impl Inner {
+    fn drop_range(&mut self, file: u64, start: u64, end: u64) {
+        if let Some(m) = self.index.get_mut(&file) {
+            m.remove(start, end);
+            if m.is_empty() {
+                self.index.remove(&file);
+            }
+        }
+    }
 }
 
 pub struct LogWriter {
@@ -147,6 +164,14 @@ impl LogWriter {
         while inner.tail + HEADER as u64 <= len {
             log.read_exact_at(&mut hdr, inner.tail)?;
             let (magic, crc, file, off, n) = decode(&hdr);
+            if magic == DROP {
+                if crc32c::crc32c(&hdr[8..]) != crc {
+                    break;
+                }
+                inner.drop_range(file, off, off.saturating_add(n as u64));
+                inner.tail += HEADER as u64;
+                continue;
+            }
             if magic != MAGIC || inner.tail + (HEADER + n) as u64 > len {
                 break;
             }
@@ -217,18 +242,55 @@ impl LogWriter {
                 .read_exact_at(&mut buf, x.log_off + (s - x.file_off))?;
             next.write_at(file, &buf, s)?;
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(m) = inner.index.get_mut(&file) {
-                if m.covers_range(s, e, |y| *y == x) {
-                    m.remove(s, e);
-                }
-                if m.is_empty() {
-                    inner.index.remove(&file);
-                }
+            let still = inner
+                .index
+                .get(&file)
+                .is_some_and(|m| m.covers_range(s, e, |y| *y == x));
+            if still {
+                self.drop_locked(&mut inner, file, s, e)?;
             }
             done += e - s;
             self.reclaimed_bytes.fetch_add(e - s, Ordering::Relaxed);
         }
         Ok(done)
+    }
+
+    /// Takes `[start, end)` of `file` out of the index and says so in the log (a drop record
+    /// per piece it held there); a forwarding log left holding nothing is cut to nothing
+    /// instead. Called with the index locked, so the log's order is the index's.
+    fn drop_locked(&self, inner: &mut Inner, file: u64, start: u64, end: u64) -> io::Result<()> {
+        let held: Vec<(u64, u64)> = inner
+            .index
+            .get(&file)
+            .map(|m| {
+                m.segments(start, end)
+                    .into_iter()
+                    .filter_map(|(s, e, x)| x.map(|_| (s, e)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if held.is_empty() {
+            return Ok(());
+        }
+        inner.drop_range(file, start, end);
+        if inner.index.is_empty() && self.writes_back {
+            self.log.set_len(0)?;
+            inner.tail = 0;
+            return Ok(());
+        }
+        for (s, e) in held {
+            // Each piece is (part of) one record's data: its length fits the record's u32.
+            let mut rec = [0u8; HEADER];
+            rec[..4].copy_from_slice(&DROP.to_le_bytes());
+            rec[8..16].copy_from_slice(&file.to_le_bytes());
+            rec[16..24].copy_from_slice(&s.to_le_bytes());
+            rec[24..28].copy_from_slice(&((e - s) as u32).to_le_bytes());
+            let crc = crc32c::crc32c(&rec[8..]);
+            rec[4..8].copy_from_slice(&crc.to_le_bytes());
+            self.log.write_all_at(&rec, inner.tail)?;
+            inner.tail += HEADER as u64;
+        }
+        Ok(())
     }
 
     /// Bytes of log in use.
@@ -362,8 +424,9 @@ impl Stage for LogWriter {
 
     fn invalidate(&self, file: u64, off: u64, len: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = inner.index.get_mut(&file) {
-            m.remove(off, off.saturating_add(len));
+        if let Err(e) = self.drop_locked(&mut inner, file, off, off.saturating_add(len)) {
+            // The index no longer holds the range; a replay of this log could bring it back.
+            tracing::warn!(file, "log stage: recording a dropped range: {e}");
         }
     }
 
@@ -442,5 +505,43 @@ mod tests {
         let lw = LogWriter::open(dir.path()).unwrap();
         lw.read(7, &mut buf, 0, &mem).unwrap();
         assert_eq!(&buf[20..25], b"again");
+    }
+
+    #[test]
+    fn what_left_the_log_stays_out_of_it_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mem = MemFiles::default();
+        mem.write_at(3, &[0u8; 300], 0).unwrap();
+        let lw = LogWriter::open(dir.path()).unwrap();
+        lw.write(3, &[1u8; 100], 0, &mem).unwrap();
+        lw.write(3, &[2u8; 100], 100, &mem).unwrap();
+        lw.write(3, &[3u8; 100], 200, &mem).unwrap();
+        // A reclaim copies back 50 bytes; a write passing through replaces 150..250.
+        lw.set_reclaim(Some(1));
+        assert_eq!(lw.reclaim_file(3, &mem, 50).unwrap(), 50);
+        lw.write(3, &[9u8; 100], 150, &mem).unwrap();
+        let held = lw.held_bytes();
+        assert_eq!(held, 300 - 50 - 100);
+        drop(lw);
+        // Restarted: the log holds what it held, and the newer write is not covered by an
+        // older copy.
+        let lw = LogWriter::open(dir.path()).unwrap();
+        assert_eq!(lw.held_bytes(), held);
+        let mut buf = [0u8; 300];
+        assert_eq!(lw.read(3, &mut buf, 0, &mem).unwrap(), 300);
+        let mut want = [1u8; 300];
+        want[100..150].fill(2);
+        want[150..250].fill(9);
+        want[250..].fill(3);
+        assert_eq!(buf, want);
+        // The rest reclaimed after the restart: the file below holds everything.
+        lw.set_reclaim(Some(1));
+        assert_eq!(lw.reclaim_file(3, &mem, u64::MAX).unwrap(), held);
+        assert_eq!(lw.held_bytes(), 0);
+        let mut below = [0u8; 300];
+        mem.read_at(3, &mut below, 0).unwrap();
+        assert_eq!(below, want);
+        drop(lw);
+        assert_eq!(LogWriter::open(dir.path()).unwrap().held_bytes(), 0);
     }
 }
