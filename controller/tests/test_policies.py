@@ -54,7 +54,7 @@ def test_committed_schema_matches_the_models() -> None:
 
 
 def test_there_is_an_example_per_use_case() -> None:
-    assert len(EXAMPLES) == 11
+    assert len(EXAMPLES) == 12
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
