@@ -2,8 +2,9 @@
 tenant's IO to a remote endpoint E (a `lachesis-fs serve`); a second `serve` F stands by.
 E is made slow by its test delay hook: the agent's latency monitor reports it, the
 controller forwards the tenant's writes into a log on F (the bytes reach F, not E, and read
-back through the mount from F's log), E is made fast again: the controller reclaims the log
-to E and takes it out of the route. The data on E afterwards equals what was written.
+back through the mount from F's log), the controller is restarted (the new one ships the
+same forwarding: the data stays in the log), E is made fast again: the controller reclaims
+the log to E and takes it out of the route. The data on E afterwards equals what was written.
 
 Counts and data, never durations: every wait is a counted poll of the controller's view
 (`GET /api/v1/apps/tail-latency`) or of the files.
@@ -162,6 +163,24 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
         want[b * BLOCK:(b + 1) * BLOCK] = bytes([(7 + b) % 256]) * BLOCK
     assert read_all(f) == bytes(want)
     wait_for("the log's counters", lambda: (app(cluster)["forwarded_bytes"] or 0) >= len(forwarded) * BLOCK, timeout=60)
+
+    # The controller restarts while forwarding. A rollout of something else, made before the
+    # new one's loop has seen any report, ships the route with the log still in it (the
+    # forwarding is in the database), so the data stays in the log (E unchanged, nothing
+    # reclaimed); the loop resumes the same forwarding.
+    cluster.processes["controller"].stop()
+    cluster.start_controller()
+    with cluster.api() as api:
+        r = api.post("/api/v1/tenants", json={"name": "bystander", "classifiers": [{"kind": "uid", "value": "4242"}]})
+        assert r.status_code == 201, r.text
+    assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
+    assert on_e.read_bytes() == e_before
+    wait_for("the new controller to resume the forwarding", lambda: app(cluster)["forwarded_to"] is not None, timeout=60)
+    wait_for("the log's counters after the restart", lambda: app(cluster)["held_bytes"] is not None, timeout=60)
+    s = app(cluster)
+    assert (s["state"], s["forwards"], s["forwarded_to"]) == ("forwarding", 1, f"tcp://127.0.0.1:{world['f']}/spill")
+    assert (s["held_bytes"], s["reclaimed_bytes"]) == (len(forwarded) * BLOCK, 0)
+    assert read_all(f) == bytes(want)
 
     # E fast again: reads of the unforwarded ranges go to E and refill its window; the
     # controller reclaims the log to E and takes it out of the route.
