@@ -135,6 +135,15 @@ impl Delegates {
         out
     }
 
+    /// Every path with a range delegated to a route `through` takes (each once).
+    pub fn paths_through(&self, through: impl Fn(&Route) -> bool) -> Vec<String> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .filter(|(_, m)| m.iter().any(|(_, _, r)| through(r)))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     /// Whether any range of `path` is delegated.
     pub fn has(&self, path: &str) -> bool {
         self.map

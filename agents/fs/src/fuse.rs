@@ -88,6 +88,7 @@ impl SwitchFs {
         hidden: Option<String>,
     ) -> io::Result<Self> {
         let root_ino = std::fs::metadata(root)?.ino();
+        switch.set_backing_root(root);
         let mut inodes = HashMap::new();
         inodes.insert(1, "/".to_string());
         Ok(SwitchFs {

@@ -81,6 +81,9 @@ pub struct Switch {
     /// stage holds this shared until its data is in the stage, so pruning (exclusive) never
     /// forgets a file with data in flight.
     held: RwLock<HashMap<u64, FileCtx>>,
+    /// The namespace's backing directory (the FUSE front end's): files a stage holds data
+    /// of from before a restart are opened from it (`recover_held`).
+    backing_root: RwLock<Option<PathBuf>>,
     /// Write-backs and resizes that failed after a new stage set was in force (logged).
     reconcile_errors: AtomicU64,
     delegates: Delegates,
@@ -242,6 +245,7 @@ impl Switch {
             registry,
             devices: opts.devices,
             held: RwLock::new(HashMap::new()),
+            backing_root: RwLock::new(None),
             reconcile_errors: AtomicU64::new(0),
             delegates,
             gates: Gate::counting().on_hold(|flow| {
@@ -437,6 +441,7 @@ impl Switch {
         stage: &Arc<dyn Stage>,
         mut f: impl FnMut(u64, &Chain) -> io::Result<bool>,
     ) -> io::Result<()> {
+        self.recover_held(stage);
         // Before the list: a file is in `held` before it gets data in a stage, and is not
         // pruned while this is held.
         let held = self.held.read().unwrap_or_else(|e| e.into_inner());
@@ -536,6 +541,60 @@ impl Switch {
             .collect();
         out.sort_by(|a, b| a.addr.cmp(&b.addr));
         out
+    }
+
+    /// Where the namespace's files live; with it, the data a stage holds from before a
+    /// restart (a replayed log) is written back and reclaimed like the rest.
+    pub fn set_backing_root(&self, root: &Path) {
+        *self.backing_root.write().unwrap_or_else(|e| e.into_inner()) = Some(root.to_path_buf());
+    }
+
+    /// Puts in `held` the files `stage` holds data of that no write since the start put
+    /// there (a log replayed after a restart): each path with a delegate through the stage
+    /// is opened under the backing root and taken if it is one of them.
+    fn recover_held(&self, stage: &Arc<dyn Stage>) {
+        let missing: HashSet<u64> = {
+            let held = self.held.read().unwrap_or_else(|e| e.into_inner());
+            stage
+                .dirty_files()
+                .into_iter()
+                .filter(|id| !held.contains_key(id))
+                .collect()
+        };
+        let root = self
+            .backing_root
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(root) = root.filter(|_| !missing.is_empty()) else {
+            return;
+        };
+        let through = |r: &Route| r.stages.iter().any(|s| Arc::ptr_eq(s, stage));
+        for path in self.delegates.paths_through(through) {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(under(&root, &path));
+            let Ok((file, id)) = file.and_then(|f| {
+                let id = std::os::unix::fs::MetadataExt::ino(&f.metadata()?);
+                Ok((f, id))
+            }) else {
+                continue;
+            };
+            if missing.contains(&id) {
+                let ctx = FileCtx {
+                    tenant: None,
+                    path,
+                    id,
+                    backing: Arc::new(file),
+                };
+                self.held
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(id)
+                    .or_insert(ctx);
+            }
+        }
     }
 
     /// `held`, shared, with `ctx` in it: taken by a write through a stage that holds data.
