@@ -163,6 +163,9 @@ impl Datapath {
                 add(&mut e.evictions, s.evictions);
                 add(&mut e.writebacks, s.writebacks);
                 add(&mut e.dirty_bytes, s.dirty_bytes);
+                if s.demoted_blocks > 0 {
+                    add(&mut e.demoted_blocks, s.demoted_blocks);
+                }
             }
         }
         by_name.into_values().collect()

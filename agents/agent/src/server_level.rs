@@ -138,6 +138,8 @@ impl ServerLevel {
                 bytes_read_miss: Some(s.bytes_read_miss),
                 bytes_written: Some(s.bytes_written),
                 evictions: Some(s.evictions),
+                demoted_blocks: Some(s.demoted_blocks),
+                demotion_hits: Some(s.demotion_hits),
                 ..Default::default()
             })
             .collect()

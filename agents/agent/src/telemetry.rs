@@ -314,6 +314,13 @@ pub struct StageTelemetry {
     /// Log stages: bytes copied back to the rest of the route (tail-latency reclaim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reclaimed_bytes: Option<u64>,
+    /// Two-level caches with demotion: a level-1 stage's clean evictions queued for the
+    /// server level; a server-level stage's demoted blocks taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_blocks: Option<u64>,
+    /// A server-level stage's hits on blocks held because level 1 demoted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demotion_hits: Option<u64>,
     /// The data path that runs the stage; None: the FUSE switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub front_end: Option<FrontEnd>,

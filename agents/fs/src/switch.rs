@@ -16,7 +16,7 @@ use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
 use crate::route::{under, LiveStage, RemoteEndpoint, Route, RouteSpec, StageRegistry, StageSet};
 use crate::stage::space::Reservation;
-use crate::stage::{Backend, Chain, Devices, Stage, StageStats};
+use crate::stage::{Backend, Chain, Devices, LentRead, Stage, StageStats};
 
 pub struct SwitchOptions {
     /// Where delegates of stage-only routes and clears are journaled.
@@ -190,6 +190,20 @@ impl Backend for End<'_> {
         // switch clips reads at the file's size.
         buf[n..].fill(0);
         Ok(buf.len())
+    }
+
+    fn read_lent(&self, file: u64, buf: &mut [u8], off: u64) -> LentRead {
+        let Some(Endpoint::Remote(r)) = self.route.endpoints.get(self.read_from) else {
+            return self.read_at(file, buf, off).map(|n| (n, None));
+        };
+        let path = r.path_of(&self.ctx.path);
+        let (n, token) = r.client.read_lent(&path, buf, off)?;
+        buf[n..].fill(0);
+        let lease = (token != 0).then(|| crate::remote::demote::Lease {
+            token,
+            to: crate::remote::demote::DemoteTo::new(r.client.demote_queue(), &path),
+        });
+        Ok((buf.len(), lease))
     }
 
     fn write_at(&self, _file: u64, data: &[u8], off: u64) -> io::Result<()> {

@@ -342,6 +342,7 @@ fn cache(name: String) -> impl Strategy<Value = StageConfig> {
                     placement: vec![],
                     next: None,
                     serves: None,
+                    exclusive: false,
                 })
             },
         )

@@ -281,6 +281,12 @@ pub struct CacheConfig {
     /// the server's store ("" is the whole root). `None` (absent): a stage of the FUSE switch.
     #[serde(default, deserialize_with = "de_serves", skip_serializing_if = "Option::is_none")]
     pub serves: Option<Vec<String>>,
+    /// Server level only: exclusive of level 1 (Moirai's global LRU). Reads from a level 1
+    /// that demotes (a DRAM stage in front of a remote endpoint) neither fill it nor stay in
+    /// it (a hit moves the block up); it holds the clean blocks level 1 evicts and demotes to
+    /// it instead (`remote/frame.rs`, `Op::Demote`). Other readers' reads fill it as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 /// Most directories one server-level cache stage serves.
@@ -471,6 +477,12 @@ pub fn check_stages(stages: &[StageConfig]) -> Result<(), String> {
     }
     for s in stages {
         let StageConfig::Cache(c) = s else { continue };
+        if c.exclusive && c.serves.is_none() {
+            return Err(format!(
+                "stage {:?}: exclusive is for a server-level stage (one with serves)",
+                c.name
+            ));
+        }
         let mut seen = vec![c.name.as_str()];
         let mut at = c;
         while let Some(next) = &at.next {
@@ -525,6 +537,7 @@ mod tests {
             }],
             next: next.map(String::from),
             serves: None,
+            exclusive: false,
         })
     }
 
@@ -597,6 +610,17 @@ mod tests {
                 .to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
+        // exclusive: absent reads as false and is written out only when set; only a
+        // server-level stage may be exclusive.
+        let l2: StageConfig =
+            serde_json::from_str(&format!(r#"{base},"serves":["t"],"exclusive":true}}"#)).unwrap();
+        let StageConfig::Cache(ref c2) = l2 else { unreachable!() };
+        assert!(c2.exclusive && !c.exclusive);
+        assert!(serde_json::to_string(&l2).unwrap().contains(r#""exclusive":true"#));
+        check_stages(&[l2]).unwrap();
+        let l1: StageConfig = serde_json::from_str(&format!(r#"{base},"exclusive":true}}"#)).unwrap();
+        let e = check_stages(&[l1]).unwrap_err();
+        assert!(e.contains("exclusive") && e.contains("serves"), "{e}");
     }
 
     #[test]

@@ -7,11 +7,17 @@
 //! ([`CacheStage`]), over the store seen as a [`Backend`] whose file ids are the paths'.
 //! What reaches the store is counted, so a run shows the bytes the server level saved.
 //!
-//! The level caches the level-1 misses it sees (inclusive): level-1 evictions are not
-//! demoted to it, so it holds what the hosts fetched last, some of which they still hold.
+//! A stage caches the level-1 misses it sees (inclusive), so it holds what the hosts fetched
+//! last, some of which they still hold. An `exclusive` stage is Moirai's global LRU instead:
+//! a read from a level 1 that demotes (`frame::READ_LEND`) takes the block out on a hit and
+//! fills nothing on a miss, and lends it (a token); when level 1 evicts the block clean it
+//! comes back (`Op::Demote`) and is taken while the lend stands. A write, truncate or rename
+//! of the file ends its lends, under the same per-file lock a demotion is taken under, so a
+//! demotion never puts back bytes older than the store's.
 
 use std::collections::HashMap;
 use std::io;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -19,12 +25,36 @@ use lachesis_switch::{CacheConfig, WriteMode};
 use serde::Serialize;
 
 use super::server::Store;
-use crate::stage::cache::CacheStage;
+use crate::stage::cache::{CacheStage, BLOCK};
 use crate::stage::{Backend, Devices, Stage, StageStats};
 
 struct ServerStage {
     config: CacheConfig,
     stage: Arc<CacheStage>,
+    demotion: Arc<DemotionCounters>,
+}
+
+/// An exclusive stage's demotion counters (kept across resizes, like the stage's).
+#[derive(Default)]
+struct DemotionCounters {
+    /// Demoted blocks taken.
+    taken: AtomicU64,
+    /// Hits on blocks held since a demotion.
+    hits: AtomicU64,
+}
+
+/// Most lends (and demoted-block marks) remembered: 4 GiB of level-1 blocks. An older lend
+/// forgotten makes its demotion refused, nothing worse.
+const LENDS: usize = 1 << 20;
+
+/// The lends in force and each file's write count (a lend granted across a write is not).
+struct Lends {
+    /// (file id, block) -> token.
+    tokens: lru::LruCache<(u64, u64), u64>,
+    /// (file id, block) of blocks held because they were demoted (for `demotion_hits`).
+    demoted: lru::LruCache<(u64, u64), ()>,
+    writes: HashMap<u64, u64>,
+    next_token: u64,
 }
 
 /// Counters of what reached the store under the stages (reads the server level missed, and
@@ -33,6 +63,9 @@ struct ServerStage {
 pub struct StoreCounters {
     pub reads: u64,
     pub bytes_read: u64,
+    /// Demotions not taken: the lend no longer stood (written since), or no exclusive
+    /// stage serves the path.
+    pub demotions_refused: u64,
 }
 
 /// A [`Store`] with server-level cache stages in front of it.
@@ -46,6 +79,10 @@ pub struct CachedStore {
     next_id: AtomicU64,
     reads: AtomicU64,
     bytes_read: AtomicU64,
+    refused: AtomicU64,
+    lends: Mutex<Lends>,
+    /// Per-file (by id) locks a write and a demotion of the file take in turn.
+    file_locks: Vec<Mutex<()>>,
 }
 
 /// The store as a stage's `next`, for one path.
@@ -85,7 +122,73 @@ impl CachedStore {
             next_id: AtomicU64::new(1),
             reads: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            lends: Mutex::new(Lends {
+                tokens: lru::LruCache::new(NonZeroUsize::new(LENDS).expect("nonzero")),
+                demoted: lru::LruCache::new(NonZeroUsize::new(LENDS).expect("nonzero")),
+                writes: HashMap::new(),
+                next_token: 1,
+            }),
+            file_locks: (0..64).map(|_| Mutex::new(())).collect(),
         }
+    }
+
+    fn lends(&self) -> std::sync::MutexGuard<'_, Lends> {
+        self.lends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn file_lock(&self, id: u64) -> std::sync::MutexGuard<'_, ()> {
+        self.file_locks[(id % self.file_locks.len() as u64) as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the lends of the file's blocks in `[off, off + len)` (all of them: `None`) and
+    /// counts a write, so a lend read across it is not granted. Called once the change is
+    /// in the store and the stage, under the file's lock (a demotion waits for it).
+    fn end_lends(&self, id: u64, range: Option<(u64, u64)>) {
+        let mut l = self.lends();
+        *l.writes.entry(id).or_insert(0) += 1;
+        let doomed: Vec<(u64, u64)> = match range {
+            Some((off, len)) => (off / BLOCK..(off + len).div_ceil(BLOCK)).map(|b| (id, b)).collect(),
+            None => l.tokens.iter().map(|(k, _)| *k).filter(|k| k.0 == id).collect(),
+        };
+        for k in doomed {
+            l.tokens.pop(&k);
+            l.demoted.pop(&k);
+        }
+    }
+
+    /// An exclusive read of one whole block: the stage's copy taken out on a hit, the
+    /// store's (nothing filled) on a miss; lent when whole and no write of the file came
+    /// between the start of the read and the grant.
+    fn lend_block(&self, s: &ServerStage, path: &str, off: u64) -> io::Result<(Vec<u8>, u64)> {
+        let (id, b) = (self.id(path), off / BLOCK);
+        let writes = self.lends().writes.get(&id).copied();
+        let data = match s.stage.take_block(id, b, BLOCK)? {
+            Some(d) => {
+                if self.lends().demoted.pop(&(id, b)).is_some() {
+                    s.demotion.hits.fetch_add(1, Relaxed);
+                }
+                d
+            }
+            None => {
+                let d = self.store_read(path, off, BLOCK as usize)?;
+                s.stage.count_miss(d.len() as u64);
+                d
+            }
+        };
+        if data.len() != BLOCK as usize {
+            return Ok((data, 0));
+        }
+        let mut l = self.lends();
+        if l.writes.get(&id).copied() != writes {
+            return Ok((data, 0));
+        }
+        let token = l.next_token;
+        l.next_token += 1;
+        l.tokens.put((id, b), token);
+        Ok((data, token))
     }
 
     fn store_read(&self, path: &str, off: u64, len: usize) -> io::Result<Vec<u8>> {
@@ -125,9 +228,14 @@ impl CachedStore {
                 }
                 _ => Arc::new(CacheStage::from_config(c, &self.devices)?),
             };
+            let demotion = match old {
+                Some(s) if Arc::ptr_eq(&s.stage, &stage) => s.demotion.clone(),
+                _ => Arc::default(),
+            };
             next.push(ServerStage {
                 config: c.clone(),
                 stage,
+                demotion,
             });
         }
         for (stage, size, reserved) in resizes {
@@ -139,6 +247,10 @@ impl CachedStore {
 
     /// The stage serving `path`: the one with the longest matching directory.
     fn stage_of(&self, path: &str) -> Option<Arc<CacheStage>> {
+        self.server_stage_of(path).map(|s| s.stage)
+    }
+
+    fn server_stage_of(&self, path: &str) -> Option<ServerStage> {
         let stages = self.stages.read().unwrap_or_else(|e| e.into_inner());
         stages
             .iter()
@@ -146,7 +258,11 @@ impl CachedStore {
                 s.config.serves.iter().flatten().filter(|d| under(path, d)).map(move |d| (d.len(), s))
             })
             .max_by_key(|(len, _)| *len)
-            .map(|(_, s)| s.stage.clone())
+            .map(|(_, s)| ServerStage {
+                config: s.config.clone(),
+                stage: s.stage.clone(),
+                demotion: s.demotion.clone(),
+            })
     }
 
     fn id(&self, path: &str) -> u64 {
@@ -168,6 +284,8 @@ impl CachedStore {
             .map(|s| StageStats {
                 name: s.config.name.clone(),
                 owner: s.config.owner.clone(),
+                demoted_blocks: s.demotion.taken.load(Relaxed),
+                demotion_hits: s.demotion.hits.load(Relaxed),
                 ..s.stage.counters()
             })
             .collect()
@@ -178,6 +296,7 @@ impl CachedStore {
         StoreCounters {
             reads: self.reads.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
+            demotions_refused: self.refused.load(Relaxed),
         }
     }
 
@@ -191,6 +310,9 @@ impl CachedStore {
                 v["name"] = s.config.name.clone().into();
                 v["owner"] = s.config.owner.clone().into();
                 v["serves"] = s.config.serves.clone().into();
+                v["exclusive"] = s.config.exclusive.into();
+                v["demoted_blocks"] = s.demotion.taken.load(Relaxed).into();
+                v["demotion_hits"] = s.demotion.hits.load(Relaxed).into();
                 (s.config.name.clone(), v)
             })
             .collect();
@@ -209,28 +331,80 @@ impl Store for CachedStore {
         Ok(buf)
     }
     fn write(&self, path: &str, off: u64, data: &[u8]) -> io::Result<()> {
-        match self.stage_of(path) {
-            Some(stage) => stage.write(self.id(path), data, off, &PathBackend { cs: self, path }),
+        let id = self.id(path);
+        let _file = self.file_lock(id);
+        let written = match self.stage_of(path) {
+            Some(stage) => stage.write(id, data, off, &PathBackend { cs: self, path }),
             None => self.store.write(path, off, data),
-        }
+        };
+        // After the bytes changed (even in part, on an error): a lend granted before now
+        // may stand for the old bytes.
+        self.end_lends(id, Some((off, data.len() as u64)));
+        written
     }
     fn sync(&self, path: &str) -> io::Result<()> {
         self.store.sync(path)
     }
     fn truncate(&self, path: &str, size: u64) -> io::Result<()> {
+        let id = self.id(path);
+        let _file = self.file_lock(id);
         if let Some(stage) = self.stage_of(path) {
-            stage.truncate(self.id(path), size);
+            stage.truncate(id, size);
         }
-        self.store.truncate(path, size)
+        let truncated = self.store.truncate(path, size);
+        self.end_lends(id, None);
+        truncated
+    }
+    fn read_lent(&self, path: &str, off: u64, len: usize) -> io::Result<(Vec<u8>, u64)> {
+        match self.server_stage_of(path) {
+            Some(s) if s.config.exclusive && off % BLOCK == 0 && len as u64 == BLOCK => {
+                self.lend_block(&s, path, off)
+            }
+            _ => self.read(path, off, len).map(|d| (d, 0)),
+        }
+    }
+    fn demote(&self, path: &str, off: u64, token: u64, data: &[u8]) -> io::Result<bool> {
+        if off % BLOCK != 0 || data.len() as u64 != BLOCK {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let taken = self.take_demoted(path, off, token, data)?;
+        if !taken {
+            self.refused.fetch_add(1, Relaxed);
+        }
+        Ok(taken)
     }
     fn size(&self, path: &str) -> io::Result<u64> {
         self.store.size(path)
     }
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        // Both names start afresh: what was cached under either is never read again.
+        // Both names start afresh: what was cached (or lent) under either is never read (or
+        // taken back) again.
         self.forget(from);
         self.forget(to);
         self.store.rename(from, to)
+    }
+}
+
+impl CachedStore {
+    fn take_demoted(&self, path: &str, off: u64, token: u64, data: &[u8]) -> io::Result<bool> {
+        let Some(s) = self.server_stage_of(path).filter(|s| s.config.exclusive) else {
+            return Ok(false);
+        };
+        let (id, b) = (self.id(path), off / BLOCK);
+        let _file = self.file_lock(id);
+        {
+            let mut l = self.lends();
+            if l.tokens.peek(&(id, b)) != Some(&token) {
+                return Ok(false);
+            }
+            l.tokens.pop(&(id, b));
+        }
+        if !s.stage.put_block(id, b, data)? {
+            return Ok(false);
+        }
+        self.lends().demoted.put((id, b), ());
+        s.demotion.taken.fetch_add(1, Relaxed);
+        Ok(true)
     }
 }
 
@@ -253,6 +427,7 @@ mod tests {
             placement: vec![],
             next: None,
             serves: Some(serves.iter().map(|s| s.to_string()).collect()),
+            exclusive: false,
         }
     }
 
@@ -311,6 +486,56 @@ mod tests {
         // Refused whole: the stage in force is still there and warm.
         assert_eq!(s.stage_stats().len(), 1);
         assert_eq!(s.stage_stats()[0].name, "cache/a-l2");
+    }
+
+    #[test]
+    fn an_exclusive_stage_lends_reads_and_takes_back_only_demotions_whose_lend_stands() {
+        let (_d, s) = store();
+        let mut c = config("cache/a-l2", 1 << 20, &["t/a"]);
+        c.exclusive = true;
+        s.set_stages(&[c]).unwrap();
+        // A lend read misses, fills nothing and lends the block.
+        let (d, t0) = s.read_lent("t/a/f", 0, 4096).unwrap();
+        assert_eq!((d, t0 > 0), (vec![7u8; 4096], true));
+        let (_, t1) = s.read_lent("t/a/f", 4096, 4096).unwrap();
+        let st = &s.stage_stats()[0];
+        assert_eq!((st.hits, st.misses, s.store_counters().bytes_read), (0, 2, 8192));
+        // Level 1 evicts block 0 clean: taken; the next lend read hits it, takes it out and
+        // counts a hit on a demoted block.
+        assert!(s.demote("t/a/f", 0, t0, &[7u8; 4096]).unwrap());
+        assert!(!s.demote("t/a/f", 0, t0, &[7u8; 4096]).unwrap(), "a lend is taken back once");
+        let (d, t2) = s.read_lent("t/a/f", 0, 4096).unwrap();
+        assert_eq!((d, t2 > 0), (vec![7u8; 4096], true));
+        let st = &s.stage_stats()[0];
+        assert_eq!((st.hits, st.demoted_blocks, st.demotion_hits), (1, 1, 1));
+        assert_eq!(s.store_counters().bytes_read, 8192, "the hit spared the store");
+        let (_, t2b) = s.read_lent("t/a/f", 0, 4096).unwrap();
+        assert_eq!(s.stage_stats()[0].misses, 3, "taken out on the hit: the next read misses");
+        // A write of block 1 ends its lend: the old bytes level 1 demotes are refused.
+        s.write("t/a/f", 4096 + 100, b"new").unwrap();
+        assert!(!s.demote("t/a/f", 4096, t1, &[7u8; 4096]).unwrap());
+        // A truncate ends every lend of the file, a rename every lend of both names.
+        s.truncate("t/a/f", 64 << 10).unwrap();
+        assert!(!s.demote("t/a/f", 0, t2b, &[7u8; 4096]).unwrap());
+        let (_, t3) = s.read_lent("t/a/f", 8192, 4096).unwrap();
+        s.rename("t/a/f", "t/a/g").unwrap();
+        assert!(!s.demote("t/a/f", 8192, t3, &[7u8; 4096]).unwrap());
+        assert_eq!(s.stage_stats()[0].demoted_blocks, 1);
+        // A plain read (a level 1 that does not demote) fills as before; a short or
+        // unaligned lend read is a plain read, not lent.
+        s.read("t/a/g", 0, 4096).unwrap();
+        assert_eq!(s.read_lent("t/a/g", 100, 4096).unwrap().1, 0);
+        let (_, t4) = s.read_lent("t/a/g", 0, 4096).unwrap();
+        assert!(t4 > 0);
+        assert_eq!(s.stage_stats()[0].hits, 3, "the plain read filled, the lend read took it");
+        // A demotion that is not one block is bad input; one to an inclusive stage or a path
+        // no stage serves is not taken.
+        let e = s.demote("t/a/g", 0, t4, &[7u8; 100]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        assert!(!s.demote("other", 0, 1, &[7u8; 4096]).unwrap());
+        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t/a"])]).unwrap();
+        assert!(!s.demote("t/a/g", 0, t4, &[7u8; 4096]).unwrap());
+        assert_eq!(s.read_lent("t/a/g", 0, 4096).unwrap().1, 0, "inclusive: nothing lent");
     }
 
     #[test]

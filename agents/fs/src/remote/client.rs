@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::auth::{self, Key};
+use super::demote::DemoteQueue;
 use super::frame::{Frame, Op};
 use super::latency::{EndpointLatency, LatencyMonitor};
 
@@ -26,6 +27,8 @@ pub struct Client {
     next_id: AtomicU64,
     /// Round trips of answered requests (and timeouts, at the timeout).
     latency: LatencyMonitor,
+    /// Level-1 evictions on their way back to this agent's server level (started on use).
+    demotions: OnceLock<Arc<DemoteQueue>>,
 }
 
 /// The path a probe asks the size of: never written, so the server only looks it up.
@@ -77,6 +80,7 @@ impl Client {
             conn: Mutex::new(None),
             next_id: AtomicU64::new(1),
             latency: LatencyMonitor::default(),
+            demotions: OnceLock::new(),
         }
     }
 
@@ -227,6 +231,36 @@ impl Client {
             }
         }
         Ok(got)
+    }
+
+    /// A read of at most one frame from a level 1 that keeps what it reads and demotes it
+    /// on eviction (`frame::READ_LEND`): the bytes read and the lend token (0: not lent).
+    pub fn read_lent(&self, path: &str, buf: &mut [u8], off: u64) -> io::Result<(usize, u64)> {
+        if buf.len() > CHUNK {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let r = self.call(Frame {
+            status: super::frame::READ_LEND,
+            ..Frame::request(Op::Read, path, off, buf.len() as u64, vec![])
+        })?;
+        let n = r.data.len().min(buf.len());
+        buf[..n].copy_from_slice(&r.data[..n]);
+        Ok((n, r.offset))
+    }
+
+    /// Sends one demoted block (see `frame.rs`); whether the server level took it.
+    pub fn demote(&self, path: &str, off: u64, token: u64, data: &[u8]) -> io::Result<bool> {
+        self.call(Frame::request(Op::Demote, path, off, token, data.to_vec()))
+            .map(|r| r.len == 1)
+    }
+
+    /// The queue level-1 evictions go back to this agent by (its thread started on first use).
+    pub fn demote_queue(self: &Arc<Self>) -> Arc<DemoteQueue> {
+        self.demotions
+            .get_or_init(|| {
+                Arc::new(DemoteQueue::start(Arc::downgrade(self), super::demote::QUEUE_BLOCKS))
+            })
+            .clone()
     }
 
     /// Returns once the bytes are durable on the remote.

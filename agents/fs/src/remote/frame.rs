@@ -2,6 +2,16 @@
 //! `len: u32 | crc32c(body): u32 | body`, all little endian. The body carries the request id
 //! (a reply names the request it answers, so replies may come back in any order), the op, a
 //! status (0 or an errno, replies only), an offset, a length, the path and the data.
+//!
+//! Two-level caches with demotion (Moirai's global LRU, `cached_store.rs`): a `Read` whose
+//! request status has [`READ_LEND`] set comes from a level 1 that keeps the block and will
+//! demote it on eviction. A server-level stage that is `exclusive` then answers without
+//! keeping a copy and lends the block: the reply's `offset` is a lend token (0: not lent).
+//! When level 1 evicts the clean block it sends `Demote` (path, the block's offset, `len` =
+//! the token, `data` = the block); the server level takes it only while the lend stands (no
+//! write, truncate or rename of the file since, nor a later lend of the block), so a late
+//! demotion never installs stale bytes. The reply's `len` is 1 if taken, 0 if not. Servers
+//! that know nothing of this ignore the flag and answer `Demote` with EINVAL.
 
 use std::io::{self, Read, Write};
 
@@ -19,8 +29,13 @@ pub enum Op {
     Truncate = 4,
     Getattr = 5,
     Rename = 6,
+    /// A clean block level 1 evicted, offered to the server level (see the module doc).
+    Demote = 7,
     Reply = 0x80,
 }
+
+/// Request status bit of a `Read`: the reader's level 1 keeps the block and demotes it.
+pub const READ_LEND: i32 = 1;
 
 impl Op {
     fn from_u8(b: u8) -> Option<Op> {
@@ -31,6 +46,7 @@ impl Op {
             4 => Op::Truncate,
             5 => Op::Getattr,
             6 => Op::Rename,
+            7 => Op::Demote,
             0x80 => Op::Reply,
             _ => return None,
         })
@@ -164,6 +180,8 @@ mod tests {
             sample(),
             Frame::reply(7, libc::ENOENT, 9, vec![]),
             Frame::request(Op::Getattr, "/x", 0, 0, vec![]),
+            Frame { status: READ_LEND, ..Frame::request(Op::Read, "/x", 4096, 4096, vec![]) },
+            Frame::request(Op::Demote, "/x", 8192, 17, vec![3; 4096]),
         ] {
             let bytes = f.encode();
             assert_eq!(Frame::read_from(&mut &bytes[..]).unwrap(), f);

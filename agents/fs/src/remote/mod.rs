@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod cached_store;
 pub mod client;
+pub mod demote;
 pub mod frame;
 pub mod latency;
 pub mod qos;

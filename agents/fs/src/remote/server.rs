@@ -22,6 +22,15 @@ pub trait Store: Send + Sync + 'static {
     fn truncate(&self, path: &str, size: u64) -> io::Result<()>;
     fn size(&self, path: &str) -> io::Result<u64>;
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// A read from a level 1 that demotes (`frame::READ_LEND`): the bytes and a lend token
+    /// (0: not lent). A store without an exclusive server level just reads.
+    fn read_lent(&self, path: &str, off: u64, len: usize) -> io::Result<(Vec<u8>, u64)> {
+        self.read(path, off, len).map(|d| (d, 0))
+    }
+    /// A block level 1 evicted (`frame::Op::Demote`); whether the server level took it.
+    fn demote(&self, _path: &str, _off: u64, _token: u64, _data: &[u8]) -> io::Result<bool> {
+        Err(io::Error::from_raw_os_error(libc::EINVAL))
+    }
 }
 
 /// Files under a root directory; request paths are relative to it and may not leave it.
@@ -278,16 +287,23 @@ fn errno(e: &io::Error) -> i32 {
 /// Runs one request against the store.
 pub fn answer(store: &dyn Store, req: Frame) -> Frame {
     let id = req.id;
+    let mut token = 0;
     let res: io::Result<(u64, Vec<u8>)> = match req.op {
-        Op::Read => {
-            if req.len > super::frame::MAX_FRAME as u64 {
-                Err(io::Error::from_raw_os_error(libc::EINVAL))
-            } else {
-                store
-                    .read(&req.path, req.offset, req.len as usize)
-                    .map(|d| (d.len() as u64, d))
-            }
+        Op::Read if req.len > super::frame::MAX_FRAME as u64 => {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
         }
+        Op::Read if req.status & super::frame::READ_LEND != 0 => store
+            .read_lent(&req.path, req.offset, req.len as usize)
+            .map(|(d, t)| {
+                token = t;
+                (d.len() as u64, d)
+            }),
+        Op::Read => store
+            .read(&req.path, req.offset, req.len as usize)
+            .map(|d| (d.len() as u64, d)),
+        Op::Demote => store
+            .demote(&req.path, req.offset, req.len, &req.data)
+            .map(|taken| (u64::from(taken), vec![])),
         // Durable before acknowledged.
         Op::Write => store
             .write(&req.path, req.offset, &req.data)
@@ -303,7 +319,10 @@ pub fn answer(store: &dyn Store, req: Frame) -> Frame {
         Op::Reply => Err(io::Error::from_raw_os_error(libc::EINVAL)),
     };
     match res {
-        Ok((len, data)) => Frame::reply(id, 0, len, data),
+        Ok((len, data)) => Frame {
+            offset: token,
+            ..Frame::reply(id, 0, len, data)
+        },
         Err(e) => Frame::reply(id, errno(&e), 0, vec![]),
     }
 }

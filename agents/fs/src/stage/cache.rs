@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use lachesis_switch::{CacheConfig, WriteMode};
 
 use super::engines::BlockEngine;
+use crate::remote::demote::{DemoteTo, Lease};
 use super::space::{Devices, Reservation};
 use super::{Backend, Clock, Stage, StageStats};
 
@@ -56,18 +57,59 @@ struct Inner {
     /// The stage was replaced or removed: writes pass through to `next` (dirty copies of
     /// the blocks they touch first), nothing becomes dirty any more.
     retired: bool,
+    /// Level-1 demotion (`remote/demote.rs`): blocks the server level lent, by their lease
+    /// token, and where each file's blocks go back when the engine evicts them clean.
+    leases: HashMap<(u64, u64), u64>,
+    demote_to: HashMap<u64, DemoteTo>,
+    /// Evicted lent blocks queued for the server level.
+    demoted: u64,
 }
 
 impl Inner {
+    /// Stores a block; it is no longer the lent one (a lease is recorded after, by `lend`).
     fn set(&mut self, file: u64, b: u64, data: &[u8]) -> lachesis_cache::Result<bool> {
         let m = self.max_block.entry(file).or_insert(0);
         *m = (*m).max(b);
-        self.engine.set(file, b, data)
+        self.leases.remove(&(file, b));
+        let stored = self.engine.set(file, b, data);
+        self.demote_evicted();
+        stored
+    }
+
+    fn delete(&mut self, file: u64, b: u64) -> lachesis_cache::Result<bool> {
+        self.leases.remove(&(file, b));
+        self.engine.delete(file, b)
+    }
+
+    fn lend(&mut self, file: u64, b: u64, lease: Lease) {
+        self.leases.insert((file, b), lease.token);
+        self.demote_to.insert(file, lease.to);
+    }
+
+    /// Offers the evicted blocks that were lent and are clean to the server level; the
+    /// others are gone. Never waits (the queue drops what it cannot take).
+    fn demote_evicted(&mut self) {
+        for (file, b, data) in self.engine.take_evicted() {
+            let Some(token) = self.leases.remove(&(file, b)) else {
+                continue;
+            };
+            if self.dirty.contains_key(&(file, b)) {
+                continue;
+            }
+            if let Some(to) = self.demote_to.get(&file) {
+                if to.offer(b * BLOCK, token, data) {
+                    self.demoted += 1;
+                }
+            }
+        }
     }
 }
 
 pub struct CacheStage {
     mode: Mode,
+    /// Reads misses as level 1 of a two-level cache that demotes its evictions (DRAM
+    /// engines: they see what they evict).
+    demotes: bool,
     max_dirty_blocks: usize,
     inner: Mutex<Inner>,
     /// Held while dirty bytes go to `next` (write-back, and writes that pass a dirty block
@@ -86,6 +128,7 @@ impl CacheStage {
     pub fn new(engine: BlockEngine, mode: Mode, max_dirty: u64) -> Self {
         CacheStage {
             mode,
+            demotes: engine.config().engine == lachesis_switch::CacheEngine::Dram,
             max_dirty_blocks: (max_dirty / BLOCK).max(1) as usize,
             inner: Mutex::new(Inner {
                 engine,
@@ -93,6 +136,9 @@ impl CacheStage {
                 max_block: Default::default(),
                 dirtied: Default::default(),
                 retired: false,
+                leases: HashMap::new(),
+                demote_to: HashMap::new(),
+                demoted: 0,
             }),
             wb: Mutex::new(()),
             clock: std::sync::Arc::new(Instant::now),
@@ -157,7 +203,10 @@ impl CacheStage {
     /// not the engine's and stay; a write-back stage that shrinks writes them back first
     /// (the switch does, it knows the files' routes).
     pub fn resize(&self, size: u64, reserved: Option<Reservation>) -> Result<(), String> {
-        self.lock().engine.resize(size, reserved)
+        let mut inner = self.lock();
+        inner.engine.resize(size, reserved)?;
+        inner.demote_evicted();
+        Ok(())
     }
 
     /// Writes back dirty blocks (of `file`, or all when `None`). A block `next` refuses
@@ -202,6 +251,35 @@ impl CacheStage {
         io::Error::other(e)
     }
 
+    /// Server level, exclusive: the block taken out if held (it moves up to the level 1
+    /// that asked), counted as a hit of `len` bytes; `None` counts nothing (see `count_miss`).
+    pub fn take_block(&self, file: u64, b: u64, len: u64) -> io::Result<Option<Vec<u8>>> {
+        let got = {
+            let mut inner = self.lock();
+            let got = inner.engine.get(file, b).map_err(Self::engine_err)?;
+            if got.is_some() {
+                inner.delete(file, b).map_err(Self::engine_err)?;
+            }
+            got
+        };
+        if got.is_some() {
+            self.hits.fetch_add(1, Relaxed);
+            self.bytes_read_hit.fetch_add(len, Relaxed);
+        }
+        Ok(got)
+    }
+
+    /// A block read past the stage without filling it (an exclusive server level's miss).
+    pub fn count_miss(&self, bytes: u64) {
+        self.misses.fetch_add(1, Relaxed);
+        self.bytes_read_miss.fetch_add(bytes, Relaxed);
+    }
+
+    /// Stores a clean block handed down to the stage (demoted); whether the engine took it.
+    pub fn put_block(&self, file: u64, b: u64, data: &[u8]) -> io::Result<bool> {
+        self.lock().set(file, b, data).map_err(Self::engine_err)
+    }
+
     /// A write to a retired write-back stage: on to `next`, after the dirty copies of the
     /// blocks it covers only in part (the caller holds `wb`).
     fn pass_through(
@@ -221,7 +299,7 @@ impl CacheStage {
                     older.push((b, d));
                 }
             }
-            inner.engine.delete(file, b).map_err(Self::engine_err)?;
+            inner.delete(file, b).map_err(Self::engine_err)?;
             b += 1;
         }
         drop(inner);
@@ -254,11 +332,20 @@ impl Stage for CacheStage {
                     (BLOCK as usize, true)
                 }
                 _ => {
-                    let n = next.read_at(file, &mut block, bstart)?;
+                    // A DRAM engine sees what it evicts, so it can demote what it was lent.
+                    let (n, lease) = if self.demotes {
+                        next.read_lent(file, &mut block, bstart)?
+                    } else {
+                        (next.read_at(file, &mut block, bstart)?, None)
+                    };
                     // Only whole blocks are cached: a short tail block would go stale when the
                     // file grows past it.
                     if n == BLOCK as usize {
-                        self.lock().set(file, b, &block).map_err(Self::engine_err)?;
+                        let mut inner = self.lock();
+                        let stored = inner.set(file, b, &block).map_err(Self::engine_err)?;
+                        if let Some(lease) = lease.filter(|_| stored) {
+                            inner.lend(file, b, lease);
+                        }
                     }
                     (n, false)
                 }
@@ -298,7 +385,7 @@ impl Stage for CacheStage {
                     let slice = &data[(bstart - off) as usize..(bstart + BLOCK - off) as usize];
                     inner.set(file, b, slice).map_err(Self::engine_err)?;
                 } else {
-                    inner.engine.delete(file, b).map_err(Self::engine_err)?;
+                    inner.delete(file, b).map_err(Self::engine_err)?;
                 }
                 b += 1;
             }
@@ -334,7 +421,7 @@ impl Stage for CacheStage {
                 // A partial block is written through (after its dirty copy, so the order of
                 // bytes in `next` stays the order of writes).
                 partial.push((b, inner.dirty.remove(&(file, b))));
-                inner.engine.delete(file, b).map_err(Self::engine_err)?;
+                inner.delete(file, b).map_err(Self::engine_err)?;
             }
             b += 1;
         }
@@ -409,7 +496,7 @@ impl Stage for CacheStage {
         let mut b = off / BLOCK;
         while b.saturating_mul(BLOCK) < end {
             inner.dirty.remove(&(file, b));
-            let _ = inner.engine.delete(file, b);
+            let _ = inner.delete(file, b);
             b += 1;
         }
     }
@@ -445,6 +532,7 @@ impl Stage for CacheStage {
             evictions: e.evictions,
             dirty_bytes: inner.dirty.len() as u64 * BLOCK,
             writebacks: self.writebacks.load(Relaxed),
+            demoted_blocks: inner.demoted,
             ..StageStats::default()
         }
     }
@@ -487,6 +575,7 @@ mod tests {
             placement: vec![],
             next: None,
             serves: None,
+            exclusive: false,
         }
     }
 

@@ -87,6 +87,9 @@ pub struct BlockEngine {
     retired: EngineStats,
     /// Objects per block (4 for Kangaroo, 1 otherwise).
     chunks: usize,
+    /// DRAM engines: the blocks evicted since last taken (level-1 demotion). Flash engines
+    /// evict whole regions unseen, so their stages do not demote.
+    evicted: Option<super::mem_engine::Evicted>,
 }
 
 impl BlockEngine {
@@ -105,12 +108,16 @@ impl BlockEngine {
             installed: 0,
             retired: EngineStats::default(),
             chunks,
+            evicted: None,
         };
         if config.engine == CacheEngine::Dram {
-            be.engine = match config.eviction {
-                Eviction::Lru => Box::new(MemEngine::new(config.size_bytes as usize)),
-                Eviction::Fifo => Box::new(MemEngine::fifo(config.size_bytes as usize)),
+            let evicted = super::mem_engine::Evicted::default();
+            let engine = match config.eviction {
+                Eviction::Lru => MemEngine::new(config.size_bytes as usize),
+                Eviction::Fifo => MemEngine::fifo(config.size_bytes as usize),
             };
+            be.engine = Box::new(engine.keeping_evicted(evicted.clone()));
+            be.evicted = Some(evicted);
             be.installed = config.size_bytes;
             return Ok(be);
         }
@@ -380,6 +387,23 @@ impl BlockEngine {
         Ok(any)
     }
 
+    /// The whole blocks evicted since the last call, (file, block, bytes): DRAM engines only.
+    pub fn take_evicted(&mut self) -> Vec<(u64, u64, Vec<u8>)> {
+        let Some(e) = &self.evicted else {
+            return Vec::new();
+        };
+        let taken = std::mem::take(&mut *e.lock().unwrap_or_else(|e| e.into_inner()));
+        taken
+            .into_iter()
+            .filter(|(k, v)| k.len() == 16 && v.len() == BLOCK)
+            .map(|(k, v)| {
+                let file = u64::from_le_bytes(k[..8].try_into().expect("16 bytes"));
+                let block = u64::from_le_bytes(k[8..].try_into().expect("16 bytes"));
+                (file, block, v)
+            })
+            .collect()
+    }
+
     /// Counters since the stage was built (across rebuilds); `objects` is the engine's now.
     pub fn stats(&self) -> EngineStats {
         let now = self.engine.stats();
@@ -434,6 +458,7 @@ mod tests {
             ],
             next: None,
             serves: None,
+            exclusive: false,
         }
     }
 

@@ -11,7 +11,12 @@ pub struct MemEngine {
     /// FIFO: a hit does not move the object (evicted in insertion order).
     fifo: bool,
     stats: EngineStats,
+    /// Where evicted objects go, when someone wants them (level-1 demotion).
+    evicted: Option<Evicted>,
 }
+
+/// Objects a [`MemEngine`] evicted, (key, value), until their owner takes them.
+pub type Evicted = std::sync::Arc<std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
 
 impl MemEngine {
     /// An LRU engine holding at most `capacity` bytes of keys and values.
@@ -22,6 +27,15 @@ impl MemEngine {
             used: 0,
             fifo: false,
             stats: EngineStats::default(),
+            evicted: None,
+        }
+    }
+
+    /// The same, keeping what it evicts in `evicted`.
+    pub fn keeping_evicted(self, evicted: Evicted) -> Self {
+        MemEngine {
+            evicted: Some(evicted),
+            ..self
         }
     }
 
@@ -39,6 +53,9 @@ impl MemEngine {
                 Some((k, v)) => {
                     self.used -= k.len() + v.len();
                     self.stats.evictions += 1;
+                    if let Some(e) = &self.evicted {
+                        e.lock().unwrap_or_else(|e| e.into_inner()).push((k, v));
+                    }
                 }
                 None => break,
             }
@@ -131,6 +148,19 @@ mod tests {
         assert!(!e.set(b"huge", &[0; 100]).unwrap());
         assert!(e.delete(b"a").unwrap());
         assert!(!e.delete(b"a").unwrap());
+    }
+
+    #[test]
+    fn evicted_objects_are_kept_for_their_owner_and_deleted_ones_are_not() {
+        let kept = Evicted::default();
+        let mut e = MemEngine::new(2 * (1 + 10)).keeping_evicted(kept.clone());
+        for k in [b"a", b"b", b"c"] {
+            e.set(k, &[k[0]; 10]).unwrap();
+        }
+        e.delete(b"b").unwrap();
+        e.resize(0).unwrap();
+        let got: Vec<_> = std::mem::take(&mut *kept.lock().unwrap());
+        assert_eq!(got, vec![(b"a".to_vec(), vec![b'a'; 10]), (b"c".to_vec(), vec![b'c'; 10])]);
     }
 
     #[test]

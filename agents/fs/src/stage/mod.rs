@@ -59,7 +59,17 @@ pub struct StageStats {
     /// Log stages: bytes copied back to the rest of the route (reclaim).
     #[serde(default)]
     pub reclaimed_bytes: u64,
+    /// Two-level caches with demotion: a level-1 stage's clean evictions queued for the
+    /// server level; a server-level stage's demoted blocks taken.
+    #[serde(default)]
+    pub demoted_blocks: u64,
+    /// A server-level stage's hits on blocks it holds because level 1 demoted them.
+    #[serde(default)]
+    pub demotion_hits: u64,
 }
+
+/// What [`Backend::read_lent`] returns: the bytes read, and the lease of a lent block.
+pub type LentRead = io::Result<(usize, Option<crate::remote::demote::Lease>)>;
 
 /// The rest of a route, as a stage sees it. `file` is a stable file id (the backing inode).
 pub trait Backend: Sync {
@@ -68,6 +78,12 @@ pub trait Backend: Sync {
     fn write_at(&self, file: u64, data: &[u8], off: u64) -> io::Result<()>;
     /// Makes everything written so far durable.
     fn sync(&self, file: u64) -> io::Result<()>;
+    /// A read of one block by a level-1 cache that keeps it and demotes it on eviction: the
+    /// bytes, and the lease when the rest of the route lent the block (a remote endpoint
+    /// whose server level is exclusive, `remote/frame.rs`). By default a plain read.
+    fn read_lent(&self, file: u64, buf: &mut [u8], off: u64) -> LentRead {
+        self.read_at(file, buf, off).map(|n| (n, None))
+    }
 }
 
 /// A user-level stage of the data path (rate limiter, log writer, cache).
@@ -166,6 +182,15 @@ impl Backend for Chain<'_> {
                     end: self.end,
                 },
             ),
+        }
+    }
+
+    /// Lent only by an endpoint right behind the caller (a stage between would see none of
+    /// the blocks demoted past it).
+    fn read_lent(&self, file: u64, buf: &mut [u8], off: u64) -> LentRead {
+        match self.stages.is_empty() {
+            true => self.end.read_lent(file, buf, off),
+            false => self.read_at(file, buf, off).map(|n| (n, None)),
         }
     }
 

@@ -221,6 +221,7 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
                 placement,
                 next: None,
                 serves: None,
+                exclusive: false,
             }));
         }
     }

@@ -180,6 +180,8 @@ class CacheStageConfig(BusModel):
     # Server level of a two-level cache: directories under the agent's forwarding server's
     # root whose forwarded reads it caches; absent: a stage of the FUSE switch.
     serves: list[ServeDir] | None = Field(default=None, min_length=1, max_length=64)
+    # Server level only: exclusive of level 1 (holds what level 1 demotes, not what it reads).
+    exclusive: bool = False
 
 
 class RateLimitStageConfig(BusModel):
@@ -393,6 +395,10 @@ class TelemetryStage(BusModel):
     dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
     # Log stages: bytes copied back to the route (tail-latency reclaim).
     reclaimed_bytes: Counter = Field(default=None)  # type: ignore[assignment]
+    # Two-level caches with demotion: level 1's evictions queued for the server level / the
+    # server level's demoted blocks taken, and its hits on them.
+    demoted_blocks: Counter = Field(default=None)  # type: ignore[assignment]
+    demotion_hits: Counter = Field(default=None)  # type: ignore[assignment]
     # Absent: the FUSE switch runs it.
     front_end: Literal["fs", "kv"] = Field(default=None)  # type: ignore[assignment]
     parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]

@@ -99,11 +99,23 @@ class CacheStage(StageBase):
         "endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force "
         "its size is the owner's a2 (with shared_with: the sum of their a2, one consolidated pool). null: a host-level stage.",
     )
+    exclusive: bool = Field(
+        default=False,
+        description="With serves: exclusive of level 1 (Moirai's global LRU): the reads of a level 1 that demotes "
+        "(a dram stage in front of the remote endpoint) neither fill it nor stay in it, and it holds the clean blocks "
+        "level 1 evicts and demotes to it. false: it caches level 1's misses (inclusive).",
+    )
     two_level: TwoLevel | None = Field(
         default=None,
         description="On a level-1 stage: the allocation loop splits its owner's cache between this stage and the "
         "level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths.",
     )
+
+    @model_validator(mode="after")
+    def _exclusive_serves(self) -> CacheStage:
+        if self.exclusive and not self.serves:
+            raise ValueError("exclusive is for a server-level stage (one with serves)")
+        return self
 
 
 class QosStage(StageBase):

@@ -5,7 +5,7 @@ This is where the policy vocabulary becomes the agents' vocabulary, once, before
 
 | declared kind | shipped as |
 |---|---|
-| `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next`; with `serves` it is the server level of a two-level cache (run by the host's forwarding server), sized by the owner's (and `shared_with`'s) a2 while a two-level split is in force, while level 1 gets a1 |
+| `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next`; with `serves` it is the server level of a two-level cache (run by the host's forwarding server), sized by the owner's (and `shared_with`'s) a2 while a two-level split is in force, while level 1 gets a1; `exclusive` ships with it (it holds what level 1 demotes) |
 | `qos` | a `ratelimit` stage from `max_bandwidth_bytes_per_s` / `max_iops`; without either nothing ships and rules pass over it (priorities and minimums are not enforced yet) |
 | `log` | a `log` stage |
 | `replica_set` | no stage: a rule sending IO there becomes a read rule to `read_set` and a rule for the other ops to `write_set` (file detours) |
@@ -165,6 +165,7 @@ def _cache(stage: Mapping[str, Any], host: HostView, size: int, fdp: Mapping[tup
         "max_dirty_bytes": stage.get("max_dirty_bytes", 16 << 20), "device": device,
         "placement": placement, "next": stage.get("parent"),
         **({"serves": list(stage["serves"])} if stage.get("serves") else {}),
+        **({"exclusive": True} if stage.get("serves") and stage.get("exclusive") else {}),
     }
 
 
