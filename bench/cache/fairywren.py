@@ -43,6 +43,8 @@ ENGINES = [("kangaroo", dict(engine="kangaroo")),
 # handles. The naive "+WREN" port (every write into one log-structured store) and nest packing
 # without the hot/cold split are not engines here.
 WHOLE = [("Kangaroo on LBAD (Log + Sets)", dict(engine="hybrid", small_engine="kangaroo", handles="shared")),
+         ("Kangaroo on LBAD without discard", dict(engine="hybrid", small_engine="kangaroo", handles="shared",
+                                                   no_discard="")),
          ("Kangaroo +Physical Sep. (FDP handles)", dict(engine="hybrid", small_engine="kangaroo")),
          ("FairyWREN (+Nest packing +Hot-Cold)", dict(engine="hybrid", small_engine="fairywren")),
          ("FairyWREN one handle", dict(engine="hybrid", small_engine="fairywren", handles="shared"))]
@@ -63,7 +65,8 @@ def bench(seed=1, **flags):
     flags.setdefault("ru_kib", ru_for(flags["flash_mib"]))
     cmd = [CACHEBENCH, "--json", "-q", "--seed", str(seed)]
     for k, v in flags.items():
-        cmd += [f"--{k.replace('_', '-')}", str(v)]
+        # A switch (no_discard="") has no value.
+        cmd += [f"--{k.replace('_', '-')}"] + ([str(v)] if v != "" else [])
     print("  $ " + " ".join(cmd[1:]), file=sys.stderr)
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     r["writes"] = r["alwa"] * r["dlwa"]

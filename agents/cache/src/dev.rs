@@ -78,6 +78,8 @@ pub struct DataSim {
     sim: SimSsd,
     data: Vec<u8>,
     page: usize,
+    /// Whether deallocations reach the simulator's mapping (see [`DataSim::ignore_deallocate`]).
+    deallocate: bool,
 }
 
 impl DataSim {
@@ -90,7 +92,15 @@ impl DataSim {
             sim,
             data: vec![0; cap],
             page,
+            deallocate: true,
         })
+    }
+
+    /// A conventional SSD under a cache that never discards: trimmed ranges still read as
+    /// zeroes (the engines behave exactly as with deallocation), but the device is not told,
+    /// so their pages stay valid for its garbage collection until overwritten.
+    pub fn ignore_deallocate(&mut self) {
+        self.deallocate = false;
     }
 
     /// The simulator underneath: FDP statistics, wear, invariants.
@@ -131,7 +141,11 @@ impl BlockDevice for DataSim {
     }
 
     fn trim(&mut self, offset: u64, len: u64) -> lachesis_device::Result<()> {
-        self.sim.trim(offset, len)?;
+        if self.deallocate {
+            self.sim.trim(offset, len)?;
+        } else {
+            self.sim.geometry().check_range(offset, len)?;
+        }
         // Deallocated blocks read as zeroes, as on the simulator.
         self.data[offset as usize..(offset + len) as usize].fill(0);
         Ok(())

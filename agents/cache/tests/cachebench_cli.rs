@@ -311,6 +311,25 @@ fn whole_cache_runs_each_small_engine_on_one_or_separate_handles() {
 }
 
 #[test]
+fn without_discard_the_engines_do_the_same_and_the_device_relocates_more() {
+    // A conventional SSD never told what the cache dropped (KLog's flushed segments,
+    // FairyWREN's reclaimed units): the engine's figures are the same, its DLWA higher.
+    for engine in ["kangaroo", "fairywren"] {
+        let one = [FW_SMALL, &["--engine", engine, "--handles", "shared"]].concat();
+        let told = json(&one);
+        let kept = json(&[&one[..], &["--no-discard"]].concat());
+        assert_eq!(keys(&kept), REPORT_KEYS);
+        assert_eq!(kept["miss_ratio"], told["miss_ratio"], "{engine}");
+        assert_eq!(kept["alwa"], told["alwa"], "{engine}");
+        assert_eq!(kept["wrong_values"], 0, "{engine}");
+        assert!(
+            kept["dlwa"].as_f64().unwrap() > told["dlwa"].as_f64().unwrap(),
+            "{engine}: {kept} {told}"
+        );
+    }
+}
+
+#[test]
 fn fairywren_keeps_the_report_keys() {
     let r = json(&[FW_SMALL, &["--engine", "fairywren"]].concat());
     assert_eq!(keys(&r), REPORT_KEYS);

@@ -94,6 +94,10 @@ pub struct Args {
     pub ru_kib: u64,
     #[arg(long, value_enum, default_value = "separate")]
     pub handles: Handles,
+    /// The device ignores the engines' deallocations (a cache on a conventional SSD without
+    /// TRIM): what they trim stays valid for the device's garbage collection until rewritten.
+    #[arg(long)]
+    pub no_discard: bool,
 
     /// Hybrid: DRAM cache in front (MiB).
     #[arg(long, default_value_t = 0)]

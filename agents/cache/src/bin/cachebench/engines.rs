@@ -94,7 +94,11 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
         gc_reserve_rus: 2,
         ..SimConfig::default()
     };
-    let data = Arc::new(Mutex::new(DataSim::new(config).map_err(RunError::from)?));
+    let mut sim = DataSim::new(config).map_err(RunError::from)?;
+    if args.no_discard {
+        sim.ignore_deallocate();
+    }
+    let data = Arc::new(Mutex::new(sim));
     let device_bytes = {
         use lachesis_device::BlockDevice;
         data.lock().unwrap().geometry().capacity_bytes
