@@ -97,6 +97,17 @@ def test_a_level_one_stage_whose_parent_runs_on_another_host_chains_nothing() ->
     assert (l2["name"], l2["serves"]) == ("cache/a-l2", ["tenants/a"])
 
 
+def test_an_exclusive_server_level_ships_exclusive_and_only_with_serves() -> None:
+    l2 = {**declared()[1], "exclusive": True}
+    (s,) = shipped_stages([l2], HostView("storage-1"), None)
+    assert s["exclusive"] is True
+    (plain,) = shipped_stages([declared()[1]], HostView("storage-1"), None)
+    assert "exclusive" not in plain  # absent unless set: older agents read the same contract
+    # exclusive on a stage without serves ships nothing of it (the policy refuses it).
+    (l1,) = shipped_stages([{**declared()[0], "exclusive": True}], HostView("host-a"), None)
+    assert "exclusive" not in l1
+
+
 def test_a_shared_server_level_is_one_pool_sized_by_the_sum_of_its_tenants_a2() -> None:
     pool = cache("cache/pool", None, 1 << 31, level=2, serves=["tenants/a", "tenants/b"], shared_with=["a", "b"])
     (s,) = shipped_stages([pool], HostView("host-a"), None, {"a": 700, "b": 300, "c": 5})
@@ -167,6 +178,43 @@ def test_rest_shows_the_split_in_force_and_each_levels_hits(client: Any, agents:
     assert (server_level["level"], server_level["shipped_bytes"], server_level["hits"], server_level["misses"]) == (
         "server", 128 << 20, 20, 50)
     assert server_level["hit_ratio"] == pytest.approx(20 / 70)
+    assert (server_level["exclusive"], server_level["demoted_blocks"], host_level["demoted_blocks"]) == (False, None, None)
+
+
+def test_rest_shows_what_level_one_demoted_to_an_exclusive_server_level(client: Any, agents: Any) -> None:
+    from conftest import enroll
+
+    from lachesis_controller.bus.messages import Telemetry
+
+    for host in ("host-a", "storage-1"):
+        enroll(client, agents(host))
+    exclusive = POLICY.replace("serves: [media]}", "serves: [media], exclusive: true}")
+    applied = client.post("/api/v1/policies", content=exclusive, headers={"content-type": "application/yaml"})
+    assert applied.status_code == 201, applied.text
+    store = client.app.state.telemetry
+    for host, stage, extra in [("host-a", "cache/media-l1", {"demoted_blocks": 52}),
+                               ("storage-1", "cache/media-l2", {"demoted_blocks": 50, "demotion_hits": 35})]:
+        store.ingest(Telemetry.model_validate({
+            "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": "2026-11-25T10:00:00Z", "interval_s": 5.0,
+            "tenants": [], "devices": [],
+            "stages": [{"name": stage, "kind": "cache", "owner": "media", "engine": "dram", "size_bytes": 1 << 20,
+                        "installed_bytes": 1 << 20, "hits": 10, "misses": 5, **extra}],
+        }))
+    (t,) = client.get("/api/v1/apps/two-level").json()["tenants"]
+    host_level, server_level = t["levels"]
+    assert (host_level["demoted_blocks"], host_level["exclusive"]) == (52, False)
+    assert (server_level["exclusive"], server_level["demoted_blocks"], server_level["demotion_hits"]) == (True, 50, 35)
+    rows = {r["host_id"]: r for r in client.get("/api/v1/stages/cache/media-l2/stats").json()}
+    assert (rows["storage-1"]["demoted_blocks"], rows["storage-1"]["demotion_hits"]) == (50, 35)
+
+
+def test_exclusive_without_serves_is_refused_with_the_field(client: Any) -> None:
+    bad = POLICY.replace("      parent: cache/media-l2\n", "      parent: cache/media-l2\n      exclusive: true\n")
+    assert bad != POLICY
+    r = client.post("/api/v1/policies", content=bad, headers={"content-type": "application/yaml"})
+    assert r.status_code == 422, r.text
+    assert "spec.stages[0]" in r.text and "exclusive is for a server-level stage" in r.text
+    assert client.get("/api/v1/policies").json() == []
 
 
 def test_bandwidths_out_of_order_are_refused_with_the_field(client: Any) -> None:

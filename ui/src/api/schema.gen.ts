@@ -140,6 +140,12 @@ export interface components {
              */
             eviction: "lru" | "fifo" | "mrc";
             /**
+             * Exclusive
+             * @description With serves: exclusive of level 1 (Moirai's global LRU): the reads of a level 1 that demotes (a dram stage in front of the remote endpoint) neither fill it nor stay in it, and it holds the clean blocks level 1 evicts and demotes to it. false: it caches level 1's misses (inclusive).
+             * @default false
+             */
+            exclusive: boolean;
+            /**
              * Hosts
              * @description null: every host.
              */
@@ -847,6 +853,22 @@ export interface components {
          */
         LevelOut: {
             /**
+             * Demoted Blocks
+             * @description Host level: clean evicted blocks queued for the server level; server level (exclusive): demoted blocks taken. Null: none reported (no demotion).
+             */
+            demoted_blocks?: number | null;
+            /**
+             * Demotion Hits
+             * @description Server level: hits on blocks it holds because level 1 demoted them.
+             */
+            demotion_hits?: number | null;
+            /**
+             * Exclusive
+             * @description Server level: holds what level 1 demotes rather than what it reads.
+             * @default false
+             */
+            exclusive: boolean;
+            /**
              * Hit Ratio
              * @description hits / (hits + misses); null before the level saw a read.
              */
@@ -1506,6 +1528,16 @@ export interface components {
             bytes_read_miss: number | null;
             /** Bytes Written */
             bytes_written: number | null;
+            /**
+             * Demoted Blocks
+             * @description Two-level caches with demotion: a level-1 stage's evicted blocks queued for the server level, a server-level stage's demoted blocks taken; null: none reported.
+             */
+            demoted_blocks?: number | null;
+            /**
+             * Demotion Hits
+             * @description A server-level stage's hits on blocks it holds because level 1 demoted them.
+             */
+            demotion_hits?: number | null;
             /** Dirty Bytes */
             dirty_bytes: number | null;
             /** Evictions */

@@ -1,6 +1,7 @@
 """`GET /api/v1/apps/two-level`: per tenant with a two-level cache (a level-1 cache stage with
 `two_level`, its parent the server-level stage), the split in force (α, a1, a2) and each
-level's size and hits as the agents report them."""
+level's size and hits as the agents report them, and with an exclusive server level the
+blocks level 1 demoted to it and its hits on them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from lachesis_controller.validation.problems import problem_responses
 router = APIRouter(prefix="/apps/two-level", tags=["apps"])
 
 
-def _level(level: str, name: str, reports: list[HostStage], shipped: dict[str, dict[str, dict[str, Any]]]) -> LevelOut:
+def _level(level: str, name: str, reports: list[HostStage], shipped: dict[str, dict[str, dict[str, Any]]],
+           exclusive: bool = False) -> LevelOut:
     mine = [r for r in reports if r.counters.name == name]
     sizes = [h[name]["size_bytes"] for h in shipped.values() if name in h]
 
@@ -33,7 +35,8 @@ def _level(level: str, name: str, reports: list[HostStage], shipped: dict[str, d
     return LevelOut(
         level=level, stage=name, shipped_bytes=max(sizes) if sizes else None,  # type: ignore[arg-type]
         installed_bytes=total("installed_bytes"), hits=hits, misses=misses,
-        hit_ratio=(hits or 0) / reads if reads else None, hosts=sorted(r.host_id for r in mine),
+        hit_ratio=(hits or 0) / reads if reads else None, demoted_blocks=total("demoted_blocks"),
+        demotion_hits=total("demotion_hits"), exclusive=exclusive, hosts=sorted(r.host_id for r in mine),
     )
 
 
@@ -54,7 +57,8 @@ async def two_level(request: Request, session: SessionDep, principal: PrincipalD
             split = splits.get(tenant) or {}
             levels = [_level("host", l1["name"], reports, shipped)]
             if l1.get("parent") in declared:
-                levels.append(_level("server", l1["parent"], reports, shipped))
+                parent = declared[l1["parent"]]
+                levels.append(_level("server", parent["name"], reports, shipped, bool(parent.get("exclusive"))))
             out.append(TwoLevelTenantOut(
                 tenant=tenant, alpha=split.get("alpha"), host_bytes=split.get("host_bytes"),
                 server_bytes=split.get("server_bytes"), predicted_hit_ratio=split.get("hit_ratio"),

@@ -46,6 +46,8 @@ class StageHost(BaseModel):
     evictions: int | None
     writebacks: int | None
     dirty_bytes: int | None
+    demoted_blocks: int | None = Field(default=None, description="Two-level caches with demotion: a level-1 stage's evicted blocks queued for the server level, a server-level stage's demoted blocks taken; null: none reported.")
+    demotion_hits: int | None = Field(default=None, description="A server-level stage's hits on blocks it holds because level 1 demoted them.")
     front_end: str | None = Field(default=None, description="The data path running the stage: fs (the FUSE switch) or kv (the key-value front end); null before a report.")
     parts: list[StagePartOut] | None = Field(default=None, description="A flash cache's engine parts with their handles, where the host reports them (the key-value front end).")
     series: list[StagePointOut] = Field(description="Per reporting interval, oldest first (bounded).")

@@ -17,6 +17,11 @@ class LevelOut(BaseModel):
     hits: int | None = Field(description="Block reads the level served, summed over hosts; null: no report yet.")
     misses: int | None
     hit_ratio: float | None = Field(description="hits / (hits + misses); null before the level saw a read.")
+    demoted_blocks: int | None = Field(
+        default=None, description="Host level: clean evicted blocks queued for the server level; server level (exclusive): "
+        "demoted blocks taken. Null: none reported (no demotion).")
+    demotion_hits: int | None = Field(default=None, description="Server level: hits on blocks it holds because level 1 demoted them.")
+    exclusive: bool = Field(default=False, description="Server level: holds what level 1 demotes rather than what it reads.")
     hosts: list[str] = Field(description="Hosts reporting the level's stage.")
 
 

@@ -6,8 +6,8 @@ const MiB = 1 << 20;
 const MEDIA: TwoLevelTenant = {
   tenant: "media", alpha: 0.2, host_bytes: 32 * MiB, server_bytes: 128 * MiB, predicted_hit_ratio: 0.7, predicted_bandwidth: 5e8,
   levels: [
-    { level: "host", stage: "cache/media-l1", shipped_bytes: 32 * MiB, installed_bytes: 32 * MiB, hits: 30, misses: 70, hit_ratio: 0.3, hosts: ["host-a"] },
-    { level: "server", stage: "cache/media-l2", shipped_bytes: 128 * MiB, installed_bytes: null, hits: null, misses: null, hit_ratio: null, hosts: [] },
+    { level: "host", stage: "cache/media-l1", shipped_bytes: 32 * MiB, installed_bytes: 32 * MiB, hits: 30, misses: 70, hit_ratio: 0.3, exclusive: false, hosts: ["host-a"] },
+    { level: "server", stage: "cache/media-l2", shipped_bytes: 128 * MiB, installed_bytes: null, hits: null, misses: null, hit_ratio: null, exclusive: false, hosts: [] },
   ],
 };
 
@@ -21,6 +21,18 @@ describe("TwoLevel", () => {
     const server = within(screen.getByTestId("two-level-media-server"));
     expect(server.getByTestId("shipped").textContent).toBe("128 MiB");
     expect(server.getByTestId("hits").textContent).toBe("—");
+    expect(server.getByTestId("demoted").textContent).toBe("inclusive");
+  });
+
+  it("shows what level 1 demoted to an exclusive server level and the hits on it", () => {
+    const [host, server] = MEDIA.levels;
+    const demoting: TwoLevelTenant = {
+      ...MEDIA,
+      levels: [{ ...host, demoted_blocks: 52 }, { ...server, exclusive: true, demoted_blocks: 50, demotion_hits: 35 }],
+    };
+    render(<TwoLevelTable tenants={[demoting]} />);
+    expect(within(screen.getByTestId("two-level-media-host")).getByTestId("demoted").textContent).toBe("52");
+    expect(within(screen.getByTestId("two-level-media-server")).getByTestId("demoted").textContent).toBe("50 (35 hits)");
   });
 
   it("says when no tenant has two levels", () => {

@@ -1,6 +1,7 @@
 // Two-level caches (Moirai §5.3.5): per tenant the split the allocation loop put in force
 // (α, a1 on the hosts, a2 at the storage server) and, per level, the size shipped and
-// installed and the hits and misses the agents report.
+// installed and the hits and misses the agents report; with an exclusive server level, the
+// blocks level 1 demoted (evicted clean and handed down) and the server level's hits on them.
 import { useQuery } from "@tanstack/react-query";
 import { POLL_MS } from "../../api/queries";
 import { useSession } from "../../api/session";
@@ -20,6 +21,14 @@ export function useTwoLevel() {
   });
 }
 
+/** Blocks demoted (and, at an exclusive server level, its hits on them); "inclusive" for a
+ * server level that takes no demotions. */
+function demotion(l: Level): string {
+  if (l.level === "server" && !l.exclusive) return "inclusive";
+  if (l.demoted_blocks == null) return "—";
+  return l.level === "server" ? `${l.demoted_blocks} (${l.demotion_hits ?? 0} hits)` : `${l.demoted_blocks}`;
+}
+
 /** One row per level of each tenant: the tenant's split on its first row. */
 export function TwoLevelTable({ tenants }: { tenants: TwoLevelTenant[] }) {
   if (!tenants.length) return <p className="muted">No tenant has a two-level cache.</p>;
@@ -27,7 +36,7 @@ export function TwoLevelTable({ tenants }: { tenants: TwoLevelTenant[] }) {
   return (
     <Table
       testId="two-level"
-      head={["tenant", "α", "split (a1 / a2)", "level", "stage", "shipped", "installed", "hits", "misses", "hit ratio"]}
+      head={["tenant", "α", "split (a1 / a2)", "level", "stage", "shipped", "installed", "hits", "misses", "hit ratio", "demoted (hits)"]}
       rows={rows}
       row={({ t, l, first }: { t: TwoLevelTenant; l: Level; first: boolean }) => (
         <tr key={`${t.tenant}/${l.level}`} data-testid={`two-level-${t.tenant}-${l.level}`}>
@@ -41,6 +50,7 @@ export function TwoLevelTable({ tenants }: { tenants: TwoLevelTenant[] }) {
           <td data-testid="hits">{l.hits ?? "—"}</td>
           <td>{l.misses ?? "—"}</td>
           <td data-testid="hit-ratio">{ratio(l.hit_ratio)}</td>
+          <td data-testid="demoted">{demotion(l)}</td>
         </tr>
       )}
     />
