@@ -224,6 +224,11 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
     # and its loop resumes the decision, counted on from the reports that come in now.
     with TestClient(create_app(settings)) as client:
         assert shipped() == [log_stage]
+        # A replica that does not lead (no loop, nothing in memory) shows the stored decision.
+        loop_app, client.app.state.tail_latency = client.app.state.tail_latency, TailLatency()
+        s = view(client)
+        assert (s["state"], s["forwarded_to"], s["forwards"]) == ("forwarding", F, 1)
+        client.app.state.tail_latency = loop_app
         wait_until(lambda: view(client)["forwarded_to"] == F, what="the loop to resume")
         s = view(client)
         assert (s["state"], s["forwards"], s["reclaims"], s["baseline_us"]) == ("forwarding", 1, 0, 100.0)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.schemas.tail_latency import TailLatencyOut, TailLatencyStageOut
 from lachesis_controller.stages import store
+from lachesis_controller.tail_latency import persist
 from lachesis_controller.tail_latency.decide import StageState
 from lachesis_controller.validation import problems
 from lachesis_controller.validation.problems import problem_responses
@@ -24,6 +25,8 @@ async def tail_latency(request: Request, session: SessionDep, principal: Princip
     states: dict[str, StageState] = request.app.state.tail_latency.states
     with session.begin():
         declared = store.declared_stages(session)
+        # A replica that does not lead runs no loop: it shows the decisions as stored.
+        stored = persist.load(session)
     mine = {
         n: s for n, s in declared.items()
         if s.get("kind") == "tail_latency" and s.get("servers") and principal.sees_tenant(s.get("owner") or "")
@@ -34,7 +37,7 @@ async def tail_latency(request: Request, session: SessionDep, principal: Princip
     for name, s in sorted(mine.items()):
         if tenant is not None and s.get("owner") != tenant:
             continue
-        st = states.get(name) or StageState(name, s.get("owner") or "", s["servers"][0])
+        st = states.get(name) or stored.get(name) or StageState(name, s.get("owner") or "", s["servers"][0])
         e, lg = st.last, st.log
         moved = (lg.reclaimed_bytes + lg.held_bytes) if lg else 0
         out.append(TailLatencyStageOut(
