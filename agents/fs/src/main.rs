@@ -48,6 +48,8 @@ enum Cmd {
         /// requests over it queue in arrival order.
         #[arg(long, value_name = "N")]
         max_bytes_per_s: Option<u64>,
+        #[command(flatten)]
+        level: lachesis_fs::remote::serve_level::ServeLevelArgs,
     },
 }
 
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
             test_delay_file,
             max_iops,
             max_bytes_per_s,
+            level,
         } => {
             if let Some(f) = test_delay_file {
                 lachesis_fs::remote::server::test_delay::set_file(f);
@@ -142,7 +145,7 @@ fn main() -> ExitCode {
                 Ok(None) => {}
                 Err(e) => return usage_error(e),
             }
-            serve(&listen, &root, forward_key_file.as_deref())
+            serve(&listen, &root, forward_key_file.as_deref(), &level)
         }
         Cmd::Mount(args) => mount(args),
     }
@@ -364,15 +367,28 @@ fn open_devices(specs: &[String]) -> Result<Devices, String> {
 }
 
 /// `lachesis-fs serve`: runs until killed.
-fn serve(listen: &str, root: &std::path::Path, key_file: Option<&std::path::Path>) -> ExitCode {
+fn serve(
+    listen: &str,
+    root: &std::path::Path,
+    key_file: Option<&std::path::Path>,
+    level: &lachesis_fs::remote::serve_level::ServeLevelArgs,
+) -> ExitCode {
     use lachesis_fs::remote::server;
     let key = match key_file.map(Key::load).transpose() {
         Ok(k) => k,
         Err(e) => return usage_error(format!("--forward-key-file: {e}")),
     };
-    let store = match server::DirStore::new(root) {
+    let store: Arc<dyn server::Store> = match server::DirStore::new(root) {
         Ok(s) => Arc::new(s),
         Err(e) => return usage_error(format!("--root: {e}")),
+    };
+    // The server level (two-level caches) in front of the store, when asked for.
+    let store = match open_devices(&level.devices)
+        .map_err(|e| format!("--device {e}"))
+        .and_then(|d| level.build(store, d))
+    {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
     };
     let listener = match std::net::TcpListener::bind(listen) {
         Ok(l) => l,

@@ -10,6 +10,7 @@ pub mod demote;
 pub mod frame;
 pub mod latency;
 pub mod qos;
+pub mod serve_level;
 pub mod server;
 
 pub use client::Client;
