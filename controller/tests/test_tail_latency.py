@@ -5,6 +5,7 @@ reclaiming, and the REST view with its problem+json for a tenant without such a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -196,7 +197,7 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
 
     n = 0
 
-    def report(client: TestClient, recent: float, held: int | None = None) -> None:
+    def report(client: TestClient, recent: float, held: int | None = None, step: bool = True) -> None:
         # Each report one more request of E: a new report for the decision.
         nonlocal n
         n += 1
@@ -205,7 +206,8 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
         client.app.state.telemetry.ingest(telemetry(
             "host-a", f"2026-11-24T10:{n // 60:02d}:{n % 60:02d}Z", [endpoint("10.0.0.1:7070", 64 + n, recent)], log))
         # The loop steps on the latest report only: one at a time.
-        wait_until(lambda: view(client)["requests"] == 64 + n, what=f"the loop to take report {n}")
+        if step:
+            wait_until(lambda: view(client)["requests"] == 64 + n, what=f"the loop to take report {n}")
 
     with TestClient(create_app(settings)) as client:
         enroll(client, agents("host-a"))
@@ -224,11 +226,15 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
     # and its loop resumes the decision, counted on from the reports that come in now.
     with TestClient(create_app(settings)) as client:
         assert shipped() == [log_stage]
-        # A replica that does not lead (no loop, nothing in memory) shows the stored decision.
-        loop_app, client.app.state.tail_latency = client.app.state.tail_latency, TailLatency()
+        # A replica that does not lead (its loop's memory not current) shows the stored
+        # decision, with the reports it read itself.
+        leadership = client.app.state.leadership
+        client.app.state.leadership = SimpleNamespace(leading=False)
+        report(client, 900.0, held=8192, step=False)
         s = view(client)
-        assert (s["state"], s["forwarded_to"], s["forwards"]) == ("forwarding", F, 1)
-        client.app.state.tail_latency = loop_app
+        assert (s["state"], s["forwarded_to"], s["forwards"], s["requests"], s["held_bytes"]) == (
+            "forwarding", F, 1, 64 + n, 8192)
+        client.app.state.leadership = leadership
         wait_until(lambda: view(client)["forwarded_to"] == F, what="the loop to resume")
         s = view(client)
         assert (s["state"], s["forwards"], s["reclaims"], s["baseline_us"]) == ("forwarding", 1, 0, 100.0)

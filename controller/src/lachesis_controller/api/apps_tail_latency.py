@@ -9,7 +9,9 @@ from fastapi import APIRouter, Query, Request
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.schemas.tail_latency import TailLatencyOut, TailLatencyStageOut
 from lachesis_controller.stages import store
+from lachesis_controller.stages.forwarding import log_name, server_addr
 from lachesis_controller.tail_latency import persist
+from lachesis_controller.tail_latency.loop import endpoint_reports, log_report
 from lachesis_controller.tail_latency.decide import StageState
 from lachesis_controller.validation import problems
 from lachesis_controller.validation.problems import problem_responses
@@ -22,11 +24,12 @@ router = APIRouter(prefix="/apps/tail-latency", tags=["apps"])
 async def tail_latency(request: Request, session: SessionDep, principal: PrincipalDep,
                        tenant: str | None = Query(default=None, max_length=63, description="Only this tenant's stages.")
                        ) -> TailLatencyOut:
-    states: dict[str, StageState] = request.app.state.tail_latency.states
+    leading: bool = request.app.state.leadership.leading
     with session.begin():
         declared = store.declared_stages(session)
-        # A replica that does not lead runs no loop: it shows the decisions as stored.
-        stored = persist.load(session)
+        # A replica that does not lead runs no loop: it shows the decisions as stored, with
+        # the latency and log reports it reads itself.
+        states: dict[str, StageState] = request.app.state.tail_latency.states if leading else persist.load(session)
     mine = {
         n: s for n, s in declared.items()
         if s.get("kind") == "tail_latency" and s.get("servers") and principal.sees_tenant(s.get("owner") or "")
@@ -37,7 +40,11 @@ async def tail_latency(request: Request, session: SessionDep, principal: Princip
     for name, s in sorted(mine.items()):
         if tenant is not None and s.get("owner") != tenant:
             continue
-        st = states.get(name) or stored.get(name) or StageState(name, s.get("owner") or "", s["servers"][0])
+        st = states.get(name) or StageState(name, s.get("owner") or "", s["servers"][0])
+        if not leading:
+            telemetry = request.app.state.telemetry
+            st.last = endpoint_reports(telemetry, s.get("hosts")).get(server_addr(s["servers"][0]))
+            st.log = log_report(telemetry, log_name(name))
         e, lg = st.last, st.log
         moved = (lg.reclaimed_bytes + lg.held_bytes) if lg else 0
         out.append(TailLatencyStageOut(
