@@ -216,7 +216,12 @@ mod tests {
         let sizes: Vec<u32> = (0..10_000u64).map(|k| u.size_of(mix64(k))).collect();
         assert!(sizes.iter().all(|s| (50..=300).contains(s)));
         assert!(sizes.contains(&50) && sizes.contains(&300));
-        for bad in ["uniform:300-50", "uniform:4-10", "uniform:50", "uniform:a-b"] {
+        for bad in [
+            "uniform:300-50",
+            "uniform:4-10",
+            "uniform:50",
+            "uniform:a-b",
+        ] {
             assert!(SizeDist::parse(bad).is_err(), "{bad}");
         }
     }

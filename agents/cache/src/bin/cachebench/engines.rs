@@ -205,7 +205,8 @@ fn small_factory(args: &Args, handles: [PlacementHandle; 3]) -> SmallFactory {
             Ok(Box::new(kangaroo(span, handles[0], handles[1], &args)?) as Box<dyn Engine>)
         }
         // The hybrid deallocated the span before building its small engine: nothing to trim.
-        SmallEngine::Fairywren => Ok(Box::new(FairyWren::open(fairywren(span, handles, &args))?)
-            as Box<dyn Engine>),
+        SmallEngine::Fairywren => {
+            Ok(Box::new(FairyWren::open(fairywren(span, handles, &args))?) as Box<dyn Engine>)
+        }
     })
 }
