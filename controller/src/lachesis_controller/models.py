@@ -359,7 +359,7 @@ class TailLatencyState(Base):
     # normal, forwarding or reclaiming (decide.py).
     state: Mapped[str] = mapped_column(String(16))
     # tcp://HOST:PORT/dir of the server the log lives on; None while normal.
-    forwarded_to: Mapped[str | None] = mapped_column(String(300))
+    forwarded_to: Mapped[str | None] = mapped_column(Text)
     # Set while reclaiming: the rate the log is copied back at.
     reclaim_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger)
     baseline_us: Mapped[float | None] = mapped_column(Float)

@@ -26,7 +26,7 @@ def upgrade() -> None:
         sa.Column('stage', sa.String(length=128), nullable=False),
         sa.Column('tenant', sa.String(length=63), nullable=False),
         sa.Column('state', sa.String(length=16), nullable=False),
-        sa.Column('forwarded_to', sa.String(length=300), nullable=True),
+        sa.Column('forwarded_to', sa.Text(), nullable=True),
         sa.Column('reclaim_bytes_per_s', sa.BigInteger(), nullable=True),
         sa.Column('baseline_us', sa.Float(), nullable=True),
         sa.Column('forwards', sa.Integer(), nullable=False),
