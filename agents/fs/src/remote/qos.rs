@@ -10,7 +10,7 @@
 //! request budget, `bytes / bytes_per_s` for the byte budget); requests are spaced, never
 //! batched. Every request costs one of the request budget, probes and metadata included (a
 //! peer measuring this server waits behind its queue like everybody else); a read costs
-//! the bytes it asks for, a write the bytes it carries.
+//! the bytes it asks for, a write (or a demoted block) the bytes it carries.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,11 +38,11 @@ impl Limits {
     }
 }
 
-/// The data bytes a request moves: what a read asks for, what a write carries.
+/// The data bytes a request moves: what a read asks for, what a write or a demotion carries.
 pub fn bytes_of(req: &Frame) -> u64 {
     match req.op {
         Op::Read => req.len,
-        Op::Write => req.data.len() as u64,
+        Op::Write | Op::Demote => req.data.len() as u64,
         _ => 0,
     }
 }
@@ -182,6 +182,10 @@ mod tests {
         let r = Frame::request(Op::Read, "/a", 0, 8192, vec![]);
         let w = Frame::request(Op::Write, "/a", 0, 0, vec![0; 100]);
         let g = Frame::request(Op::Getattr, "/a", 0, 0, vec![]);
-        assert_eq!((bytes_of(&r), bytes_of(&w), bytes_of(&g)), (8192, 100, 0));
+        let d = Frame::request(Op::Demote, "/a", 0, 7, vec![0; 4096]);
+        assert_eq!(
+            (bytes_of(&r), bytes_of(&w), bytes_of(&g), bytes_of(&d)),
+            (8192, 100, 0, 4096)
+        );
     }
 }
