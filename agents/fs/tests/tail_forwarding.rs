@@ -252,6 +252,8 @@ fn a_switch_restarted_mid_forwarding_reclaims_everything_it_held_paced() {
     s.sw.write(&a, &[2u8; 2 * 4096], 4096).unwrap();
     s.sw.write(&w, &[3u8; 4096], 0).unwrap();
     s.sw.sync(&a).unwrap();
+    drop((a, w));
+    drop(s.sw);
     // The agent restarts: its switch is made again from the same state directory and the
     // desired state it had (the controller meanwhile says reclaim at 8 KiB/s). No file is
     // open in it; the mount tells it where the namespace's files live.
