@@ -99,8 +99,8 @@ def side_by_side(title, engines=ENGINES, **flags):
         if not label.lower().startswith("fairywren"):
             continue
         for k in baselines(label, rows):
-            print(f"- {label} vs {k['label']}: **{k['writes'] / f['writes']:.1f}× less** written per byte admitted, "
-                  f"{k['media_bytes_per_request'] / f['media_bytes_per_request']:.1f}× fewer media bytes per request, "
+            print(f"- {label} vs {k['label']}: **{fewer(k['writes'], f['writes'])}** written per byte admitted, "
+                  f"{fewer(k['media_bytes_per_request'], f['media_bytes_per_request']).replace('less', 'fewer')} media bytes per request, "
                   f"miss ratio {f['miss_ratio'] - k['miss_ratio']:+.4f} from Kangaroo's")
     print(f"\nWrong values: {sum(r['wrong_values'] for r in rows.values())}. Medians of {RUNS} seeds.\n")
     print("```sh")
@@ -108,6 +108,11 @@ def side_by_side(title, engines=ENGINES, **flags):
         print(rows[label]["command"])
     print("```\n")
     return rows
+
+
+def fewer(kangaroo, fairywren):
+    """FairyWREN's figure against Kangaroo's: "N× less" or, when it is larger, "N× more"."""
+    return f"{kangaroo / fairywren:.1f}× less" if fairywren <= kangaroo else f"{fairywren / kangaroo:.1f}× more"
 
 
 def baselines(label, rows):
