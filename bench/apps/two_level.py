@@ -12,7 +12,13 @@ store 200 MB/s; no SLA (the best the maxima allow, at the smallest total). Confi
 - two levels, inclusive (what the agents run): a1 on the host, a2 at the server caching the
   host's misses;
 - two levels, exclusive (Moirai's global LRU: the server level holds what the host evicted):
-  hits of an LRU of a1 at the host, of a1 + a2 in total.
+  hits of an LRU of a1 at the host, of a1 + a2 in total;
+- two levels with demotion (what the agents run with `exclusive: true`, simulated step by
+  step as `agents/fs/src/remote/cached_store.rs` and `stage/cache.rs` do it): a host miss is
+  a lend read at the server (a hit there takes the block out, a miss fills nothing), the block
+  goes into the host's LRU, and the host's clean eviction is demoted into the server's LRU.
+  Counted: blocks demoted, server hits on demoted blocks. It matches the global LRU's hits
+  exactly when no demotion is lost (the agents drop one only when their queue is full).
 
 Prints the section's table (markdown) and writes an SVG of bytes read from the store.
     python3 bench/apps/two_level.py OUT.svg TRACE...
@@ -102,6 +108,34 @@ def two_levels(refs: list[int], a1: int, a2: int) -> tuple[int, int]:
     return int(l1.sum()), int(l2.sum())
 
 
+def demoting(refs: list[int], a1: int, a2: int) -> tuple[int, int, int, int]:
+    """Hits at the host and at the server, blocks demoted and server hits on them, with an
+    exclusive server level that takes the host's evictions."""
+    host: OrderedDict[int, None] = OrderedDict()
+    server: OrderedDict[int, None] = OrderedDict()
+    h1 = h2 = demoted = 0
+    for b in refs:
+        if b in host:
+            host.move_to_end(b)
+            h1 += 1
+            continue
+        if b in server:  # a hit moves the block up
+            del server[b]
+            h2 += 1
+        if a1 == 0:
+            continue
+        host[b] = None
+        if len(host) > a1:
+            evicted, _ = host.popitem(last=False)
+            demoted += 1
+            if a2 > 0:
+                server[evicted] = None
+                if len(server) > a2:
+                    server.popitem(last=False)
+    # Every server hit is on a demoted block: nothing else fills an exclusive level here.
+    return h1, h2, demoted, h2
+
+
 def run(path: Path) -> dict:
     refs_np = blocks_of(path)
     refs = refs_np.tolist()
@@ -118,20 +152,22 @@ def run(path: Path) -> dict:
     inc1, inc2 = two_levels(refs, a1, a2)
     exc1 = int(lru(refs, a1).sum()) if a1 else 0
     exc = int(lru(refs, a1 + a2).sum())
+    dem1, dem2, demoted, demotion_hits = demoting(refs, a1, a2)
     rows = {
         "one level (H on the host)": (h, 0, one, 0),
         "double caching (H and H)": (h, h, dbl1, dbl2),
         "two levels, α split, inclusive (ours)": (a1, a2, inc1, inc2),
         "two levels, α split, exclusive (Moirai's global LRU)": (a1, a2, exc1, exc - exc1),
+        "two levels, α split, with demotion (ours, exclusive: true)": (a1, a2, dem1, dem2),
     }
     return {"name": path.name.split(".")[0], "refs": n, "unique": unique, "alpha": split.alpha,
-            "predicted": split.hit_ratio, "rows": rows}
+            "predicted": split.hit_ratio, "rows": rows, "demoted": demoted, "demotion_hits": demotion_hits}
 
 
 def svg(results: list[dict], out: Path) -> None:
     configs = list(results[0]["rows"])
-    colors = ["#888888", "#d98c3f", "#3f7fd9", "#3fa95a"]
-    w, h, left, top, bar = 760, 320, 60, 30, 26
+    colors = ["#888888", "#d98c3f", "#3f7fd9", "#3fa95a", "#8a3fd9"]
+    w, h, left, top, bar = 860, 320, 60, 30, 26
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 120}" font-family="sans-serif" font-size="12">',
              f'<text x="{left}" y="18">Share of references read from the server\'s store (lower is better)</text>']
     group = len(configs) * bar + 30
@@ -164,7 +200,8 @@ def main() -> None:
             print(f"| {r['name']} ({r['refs']:,}, {r['unique']:,}) | {c} | {a1:,} | {a2:,} | "
                   f"{(h1 + h2) / r['refs']:.3f} ({h1 / r['refs']:.3f} + {h2 / r['refs']:.3f}) | "
                   f"{miss * BLOCK / 2**20:,.0f} MiB ({rel}) |")
-        print(f"| {r['name']} | α = {r['alpha']:.2f}, predicted U(a1 + a2) = {r['predicted']:.3f} | | | | |")
+        print(f"| {r['name']} | α = {r['alpha']:.2f}, predicted U(a1 + a2) = {r['predicted']:.3f}; with demotion "
+              f"{r['demoted']:,} blocks demoted, {r['demotion_hits']:,} server hits on them | | | | |")
     svg(results, out)
 
 
