@@ -4,7 +4,8 @@ E is made slow by its test delay hook: the agent's latency monitor reports it, t
 controller forwards the tenant's writes into a log on F (the bytes reach F, not E, and read
 back through the mount from F's log), the controller is restarted (the new one ships the
 same forwarding: the data stays in the log), E is made fast again: the controller reclaims
-the log to E and takes it out of the route. The data on E afterwards equals what was written.
+the log to E and takes it out of the route. The data on E afterwards equals what was written,
+the log counted exactly the forwarded bytes and is cut to nothing once reclaimed.
 
 Counts and data, never durations: every wait is a counted poll of the controller's view
 (`GET /api/v1/apps/tail-latency`) or of the files.
@@ -179,7 +180,9 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
     wait_for("the log's counters after the restart", lambda: app(cluster)["held_bytes"] is not None, timeout=60)
     s = app(cluster)
     assert (s["state"], s["forwards"], s["forwarded_to"]) == ("forwarding", 1, f"tcp://127.0.0.1:{world['f']}/spill")
-    assert (s["held_bytes"], s["reclaimed_bytes"]) == (len(forwarded) * BLOCK, 0)
+    # Counted: the log took exactly the forwarded writes' bytes and holds them all.
+    n = len(forwarded) * BLOCK
+    assert (s["forwarded_bytes"], s["held_bytes"], s["reclaimed_bytes"]) == (n, n, 0)
     assert read_all(f) == bytes(want)
 
     # E fast again: reads of the unforwarded ranges go to E and refill its window; the
@@ -196,9 +199,11 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
     wait_for("the reclaim to finish", reclaimed, timeout=180)
     s = app(cluster)
     assert (s["forwards"], s["reclaims"], s["forwarded_to"]) == (1, 1, None)
-    # Nothing lost: E holds what was written, the mount reads the same.
+    # Nothing lost: E holds what was written, the mount reads the same; everything left the
+    # log (a forwarding log that holds nothing is cut to nothing).
     assert hashlib.sha256(on_e.read_bytes()).hexdigest() == hashlib.sha256(bytes(want)).hexdigest()
     assert read_all(f) == bytes(want)
+    assert log.stat().st_size == 0
     # Out of the route: new writes go to E, the log does not grow.
     size = log.stat().st_size
     write_blocks(f, range(0, 1), 9)
