@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use lachesis_switch::{check_stages, Gate, IoHeader, Op, Rule, RuleTable, StageConfig};
+use lachesis_switch::{
+    check_stages, CacheEngine, Gate, IoHeader, Op, Rule, RuleTable, StageConfig,
+};
 
 use crate::confine::Roots;
 use crate::delegate::Delegates;
@@ -338,25 +340,45 @@ impl Switch {
         // one tenant's stage to another's in one change). If the change is then refused,
         // the shrunk stages grow back: the space is still free.
         let (old_rules, old_stages) = (self.rules(), self.stages());
-        let shrunk: Vec<StageConfig> = old_stages
-            .iter()
-            .map(
-                |o| match (o, stages.iter().find(|n| n.name() == o.name())) {
-                    (StageConfig::Cache(a), Some(StageConfig::Cache(b)))
-                        if a.same_but_size(b) && b.size_bytes < a.size_bytes =>
-                    {
-                        StageConfig::Cache(b.clone())
-                    }
-                    _ => o.clone(),
-                },
-            )
-            .collect();
-        if shrunk == old_stages {
+        let shrunk = interim_stages(&old_stages, stages, false);
+        let refused =
+            match self.change_through(&old_rules, &old_stages, &shrunk, rules.clone(), stages) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+        // A flash cache stage the change replaces (its engine, placement... changed) or
+        // removes holds its regions until the change is in force, so on a nearly full device
+        // its successor cannot be built beside it (the placement broker renumbering handles
+        // when tenants arrive does that to every stage it moves). Only then, and only for
+        // want of space, the change is made again with those stages emptied first: they
+        // lose nothing a replacement would not (it starts cold; dirty blocks are written
+        // back before the space goes) and, refused again, grow back cold.
+        let emptied = interim_stages(&old_stages, stages, true);
+        if !refused.contains(crate::stage::space::DEVICE_FULL) || emptied == shrunk {
+            return Err(refused);
+        }
+        tracing::info!(
+            "device space short: emptying the cache stages the change replaces or removes first"
+        );
+        self.change_through(&old_rules, &old_stages, &emptied, rules, stages)
+    }
+
+    /// Puts `interim` (the stages in force, some of them smaller) in force under the rules
+    /// in force, then the change; refused, the stages in force come back.
+    fn change_through(
+        &self,
+        old_rules: &[Rule],
+        old_stages: &[StageConfig],
+        interim: &[StageConfig],
+        rules: Vec<Rule>,
+        stages: &[StageConfig],
+    ) -> Result<(), String> {
+        if interim == old_stages {
             return self.set_rules_locked(rules, stages);
         }
-        self.set_rules_locked(old_rules.clone(), &shrunk)?;
+        self.set_rules_locked(old_rules.to_vec(), interim)?;
         self.set_rules_locked(rules, stages).inspect_err(|_| {
-            let _ = self.set_rules_locked(old_rules, &old_stages);
+            let _ = self.set_rules_locked(old_rules.to_vec(), old_stages);
         })
     }
 
@@ -1264,6 +1286,34 @@ fn adopt_owner(copy: &File, original: &File) -> io::Result<()> {
     let m = original.metadata()?;
     std::os::unix::fs::fchown(copy, Some(m.uid()), Some(m.gid()))?;
     copy.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o777))
+}
+
+/// The stages in force (`old`) as a step towards `new`: a cache stage that `new` shrinks
+/// takes its new size; with `empty_replaced`, a flash cache stage that `new` replaces or
+/// removes takes size 0 (gives every region back). The rest as they are.
+fn interim_stages(
+    old: &[StageConfig],
+    new: &[StageConfig],
+    empty_replaced: bool,
+) -> Vec<StageConfig> {
+    old.iter()
+        .map(|o| match (o, new.iter().find(|n| n.name() == o.name())) {
+            (StageConfig::Cache(a), Some(StageConfig::Cache(b))) if a.same_but_size(b) => {
+                StageConfig::Cache(if b.size_bytes < a.size_bytes {
+                    b.clone()
+                } else {
+                    a.clone()
+                })
+            }
+            (StageConfig::Cache(a), _) if empty_replaced && a.engine != CacheEngine::Dram => {
+                StageConfig::Cache(lachesis_switch::CacheConfig {
+                    size_bytes: 0,
+                    ..a.clone()
+                })
+            }
+            _ => o.clone(),
+        })
+        .collect()
 }
 
 /// Whether a retired stage stays reachable by the delegates of its data: a log that holds

@@ -64,6 +64,19 @@ fn switch(state: &Path, rules: Vec<Rule>, stages: Vec<StageConfig>, devices: Dev
     .unwrap()
 }
 
+/// One simulated device of `mib` MiB (`flash0`) and its pool.
+fn one_device(mib: u32) -> (Devices, std::sync::Arc<lachesis_fs::stage::space::Pool>) {
+    let (dev, _) = sim(mib);
+    let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
+    let pool = devices.get(None).unwrap();
+    (devices, pool)
+}
+
+/// Bytes of the pool's regions that stages hold.
+fn used_bytes(pool: &lachesis_fs::stage::space::Pool) -> u64 {
+    u64::from(pool.regions() - pool.free_regions()) * pool.region_bytes()
+}
+
 fn stats_of(sw: &Switch, name: &str) -> StageStats {
     sw.stage_stats()
         .into_iter()
@@ -218,10 +231,8 @@ fn reconcile_keeps_resizes_replaces_and_writes_back_what_goes() {
     let t = tempfile::tempdir().unwrap();
     let b = t.path().join("b");
     std::fs::create_dir_all(&b).unwrap();
-    let (dev, _) = sim(24);
-    let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
-    let pool = devices.get(None).unwrap();
-    let used = || u64::from(pool.regions() - pool.free_regions()) * pool.region_bytes();
+    let (devices, pool) = one_device(24);
+    let used = || used_bytes(&pool);
     let wb = cache("cache/wb", "dram", 4 * MIB, "back", None);
     let log = cache("cache/loc", "loc", 4 * MIB, "through", None);
     let routes = rules(&[("cache/wb", "/w"), ("cache/loc", "/l")]);
@@ -353,6 +364,82 @@ fn reconcile_keeps_resizes_replaces_and_writes_back_what_goes() {
     }
     drop(sw);
     assert_eq!(pool.free_regions(), pool.regions(), "every region back");
+}
+
+/// A flash cache stage that a change replaces (here its placement handle moves, as when the
+/// controller's broker renumbers handles for a new tenant) or removes gives its regions back
+/// before its successor is built: on a nearly full device the two would not fit side by side.
+/// A change that cannot fit even so is refused, and the stages in force come back.
+#[test]
+fn a_replaced_or_removed_stage_makes_room_for_its_successor_on_a_full_device() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let (devices, pool) = one_device(24);
+    let used = || used_bytes(&pool);
+    let big = cache("cache/a", "loc", 14 * MIB, "through", None);
+    let small = cache("cache/b", "loc", 4 * MIB, "back", None);
+    let routes = rules(&[("cache/a", "/a"), ("cache/b", "/b")]);
+    let sw = switch(
+        &t.path().join("s"),
+        routes.clone(),
+        vec![big.clone(), small.clone()],
+        devices.clone(),
+    );
+    assert_eq!(used(), 18 * MIB);
+    let wb = ctx(&b, None, "/b");
+    for i in 0..4 {
+        sw.write(&wb, &block(3, i, 1), i * 4096).unwrap();
+    }
+
+    // cache/a's placement moves: a new instance of 14 MiB while the old holds 14 of 24.
+    let moved = |s: &StageConfig, handle: u16| {
+        let StageConfig::Cache(c) = s else {
+            unreachable!()
+        };
+        let mut c = c.clone();
+        c.placement = vec![lachesis_switch::PartHandle {
+            part: lachesis_switch::EnginePart::Loc,
+            handle,
+        }];
+        StageConfig::Cache(c)
+    };
+    sw.set_rules(routes.clone(), &[moved(&big, 5), small.clone()])
+        .unwrap();
+    let s = stats_of(&sw, "cache/a");
+    assert_eq!((s.size_bytes, s.installed_bytes), (14 * MIB, 14 * MIB));
+    assert_eq!(used(), 18 * MIB);
+    // The stage the change kept is untouched: its dirty blocks are still its own.
+    assert_eq!(stats_of(&sw, "cache/b").dirty_bytes, 4 * 4096);
+
+    // cache/b (write-back, dirty) goes and cache/c takes its place and more: b writes back.
+    let c = cache("cache/c", "loc", 9 * MIB, "through", None);
+    let with_c = rules(&[("cache/a", "/a"), ("cache/c", "/b")]);
+    sw.set_rules(with_c.clone(), &[moved(&big, 5), moved(&c, 6)])
+        .unwrap();
+    assert_eq!(used(), 23 * MIB);
+    let mut buf = vec![0u8; 4096];
+    for i in 0..4 {
+        use std::os::unix::fs::FileExt;
+        std::fs::File::open(b.join("b"))
+            .unwrap()
+            .read_exact_at(&mut buf, i * 4096)
+            .unwrap();
+        assert_eq!(buf, block(3, i, 1), "block {i} reached the backing file");
+    }
+
+    // Too large even with cache/a emptied: refused, and what was in force comes back.
+    let e = sw
+        .set_rules(
+            with_c.clone(),
+            &[moved(&with_size(&big, 20 * MIB), 7), moved(&c, 6)],
+        )
+        .unwrap_err();
+    assert!(e.contains("cache/a") && e.contains("is full"), "{e}");
+    let s = stats_of(&sw, "cache/a");
+    assert_eq!((s.size_bytes, s.installed_bytes), (14 * MIB, 14 * MIB));
+    assert_eq!(used(), 23 * MIB);
+    assert_eq!(sw.stats()["reconcile_errors"], 0);
 }
 
 /// Writers write versions of their own blocks through a write-back stage while the stage
@@ -498,7 +585,10 @@ fn resizing_a_write_back_dram_cache_under_writes_loses_no_acknowledged_write() {
 }
 
 /// `n` simulated devices of `mib` MiB (`flash0`, ...) with their recorded writes.
-fn sim_devices(n: usize, mib: u32) -> (Vec<(String, Writes, lachesis_cache::SharedDevice)>, Devices) {
+fn sim_devices(
+    n: usize,
+    mib: u32,
+) -> (Vec<(String, Writes, lachesis_cache::SharedDevice)>, Devices) {
     let devs: Vec<_> = (0..n)
         .map(|i| {
             let (d, w) = sim(mib);
@@ -576,7 +666,13 @@ fn fairywren_stages_cache_and_read_back_through_the_switch() {
     let (devs, devices) = sim_devices(2, 32);
     let mut stages = vec![
         cache("cache/fw", "fairywren", 16 * MIB, "through", Some("flash0")),
-        cache("cache/hfw", "hybrid-fairywren", 20 * MIB, "through", Some("flash1")),
+        cache(
+            "cache/hfw",
+            "hybrid-fairywren",
+            20 * MIB,
+            "through",
+            Some("flash1"),
+        ),
     ];
     for s in &mut stages {
         if let StageConfig::Cache(c) = s {
@@ -615,5 +711,9 @@ fn fairywren_stages_cache_and_read_back_through_the_switch() {
         fw.contains(&5) && fw.is_subset(&BTreeSet::from([5, 6, 7])),
         "FairyWREN writes with its FwLog and FwSets handles: {fw:?}"
     );
-    assert_eq!(handles(1), BTreeSet::from([2]), "the hybrid's blocks go to its log");
+    assert_eq!(
+        handles(1),
+        BTreeSet::from([2]),
+        "the hybrid's blocks go to its log"
+    );
 }

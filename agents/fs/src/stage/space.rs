@@ -21,6 +21,9 @@ use lachesis_device::{BlockDevice, Geometry, PlacementHandle};
 
 /// Smallest region when the device has no reclaim unit (or a smaller one).
 pub const MIN_REGION: u64 = 1 << 20;
+/// What a refusal for want of device space says (the switch retries such a change after
+/// emptying the stages it replaces: see `Switch::set_rules`).
+pub const DEVICE_FULL: &str = "is full";
 /// Most regions a pool is cut into by default (larger devices get larger regions), so the
 /// per-region bookkeeping of a log that may grow over the whole device stays small.
 const MAX_REGIONS: u64 = 1 << 16;
@@ -183,7 +186,7 @@ impl Pool {
         let mut free = self.lock_free();
         if (free.len() as u64) < u64::from(n) {
             return Err(format!(
-                "device {:?} is full: {n} more regions of {} bytes needed, {} of {} free",
+                "device {:?} {DEVICE_FULL}: {n} more regions of {} bytes needed, {} of {} free",
                 self.name,
                 self.region_bytes,
                 free.len(),
