@@ -24,6 +24,7 @@ files and logs are kept). Medians over RUNS runs (default 3); SCALE scales the
 phases' lengths (SCALE=0.2 for a quick look). Progress on stderr, the page's section on stdout.
 
     python3 bench/apps/tail_latency.py OUT.png          (root; /dev/fuse; redis-server)
+    env: RUNS, SCALE, PACE, E_IOPS, COMPETITORS, ALPHA, KEEP (bench/apps/tail_latency.sh says)
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@
 #   sudo -E bench/apps/tail_latency.sh       root (FUSE), /dev/fuse, redis-server
 #   RUNS=3 SCALE=1                           runs (medians are reported); phase lengths x SCALE
 #   PACE=100 E_IOPS=1000 COMPETITORS=32      writes/s per flow; E's --max-iops; competing connections
+#   ALPHA=3                                  the application's alpha (the off flow's is 1000)
+#   KEEP=/tmp                                where a run that lost data keeps its files and logs
 #   LACHESIS_AGENT_BIN, LACHESIS_FS_BIN      binaries [default: agents/target/release, built here]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
