@@ -42,6 +42,18 @@ fn stats_after(path: &Path, seen: Option<u64>) -> serde_json::Value {
     panic!("no stats snapshot in {}", path.display());
 }
 
+/// A client of the server at `addr` once it answers (a counted poll of the connection).
+fn up(addr: &str) -> Client {
+    let c = Client::new(addr, Duration::from_secs(60));
+    for _ in 0..2000 {
+        if c.getattr(".probe").is_ok() {
+            return c;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("serve did not come up on {addr}");
+}
+
 #[test]
 fn a_standalone_server_runs_the_server_level_from_its_flags() {
     let t = tempfile::tempdir().unwrap();
@@ -58,17 +70,8 @@ fn a_standalone_server_runs_the_server_level_from_its_flags() {
             .spawn()
             .unwrap(),
     );
-    let c = std::sync::Arc::new(Client::new(&addr, Duration::from_secs(60)));
+    let c = up(&addr);
     let mut buf = vec![0u8; 4096];
-    // Up once it answers (a counted poll of the connection).
-    let up = (0..2000).any(|_| {
-        let ok = c.getattr("media/f").is_ok();
-        if !ok {
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        ok
-    });
-    assert!(up, "serve did not come up");
     let before = stats_after(&stats, None);
     assert_eq!(before["stages"]["cache/serve"]["exclusive"], true);
     // A level 1 that demotes reads block 0 (lent), then demotes it; the next such read
@@ -89,6 +92,32 @@ fn a_standalone_server_runs_the_server_level_from_its_flags() {
     assert_eq!((st["hits"].as_u64(), st["misses"].as_u64()), (Some(2), Some(2)));
     // Block 0 once, block 1 once: the hits spared the store.
     assert_eq!(after["store"]["bytes_read"].as_u64(), Some(2 * 4096));
+}
+
+#[test]
+fn without_a_server_level_the_stats_file_counts_what_reached_the_store() {
+    let t = tempfile::tempdir().unwrap();
+    let (root, stats) = (t.path().join("root"), t.path().join("stats.json"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f"), vec![5u8; 4096]).unwrap();
+    let addr = free_addr();
+    let _serve = Serve(
+        Command::new(BIN)
+            .args(["serve", "--listen", &addr, "--root"])
+            .arg(&root)
+            .arg("--stats")
+            .arg(&stats)
+            .spawn()
+            .unwrap(),
+    );
+    let c = up(&addr);
+    let before = stats_after(&stats, None);
+    let mut buf = vec![0u8; 4096];
+    c.read("f", &mut buf, 0).unwrap();
+    c.read("f", &mut buf, 0).unwrap();
+    let after = stats_after(&stats, before["snapshot"].as_u64());
+    assert_eq!(after["store"]["bytes_read"].as_u64(), Some(2 * 4096));
+    assert_eq!(after["stages"], serde_json::json!({}));
 }
 
 #[test]

@@ -39,8 +39,9 @@ pub struct ServeLevelArgs {
     /// first is the one used).
     #[arg(long = "device", value_name = "NAME=SPEC")]
     pub devices: Vec<String>,
-    /// Written every 250 ms with the server level's counters and what reached the store,
-    /// numbered (`snapshot`) as `mount --stats`.
+    /// Written every 250 ms with the server level's counters and what reached the store
+    /// (without --cache-bytes, what reached the store only), numbered (`snapshot`) as
+    /// `mount --stats`.
     #[arg(long)]
     pub stats: Option<PathBuf>,
 }
@@ -104,11 +105,13 @@ impl ServeLevelArgs {
         store: Arc<dyn Store>,
         devices: Devices,
     ) -> Result<Arc<dyn Store>, String> {
-        let Some(config) = self.config()? else {
+        let config = self.config()?;
+        if config.is_none() && self.stats.is_none() {
             return Ok(store);
-        };
+        }
+        // Without a stage every read goes to the store, counted: the stats file's baseline.
         let cached = Arc::new(CachedStore::new(store, devices));
-        cached.set_stages(&[config])?;
+        cached.set_stages(config.as_slice())?;
         if let Some(path) = self.stats.clone() {
             let c = cached.clone();
             std::thread::Builder::new()
