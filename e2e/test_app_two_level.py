@@ -286,14 +286,23 @@ def test_the_installed_sizes_are_the_split_the_controller_reports(split_loop: No
 
     # The tenant reads on while the loop allocates (an allocation weighs tenants by their
     # request rate: a silent tenant would get nothing).
-    stop = threading.Event()
-    reader = threading.Thread(target=lambda: [replay(f, blocks) for _ in iter(stop.is_set, True)], daemon=True)
+    stop, failed = threading.Event(), []
+
+    def read_on() -> None:
+        try:
+            while not stop.is_set():
+                replay(f, blocks)
+        except Exception as e:  # reported below: a wrong block must fail the test
+            failed.append(e)
+
+    reader = threading.Thread(target=read_on, daemon=True)
     reader.start()
     try:
         t, l1, l2 = split_in_force(cluster)
     finally:
         stop.set()
         reader.join()
+    assert not failed, failed
     host, server = t["levels"]
     a1, a2 = round(t["host_bytes"]), round(t["server_bytes"])
     assert 0 < a1 <= SPLIT_CAPACITY and 0 < a2 <= SERVER_MAX, t
