@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -46,6 +45,15 @@ struct DemotionCounters {
 /// Most lends (and demoted-block marks) remembered: 4 GiB of level-1 blocks. An older lend
 /// forgotten makes its demotion refused, nothing worse.
 const LENDS: usize = 1 << 20;
+
+/// Remembers `k`, forgetting the least recently used beyond [`LENDS`] (the maps grow with
+/// use; an `LruCache` of that capacity would allocate all of it up front, in every agent).
+fn remember<V>(c: &mut lru::LruCache<(u64, u64), V>, k: (u64, u64), v: V) {
+    c.put(k, v);
+    if c.len() > LENDS {
+        c.pop_lru();
+    }
+}
 
 /// The lends in force and each file's write count (a lend granted across a write is not).
 struct Lends {
@@ -124,8 +132,8 @@ impl CachedStore {
             bytes_read: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             lends: Mutex::new(Lends {
-                tokens: lru::LruCache::new(NonZeroUsize::new(LENDS).expect("nonzero")),
-                demoted: lru::LruCache::new(NonZeroUsize::new(LENDS).expect("nonzero")),
+                tokens: lru::LruCache::unbounded(),
+                demoted: lru::LruCache::unbounded(),
                 writes: HashMap::new(),
                 next_token: 1,
             }),
@@ -187,7 +195,7 @@ impl CachedStore {
         }
         let token = l.next_token;
         l.next_token += 1;
-        l.tokens.put((id, b), token);
+        remember(&mut l.tokens, (id, b), token);
         Ok((data, token))
     }
 
@@ -402,7 +410,7 @@ impl CachedStore {
         if !s.stage.put_block(id, b, data)? {
             return Ok(false);
         }
-        self.lends().demoted.put((id, b), ());
+        remember(&mut self.lends().demoted, (id, b), ());
         s.demotion.taken.fetch_add(1, Relaxed);
         Ok(true)
     }
