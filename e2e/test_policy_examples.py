@@ -14,12 +14,6 @@ from pymemcache.client.base import Client
 from conftest import HOST, ROOT, Cluster, free_port, start_with_datapath, wait_for
 
 EXAMPLES = sorted((ROOT / "policies" / "examples").glob("*.yaml"))
-# Installed and checked on an agent with the KV front end, which serves it (the last test).
-# Through the FUSE switch beside all the others, this 12th policy makes generation 12
-# (tenant-cache-isolation) fail: the switch refuses to grow cache/imagenet back from the few
-# regions it holds then ("device is full: 167 more regions needed"), whatever the size of
-# kv/feeds; without it the same sequence passes.
-KV_FRONT_END_EXAMPLES = {"kv-fairywren.yaml"}
 
 
 @pytest.fixture
@@ -38,14 +32,18 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
     archive.mkdir()
     (archive / "part-0").write_bytes(b"\x5a" * (1 << 20))
     with datapath.api() as api:
-        for example in (e for e in EXAMPLES if e.name not in KV_FRONT_END_EXAMPLES):
+        # All twelve, kv-fairywren too (its KV stages are installed by the switch here; the
+        # last test serves it through the KV front end). With more streams than handles the
+        # broker regroups them as tenants arrive: the stages keep their handles where they can,
+        # and a stage that must move is rebuilt in the space it held.
+        for example in EXAMPLES:
             applied = api.post("/api/v1/policies", content=example.read_bytes(),
                                headers={"content-type": "application/yaml"})
             assert applied.status_code == 201, f"{example.name}: {applied.text}"
             rollout = datapath.wait_rollout_done(applied.json()["rollout_id"], timeout=60)
             assert rollout["state"] == "succeeded", f"{example.name}: {rollout}"
             assert [t["status"] for t in rollout["targets"]] == ["applied"], f"{example.name}: {rollout}"
-        # What the agent runs now: the shipped stages of all nine policies.
+        # What the agent runs now: the shipped stages of all the policies.
         state = datapath.redis().get(f"lachesis:agent:{HOST}:desired")
         shipped = {s["name"]: s for s in json.loads(state).get("stages", [])}
         assert {"cache/alpha", "cache/beta", "cache/global", "cache/imagenet", "cache/media-l1",

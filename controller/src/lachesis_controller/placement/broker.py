@@ -11,7 +11,7 @@ Sharing is never silent: every shared handle is reported with a reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,11 +93,15 @@ def _groups(cut: np.ndarray, n: int, k: int) -> list[list[int]]:
     return groups[::-1]
 
 
-def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> Placement:
+def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
+           previous: Mapping[str, int] | None = None) -> Placement:
+    """`previous`: stream name -> the handle it has now. The groups keep those numbers where
+    they can (see `_numbers`); without it they are numbered in order."""
     validate(streams, handles)
     if len(streams) <= handles:
         groups = [[s] for s in streams]
-        return Placement({s.name: h for h, s in enumerate(streams)}, [],
+        numbers = _numbers(groups, handles, previous or {})
+        return Placement({s.name: numbers[i] for i, s in enumerate(streams)}, [],
                          placement_dlwa(groups, overprovisioning))
     by_pattern: dict[Pattern, list[Stream]] = {}
     for s in streams:
@@ -132,7 +136,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> 
     dlwa, _, groups = best
     placement: dict[str, int] = {}
     shared: list[SharedHandle] = []
-    for h, g in enumerate(groups):
+    for h, g in zip(_numbers(groups, handles, previous or {}), groups, strict=True):
         for s in g:
             placement[s.name] = h
         if len(g) > 1:
@@ -142,6 +146,26 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float) -> 
                 f"{min(rates):.3g}-{max(rates):.3g} share handle {h}"
             )))
     return Placement(placement, shared, dlwa)
+
+
+def _numbers(groups: Sequence[Sequence[Stream]], handles: int, previous: Mapping[str, int]) -> list[int]:
+    """A handle number per group. A stage whose handle changes is rebuilt cold on its host,
+    so a group keeps the number most of its space had before (largest claims first) and
+    the rest take the lowest free: a new tenant, or a regrouping, moves as little as it can."""
+    claims = []
+    for i, g in enumerate(groups):
+        space: dict[int, float] = {}
+        for s in g:
+            h = previous.get(s.name)
+            if h is not None and 0 <= h < handles:
+                space[h] = space.get(h, 0.0) + max(s.space, 1e-12)
+        claims += [(-v, i, h) for h, v in space.items()]
+    number: dict[int, int] = {}
+    for _, i, h in sorted(claims):
+        if i not in number and h not in number.values():
+            number[i] = h
+    free = iter(h for h in range(handles) if h not in number.values())
+    return [number[i] if i in number else next(free) for i in range(len(groups))]
 
 
 def _splits(total: int, caps: list[int]) -> list[tuple[int, ...]]:

@@ -68,10 +68,8 @@ def auto_placements(declared: Iterable[Mapping[str, Any]], host: HostView) -> di
         handles, _ = host.geometry.get(device, (0, 0))
         if handles < 2 or any(k[0] == device for k in host.handles):
             continue
-        placement = assign(streams, handles, AUTO_OVERPROVISIONING)
-        if len(streams) <= handles:
-            placement = _sticky(placement, streams, handles, {
-                f"{t}/{p}": h for (d, t, p), h in host.previous.items() if d == device})
+        previous = {f"{t}/{p}": h for (d, t, p), h in host.previous.items() if d == device}
+        placement = assign(streams, handles, AUTO_OVERPROVISIONING, previous)
         out[device] = placement
     return out
 
@@ -97,17 +95,6 @@ def cache_streams(declared: Iterable[Mapping[str, Any]], host: HostView) -> dict
             for name, v in sorted(spaces.items())
         ]
     return out
-
-
-def _sticky(placement: Placement, streams: list[Stream], handles: int, previous: Mapping[str, int]) -> Placement:
-    """With a handle for every stream, streams keep the handle they had and new ones take
-    the lowest free: adding a tenant does not move (and so rebuild) the others' stages."""
-    kept = {s.name: previous[s.name] for s in streams if previous.get(s.name, handles) < handles}
-    if len(set(kept.values())) != len(kept):
-        return placement
-    free = iter(h for h in range(handles) if h not in kept.values())
-    return Placement({s.name: kept[s.name] if s.name in kept else next(free) for s in streams},
-                     placement.shared, placement.model_dlwa)
 
 
 def applies_to(stage: Mapping[str, Any], host_id: str) -> bool:
