@@ -20,13 +20,28 @@ store 200 MB/s; no SLA (the best the maxima allow, at the smallest total). Confi
   Counted: blocks demoted, server hits on demoted blocks. It matches the global LRU's hits
   exactly when no demotion is lost (the agents drop one only when their queue is full).
 
-Prints the section's table (markdown) and writes an SVG of bytes read from the store.
+Measured with real processes too (`REAL=TRACE-NAME,...`, default the CloudPhysics trace; as
+root, with /dev/fuse): the release `lachesis-fs serve` runs the server level from its flags
+(`--cache-bytes a2 --cache-serves store`, with `--cache-exclusive` for demotion) in front of a
+sparse file of the trace's distinct blocks, and `lachesis-fs mount` runs level 1 (a DRAM stage
+of a1 in front of `tcp://` to it); the trace's references are read once, cold, with O_DIRECT
+through the mount. Counted from the two stats files (no clock): each level's hits, what
+reached the store, blocks demoted and the server level's hits on them.
+
+Prints the section's tables (markdown) and writes an SVG of bytes read from the store.
     python3 bench/apps/two_level.py OUT.svg TRACE...
 """
 
 from __future__ import annotations
 
+import json
+import mmap
+import os
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -42,6 +57,9 @@ from lachesis_controller.allocation import Curve  # noqa: E402
 from lachesis_controller.allocation.two_level import TwoLevelSpec, split_allocation  # noqa: E402
 
 BLOCK = 4096
+# A DRAM stage counts each block's 16-byte key with it.
+DRAM_BLOCK = BLOCK + 16
+FS_BIN = Path(os.environ.get("LACHESIS_FS_BIN", ROOT / "agents" / "target" / "release" / "lachesis-fs"))
 MAX_REFS = 1_000_000
 SAMPLE = 0.05
 MEMORY, NETWORK, STORAGE = 10e9, 1.25e9, 200e6
@@ -160,8 +178,94 @@ def run(path: Path) -> dict:
         "two levels, α split, exclusive (Moirai's global LRU)": (a1, a2, exc1, exc - exc1),
         "two levels, α split, with demotion (ours, exclusive: true)": (a1, a2, dem1, dem2),
     }
-    return {"name": path.name.split(".")[0], "refs": n, "unique": unique, "alpha": split.alpha,
-            "predicted": split.hit_ratio, "rows": rows, "demoted": demoted, "demotion_hits": demotion_hits}
+    out = {"name": path.name.split(".")[0], "refs": n, "unique": unique, "alpha": split.alpha,
+           "predicted": split.hit_ratio, "rows": rows, "demoted": demoted, "demotion_hits": demotion_hits}
+    if out["name"] in os.environ.get("REAL", "cloudPhysicsIO").split(","):
+        dense = np.unique(refs_np, return_inverse=True)[1]
+        out["real"] = {mode: measured(dense, unique, h if mode == "one" else a1, a2, mode)
+                       for mode in ("one", "inclusive", "exclusive")}
+        out["real_sizes"] = (h, a1, a2)
+    return out
+
+
+def _stats(path: Path, after: int | None = None, tries: int = 4000) -> dict:
+    """The stats file's first snapshot taken after snapshot `after` was seen (two past it)."""
+    for _ in range(tries):
+        try:
+            v = json.loads(path.read_text())
+            if after is None or v["snapshot"] >= after + 2:
+                return v
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"no stats snapshot in {path}")
+
+
+def _free_addr() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def measured(dense: np.ndarray, blocks: int, a1: int, a2: int, mode: str) -> dict:
+    """One cold read of the trace through a real mount (level 1: a1 blocks) and a real serve
+    (mode one: no server level; inclusive or exclusive: a2 blocks)."""
+    with tempfile.TemporaryDirectory(prefix="two-level-bench-") as tmp:
+        t = Path(tmp)
+        root, backing, mnt = t / "root", t / "backing", t / "mnt"
+        for d in (root / "store", backing, mnt):
+            d.mkdir(parents=True)
+        for f in (root / "store" / "f", backing / "f"):
+            with f.open("wb") as out:
+                out.truncate(blocks * BLOCK)
+        addr = _free_addr()
+        level2 = [] if mode == "one" else ["--cache-bytes", str(a2 * DRAM_BLOCK), "--cache-serves", "store"]
+        if mode == "exclusive":
+            level2.append("--cache-exclusive")
+        serve = subprocess.Popen([str(FS_BIN), "serve", "--listen", addr, "--root", str(root), *level2,
+                                  "--stats", str(t / "serve.json")], stderr=subprocess.DEVNULL)
+        rules = {
+            "rules": [{"name": "r", "priority": 1, "match": {"tenant": "t", "ops": ["read"]},
+                       "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/t-l1"}},
+                                   {"what": "io", "to": {"kind": "file", "target": f"tcp://{addr}/store"}}]}],
+            "stages": [{"kind": "cache", "name": "cache/t-l1", "owner": "t", "engine": "dram",
+                        "size_bytes": a1 * DRAM_BLOCK, "write_mode": "through", "eviction": "lru",
+                        "max_dirty_bytes": 1 << 20, "device": None, "placement": [], "next": None}],
+        }
+        (t / "rules.json").write_text(json.dumps(rules))
+        mount = subprocess.Popen([str(FS_BIN), "mount", "--backing", str(backing), "--mountpoint", str(mnt),
+                                  "--rules", str(t / "rules.json"), "--tenant", f"t=uid:{os.geteuid()}",
+                                  "--stats", str(t / "mount.json"), "--no-passthrough"], stderr=subprocess.DEVNULL)
+        try:
+            _stats(t / "serve.json")
+            _stats(t / "mount.json")
+            buf = mmap.mmap(-1, BLOCK)
+            fd = os.open(mnt / "f", os.O_RDONLY | os.O_DIRECT)
+            try:
+                for b in dense.tolist():
+                    os.preadv(fd, [buf], b * BLOCK)
+            finally:
+                os.close(fd)
+            # Counted: level 1 reported every read, and the server level answered every
+            # demotion level 1 queued.
+            for _ in range(400):
+                m = _stats(t / "mount.json", _stats(t / "mount.json")["snapshot"])
+                sv = _stats(t / "serve.json", _stats(t / "serve.json")["snapshot"])
+                l1 = next(x["stats"] for x in m["stages"] if x["target"] == "cache/t-l1")
+                l2 = sv["stages"].get("cache/serve", {})
+                answered = l2.get("demoted_blocks", 0) + sv["store"].get("demotions_refused", 0)
+                if l1["hits"] + l1["misses"] >= len(dense) and answered >= l1.get("demoted_blocks", 0) * (mode == "exclusive"):
+                    break
+            else:
+                raise RuntimeError(f"{mode}: the stats never showed every read (and demotion) counted")
+            return {"host_hits": l1["hits"], "server_hits": l2.get("hits", 0), "store_bytes": sv["store"]["bytes_read"],
+                    "demoted": l1.get("demoted_blocks", 0), "taken": l2.get("demoted_blocks", 0),
+                    "demotion_hits": l2.get("demotion_hits", 0), "refused": sv["store"].get("demotions_refused", 0)}
+        finally:
+            mount.terminate()
+            mount.wait()
+            serve.kill()
+            serve.wait()
 
 
 def svg(results: list[dict], out: Path) -> None:
@@ -202,6 +306,23 @@ def main() -> None:
                   f"{miss * BLOCK / 2**20:,.0f} MiB ({rel}) |")
         print(f"| {r['name']} | α = {r['alpha']:.2f}, predicted U(a1 + a2) = {r['predicted']:.3f}; with demotion "
               f"{r['demoted']:,} blocks demoted, {r['demotion_hits']:,} server hits on them | | | | |")
+    real = [r for r in results if "real" in r]
+    if real:
+        print()
+        print("Measured with real processes (one cold read of the trace through `lachesis-fs mount` and `lachesis-fs serve`):")
+        print()
+        print("| trace | configuration | host blocks | server blocks | hit ratio (host + server) | read from the store | demoted (taken, refused) | server hits on demoted |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in real:
+            h, a1, a2 = r["real_sizes"]
+            for mode, label, sizes in (("one", "one level", (h, 0)), ("inclusive", "two levels, α split, inclusive", (a1, a2)),
+                                       ("exclusive", "two levels, α split, with demotion", (a1, a2))):
+                m = r["real"][mode]
+                n = r["refs"]
+                print(f"| {r['name']} | {label} | {sizes[0]:,} | {sizes[1]:,} | "
+                      f"{(m['host_hits'] + m['server_hits']) / n:.3f} ({m['host_hits'] / n:.3f} + {m['server_hits'] / n:.3f}) | "
+                      f"{m['store_bytes'] / 2**20:,.0f} MiB ({m['store_bytes'] / r['real']['one']['store_bytes']:.2f}x one level) | "
+                      f"{m['demoted']:,} ({m['taken']:,}, {m['refused']:,}) | {m['demotion_hits']:,} |")
     svg(results, out)
 
 

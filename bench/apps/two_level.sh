@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Two-level caches (Moirai §5.3.5): one level vs two with the controller's α split on the
-# shared traces, simulated (bench/apps/two_level.py says how). Prints the section of
-# docs/benchmarks/apps.md and writes docs/benchmarks/apps-two-level.svg.
+# shared traces, simulated, and measured with real processes (lachesis-fs mount and serve) on
+# the traces REAL names (default cloudPhysicsIO; needs root and /dev/fuse; REAL= skips it);
+# bench/apps/two_level.py says how. Prints the section of docs/benchmarks/apps.md and writes
+# docs/benchmarks/apps-two-level.svg.
 #
 #   bench/apps/two_level.sh [TRACE...]     (default: the shared traces)
+#   LACHESIS_FS_BIN: the lachesis-fs binary (default agents/target/release/lachesis-fs)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TRACES_DIR="${LACHESIS_TRACES:-$ROOT/../shared/traces}"
