@@ -110,3 +110,21 @@ pub struct Lease {
     pub token: u64,
     pub to: DemoteTo,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offers_never_wait_and_what_cannot_be_queued_is_dropped_and_counted() {
+        // A queue of one block whose client is gone: its thread stops at the first block, so
+        // later offers find the queue full or closed, return at once and count a drop.
+        let q = Arc::new(DemoteQueue::start(Weak::new(), 1));
+        let to = DemoteTo::new(q.clone(), "d/f");
+        let taken = (0..1000).take_while(|&i| to.offer(i * 4096, 1, vec![0; 4096])).count();
+        assert!(taken >= 1 && taken < 1000, "{taken}");
+        assert_eq!(q.counters().dropped.load(Relaxed), 1);
+        assert!(!to.offer(0, 1, vec![0; 4096]));
+        assert_eq!(q.counters().dropped.load(Relaxed), 2);
+    }
+}

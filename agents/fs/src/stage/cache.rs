@@ -61,8 +61,9 @@ struct Inner {
     /// token, and where each file's blocks go back when the engine evicts them clean.
     leases: HashMap<(u64, u64), u64>,
     demote_to: HashMap<u64, DemoteTo>,
-    /// Evicted lent blocks queued for the server level.
+    /// Evicted lent blocks queued for the server level, and those the full queue dropped.
     demoted: u64,
+    demotions_dropped: u64,
 }
 
 impl Inner {
@@ -97,8 +98,9 @@ impl Inner {
                 continue;
             }
             if let Some(to) = self.demote_to.get(&file) {
-                if to.offer(b * BLOCK, token, data) {
-                    self.demoted += 1;
+                match to.offer(b * BLOCK, token, data) {
+                    true => self.demoted += 1,
+                    false => self.demotions_dropped += 1,
                 }
             }
         }
@@ -139,6 +141,7 @@ impl CacheStage {
                 leases: HashMap::new(),
                 demote_to: HashMap::new(),
                 demoted: 0,
+                demotions_dropped: 0,
             }),
             wb: Mutex::new(()),
             clock: std::sync::Arc::new(Instant::now),
@@ -538,7 +541,10 @@ impl Stage for CacheStage {
     }
 
     fn stats(&self) -> serde_json::Value {
-        let objects = self.lock().engine.stats().objects;
+        let (objects, dropped) = {
+            let inner = self.lock();
+            (inner.engine.stats().objects, inner.demotions_dropped)
+        };
         let c = self.counters();
         let (h, m) = (c.hits, c.misses);
         let mut v = serde_json::to_value(&c).unwrap_or_default();
@@ -550,6 +556,7 @@ impl Stage for CacheStage {
         })
         .into();
         v["objects"] = objects.into();
+        v["demotions_dropped"] = dropped.into();
         v
     }
 }
