@@ -6,8 +6,11 @@ E's capacity is a real server-side rate limit (`serve --max-iops E_IOPS`); a com
 (COMPETITORS connections to E, each with one 4 KiB read always outstanding: another agent's
 tenant scanning its data) fills it during the slow phase, so everything sent to E queues
 behind it, as behind a loaded disk. Two tenant flows write at the same time, each paced at
-PACE O_DIRECT 4 KiB writes a second (a write that ends late delays the next) at random blocks
-of its own 8 MiB file, each acknowledged once durable on its server:
+PACE O_DIRECT 4 KiB writes a second on a fixed schedule (the k-th write is due at
+t_start + k / PACE; a write that ends late does not move the schedule) at random blocks of its
+own 8 MiB file, each acknowledged once durable on its server. Each write's response time (from
+its due time to its end: what a client with its own clock sees, the headline) and service
+time (from its issue to its end) are recorded (wrk2's correction for coordinated omission):
 
 - **on**: routed by a `tail_latency` stage with alpha 3 (the application);
 - **off**: routed by the same stage kind with alpha 1000 (the schema's maximum: it never
@@ -16,7 +19,8 @@ of its own 8 MiB file, each acknowledged once durable on its server:
 Phases: E fast (no competitor) -> E slow (competitor on) -> E fast again (competitor off;
 the phase lasts until the application's reclaim is done, at least T3), after WARMUP
 seconds of writing that are not counted. Per phase and
-overall: p50/p99/p99.9 write latency of both flows; the bytes the application forwarded and
+overall (by the time each write was due): p50/p99/p99.9 write response and service time of
+both flows; the bytes the application forwarded and
 reclaimed (as last seen in `GET /api/v1/apps/tail-latency` before the log leaves the route);
 after the reclaim, each flow's file on E and read back through the mount against what was
 written (sha256; a block that differs is reported with the write it holds, and the run's
@@ -154,8 +158,14 @@ def block_of(seed: int, k: int) -> bytes:
 
 
 def run_writer(path: str, seed: int, out: str) -> None:
-    """`--writer PATH SEED OUT`: writes until SIGTERM over the file OUT.prefill wrote; OUT.lat gets (start ns, latency ns) per
-    write (CLOCK_MONOTONIC, comparable across processes), OUT.want what the file must hold."""
+    """`--writer PATH SEED OUT`: writes over the file OUT.prefill wrote on a fixed schedule (the
+    k-th write is due at t_start + k / PACE, whether or not the one before ended on time) until
+    SIGTERM, then issues the writes already due; OUT.lat gets (due ns, start ns, end ns) per write
+    (CLOCK_MONOTONIC, comparable across processes), OUT.want what the file must hold.
+
+    Response time (end - due) is what a client with its own clock sees; service time
+    (end - start) is what a closed-loop writer records: once a write ends late, the next starts
+    late, and the writes that wait meanwhile are never timed (coordinated omission)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     want = bytearray(Path(out + ".prefill").read_bytes())
@@ -165,12 +175,17 @@ def run_writer(path: str, seed: int, out: str) -> None:
     samples = array("q")
     Path(out + ".ready").touch()
     interval = 1e9 / PACE
-    nxt = time.monotonic_ns()
-    k = 0
-    while not stop.is_set():
+    start = time.monotonic_ns()
+    k, end_at = 0, None
+    while True:
+        due = start + int(k * interval)
+        if end_at is None and stop.is_set():
+            end_at = time.monotonic_ns()
+        if end_at is not None and due >= end_at:
+            break
         now = time.monotonic_ns()
-        if now < nxt:
-            time.sleep((nxt - now) / 1e9)
+        if now < due:
+            time.sleep((due - now) / 1e9)
         b, data = rng.randrange(FILE_BLOCKS), block_of(seed, k)
         buf[:] = data
         t0 = time.monotonic_ns()
@@ -179,9 +194,8 @@ def run_writer(path: str, seed: int, out: str) -> None:
         if n != BLOCK:
             raise SystemExit(f"short write {n} at block {b}")
         want[b * BLOCK:(b + 1) * BLOCK] = data
-        samples.extend((t0, t1 - t0))
+        samples.extend((due, t0, t1))
         k += 1
-        nxt = max(nxt + interval, t1)
     os.close(fd)
     Path(out + ".lat").write_bytes(samples.tobytes())
     Path(out + ".want").write_bytes(want)
@@ -261,7 +275,7 @@ def lost(i: int, flow: str, tmp: Path, want: bytes, got: bytes, bounds: list[int
     """Says which blocks differ and which writes they hold (each block names its write), when
     those writes were made against the phases and the application's states, and keeps the
     processes' logs; returns how many blocks differ."""
-    lat = np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 2)
+    lat = np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 3)
     t0 = bounds[0]
     at = lambda k: f"{(lat[k, 0] - t0) / 1e9:+.3f} s" if 0 <= k < len(lat) else "prefill"  # noqa: E731
     bad = [b for b in range(len(want) // BLOCK) if want[b * BLOCK:(b + 1) * BLOCK] != got[b * BLOCK:(b + 1) * BLOCK]]
@@ -364,7 +378,7 @@ def one_run(i: int, tmp: Path) -> dict:
         spill = f_root / "lachesis-forward"
         result = {
             "bounds": [t0, t1, t2, t3],
-            "samples": {flow: np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 2)
+            "samples": {flow: np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 3)
                         for flow in FLOWS},
             "states": watcher.states,
             "counters": watcher.counters,
@@ -391,23 +405,28 @@ def one_run(i: int, tmp: Path) -> dict:
 PCTS = (50, 99, 99.9)
 
 
-def phase_latencies(run: dict, flow: str) -> dict[str, np.ndarray]:
-    """Latencies (ms) of the flow's writes by the phase they started in."""
+TIMES = {"response": "response time (from the write's due time on the writer's schedule; the headline)",
+         "service": "service time (from when the write was issued, what a closed-loop writer records)"}
+
+
+def phase_latencies(run: dict, flow: str, kind: str) -> dict[str, np.ndarray]:
+    """Latencies (ms) of the flow's writes by the phase they were due in; `kind` response or
+    service."""
     s = run["samples"][flow]
     b = run["bounds"]
+    lat = (s[:, 2] - s[:, 0 if kind == "response" else 1]) / 1e6
     out = {}
     for k, name in enumerate(PHASES[:3]):
-        m = (s[:, 0] >= b[k]) & (s[:, 0] < b[k + 1])
-        out[name] = s[m, 1] / 1e6
-    out["overall"] = s[(s[:, 0] >= b[0]) & (s[:, 0] < b[3]), 1] / 1e6
+        out[name] = lat[(s[:, 0] >= b[k]) & (s[:, 0] < b[k + 1])]
+    out["overall"] = lat[(s[:, 0] >= b[0]) & (s[:, 0] < b[3])]
     return out
 
 
-def summarize(runs: list[dict]) -> dict:
+def summarize(runs: list[dict], kind: str) -> dict:
     """Per flow and phase: the median over runs of each percentile and of the write count."""
     table: dict = {}
     for flow in FLOWS:
-        per_run = [phase_latencies(r, flow) for r in runs]
+        per_run = [phase_latencies(r, flow, kind) for r in runs]
         for ph in PHASES:
             vals = [x[ph] for x in per_run]
             table[(flow, ph)] = {
@@ -438,7 +457,7 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
     for flow in FLOWS:
         s = run["samples"][flow]
         s = s[s[:, 0] >= t0]  # the warm-up is not counted
-        a.scatter((s[:, 0] - t0) / 1e9, s[:, 1] / 1e6, s=2, alpha=0.4, color=colors[flow],
+        a.scatter((s[:, 0] - t0) / 1e9, (s[:, 2] - s[:, 0]) / 1e6, s=2, alpha=0.4, color=colors[flow],
                   label=f"application {flow} (alpha {ALPHA_ON if flow == 'on' else ALPHA_OFF})")
     for t in run["bounds"][1:3]:
         a.axvline((t - t0) / 1e9, color="k", lw=0.8, ls="--")
@@ -453,8 +472,8 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
     for s0, s1 in spans:
         a.axvspan((s0 - t0) / 1e9, (s1 - t0) / 1e9, color="#aed6f1", alpha=0.35, lw=0)
     a.set_yscale("log")
-    a.set_xlabel("time (s): E fast | E slow (competing load) | E fast again")
-    a.set_ylabel("write latency (ms)")
+    a.set_xlabel("time the write was due (s): E fast | E slow (competing load) | E fast again")
+    a.set_ylabel("write response time (ms)")
     a.set_title(f"one run (run {len(runs) // 2 + 1} of {len(runs)}); shaded: on flow forwarded to F")
     a.legend(loc="upper left", markerscale=4, fontsize=8)
     x = np.arange(len(PHASES))
@@ -466,7 +485,7 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
                   label=f"p{p:g} {flow}")
     b.set_xticks(x, PHASES, fontsize=8)
     b.set_yscale("log")
-    b.set_ylabel(f"write latency (ms), median of {len(runs)} runs")
+    b.set_ylabel(f"write response time (ms), median of {len(runs)} runs")
     b.set_title("p50 / p99 / p99.9 per phase")
     b.legend(fontsize=7, ncol=3)
     fig.tight_layout()
@@ -485,12 +504,11 @@ def lost_cell(lost: dict[str, int]) -> str:
     return "**differ**: " + ", ".join(f"{n} blocks of {flow} hold older writes" for flow, n in lost.items() if n)
 
 
-def report(runs: list[dict], out: Path) -> str:
-    table = summarize(runs)
-    plot(runs, table, out)
-    mib = 1 << 20
-    ms = lambda v: f"{v:.2f}" if v < 10 else f"{v:.1f}"  # noqa: E731
+def latency_table(table: dict, kind: str) -> list[str]:
+    ms = lambda v: f"{v:.2f}" if v < 10 else f"{v:,.1f}"  # noqa: E731
     lines = [
+        f"Write {TIMES[kind]}:",
+        "",
         "| phase | writes (off / on) | p50 ms (off / on) | p99 ms (off / on) | p99.9 ms (off / on) | p99, off / on | p99.9, off / on |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -499,7 +517,15 @@ def report(runs: list[dict], out: Path) -> str:
         lines.append(
             f"| {ph} | {o['writes']:,.0f} / {n['writes']:,.0f} | {ms(o[50])} / {ms(n[50])} | {ms(o[99])} / {ms(n[99])} "
             f"| {ms(o[99.9])} / {ms(n[99.9])} | **{o[99] / n[99]:.1f}x** | **{o[99.9] / n[99.9]:.1f}x** |")
-    lines += ["", "| run | forwards, reclaims | forwarded MiB | reclaimed MiB | log file on F, MiB | E slow to forwarding, s | E fast to normal, s | competitor requests | checksums after the reclaim |",
+    return lines + [""]
+
+
+def report(runs: list[dict], out: Path) -> str:
+    response = summarize(runs, "response")
+    plot(runs, response, out)
+    mib = 1 << 20
+    lines = latency_table(response, "response") + latency_table(summarize(runs, "service"), "service")
+    lines += ["| run | forwards, reclaims | forwarded MiB | reclaimed MiB | log file on F, MiB | E slow to forwarding, s | E fast to normal, s | competitor requests | checksums after the reclaim |",
               "|---|---|---|---|---|---|---|---|---|"]
     for k, r in enumerate(runs):
         fwd, back = state_times(r)
