@@ -26,13 +26,13 @@ from lachesis_controller.stages import forwarding
 from lachesis_controller.stages.forwarding import Forwarding
 from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
 from lachesis_controller.tail_latency.decide import (
-    FORWARDING, NORMAL, RECLAIMING, RECOVER_REPORTS, WINDOW, EndpointReport, LogReport, StageState, step,
+    ENTER_REPORTS, FORWARDING, NORMAL, RECLAIMING, RECOVER_REPORTS, WINDOW, EndpointReport, LogReport, StageState, step,
 )
 from lachesis_controller.tail_latency.loop import TailLatency, step_all
 
 E, F, G = "tcp://10.0.0.1:7070/db", "tcp://10.0.0.2:7070/spill", "tcp://10.0.0.3:7070/spill"
 STAGE = {"name": "route/db", "kind": "tail_latency", "owner": "db", "servers": [E, F, G], "alpha": 3.0,
-         "reclaim_bytes_per_s": 1 << 20}
+         "reclaim_bytes_per_s": 1 << 20, "enter_reports": 1}
 
 
 def report(n: int, recent: float, mean: float = 100.0) -> EndpointReport:
@@ -116,6 +116,41 @@ def endpoint(addr: str, n: int, recent: float, mean: float = 100.0) -> dict[str,
     return {"addr": addr, "requests": n, "recent_us": recent, "mean_us": mean, "slow": recent > 2 * mean}
 
 
+def test_entry_needs_enter_reports_slow_reports_in_a_row() -> None:
+    """A slow window for one report (noise on a shared host) does not forward; the stage's
+    enter_reports slow reports in a row do, with the mean at the first of them as baseline."""
+    stage = {k: v for k, v in STAGE.items() if k != "enter_reports"}
+    st = StageState("route/db", "db", E)
+    n = WINDOW
+    steps = []
+    # Default 2: slow, fast (the count starts again), slow, a repeated report (not new: not
+    # counted), then slow again: forwards on that one.
+    for recent, new in ((400.0, 1), (150.0, 1), (400.0, 1), (400.0, 0), (500.0, 1)):
+        n += new
+        steps.append(step(st, stage, {"10.0.0.1:7070": report(n, recent, 100.0 + (n - WINDOW))}, None))
+    assert ENTER_REPORTS == 2
+    assert steps == [False, False, False, False, True]
+    assert (st.state, st.forwards, st.forwarded_to, st.baseline_us) == (FORWARDING, 1, F, 103.0)
+    # enter_reports 4: three slow reports are not enough, the fourth is; a mean that rises with
+    # the slow requests does not lift the bar (α × the first one's mean).
+    st = StageState("route/db", "db", E)
+    stage4 = {**stage, "enter_reports": 4}
+    got = [step(st, stage4, {"10.0.0.1:7070": report(WINDOW + i, 350.0, 100.0 + 20 * i)}, None) for i in range(4)]
+    assert got == [False, False, False, True] and st.baseline_us == 100.0 and st.history == [f"forward to {F}"]
+
+
+def test_a_bad_enter_reports_is_refused_with_its_line_and_field(client: TestClient) -> None:
+    for bad in ("0", "101", "two"):
+        r = client.post("/api/v1/policies", content=tail_policy(f", enter_reports: {bad}"),
+                        headers={"content-type": "application/yaml"})
+        assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json"), r.text
+        (e,) = r.json()["errors"]
+        assert (e["field"], e["line"]) == ("spec.stages[0].enter_reports", 8), e
+    assert client.get("/api/v1/policies").json() == []
+    assert client.post("/api/v1/policies", content=tail_policy(", enter_reports: 3"),
+                       headers={"content-type": "application/yaml"}).status_code == 201
+
+
 @pytest.fixture
 def sessions(settings: Settings) -> Iterator[sessionmaker[Session]]:
     """The controller's database (migrated), without a controller."""
@@ -183,7 +218,7 @@ def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any) -> Non
 def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_reclaim(
     settings: Settings, agents: Callable[[str], FakeAgent], sessions: sessionmaker[Session],
 ) -> None:
-    policy = tail_policy(f", reclaim_bytes_per_s: {1 << 20}")
+    policy = tail_policy(f", reclaim_bytes_per_s: {1 << 20}, enter_reports: 1")
     log_stage = {"kind": "log", "name": "fwd/route/db", "owner": "db", "dir": "/lachesis-forward/route-db",
                  "remote": "tcp://10.0.0.2:7070"}
 

@@ -165,6 +165,10 @@ class TailLatencyStage(StageBase):
     hedge_after_ms: float | None = Field(default=None, gt=0, le=60_000, description="Recorded; not enforced.")
     alpha: float = Field(default=2.0, gt=1, le=1000, description="Forward when recent latency > alpha x long-run mean.")
     reclaim_bytes_per_s: int = Field(default=64 << 20, ge=1, le=MAX_BYTES, description="Pace of copying forwarded data back.")
+    enter_reports: int = Field(
+        default=2, ge=1, le=100,
+        description="Forward only once the endpoint is slow in this many of the agents' reports in a row (1: on the first).",
+    )
 
     @model_validator(mode="after")
     def _two_places(self) -> TailLatencyStage:

@@ -5,11 +5,16 @@ Per `tail_latency` stage with `servers` (servers[0] is the owner's endpoint E):
 
 | state | on a new report of E (its request count grew) | goes to |
 |---|---|---|
-| normal | a full window (32 requests) with recent > α × mean | forwarding: writes into a log on the other server with the lowest recent latency; the mean then is the baseline |
+| normal | a full window (32 requests) with recent > α × mean in `enter_reports` reports in a row | forwarding: writes into a log on the other server with the lowest recent latency; the mean at the first of those reports is the baseline |
 | forwarding | recent ≤ (1 + (α − 1)/2) × baseline in `RECOVER_REPORTS` reports in a row | reclaiming: the log copies back at `reclaim_bytes_per_s` |
 | reclaiming | recent > α × baseline | forwarding again (the reclaim stops) |
 | reclaiming | the log reports it holds nothing | normal: the log is taken out of the route |
 
+Entry needs the slow condition in `enter_reports` new reports in a row (the stage's field,
+default 2): a 32-request window on a shared host exceeds α now and then for one report (a
+burst of other IO, a descheduled server) and forwarding on it costs two rollouts and a
+reclaim for nothing. A count of reports, not an absolute latency floor, because what is
+slow differs by device by orders of magnitude while a spike's length in reports does not.
 The hysteresis band between α and the recovery threshold keeps a latency that hovers near
 α from flapping the route; decisions are counted in reports (the agent's probes keep E
 measured once no writes go to it), never in seconds.
@@ -24,6 +29,7 @@ from lachesis_controller.stages.forwarding import Forwarding, server_addr
 
 WINDOW = 32
 RECOVER_REPORTS = 3
+ENTER_REPORTS = 2  # the stage's enter_reports when it has none (policy/document.py's default)
 NORMAL, FORWARDING, RECLAIMING = "normal", "forwarding", "reclaiming"
 
 
@@ -54,6 +60,10 @@ class StageState:
     baseline_us: float | None = None
     last_requests: int = 0
     calm: int = 0
+    # Slow reports in a row while normal, and E's mean at the first of them (not persisted:
+    # counted again from the reports after a start, like calm).
+    hot: int = 0
+    hot_mean_us: float | None = None
     forwards: int = 0
     reclaims: int = 0
     # The rollout that began the current forwarding (persist.py).
@@ -97,8 +107,14 @@ def step(st: StageState, stage: Mapping[str, Any], endpoints: Mapping[str, Endpo
     st.last_requests, st.last = e.requests, e
     alpha = float(stage.get("alpha", 2.0))
     if st.state == NORMAL:
-        if e.requests >= WINDOW and e.recent_us > alpha * e.mean_us:
-            st.state, st.baseline_us, st.calm = FORWARDING, e.mean_us, 0
+        if not (e.requests >= WINDOW and e.recent_us > alpha * (st.hot_mean_us or e.mean_us)):
+            st.hot, st.hot_mean_us = 0, None
+            return False
+        st.hot += 1
+        st.hot_mean_us = st.hot_mean_us or e.mean_us
+        if st.hot >= int(stage.get("enter_reports", ENTER_REPORTS)):
+            st.state, st.baseline_us, st.calm = FORWARDING, st.hot_mean_us, 0
+            st.hot, st.hot_mean_us = 0, None
             st.forwarded_to = _least_loaded(list(stage["servers"]), endpoints)
             st.forwards += 1
             st.history.append(f"forward to {st.forwarded_to}")
