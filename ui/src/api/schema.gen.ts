@@ -1857,6 +1857,12 @@ export interface components {
              */
             candidates?: string[];
             /**
+             * Enter Reports
+             * @description Forward only once the endpoint is slow in this many of the agents' reports in a row (1: on the first).
+             * @default 2
+             */
+            enter_reports: number;
+            /**
              * Hedge After Ms
              * @description Recorded; not enforced.
              */
