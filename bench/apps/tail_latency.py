@@ -405,20 +405,22 @@ def one_run(i: int, tmp: Path) -> dict:
 PCTS = (50, 99, 99.9)
 
 
-TIMES = {"response": "response time (from the write's due time on the writer's schedule; the headline)",
-         "service": "service time (from when the write was issued, what a closed-loop writer records)"}
+TIMES = {"response": "response time (from the write's due time on the writer's schedule, by the phase it was due in; the headline)",
+         "service": "service time (from when the write was issued, what a closed-loop writer records; by the phase it was issued in)"}
 
 
 def phase_latencies(run: dict, flow: str, kind: str) -> dict[str, np.ndarray]:
-    """Latencies (ms) of the flow's writes by the phase they were due in; `kind` response or
-    service."""
+    """Latencies (ms) of the flow's writes by phase: response time (due -> end) by the phase the
+    write was due in, service time (issue -> end) by the phase it was issued in (a late
+    writer's backlog is issued after the phase it was due in)."""
     s = run["samples"][flow]
     b = run["bounds"]
-    lat = (s[:, 2] - s[:, 0 if kind == "response" else 1]) / 1e6
+    since = 0 if kind == "response" else 1
+    lat, at = (s[:, 2] - s[:, since]) / 1e6, s[:, since]
     out = {}
     for k, name in enumerate(PHASES[:3]):
-        out[name] = lat[(s[:, 0] >= b[k]) & (s[:, 0] < b[k + 1])]
-    out["overall"] = lat[(s[:, 0] >= b[0]) & (s[:, 0] < b[3])]
+        out[name] = lat[(at >= b[k]) & (at < b[k + 1])]
+    out["overall"] = lat[(at >= b[0]) & (at < b[3])]
     return out
 
 
