@@ -52,6 +52,8 @@ export const STAGES: StageOut[] = [
         evictions: 12,
         writebacks: 0,
         dirty_bytes: 0,
+        demoted_blocks: 40,
+        demotion_hits: 12,
         front_end: "kv",
         parts: [
           { part: "kangaroo", handles: [1, 2], objects: 500, gets: 700, hits: 500, flash_bytes_written: 4 * MiB },
@@ -86,6 +88,8 @@ export const STAGES: StageOut[] = [
         evictions: null,
         writebacks: null,
         dirty_bytes: null,
+        demoted_blocks: null,
+        demotion_hits: null,
         front_end: null,
         parts: null,
         series: [],
