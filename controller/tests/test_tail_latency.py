@@ -137,6 +137,15 @@ def test_entry_needs_enter_reports_slow_reports_in_a_row() -> None:
     stage4 = {**stage, "enter_reports": 4}
     got = [step(st, stage4, {"10.0.0.1:7070": report(WINDOW + i, 350.0, 100.0 + 20 * i)}, None) for i in range(4)]
     assert got == [False, False, False, True] and st.baseline_us == 100.0 and st.history == [f"forward to {F}"]
+    # Reclaiming: back to forwarding on the same count (one slow window of the copy-back's own
+    # writes is not enough; a report that is not slow starts the count again).
+    st.state, n = RECLAIMING, WINDOW + 10
+    got = []
+    for recent in (350.0, 200.0, 350.0, 350.0, 350.0, 350.0):
+        n += 1
+        got.append(step(st, stage4, {"10.0.0.1:7070": report(n, recent)}, LogReport(8192, 4096, 4096)))
+    assert got == [False, False, False, False, False, True] and st.state == FORWARDING
+    assert st.history[-1] == "slow again: forward"
 
 
 def test_a_bad_enter_reports_is_refused_with_its_line_and_field(client: TestClient) -> None:

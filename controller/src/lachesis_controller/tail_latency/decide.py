@@ -7,7 +7,7 @@ Per `tail_latency` stage with `servers` (servers[0] is the owner's endpoint E):
 |---|---|---|
 | normal | a full window (32 requests) with recent > α × mean in `enter_reports` reports in a row | forwarding: writes into a log on the other server with the lowest recent latency; the mean at the first of those reports is the baseline |
 | forwarding | recent ≤ (1 + (α − 1)/2) × baseline in `RECOVER_REPORTS` reports in a row | reclaiming: the log copies back at `reclaim_bytes_per_s` |
-| reclaiming | recent > α × baseline | forwarding again (the reclaim stops) |
+| reclaiming | recent > α × baseline in `enter_reports` reports in a row | forwarding again (the reclaim stops) |
 | reclaiming | the log reports it holds nothing | normal: the log is taken out of the route |
 
 Entry needs the slow condition in `enter_reports` new reports in a row (the stage's field,
@@ -124,13 +124,19 @@ def step(st: StageState, stage: Mapping[str, Any], endpoints: Mapping[str, Endpo
     if st.state == FORWARDING:
         st.calm = st.calm + 1 if e.recent_us <= recover_threshold(alpha, baseline) else 0
         if st.calm >= RECOVER_REPORTS:
-            st.state, st.calm = RECLAIMING, 0
+            st.state, st.calm, st.hot = RECLAIMING, 0, 0
             st.reclaims += 1
             st.history.append("reclaim")
             return True
         return False
-    if e.recent_us > alpha * baseline:
-        st.state, st.calm = FORWARDING, 0
+    # Reclaiming: back to forwarding needs the same count of slow reports as entry (the
+    # copy-back's own writes to E make one window look slow).
+    if e.recent_us <= alpha * baseline:
+        st.hot = 0
+        return False
+    st.hot += 1
+    if st.hot >= int(stage.get("enter_reports", ENTER_REPORTS)):
+        st.state, st.calm, st.hot = FORWARDING, 0, 0
         st.history.append("slow again: forward")
         return True
     return False
