@@ -12,6 +12,7 @@
 //! peer measuring this server waits behind its queue like everybody else); a read costs
 //! the bytes it asks for, a write (or a demoted block) the bytes it carries.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,18 @@ impl RateLimit {
     pub fn admit(&self, req: &Frame) {
         let now = Instant::now();
         let start = self.reserve(bytes_of(req), now);
+        self.wait_until(start, now);
+    }
+
+    /// `admit`, counting the booking in [`booked`] once it is in the schedule.
+    fn admit_counted(&self, req: &Frame) {
+        let now = Instant::now();
+        let start = self.reserve(bytes_of(req), now);
+        BOOKED.fetch_add(1, Ordering::SeqCst);
+        self.wait_until(start, now);
+    }
+
+    fn wait_until(&self, start: Instant, now: Instant) {
         if start > now {
             std::thread::sleep(start - now);
         }
@@ -97,6 +110,14 @@ impl RateLimit {
 }
 
 static LIMIT: OnceLock<RateLimit> = OnceLock::new();
+/// Requests booked into the process's schedule so far (a hook for tests: a request booked
+/// after others is let through after them).
+static BOOKED: AtomicU64 = AtomicU64::new(0);
+
+/// Requests the process's limit has booked so far.
+pub fn booked() -> u64 {
+    BOOKED.load(Ordering::SeqCst)
+}
 
 /// Sets the process's server-wide limit (once, at start; `serve`'s flags).
 pub fn set(limits: Limits) {
@@ -106,7 +127,7 @@ pub fn set(limits: Limits) {
 /// Waits until the process's limit lets `req` run (at once without one).
 pub(super) fn admit(req: &Frame) {
     if let Some(l) = LIMIT.get() {
-        l.admit(req);
+        l.admit_counted(req);
     }
 }
 
