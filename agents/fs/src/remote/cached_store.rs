@@ -80,7 +80,7 @@ pub struct StoreCounters {
 pub struct CachedStore {
     store: Arc<dyn Store>,
     devices: Devices,
-    stages: RwLock<Vec<ServerStage>>,
+    stages: RwLock<Vec<Arc<ServerStage>>>,
     /// Path -> the file id the stages key its blocks by. A renamed or truncated-away path
     /// gets a new id, so blocks cached under the old one are never read again.
     ids: Mutex<HashMap<String, u64>>,
@@ -240,11 +240,11 @@ impl CachedStore {
                 Some(s) if Arc::ptr_eq(&s.stage, &stage) => s.demotion.clone(),
                 _ => Arc::default(),
             };
-            next.push(ServerStage {
+            next.push(Arc::new(ServerStage {
                 config: c.clone(),
                 stage,
                 demotion,
-            });
+            }));
         }
         for (stage, size, reserved) in resizes {
             stage.resize(size, reserved)?;
@@ -255,10 +255,10 @@ impl CachedStore {
 
     /// The stage serving `path`: the one with the longest matching directory.
     fn stage_of(&self, path: &str) -> Option<Arc<CacheStage>> {
-        self.server_stage_of(path).map(|s| s.stage)
+        self.server_stage_of(path).map(|s| s.stage.clone())
     }
 
-    fn server_stage_of(&self, path: &str) -> Option<ServerStage> {
+    fn server_stage_of(&self, path: &str) -> Option<Arc<ServerStage>> {
         let stages = self.stages.read().unwrap_or_else(|e| e.into_inner());
         stages
             .iter()
@@ -266,11 +266,7 @@ impl CachedStore {
                 s.config.serves.iter().flatten().filter(|d| under(path, d)).map(move |d| (d.len(), s))
             })
             .max_by_key(|(len, _)| *len)
-            .map(|(_, s)| ServerStage {
-                config: s.config.clone(),
-                stage: s.stage.clone(),
-                demotion: s.demotion.clone(),
-            })
+            .map(|(_, s)| s.clone())
     }
 
     fn id(&self, path: &str) -> u64 {
