@@ -42,7 +42,9 @@ impl Limits {
 /// The data bytes a request moves: what a read asks for, what a write or a demotion carries.
 pub fn bytes_of(req: &Frame) -> u64 {
     match req.op {
-        Op::Read => req.len,
+        // A reply carries at most a frame: a larger length asked for (a bad or hostile
+        // client) costs that much, not a wait beyond any schedule (nor a Duration overflow).
+        Op::Read => req.len.min(super::frame::MAX_FRAME as u64),
         Op::Write | Op::Demote => req.data.len() as u64,
         _ => 0,
     }
@@ -153,6 +155,16 @@ mod tests {
         assert!(starts.windows(2).all(|w| w[0] < w[1]), "arrival order");
         let l = RateLimit::new(Limits::new(Some(100), None).unwrap().unwrap());
         assert_eq!(started_in_first_second(&l, t0, 1000, 4096), 100);
+    }
+
+    #[test]
+    fn a_read_asking_for_more_than_a_frame_costs_a_frame() {
+        let huge = Frame::request(Op::Read, "f", 0, u64::MAX, vec![]);
+        assert_eq!(bytes_of(&huge), super::super::frame::MAX_FRAME as u64);
+        let l = RateLimit::new(Limits::new(None, Some(1)).unwrap().unwrap());
+        let t0 = Instant::now();
+        assert_eq!(l.reserve(bytes_of(&huge), t0), t0, "room: at once");
+        assert!(l.reserve(0, t0) > t0, "the next one waits behind it");
     }
 
     #[test]
