@@ -21,7 +21,7 @@ use fuser::{
 };
 
 use crate::classify::Classifier;
-use crate::switch::{FileCtx, Switch};
+use crate::switch::{Change, FileCtx, Switch};
 
 const TTL: Duration = Duration::from_secs(1);
 
@@ -62,7 +62,8 @@ pub struct SwitchFs {
     /// A name at the root of the backing directory that the namespace does not show (the
     /// state directory, when it lives there).
     hidden: Option<String>,
-    inodes: RwLock<HashMap<u64, String>>,
+    /// The names each inode was seen under (hard links give several), the newest first.
+    inodes: RwLock<HashMap<u64, Vec<String>>>,
     /// Shared with the write-back flusher thread (which holds it weakly).
     handles: Arc<RwLock<HashMap<u64, Arc<Handle>>>>,
     /// Write-back data older than this reaches the rest of its route without a sync.
@@ -90,7 +91,7 @@ impl SwitchFs {
         let root_ino = std::fs::metadata(root)?.ino();
         switch.set_backing_root(root);
         let mut inodes = HashMap::new();
-        inodes.insert(1, "/".to_string());
+        inodes.insert(1, vec!["/".to_string()]);
         Ok(SwitchFs {
             root: root.to_path_buf(),
             root_ino,
@@ -167,8 +168,25 @@ impl SwitchFs {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&ino.0)
-            .cloned()
+            .and_then(|names| names.first().cloned())
             .ok_or(Errno::ENOENT)
+    }
+
+    /// Remembers `ns` as the newest name of `ino`.
+    fn name_inode(&self, ino: u64, ns: &str) {
+        let mut inodes = self.inodes.write().unwrap_or_else(|e| e.into_inner());
+        let names = inodes.entry(ino).or_default();
+        names.retain(|n| n != ns);
+        names.insert(0, ns.to_string());
+    }
+
+    /// Forgets the name `ns` (removed, or now another inode's).
+    fn unname(&self, ns: &str) {
+        let mut inodes = self.inodes.write().unwrap_or_else(|e| e.into_inner());
+        inodes.retain(|_, names| {
+            names.retain(|n| n != ns);
+            !names.is_empty()
+        });
     }
 
     fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
@@ -184,8 +202,8 @@ impl SwitchFs {
         })
     }
 
-    fn real(&self, ns: &str) -> PathBuf {
-        crate::route::under(&self.root, ns)
+    fn real(&self, ns: &str) -> crate::longpath::Real {
+        crate::longpath::Real::new(crate::route::under(&self.root, ns))
     }
 
     fn attr(&self, m: &std::fs::Metadata) -> FileAttr {
@@ -224,6 +242,7 @@ impl SwitchFs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
+        mode: Option<u32>,
         reply: ReplyEntry,
         make: impl FnOnce(&Path) -> io::Result<()>,
     ) {
@@ -231,7 +250,7 @@ impl SwitchFs {
             let ns = self.child(parent, name)?;
             let real = self.real(&ns);
             make(&real).map_err(errno)?;
-            std::os::unix::fs::lchown(&real, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            self.own(req, &ns, &real, mode).map_err(errno)?;
             self.entry(&ns)
         })();
         match r {
@@ -240,13 +259,34 @@ impl SwitchFs {
         }
     }
 
+    /// Gives a node this front end made (as root) to the caller, as the kernel would have made
+    /// it: the caller's uid, the caller's gid or a set-group-ID parent's (which the backing file
+    /// system already gave), and exactly `mode` (the daemon's own umask must not apply; a
+    /// directory under a set-group-ID parent keeps the bit it inherited). Symlinks: owner only.
+    fn own(&self, req: &Request, ns: &str, real: &Path, mode: Option<u32>) -> io::Result<()> {
+        let parent = std::path::Path::new(ns).parent().unwrap_or(Path::new("/"));
+        let pm = std::fs::metadata(self.real(&parent.to_string_lossy()))?;
+        let sgid_parent = pm.mode() & libc::S_ISGID != 0;
+        let gid = (!sgid_parent).then_some(req.gid());
+        std::os::unix::fs::lchown(real, Some(req.uid()), gid)?;
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            let m = std::fs::symlink_metadata(real)?;
+            let mut bits = mode & 0o7777;
+            if m.is_dir() && sgid_parent {
+                bits |= libc::S_ISGID;
+            }
+            if !m.file_type().is_symlink() && m.mode() & 0o7777 != bits {
+                std::fs::set_permissions(real, std::fs::Permissions::from_mode(bits))?;
+            }
+        }
+        Ok(())
+    }
+
     fn entry(&self, ns: &str) -> Result<FileAttr, Errno> {
         let m = std::fs::symlink_metadata(self.real(ns)).map_err(errno)?;
         let a = self.attr(&m);
-        self.inodes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(a.ino.0, ns.to_string());
+        self.name_inode(a.ino.0, ns);
         Ok(a)
     }
 
@@ -257,6 +297,20 @@ impl SwitchFs {
             .get(&fh.0)
             .cloned()
             .ok_or(Errno::EBADF)
+    }
+
+    /// An open handle's backing file of inode `ino`: a file unlinked while open has no name
+    /// to stat, and the kernel may ask for its attributes without the handle.
+    fn open_file_of(&self, ino: INodeNo) -> Option<File> {
+        let handles = self.handles.read().unwrap_or_else(|e| e.into_inner());
+        handles.values().find_map(|h| {
+            let f: &File = match &**h {
+                Handle::Switched(c) => &c.backing,
+                Handle::Passthrough { file, .. } => file,
+            };
+            let m = f.metadata().ok()?;
+            (self.ino(m.ino()) == ino.0).then(|| f.try_clone().ok())?
+        })
     }
 
     fn add_handle(&self, h: Handle) -> FileHandle {
@@ -297,8 +351,11 @@ impl SwitchFs {
         open_flags: i32,
         backing_for: impl FnOnce(&File) -> io::Result<BackingId>,
     ) -> io::Result<(FileHandle, Option<Arc<BackingId>>)> {
-        let st_ino = file.metadata()?.ino();
+        let meta = file.metadata()?;
+        let st_ino = meta.ino();
         if self.passthrough_on.load(Ordering::Relaxed) && self.switch.can_passthrough(&ns) {
+            // The kernel does this file's IO from now on: the stages hand over what they hold.
+            self.switch.opening_passthrough(&ns, st_ino)?;
             let mut ids = self.backing_ids.lock().unwrap_or_else(|e| e.into_inner());
             let id = match ids.get(&st_ino).and_then(Weak::upgrade) {
                 Some(id) => id,
@@ -320,7 +377,8 @@ impl SwitchFs {
         } else {
             file
         };
-        let tenant = self.classifier.classify(req.pid(), req.uid());
+        let tenant = self.classifier.classify(req.pid(), req.uid(), &ns);
+        self.switch.opened(st_ino, &meta);
         let fh = self.add_handle(Handle::Switched(FileCtx {
             tenant,
             path: ns,
@@ -422,8 +480,12 @@ impl Filesystem for SwitchFs {
         let m = match from_fh {
             Some(m) => m,
             None => match self.path_of(ino) {
-                Ok(p) => std::fs::symlink_metadata(self.real(&p)),
-                Err(e) => return reply.error(e),
+                Ok(p) => std::fs::symlink_metadata(self.real(&p))
+                    .or_else(|e| self.open_file_of(ino).ok_or(e)?.metadata()),
+                Err(e) => self.open_file_of(ino).ok_or(e).map_or_else(
+                    |e| Err(io::Error::from_raw_os_error(e.code())),
+                    |f| f.metadata(),
+                ),
             },
         };
         match m {
@@ -443,7 +505,7 @@ impl Filesystem for SwitchFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -454,10 +516,27 @@ impl Filesystem for SwitchFs {
             let ns = self.path_of(ino)?;
             let real = self.real(&ns);
             if let Some(size) = size {
-                let f = OpenOptions::new().write(true).open(&real).map_err(errno)?;
-                f.set_len(size).map_err(errno)?;
+                // The open handle's file when there is one (it may have no name any more).
+                let open = fh
+                    .and_then(|fh| self.handle(fh).ok())
+                    .and_then(|h| match &*h {
+                        Handle::Switched(c) => c.backing.try_clone().ok(),
+                        Handle::Passthrough { file, .. } => file.try_clone().ok(),
+                    });
+                let f = match open {
+                    Some(f) => f,
+                    None => OpenOptions::new().write(true).open(&real).map_err(errno)?,
+                };
                 let id = f.metadata().map_err(errno)?.ino();
-                self.switch.truncated(&ns, id, size).map_err(errno)?;
+                self.switch
+                    .truncate(&ns, id, size, || match f.set_len(size) {
+                        // Opened for reading only (or O_DIRECT refuses it): by name.
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::EBADF | libc::EINVAL)) => {
+                            OpenOptions::new().write(true).open(&real)?.set_len(size)
+                        }
+                        r => r,
+                    })
+                    .map_err(errno)?;
             }
             if let Some(mode) = mode {
                 use std::os::unix::fs::PermissionsExt;
@@ -510,10 +589,9 @@ impl Filesystem for SwitchFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        self.make_node(req, parent, name, reply, |real| {
-            std::fs::DirBuilder::new()
-                .mode(mode & !umask & 0o7777)
-                .create(real)
+        let mode = mode & !umask & 0o7777;
+        self.make_node(req, parent, name, Some(mode), reply, |real| {
+            std::fs::DirBuilder::new().mode(mode).create(real)
         })
     }
 
@@ -525,7 +603,7 @@ impl Filesystem for SwitchFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.make_node(req, parent, link_name, reply, |real| {
+        self.make_node(req, parent, link_name, None, reply, |real| {
             std::os::unix::fs::symlink(target, real)
         })
     }
@@ -534,9 +612,15 @@ impl Filesystem for SwitchFs {
         let r = (|| {
             let ns = self.child(parent, name)?;
             let real = self.real(&ns);
-            let id = std::fs::symlink_metadata(&real).map_err(errno)?.ino();
+            let m = std::fs::symlink_metadata(&real).map_err(errno)?;
             std::fs::remove_file(&real).map_err(errno)?;
-            self.switch.unlinked(&ns, id).map_err(errno)
+            self.unname(&ns);
+            if m.is_file() {
+                self.switch
+                    .unlinked(&ns, m.ino(), m.nlink() <= 1)
+                    .map_err(errno)?;
+            }
+            Ok(())
         })();
         match r {
             Ok(()) => reply.ok(),
@@ -545,10 +629,11 @@ impl Filesystem for SwitchFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self
-            .child(parent, name)
-            .and_then(|ns| std::fs::remove_dir(self.real(&ns)).map_err(errno))
-        {
+        match self.child(parent, name).and_then(|ns| {
+            std::fs::remove_dir(self.real(&ns)).map_err(errno)?;
+            self.unname(&ns);
+            Ok(())
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -564,20 +649,53 @@ impl Filesystem for SwitchFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        if flags.bits() != 0 {
+        // RENAME_EXCHANGE would swap delegates and endpoint copies by name: not supported,
+        // as on a file system without it (EINVAL); RENAME_NOREPLACE is the backing's.
+        if flags.bits() & !(libc::RENAME_NOREPLACE) != 0 {
             return reply.error(Errno::EINVAL);
         }
         let r = (|| {
             let from = self.child(parent, name)?;
             let to = self.child(newparent, newname)?;
-            std::fs::rename(self.real(&from), self.real(&to)).map_err(errno)?;
+            let (src, dst) = (self.real(&from), self.real(&to));
+            let moved = std::fs::symlink_metadata(&src).map_err(errno)?;
+            let replaced = std::fs::symlink_metadata(&dst)
+                .ok()
+                .filter(|m| m.ino() != moved.ino());
+            let (a, b) = (cstr(&src)?, cstr(&dst)?);
+            // SAFETY: two valid C strings; renameat2 reads them only.
+            let rc = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    flags.bits(),
+                )
+            };
+            if rc != 0 {
+                return Err(errno(io::Error::last_os_error()));
+            }
+            if moved.ino() == replaced.as_ref().map_or(0, |m| m.ino()) {
+                return Ok(());
+            }
             let mut inodes = self.inodes.write().unwrap_or_else(|e| e.into_inner());
-            for p in inodes.values_mut() {
-                if lachesis_switch::path_prefix_matches(&from, p) {
-                    *p = format!("{to}{}", &p[from.len()..]);
+            for names in inodes.values_mut() {
+                names.retain(|p| p != &to);
+                for p in names.iter_mut() {
+                    if lachesis_switch::path_prefix_matches(&from, p) {
+                        *p = format!("{to}{}", &p[from.len()..]);
+                    }
                 }
             }
+            inodes.retain(|_, names| !names.is_empty());
             drop(inodes);
+            // The file renamed over loses a name (maybe its last) as by an unlink.
+            if let Some(m) = replaced.filter(|m| m.is_file()) {
+                self.switch
+                    .unlinked(&to, m.ino(), m.nlink() <= 1)
+                    .map_err(errno)?;
+            }
             self.switch.renamed(&from, &to).map_err(errno)
         })();
         match r {
@@ -613,18 +731,32 @@ impl Filesystem for SwitchFs {
         let r = (|| {
             let ns = self.child(parent, name)?;
             let real = self.real(&ns);
-            let mut o = OpenOptions::new();
-            o.read(true).write(true).mode(mode & !umask & 0o7777);
-            if flags & libc::O_EXCL != 0 {
-                o.create_new(true);
-            } else {
-                o.create(true);
-            }
-            if flags & libc::O_TRUNC != 0 {
-                o.truncate(true);
-            }
-            let file = o.open(&real).map_err(errno)?;
-            std::os::unix::fs::fchown(&file, Some(req.uid()), Some(req.gid())).map_err(errno)?;
+            let mode = mode & !umask & 0o7777;
+            let made = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&real);
+            let file = match made {
+                Ok(file) => {
+                    self.own(req, &ns, &real, Some(mode)).map_err(errno)?;
+                    file
+                }
+                // Made by someone else since the kernel looked: an open of the file there
+                // (with its own truncate, so the stages see it).
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
+                    let file = Self::open_backing(&real, flags).map_err(errno)?;
+                    if flags & libc::O_TRUNC != 0 {
+                        let id = file.metadata().map_err(errno)?.ino();
+                        self.switch
+                            .truncate(&ns, id, 0, || file.set_len(0))
+                            .map_err(errno)?;
+                    }
+                    file
+                }
+                Err(e) => return Err(errno(e)),
+            };
             let attr = self.entry(&ns)?;
             let (fh, id) = self
                 .make_handle(req, ns, file, flags, |f| reply.open_backing(f))
@@ -729,7 +861,12 @@ impl Filesystem for SwitchFs {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&fh.0);
         let r = match h.as_deref() {
-            Some(Handle::Switched(ctx)) => self.switch.closed(ctx),
+            Some(Handle::Switched(ctx)) => {
+                let r = self.switch.closed(ctx);
+                // After its write-back: the stamp the next open compares with.
+                self.switch.released(ctx.id, ctx.backing.metadata());
+                r
+            }
             _ => Ok(()),
         };
         match r {
@@ -801,6 +938,138 @@ impl Filesystem for SwitchFs {
         }
     }
 
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let perm = mode & !umask & 0o7777;
+        let kind = mode & libc::S_IFMT;
+        self.make_node(req, parent, name, Some(perm), reply, |real| {
+            let c = CString::new(real.as_os_str().as_bytes())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: a valid C string; mknod reads it only.
+            match unsafe { libc::mknod(c.as_ptr(), kind | perm, rdev as libc::dev_t) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
+        })
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            let from = self.path_of(ino)?;
+            let to = self.child(newparent, newname)?;
+            let src = self.real(&from);
+            let id = std::fs::symlink_metadata(&src).map_err(errno)?.ino();
+            // Endpoint copies and delegates go by name: a file whose newest bytes live off
+            // the backing file cannot take a second name (as across file systems).
+            if !self.switch.can_link(&from, id) {
+                return Err(Errno::EXDEV);
+            }
+            std::fs::hard_link(&src, self.real(&to)).map_err(errno)?;
+            self.entry(&to)
+        })();
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        // The reply counts in 32 bits: a longer copy is a short one, which callers repeat.
+        let len = len.min(1 << 30);
+        let r = (|| -> Result<u64, Errno> {
+            let (hin, hout) = (self.handle(fh_in)?, self.handle(fh_out)?);
+            if let (Handle::Passthrough { file: a, .. }, Handle::Passthrough { file: b, .. }) =
+                (&*hin, &*hout)
+            {
+                // Both sides are the kernel's: the backing file system copies (reflinks where
+                // it can), and the stages drop what they cached of the destination.
+                let id = b.metadata().map_err(errno)?.ino();
+                let path = self.path_of(ino_out)?;
+                let (mut oi, mut oo) = (offset_in as i64, offset_out as i64);
+                use std::os::fd::AsRawFd;
+                return self
+                    .switch
+                    .alter(&path, id, Change::Bytes, || {
+                        // SAFETY: both fds stay open while the handles are held.
+                        let n = unsafe {
+                            libc::copy_file_range(
+                                a.as_raw_fd(),
+                                &mut oi,
+                                b.as_raw_fd(),
+                                &mut oo,
+                                len as usize,
+                                0,
+                            )
+                        };
+                        if n < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        Ok(n as u64)
+                    })
+                    .map_err(errno);
+            }
+            // A switched side: read and write through the switch, which keeps every stage
+            // coherent as for any write.
+            let mut buf = vec![0u8; len.min(1 << 20) as usize];
+            let mut done = 0u64;
+            while done < len {
+                let want = (len - done).min(buf.len() as u64) as usize;
+                let n = match &*hin {
+                    Handle::Switched(ctx) => {
+                        self.switch.read(ctx, &mut buf[..want], offset_in + done)
+                    }
+                    Handle::Passthrough { file, .. } => {
+                        file.read_at(&mut buf[..want], offset_in + done)
+                    }
+                }
+                .map_err(errno)?;
+                if n == 0 {
+                    break;
+                }
+                match &*hout {
+                    Handle::Switched(ctx) => self.switch.write(ctx, &buf[..n], offset_out + done),
+                    Handle::Passthrough { file, .. } => {
+                        file.write_all_at(&buf[..n], offset_out + done)
+                    }
+                }
+                .map_err(errno)?;
+                done += n as u64;
+            }
+            Ok(done)
+        })();
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let r = (|| {
             let c = cstr(&self.root)?;
@@ -834,7 +1103,7 @@ impl Filesystem for SwitchFs {
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -842,15 +1111,27 @@ impl Filesystem for SwitchFs {
         reply: ReplyEmpty,
     ) {
         let r = self.handle(fh).and_then(|h| {
-            let fd = match &*h {
-                Handle::Switched(ctx) => std::os::fd::AsRawFd::as_raw_fd(&*ctx.backing),
-                Handle::Passthrough { file, .. } => std::os::fd::AsRawFd::as_raw_fd(file),
+            let (file, path) = match &*h {
+                Handle::Switched(ctx) => (&*ctx.backing, ctx.path.clone()),
+                Handle::Passthrough { file, .. } => (file, self.path_of(ino)?),
             };
-            // SAFETY: fd stays open while `h` is held.
-            if unsafe { libc::fallocate(fd, mode, offset as i64, length as i64) } != 0 {
-                return Err(errno(io::Error::last_os_error()));
-            }
-            Ok(())
+            let id = file.metadata().map_err(errno)?.ino();
+            // Allocating (with or without keeping the size) leaves every byte as it was;
+            // punch, zero, collapse and insert change or move them.
+            let kind = match mode & !libc::FALLOC_FL_KEEP_SIZE {
+                0 => Change::Keeps,
+                _ => Change::Bytes,
+            };
+            let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+            self.switch
+                .alter(&path, id, kind, || {
+                    // SAFETY: fd stays open while `h` is held.
+                    match unsafe { libc::fallocate(fd, mode, offset as i64, length as i64) } {
+                        0 => Ok(()),
+                        _ => Err(io::Error::last_os_error()),
+                    }
+                })
+                .map_err(errno)
         });
         match r {
             Ok(()) => reply.ok(),

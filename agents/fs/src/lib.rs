@@ -14,6 +14,7 @@ pub mod detour;
 pub mod embed;
 pub mod fuse;
 pub mod header_log;
+pub mod longpath;
 pub mod private;
 pub mod rangemap;
 pub mod remote;

@@ -13,6 +13,9 @@ use lachesis_switch::{
     check_stages, CacheEngine, Gate, IoHeader, Op, Rule, RuleTable, StageConfig,
 };
 
+mod coherence;
+pub use coherence::Change;
+
 use crate::confine::Roots;
 use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
@@ -113,6 +116,8 @@ pub struct Switch {
     observer: OnceLock<IoObserver>,
     /// Told of each read's bytes (`set_read_watch`).
     read_watch: OnceLock<Arc<dyn ReadWatch>>,
+    /// Open switched handles and closed files' change stamps (`coherence.rs`).
+    watch: coherence::Watch,
 }
 
 /// The end of a route: the backing file, or the endpoint replicas (local and remote).
@@ -278,6 +283,7 @@ impl Switch {
             user_written: Default::default(),
             observer: OnceLock::new(),
             read_watch: OnceLock::new(),
+            watch: Default::default(),
         };
         // Stages the journals brought back count for coherence too.
         sw.refresh_stage_list();
@@ -1062,20 +1068,6 @@ impl Switch {
             }
         }
         self.delegates.truncate(path, size)
-    }
-
-    /// The file at `path` (id `id`) was unlinked.
-    pub fn unlinked(&self, path: &str, id: u64) -> io::Result<()> {
-        self.truncated(path, id, 0)?;
-        self.held
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        self.forget_endpoint_files();
-        for d in &self.current().endpoint_dirs {
-            let _ = std::fs::remove_file(under(d, path));
-        }
-        Ok(())
     }
 
     /// `from` was renamed to `to`; endpoint copies and delegates follow.

@@ -504,6 +504,24 @@ impl Stage for CacheStage {
         }
     }
 
+    fn forget_clean(&self, file: u64) {
+        let mut inner = self.lock();
+        let Some(last) = inner.max_block.remove(&file) else {
+            return;
+        };
+        let mut kept = 0;
+        for b in 0..=last {
+            if inner.dirty.contains_key(&(file, b)) {
+                kept = b;
+            } else {
+                let _ = inner.delete(file, b);
+            }
+        }
+        if inner.dirty.range((file, 0)..=(file, u64::MAX)).next().is_some() {
+            inner.max_block.insert(file, kept);
+        }
+    }
+
     fn truncate(&self, file: u64, size: u64) {
         // The block holding the new end is partial now: drop it with everything after it.
         let first = size / BLOCK;

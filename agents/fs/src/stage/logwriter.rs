@@ -422,6 +422,10 @@ impl Stage for LogWriter {
         true
     }
 
+    fn keeps_data(&self) -> bool {
+        !self.writes_back
+    }
+
     fn invalidate(&self, file: u64, off: u64, len: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = self.drop_locked(&mut inner, file, off, off.saturating_add(len)) {

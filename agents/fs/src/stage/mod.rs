@@ -142,6 +142,16 @@ pub trait Stage: Send + Sync {
     fn invalidate(&self, _file: u64, _off: u64, _len: u64) {}
     /// The file was truncated to `size`.
     fn truncate(&self, _file: u64, _size: u64) {}
+    /// The file's bytes may have changed by a way the stage did not see (fallocate, a copy
+    /// into it, a passthrough open, a change while it was closed): drop every clean copy of
+    /// it. Data not written back yet stays (the switch writes it back first).
+    fn forget_clean(&self, _file: u64) {}
+    /// Whether the stage keeps written bytes as their only copy even after a write-back (a
+    /// log stage that does not write back): the backing file then lacks them, so a change
+    /// made to the backing file alone cannot be honoured.
+    fn keeps_data(&self) -> bool {
+        false
+    }
     /// Counters for telemetry; the switch fills in name and owner.
     fn counters(&self) -> StageStats;
     /// Counters for the stats file.
