@@ -1,15 +1,18 @@
 """eBPF telemetry end to end: a real agent with the BPF programs attached counts a tenant's
 O_DIRECT IO in its cgroup, and the controller's telemetry API shows that tenant's bytes and
-miss-ratio curve. Needs root, kernel BTF and a cgroup2 mount (CI runs as root: there a missing
-one fails instead of skipping)."""
+miss-ratio curve, whose references are the block IO the kernel's own per-task accounting
+counted for the tenant's processes. Needs root, kernel BTF, a cgroup2 mount and /proc/PID/io
+(CI runs as root: there a missing one fails instead of skipping)."""
 
 from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -75,6 +78,35 @@ def in_cgroup(cgroup: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["sh", "-c", script, "sh", *argv], capture_output=True, text=True, timeout=120, check=True)
 
 
+# Joins the cgroup, runs each command (argv per line of stdin, JSON) as its child and prints
+# its own IO accounting (/proc/self/io: the process and its reaped children) before joining,
+# right after, and at the end. Everything is imported before it joins.
+ACCOUNTED = r"""
+import json, os, subprocess, sys
+
+def io():
+    with open("/proc/self/io") as f:
+        return {k: int(v) for k, v in (line.split(": ") for line in f.read().splitlines())}
+
+commands = [json.loads(line) for line in sys.stdin]
+before = io()
+with open(os.path.join(sys.argv[1], "cgroup.procs"), "w") as f:
+    f.write(str(os.getpid()))
+joined = io()
+for argv in commands:
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+print(json.dumps({"before": before, "joined": joined, "end": io()}))
+"""
+
+
+def accounted_in_cgroup(cgroup: Path, *commands: list[str]) -> dict[str, dict[str, int]]:
+    """Runs the commands one after the other in the cgroup; the kernel's IO accounting of the
+    process that ran them (/proc/PID/io) before it joined, once it had, and at the end."""
+    out = subprocess.run([sys.executable, "-c", ACCOUNTED, str(cgroup)], input="".join(json.dumps(c) + "\n" for c in commands),
+                         capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
 def telemetry(cluster: Cluster, tenant: str) -> dict:
     with cluster.api() as api:
         r = api.get(f"/api/v1/tenants/{tenant}/telemetry")
@@ -99,6 +131,7 @@ def totals(body: dict) -> dict[str, float]:
 
 def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path], running: Cluster) -> None:
     cgroup, pins = fast_telemetry
+    require(Path("/proc/self/io").exists(), "per-task IO accounting (/proc/PID/io, CONFIG_TASK_IO_ACCOUNTING)")
     agent_log = running.processes[f"agent-{HOST}"].text
     assert "eBPF metrics engine attached" in agent_log(), agent_log()[-3000:]
 
@@ -113,8 +146,11 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
     data_dir = Path(os.environ.get("LACHESIS_TEST_DIR", "/var/tmp"))
     data = data_dir / f"lachesis-e2e-{os.getpid()}.dat"
     try:
-        in_cgroup(cgroup, "dd", "if=/dev/zero", f"of={data}", f"bs={BLOCK}", f"count={BLOCKS}", "oflag=direct")
-        in_cgroup(cgroup, "dd", f"if={data}", "of=/dev/null", f"bs={BLOCK}", f"count={BLOCKS}", "iflag=direct")
+        io = accounted_in_cgroup(
+            cgroup,
+            ["dd", "if=/dev/zero", f"of={data}", f"bs={BLOCK}", f"count={BLOCKS}", "oflag=direct"],
+            ["dd", f"if={data}", "of=/dev/null", f"bs={BLOCK}", f"count={BLOCKS}", "iflag=direct"],
+        )
     finally:
         data.unlink(missing_ok=True)
 
@@ -131,15 +167,29 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
 
     curve = body["curve"]
     assert curve is not None and curve["policy"] == "lru" and curve["unit"] == "bytes"
-    assert 2 * BLOCKS <= curve["references"] <= 2 * BLOCKS + 64, curve["references"]
+    # The curve counts every 4 KiB block the tenant's bios touched. Its writes are dd's
+    # O_DIRECT ones (dd dirties no file's pages; the filesystem's metadata is no tenant's). Its
+    # reads are every read bio its processes submitted, which the kernel's own per-task IO
+    # accounting counts too (read_bytes): dd's O_DIRECT reads, and what dd's start and the file's
+    # creation read that was not cached: dd and its locale data paged in, the filesystem's
+    # inode table and bitmaps (tens of blocks on a fresh or busy host, none on a warm one).
+    # Blocks read between the reads of /proc/PID/io around the cgroup join fall on either side.
+    read = {k: io["end"]["read_bytes"] - io[k]["read_bytes"] for k in ("joined", "before")}
+    assert read["joined"] >= BLOCKS * BLOCK, io
+    kernel = (BLOCKS + read["joined"] // BLOCK, BLOCKS + math.ceil(read["before"] / BLOCK))
+    assert kernel[0] <= curve["references"] <= kernel[1], f"{curve['references']} references, the kernel counted {kernel}: {io}"
+    # The other reads are of blocks of their own: wherever they fall, they add at most a miss each.
+    extra = curve["references"] - 2 * BLOCKS
     miss = {p["size_bytes"]: p["miss_ratio"] for p in curve["points"]}
     below = [m for size, m in miss.items() if size < BLOCKS * BLOCK]
     assert below and all(m == pytest.approx(1.0, abs=0.02) for m in below), miss
-    # Above BLOCKS blocks only the cold half misses (the agent cuts the flat tail after the
-    # first such point); at BLOCKS itself the estimator's distance histogram blurs the step.
+    # Above BLOCKS blocks only the cold half of dd's references misses, and at most the others
+    # (the agent cuts the flat tail after the first such point); at BLOCKS itself the
+    # estimator's distance histogram blurs the step.
+    cold = (BLOCKS / (2 * BLOCKS + extra), (BLOCKS + extra) / (2 * BLOCKS + extra))
     above = [m for size, m in miss.items() if size > BLOCKS * BLOCK]
-    assert above and all(m == pytest.approx(0.5, abs=0.02) for m in above), miss
-    assert 0.48 <= miss[BLOCKS * BLOCK] <= 1.0, miss
+    assert above and all(cold[0] - 0.02 <= m <= cold[1] + 0.02 for m in above), (cold, miss)
+    assert cold[0] - 0.02 <= miss[BLOCKS * BLOCK] <= 1.0, (cold, miss)
 
     with running.api() as api:
         summary = api.get("/api/v1/telemetry/summary").json()
