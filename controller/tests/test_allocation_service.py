@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,49 @@ def test_loop_waits_for_a_capacity_then_writes_the_current_allocation(sessions: 
         assert row.tenants["web"]["size_bytes"] == pytest.approx(700)  # the guarantee from the database
         assert row.tenants["loop"]["size_bytes"] == pytest.approx(300)
         assert row.tenants["loop"]["curve_point"]["miss_ratio"] == pytest.approx(1.0)
+
+
+def test_an_allocation_an_operator_applied_is_what_the_loop_improves_on(sessions: sessionmaker[Session]) -> None:
+    """`POST /api/v1/allocations/apply` (the demo applies an equal split at each phase's start)
+    replaces the allocation in force. The loop measures its gain against that one: measured
+    against its own last rollout it saw none and left the operator's allocation in force."""
+    store = FakeStore()
+    # No reaction time, so only the allocation in force decides; never idle.
+    config = LoopConfig(capacity=0.0, interval_s=0.02, reaction_time_s=0.0, idle_after_s=1e9)
+
+    def current() -> CacheAllocation | None:
+        with sessions() as s:
+            return s.get(CacheAllocation, "current")
+
+    def equal_split(now: datetime) -> CacheAllocation:
+        return CacheAllocation(state="current", capacity_bytes=1000, epsilon_bytes=1, method="optimal", utility=0,
+                               upper_bound=0, optimal=True, tenants={n: {"size_bytes": 500} for n in ("loop", "web")},
+                               computed_at=now, computed_by="operator")
+
+    async def steps(n: int) -> None:
+        """Until n more steps have run whole (the loop reads the curves once per step)."""
+        until = store.reads + n + 1
+        while store.reads < until:
+            await asyncio.sleep(0.01)
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        with sessions() as s, s.begin():
+            s.add(CacheAllocation(state="proposed", capacity_bytes=1000, epsilon_bytes=1, method="optimal",
+                                  utility=0, upper_bound=0, optimal=True, tenants={}, computed_at=utcnow(),
+                                  computed_by="test"))
+        task = start(sessions, store, stop, config)
+        await steps(1)
+        first = current()
+        assert first is not None and first.computed_by == "allocation-loop"
+        assert first.tenants["loop"]["size_bytes"] == pytest.approx(600)  # its curve's knee
+        with sessions() as s, s.begin():
+            s.merge(equal_split(utcnow()))
+        await steps(2)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(go(), 60))  # the timeout only turns a hang into a failure
+    row = current()
+    assert row is not None and row.computed_by == "allocation-loop", "the operator's equal split stayed in force"
+    assert row.tenants["loop"]["size_bytes"] == pytest.approx(600)

@@ -11,8 +11,14 @@ curve's unit (in the controller, 4 KiB block references per second: see `service
 that goes silent keeps it until it is idle, so its space moves after the reaction time, not
 at once.
 
-Dependencies are injected (curve source, clock, publisher) so the loop runs against fakes
-in unit tests and against the telemetry store in the controller.
+The gain is measured against the allocation in force, which is not always the loop's own last
+one: an operator may apply another (`POST /api/v1/allocations/apply`, as `./lachesis demo` does
+at the start of each phase). Measured against its own last rollout, the loop saw no gain in
+going back to it and left the operator's allocation in place for good.
+
+Dependencies are injected (curve source, clock, publisher, the allocation in force) so the loop
+runs against fakes in unit tests and against the telemetry store and the database in the
+controller.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class LoopConfig:
 class Decision:
     at: float
     proposal: Allocation | None
+    # The sizes the gain was measured against (the allocation in force).
     current: dict[str, float] | None
     gain: float
     rolled_out: bool
@@ -88,11 +95,16 @@ class AllocationLoop:
         guarantees: Callable[[], Mapping[str, Guarantee]] = dict,
         capacity: Callable[[], float | None] | None = None,
         two_level: Callable[[], Mapping[str, TwoLevelSpec]] = dict,
+        in_force: Callable[[], Mapping[str, float] | None] | None = None,
     ) -> None:
         self._curves, self._publish, self.config = curves, publish, config
         self._clock, self._guarantees, self._two_level = clock, guarantees, two_level
         # The cache's size, asked every step when given (None: not known yet, do nothing).
         self._capacity = capacity
+        # The sizes in force whoever decided them, asked every step when given (None: none
+        # yet); without it the loop's own last rollout is taken to be in force.
+        self._in_force = in_force
+        # The loop's own last rollout.
         self.current: dict[str, float] | None = None
         self._active_set: frozenset[str] = frozenset()
         self._last_rollout = -math.inf
@@ -154,7 +166,9 @@ class AllocationLoop:
             self.last = decision
             return decision
         total_weight = sum(d.weight for d in demands.values() if not d.idle) or 1.0
-        before = weighted_hit_rate(demands, self.current) if self.current is not None else 0.0
+        in_force = self._in_force() if self._in_force is not None else None
+        baseline = dict(in_force) if in_force is not None else self.current
+        before = weighted_hit_rate(demands, baseline) if baseline is not None else 0.0
         gain = (proposal.utility - before) / total_weight
         active = frozenset(n for n, d in demands.items() if not d.idle)
         if self.current is None:
@@ -167,7 +181,7 @@ class AllocationLoop:
             go, reason = True, f"predicted gain {gain:.4f} above the threshold {cfg.gain_threshold:g}"
         else:
             go, reason = False, f"predicted gain {gain:.4f} not above the threshold {cfg.gain_threshold:g}"
-        decision = Decision(now, proposal, self.current, gain, go, reason, idle, levels)
+        decision = Decision(now, proposal, baseline, gain, go, reason, idle, levels)
         if go:
             self.current = dict(proposal.sizes)
             self._active_set = active

@@ -1,6 +1,6 @@
 """The allocation loop inside the controller: curves and request rates from the telemetry
-store, capacity and guarantees from the database, decisions written back as the current
-allocation (served by /api/v1/allocations).
+store, capacity, guarantees and the allocation in force from the database, decisions written
+back as the current allocation (served by /api/v1/allocations).
 
 A tenant's weight is its rate of 4 KiB block references, the unit its curve counts in, so
 Σ weight · hit ratio is the cache's hit rate in blocks per second: a tenant doing 1 MiB reads
@@ -162,6 +162,13 @@ class DatabaseSide:
             row = s.get(CacheAllocation, CURRENT) or s.get(CacheAllocation, PROPOSED)
             return None if row is None else float(row.capacity_bytes)
 
+    def in_force(self) -> dict[str, float] | None:
+        """Tenant -> size of the current allocation, whether the loop or an operator
+        (`POST /api/v1/allocations/apply`) made it; None while there is none."""
+        with self.sessions() as s, s.begin():
+            row = s.get(CacheAllocation, CURRENT)
+            return None if row is None else {n: float(t["size_bytes"]) for n, t in row.tenants.items()}
+
     def guarantees(self) -> dict[str, Guarantee]:
         with self.sessions() as s, s.begin():
             return {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
@@ -210,6 +217,6 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
             await bus.publish(publications, source="allocation")
 
     loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity,
-                          two_level=side.two_level)
+                          two_level=side.two_level, in_force=side.in_force)
     holder["loop"] = loop
     return asyncio.create_task(loop.run(stop), name="allocation-loop")
