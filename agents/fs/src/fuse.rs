@@ -416,6 +416,22 @@ impl SwitchFs {
     }
 }
 
+/// A write by someone else than root clears the set-user-ID bit, and the set-group-ID bit of a
+/// group-executable file, as the kernel does for a writer without CAP_FSETID (the switch's
+/// own writes are root's, and the kernel leaves direct-IO writes of FUSE files to it).
+fn kill_suid(f: &File) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = f.metadata()?.mode();
+    let mut kill = mode & libc::S_ISUID;
+    if mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        kill |= libc::S_ISGID;
+    }
+    if kill != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777 & !kill))?;
+    }
+    Ok(())
+}
+
 fn cstr(p: &Path) -> Result<CString, Errno> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
 }
@@ -807,7 +823,7 @@ impl Filesystem for SwitchFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -819,6 +835,9 @@ impl Filesystem for SwitchFs {
     ) {
         let r = (|| {
             let h = self.handle(fh)?;
+            if let (Handle::Switched(ctx), true) = (&*h, req.uid() != 0) {
+                kill_suid(&ctx.backing).map_err(errno)?;
+            }
             match &*h {
                 Handle::Switched(ctx) => self.switch.write(ctx, data, offset),
                 Handle::Passthrough { file, .. } => file.write_all_at(data, offset),
