@@ -1,8 +1,9 @@
 """One tenant's replayer: joins its cgroup, then issues one 4 KiB pread or pwrite per
 reference of its miniature trace at the reference's block of its file, looping over the trace
-until told to stop (SIGTERM) or the deadline. Prints one JSON line of counts when done.
+until told to stop (SIGTERM) or the deadline, if one is given. Prints one JSON line of counts
+when done.
 
-`python -m lachesis_cli.demo.replay --refs R.npz --file F --cgroup C --until T`
+`python -m lachesis_cli.demo.replay --refs R.npz --file F --cgroup C [--until T]`
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def main() -> None:
     ap.add_argument("--refs", type=Path, required=True)
     ap.add_argument("--file", type=Path, required=True)
     ap.add_argument("--cgroup", type=Path, required=True)
-    ap.add_argument("--until", type=float, required=True, help="time.time() to stop at")
+    ap.add_argument("--until", type=float, default=float("inf"), help="time.time() to stop at (default: none)")
     a = ap.parse_args()
     data = np.load(a.refs)
     offsets = (data["refs"] * BLOCK).tolist()

@@ -5,7 +5,11 @@ trace as 4 KiB reads and writes of its own file in the data path's mount. Each t
 sends its IO through its own flash cache stage. With --compare-equal-split the same replays
 first run with the cache split equally (fixed-size guarantees of C/n pin the allocation),
 then on fresh stages with the guarantees gone, so the allocation loop sizes the stages from
-the tenants' miss-ratio curves. Hit ratios are the real stages' counters over each phase.
+the tenants' miss-ratio curves. Hit ratios are the real stages' counters over each phase, read
+from reports the agent sent after the replays ended.
+
+`Demo.phase` replays for a time (the CLI's --seconds); `Demo.start_phase` and `Demo.replaying`
+are its parts for a caller that decides by counts when to stop (e2e/test_closed_loop.py).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +80,9 @@ class Demo:
 
     # --- set-up ------------------------------------------------------------------------------
 
-    def prepare(self, paths: list[Path]) -> None:
+    def prepare(self, paths: list[Path], rate: float | None = None) -> None:
+        """One tenant per trace, replaying a miniature of it at `rate` (default: the rate at which
+        a phase of `seconds` replays each trace about once at REPLAY_IOPS)."""
         # Bad input first: nothing is asked of the controller before every trace reads.
         read = [traces.read(p) for p in paths]
         host = self._host()
@@ -82,7 +90,8 @@ class Demo:
         if not (backing.is_dir() and mount.is_dir() and mount.stat().st_dev != backing.stat().st_dev):
             raise CliError(f"{mount} is not the data path's mount: start the deployment with './lachesis up'", EXIT_FAILED)
         total = sum(t.keys.size for t in read)
-        rate = min(1.0, REPLAY_IOPS * self.seconds / total)
+        if rate is None:
+            rate = min(1.0, REPLAY_IOPS * self.seconds / total)
         log(f"host {host}; {len(read)} traces, {total:,} references; replaying a miniature of each at R = {rate:.4f}")
         root = cgroup2_mount() / DEMO
         root.mkdir(exist_ok=True)
@@ -117,9 +126,20 @@ class Demo:
     # --- phases ------------------------------------------------------------------------------
 
     def phase(self, label: str, equal: bool) -> dict[str, Any]:
+        """Set the phase up, replay for `seconds`, report each stage's counters over the replay."""
+        log(f"phase {label}: {'cache split equally' if equal else 'allocation loop on'}, {self.seconds:g} s")
+        self.start_phase(label, equal)
+        before = self._stage_counters()
+        results = self._replay()
+        after = self.counters_after(time.time())
+        return self._report(results, before, after)
+
+    def start_phase(self, label: str, equal: bool) -> datetime:
+        """The allocation set to the equal split, pinned there by fixed-size guarantees (`equal`)
+        or left to the loop, and a fresh stage per tenant, installed; returns when the equal
+        split was computed (`computed_at` of the current allocation the loop starts from)."""
         n = len(self.tenants)
         share = self.cache_bytes // n
-        log(f"phase {label}: {'cache split equally' if equal else 'allocation loop on'}, {self.seconds:g} s")
         for t in self.tenants:
             if equal:
                 self.client.request("PUT", f"/api/v1/allocations/guarantees/{t.name}",
@@ -133,7 +153,7 @@ class Demo:
         fixed = {t.name: {"kind": "fixed_size", "size_bytes": share} for t in self.tenants}
         self.client.request("POST", "/api/v1/allocations/proposals",
                             json={"capacity_bytes": self.cache_bytes, "curves": flat, "guarantees": fixed})
-        self.client.request("POST", "/api/v1/allocations/apply")
+        applied = self.client.request("POST", "/api/v1/allocations/apply").json()
         # Fresh stages for every phase: no phase starts warm from another's contents.
         for t in self.tenants:
             old, t.stage = t.stage, f"cache/{t.name}-{label}"
@@ -147,10 +167,7 @@ class Demo:
             if old:
                 self.client.request("DELETE", f"/api/v1/stages/{old}", ok=(404,))
         self._wait_installed()
-        before = self._stage_counters()
-        results = self._replay()
-        after = self._stage_counters()
-        return self._report(results, before, after)
+        return datetime.fromisoformat(applied["computed_at"])
 
     def _wait_installed(self) -> None:
         deadline = time.monotonic() + 120
@@ -170,8 +187,27 @@ class Demo:
                 out[s["name"]] = {**hosts[0], "allocated_bytes": hosts[0]["allocated_bytes"]}
         return out
 
-    def _replay(self) -> dict[str, dict[str, int]]:
-        until = time.time() + self.seconds
+    def stage_counters(self) -> dict[str, dict[str, Any]]:
+        """Tenant -> the agent's latest report of its stage in this phase (hits, misses,
+        allocated and installed bytes, reported_at); tenants without one are left out."""
+        stages = self._stage_counters()
+        return {t.name: stages[t.stage] for t in self.tenants if t.stage in stages}
+
+    def counters_after(self, when: float) -> dict[str, dict[str, Any]]:
+        """The stages' counters from reports the agent sent after `when` (time.time()): a
+        replay that ended by then is in them whole, however late the next report comes."""
+        deadline = time.monotonic() + 120
+        while True:
+            stages = self._stage_counters()
+            if all(t.stage in stages and datetime.fromisoformat(stages[t.stage]["reported_at"]).timestamp() > when
+                   for t in self.tenants):
+                return stages
+            if time.monotonic() > deadline:
+                raise CliError("the agent sent no report of the demo's stages within 120 s of the replay's end "
+                               "(see .lachesis/log/agent.log)", EXIT_FAILED)
+            time.sleep(0.5)
+
+    def _start_replays(self, until: float | None) -> dict[str, subprocess.Popen[str]]:
         work = Path(tempfile.mkdtemp(prefix="lachesis-demo-"))
         procs = {}
         for t in self.tenants:
@@ -179,16 +215,13 @@ class Demo:
             np.savez(refs, refs=t.mini.refs, writes=t.mini.writes)
             procs[t.name] = subprocess.Popen(
                 [sys.executable, "-m", "lachesis_cli.demo.replay", "--refs", str(refs), "--file", str(t.file),
-                 "--cgroup", str(t.cgroup), "--until", repr(until)],
+                 "--cgroup", str(t.cgroup), *(["--until", repr(until)] if until is not None else [])],
                 stdout=subprocess.PIPE, text=True,
             )
-        start = time.time()
-        while any(p.poll() is None for p in procs.values()):
-            time.sleep(1.0)
-            done = int(time.time() - start)
-            if done % 10 == 0 and done:
-                sizes = {n: s.get("allocated_bytes") for n, s in self._stage_counters().items()}
-                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) >> 20}MiB' for n, v in sorted(sizes.items()))}")
+        return procs
+
+    @staticmethod
+    def _results(procs: dict[str, subprocess.Popen[str]]) -> dict[str, dict[str, int]]:
         results = {}
         for name, p in procs.items():
             out, _ = p.communicate()
@@ -196,6 +229,37 @@ class Demo:
                 raise CliError(f"the replay of {name} failed (exit {p.returncode})", EXIT_FAILED)
             results[name] = json.loads(out.strip().splitlines()[-1])
         return results
+
+    def _replay(self) -> dict[str, dict[str, int]]:
+        procs = self._start_replays(time.time() + self.seconds)
+        start = time.time()
+        while any(p.poll() is None for p in procs.values()):
+            time.sleep(1.0)
+            done = int(time.time() - start)
+            if done % 10 == 0 and done:
+                sizes = {n: s.get("allocated_bytes") for n, s in self._stage_counters().items()}
+                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) >> 20}MiB' for n, v in sorted(sizes.items()))}")
+        return self._results(procs)
+
+    @contextmanager
+    def replaying(self) -> Iterator[Callable[[], None]]:
+        """Every tenant replays its trace, pass after pass, until the block ends; yields a check
+        that raises if a replayer died. The block decides by the stages' counters how long."""
+        procs = self._start_replays(None)
+
+        def check() -> None:
+            for name, p in procs.items():
+                if p.poll() is not None:
+                    raise CliError(f"the replay of {name} ended early (exit {p.returncode})", EXIT_FAILED)
+
+        try:
+            yield check
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.terminate()
+            for p in procs.values():
+                p.communicate(timeout=60)
 
     def _report(self, results: dict[str, dict[str, int]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         rows = []
