@@ -382,6 +382,25 @@ def test_two_tenants_isolated_in_their_own_cache_stages(base: Path, mounts: list
     assert shared < 0.2, f"shared hit ratio {shared}"
 
 
+def test_path_tenants_from_flag_and_file_most_specific_prefix_wins(base: Path, mounts: list[Mount]) -> None:
+    """`--tenant web=path:/web` and, in the tenants file, `deep=path:/web/deep`: a file is its
+    most specific path tenant's whoever opens it, component-wise (/webx is nobody's)."""
+    tenants = base / "tenants"
+    tenants.write_text("deep=path:/web/deep\n")
+    rules = [stage_rule("web", 10, cache("cache/web", 8 * MiB, owner="web"), tenant="web", ops=["read"]),
+             stage_rule("deep", 10, cache("cache/deep", 8 * MiB, owner="deep"), tenant="deep", ops=["read"])]
+    m = mount(mounts, base, rules, ["web=path:/web"], extra=["--tenants-file", str(tenants)])
+    for d in ("web/deep", "webx"):
+        (m.backing / d).mkdir(parents=True)
+    for name, blocks in (("web/a", 16), ("web/deep/b", 32), ("webx/c", 64)):
+        (m.backing / name).write_bytes(os.urandom(blocks * 4096))
+        run("python3", "-c", "import sys\nf=open(sys.argv[1],'rb',buffering=0)\nwhile f.read(1<<16): pass\n",
+            str(m.mnt / name), user=1001)
+    web, deep = m.stage("web"), m.stage("deep")
+    assert (web["misses"], web["bytes_read_miss"] + web["bytes_read_hit"]) == (16, 16 * 4096), web
+    assert (deep["misses"], deep["bytes_read_miss"] + deep["bytes_read_hit"]) == (32, 32 * 4096), deep
+
+
 def test_tenant_added_while_mounted_routes_new_opens(base: Path, mounts: list[Mount]) -> None:
     ep = base / "ep"
     tenants = base / "tenants"

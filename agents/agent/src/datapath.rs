@@ -238,11 +238,23 @@ impl Datapath {
         tenants: &[Tenant],
     ) -> Result<(), String> {
         let mut inner = self.lock();
+        // Before anything changes: a tenant the switch cannot recognise refuses the whole
+        // generation (nacked with every such classifier named) rather than being installed
+        // without it, which would leave that tenant's IO outside all of its rules.
+        let no_switch = self.specs.is_empty() && inner.mounts.is_empty();
+        let classifier = if no_switch || inner.tenants == tenants {
+            None
+        } else {
+            Some(embed::classifier_of(tenants).map_err(|refused| {
+                let named: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                format!(
+                    "the FUSE switch cannot classify these tenants: {}",
+                    named.join("; ")
+                )
+            })?)
+        };
         if inner.mounts.is_empty() && !self.specs.is_empty() {
-            let (classifier, ignored) = embed::classifier_of(tenants);
-            if !ignored.is_empty() {
-                warn!(classifiers = ?ignored, "the FUSE switch cannot classify by these; ignored");
-            }
+            let classifier = classifier.unwrap_or_default();
             let mut mounts = Vec::new();
             for spec in &self.specs {
                 let roots = if inner.endpoint_roots.is_empty() {
@@ -308,11 +320,7 @@ impl Datapath {
                 return Err(format!("switch at {}: {e}", m.spec.mountpoint.display()));
             }
         }
-        if inner.tenants != tenants {
-            let (classifier, ignored) = embed::classifier_of(tenants);
-            if !ignored.is_empty() {
-                warn!(classifiers = ?ignored, "the FUSE switch cannot classify by these; ignored");
-            }
+        if let Some(classifier) = classifier {
             inner.classifier.replace(&classifier);
             inner.tenants = tenants.to_vec();
             info!("tenant classifiers changed; new opens are classified by them");
@@ -415,7 +423,7 @@ impl Datapath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lachesis_switch::{Detour, DetourKind, DetourWhat};
+    use lachesis_switch::{ClassifierKind, Detour, DetourKind, DetourWhat};
 
     #[test]
     fn quiesce_holds_the_overlapping_rules_until_resume() {
@@ -488,6 +496,75 @@ mod tests {
         assert_eq!(switch.rules().len(), 1);
         dp.resume();
         assert!(!quiesced("data"));
+    }
+
+    #[test]
+    fn a_tenant_the_switch_cannot_classify_refuses_the_generation_path_tenants_are_taken() {
+        let d = tempfile::tempdir().unwrap();
+        let switch = Arc::new(
+            Switch::new(SwitchOptions {
+                state_dir: d.path().join("state"),
+                rules: vec![],
+                stages: vec![],
+                devices: Default::default(),
+                roots: Default::default(),
+            })
+            .unwrap(),
+        );
+        let dp = Datapath::new(vec![], 1);
+        {
+            let mut inner = dp.lock();
+            inner.mounts.push(Mounted {
+                spec: MountSpec {
+                    backing: d.path().into(),
+                    mountpoint: d.path().into(),
+                },
+                switch: switch.clone(),
+                session: None,
+            });
+            inner.held.push(Vec::new());
+        }
+        let tenant = |name: &str, kind, value: &str| Tenant {
+            name: name.into(),
+            classifiers: vec![lachesis_switch::Classifier {
+                kind,
+                value: value.into(),
+            }],
+        };
+        let web = tenant("web", ClassifierKind::PathPrefix, "/srv/web/");
+        let sessions = tenant("sessions", ClassifierKind::KeyPrefix, "sess:");
+        let rule = Rule::new(
+            "web-log",
+            1,
+            Match::any().tenant("web"),
+            vec![Detour::new(
+                DetourWhat::Io,
+                DetourKind::File,
+                d.path().display().to_string(),
+            )],
+        );
+        dp.install(vec![rule.clone()], &[], &[web.clone(), sessions.clone()])
+            .unwrap();
+        let classifier = dp.lock().classifier.clone();
+        assert_eq!(
+            classifier.classify_with(None, 0, "/srv/web/i").as_deref(),
+            Some("web")
+        );
+        assert_eq!(classifier.classify_with(None, 0, "/srv/webx"), None);
+
+        // A process classifier: the whole generation is refused, naming it; nothing changes.
+        let search = tenant("search", ClassifierKind::Process, "searchd");
+        let e = dp.install(vec![], &[], &[web.clone(), search]).unwrap_err();
+        assert!(
+            e.contains("tenant \"search\": classifiers[0] (process)"),
+            "{e}"
+        );
+        assert_eq!(switch.rules(), vec![rule]);
+        assert_eq!(dp.lock().tenants, vec![web, sessions]);
+        assert_eq!(
+            classifier.classify_with(None, 0, "/srv/web/i").as_deref(),
+            Some("web")
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Tenant classification: the requesting process's uid or cgroup decides its tenant.
+//! Tenant classification: the opened file's path in the namespace, or the requesting
+//! process's cgroup or uid, decides its tenant.
 
 use std::fmt;
 use std::path::Path;
@@ -11,6 +12,10 @@ pub enum Selector {
     Uid(u32),
     /// A cgroup v2 path prefix, component-wise (`/a` covers `/a` and `/a/b`, not `/ab`).
     Cgroup(String),
+    /// A prefix of the opened file's path in the mount's namespace (the path a rule's
+    /// `path_prefix` matches), component-wise like a rule's, by the same
+    /// [`lachesis_switch::path_prefix_matches`]: `/a` covers `/a` and `/a/b`, not `/ab`.
+    PathPrefix(String),
 }
 
 /// A tenant name and its selector.
@@ -25,6 +30,7 @@ impl fmt::Display for TenantSpec {
         match &self.selector {
             Selector::Uid(u) => write!(f, "{}=uid:{u}", self.name),
             Selector::Cgroup(p) => write!(f, "{}=cgroup:{p}", self.name),
+            Selector::PathPrefix(p) => write!(f, "{}=path:{p}", self.name),
         }
     }
 }
@@ -32,11 +38,11 @@ impl fmt::Display for TenantSpec {
 impl std::str::FromStr for TenantSpec {
     type Err = String;
 
-    /// `NAME=uid:N` or `NAME=cgroup:/PATH`.
+    /// `NAME=uid:N`, `NAME=cgroup:/PATH` or `NAME=path:/PREFIX`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let (name, sel) = s
-            .split_once('=')
-            .ok_or_else(|| format!("tenant {s:?}: expected NAME=uid:N or NAME=cgroup:PATH"))?;
+        let (name, sel) = s.split_once('=').ok_or_else(|| {
+            format!("tenant {s:?}: expected NAME=path:PREFIX, NAME=uid:N or NAME=cgroup:PATH")
+        })?;
         if !lachesis_switch::names::is_valid_name(name) {
             return Err(format!(
                 "tenant {s:?}: {}",
@@ -52,9 +58,14 @@ impl std::str::FromStr for TenantSpec {
             Some(("cgroup", p)) => {
                 return Err(format!("tenant {s:?}: cgroup path {p:?} must start with /"))
             }
+            // Namespace paths are absolute ("/dir/file"): a relative prefix would match nothing.
+            Some(("path", p)) if p.starts_with('/') => Selector::PathPrefix(p.to_string()),
+            Some(("path", p)) => {
+                return Err(format!("tenant {s:?}: path prefix {p:?} must start with /"))
+            }
             _ => {
                 return Err(format!(
-                    "tenant {s:?}: selector {sel:?} must be uid:N or cgroup:PATH"
+                    "tenant {s:?}: selector {sel:?} must be path:PREFIX, uid:N or cgroup:PATH"
                 ))
             }
         };
@@ -65,7 +76,16 @@ impl std::str::FromStr for TenantSpec {
     }
 }
 
-/// Maps a request (pid, uid) to a tenant: cgroup selectors first (more specific), then uid.
+/// Maps an open (the file's namespace path, the requesting pid and uid) to a tenant.
+///
+/// **Precedence** when several tenants' selectors match: a path prefix first, then a
+/// cgroup, then a uid; among path prefixes (and among cgroups) the longest wins, trailing
+/// `/` not counted, and of equally long ones the tenant declared first. Paths come first
+/// because a path tenant names data, not who touches it: its cache, placement handle and
+/// delegates must not depend on which process opened the file (a file read by two
+/// processes of different cgroup tenants would otherwise be cached twice, in two tenants'
+/// stages, and its writes placed by whoever wrote last). The longest prefix wins so nested
+/// tenants (`/srv` and `/srv/web`) work as nested cgroups do.
 ///
 /// A shared handle: clones see the same tenants, and [`Classifier::replace`] changes them for
 /// every clone at once, so the owner of a mounted switch (the agent, `lachesis-fs mount
@@ -103,9 +123,14 @@ impl Classifier {
         *self.tenants.write().unwrap_or_else(|e| e.into_inner()) = t;
     }
 
-    /// The tenant of a request; reads `/proc/<pid>/cgroup` only when a cgroup selector exists.
-    pub fn classify(&self, pid: u32, uid: u32) -> Option<String> {
+    /// The tenant of an open of `path` (its namespace path) by `pid` as `uid`; reads
+    /// `/proc/<pid>/cgroup` only when no path tenant claims the file and a cgroup selector
+    /// exists.
+    pub fn classify(&self, pid: u32, uid: u32, path: &str) -> Option<String> {
         let tenants = self.snapshot();
+        if let Some(t) = by_path(&tenants, path) {
+            return Some(t);
+        }
         let needs_cgroup = tenants
             .iter()
             .any(|t| matches!(t.selector, Selector::Cgroup(_)));
@@ -116,28 +141,58 @@ impl Classifier {
         } else {
             None
         };
-        classify_in(&tenants, cgroup.as_deref(), uid)
+        by_process(&tenants, cgroup.as_deref(), uid)
     }
 
-    /// Classification given the request's cgroup v2 path (if known) and uid.
-    pub fn classify_with(&self, cgroup: Option<&str>, uid: u32) -> Option<String> {
-        classify_in(&self.snapshot(), cgroup, uid)
+    /// Classification given the request's cgroup v2 path (if known), uid and the file's
+    /// namespace path.
+    pub fn classify_with(&self, cgroup: Option<&str>, uid: u32, path: &str) -> Option<String> {
+        let tenants = self.snapshot();
+        by_path(&tenants, path).or_else(|| by_process(&tenants, cgroup, uid))
     }
 }
 
-fn classify_in(tenants: &[TenantSpec], cgroup: Option<&str>, uid: u32) -> Option<String> {
+/// The tenant whose selector `select` gives the longest prefix matching `of` (trailing `/`
+/// not counted: `/a/` and `/a` are equally specific), the first declared on a tie.
+fn longest<'a>(
+    tenants: &'a [TenantSpec],
+    of: &str,
+    select: impl Fn(&Selector) -> Option<&str>,
+) -> Option<&'a TenantSpec> {
+    let mut best: Option<(usize, &TenantSpec)> = None;
+    for t in tenants {
+        let Some(p) = select(&t.selector) else {
+            continue;
+        };
+        if !lachesis_switch::path_prefix_matches(p, of) {
+            continue;
+        }
+        let len = p.trim_end_matches('/').len();
+        // Strictly longer only: an equally long later prefix keeps the first.
+        if best.is_none_or(|(l, _)| len > l) {
+            best = Some((len, t));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+fn by_path(tenants: &[TenantSpec], path: &str) -> Option<String> {
+    longest(tenants, path, |s| match s {
+        Selector::PathPrefix(p) => Some(p),
+        _ => None,
+    })
+    .map(|t| t.name.clone())
+}
+
+/// The tenant of the requesting process, when no path tenant claims the file: its cgroup's,
+/// else its uid's.
+fn by_process(tenants: &[TenantSpec], cgroup: Option<&str>, uid: u32) -> Option<String> {
     if let Some(cg) = cgroup {
-        // The longest matching cgroup prefix wins, so nested tenants work.
-        let best = tenants
-            .iter()
-            .filter_map(|t| match &t.selector {
-                Selector::Cgroup(p) if lachesis_switch::path_prefix_matches(p, cg) => {
-                    Some((p.len(), t))
-                }
-                _ => None,
-            })
-            .max_by_key(|(len, _)| *len);
-        if let Some((_, t)) = best {
+        let best = longest(tenants, cg, |s| match s {
+            Selector::Cgroup(p) => Some(p),
+            _ => None,
+        });
+        if let Some(t) = best {
             return Some(t.name.clone());
         }
     }
@@ -147,8 +202,9 @@ fn classify_in(tenants: &[TenantSpec], cgroup: Option<&str>, uid: u32) -> Option
         .map(|t| t.name.clone())
 }
 
-/// Reads a tenants file: one `NAME=uid:N` or `NAME=cgroup:/PATH` per line; blank lines and
-/// lines starting with `#` are skipped. The error names the file and line.
+/// Reads a tenants file: one `NAME=path:/PREFIX`, `NAME=uid:N` or `NAME=cgroup:/PATH` per
+/// line; blank lines and lines starting with `#` are skipped. The error names the file and
+/// line.
 pub fn load_tenants(path: &Path) -> Result<Vec<TenantSpec>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("tenants file {}: {e}", path.display()))?;
@@ -186,19 +242,19 @@ mod tests {
     #[test]
     fn uid_and_cgroup_classification() {
         let c = c();
-        assert_eq!(c.classify_with(None, 1001).as_deref(), Some("alice"));
-        assert_eq!(c.classify_with(None, 1002), None);
+        assert_eq!(c.classify_with(None, 1001, "/f").as_deref(), Some("alice"));
+        assert_eq!(c.classify_with(None, 1002, "/f"), None);
         assert_eq!(
-            c.classify_with(Some("/jobs/x"), 1001).as_deref(),
+            c.classify_with(Some("/jobs/x"), 1001, "/f").as_deref(),
             Some("batch")
         );
         assert_eq!(
-            c.classify_with(Some("/jobs/etl/w1"), 0).as_deref(),
+            c.classify_with(Some("/jobs/etl/w1"), 0, "/f").as_deref(),
             Some("etl")
         );
-        assert_eq!(c.classify_with(Some("/jobsx"), 0), None);
+        assert_eq!(c.classify_with(Some("/jobsx"), 0, "/f"), None);
         assert_eq!(
-            c.classify_with(Some("/other"), 1001).as_deref(),
+            c.classify_with(Some("/other"), 1001, "/f").as_deref(),
             Some("alice")
         );
     }
@@ -207,14 +263,20 @@ mod tests {
     fn replace_reaches_every_clone_and_keeps_earlier_answers() {
         let mounted = Classifier::default();
         let owner = mounted.clone();
-        let before = mounted.classify_with(None, 1001);
+        let before = mounted.classify_with(None, 1001, "/f");
         assert_eq!(before, None);
         owner.replace(&c());
-        assert_eq!(mounted.classify_with(None, 1001).as_deref(), Some("alice"));
+        assert_eq!(
+            mounted.classify_with(None, 1001, "/f").as_deref(),
+            Some("alice")
+        );
         assert_eq!(mounted.tenants().len(), 3);
         owner.replace(&Classifier::new(vec!["bob=uid:1001".parse().unwrap()]));
-        assert_eq!(mounted.classify_with(None, 1001).as_deref(), Some("bob"));
-        assert_eq!(mounted.classify_with(Some("/jobs"), 0), None);
+        assert_eq!(
+            mounted.classify_with(None, 1001, "/f").as_deref(),
+            Some("bob")
+        );
+        assert_eq!(mounted.classify_with(Some("/jobs"), 0, "/f"), None);
     }
 
     #[test]
@@ -232,6 +294,105 @@ mod tests {
     }
 
     #[test]
+    fn path_prefix_is_component_wise() {
+        for prefix in ["/srv/web", "/srv/web/"] {
+            let c = Classifier::new(vec![format!("web=path:{prefix}").parse().unwrap()]);
+            let of = |p: &str| c.classify_with(None, 0, p);
+            assert_eq!(of("/srv/web").as_deref(), Some("web"), "{prefix}");
+            assert_eq!(of("/srv/web/a").as_deref(), Some("web"), "{prefix}");
+            assert_eq!(of("/srv/web/a/b/c").as_deref(), Some("web"), "{prefix}");
+            // A sibling whose name starts with the prefix's last component is not under it.
+            assert_eq!(of("/srv/webx"), None, "{prefix}");
+            assert_eq!(of("/srv/webx/a"), None, "{prefix}");
+            assert_eq!(of("/srv"), None, "{prefix}");
+            assert_eq!(of("/other/srv/web"), None, "{prefix}");
+        }
+    }
+
+    #[test]
+    fn precedence_path_then_cgroup_then_uid_longest_prefix_first_declared_on_a_tie() {
+        let c = Classifier::new(vec![
+            "alice=uid:1001".parse().unwrap(),
+            "batch=cgroup:/jobs".parse().unwrap(),
+            "srv=path:/srv".parse().unwrap(),
+            "web=path:/srv/web/".parse().unwrap(),
+            "static=path:/srv/web/static".parse().unwrap(),
+            // As specific as web's (a trailing / does not count), declared later: never wins.
+            "web2=path:/srv/web".parse().unwrap(),
+        ]);
+        // A path tenant claims the file whoever opens it.
+        assert_eq!(
+            c.classify_with(Some("/jobs/x"), 1001, "/srv/a").as_deref(),
+            Some("srv")
+        );
+        // The most specific path prefix wins, wherever it was declared.
+        assert_eq!(
+            c.classify_with(None, 0, "/srv/web/a").as_deref(),
+            Some("web")
+        );
+        assert_eq!(
+            c.classify_with(None, 0, "/srv/web/static/x").as_deref(),
+            Some("static")
+        );
+        assert_eq!(c.classify_with(None, 0, "/srv/web").as_deref(), Some("web"));
+        // No path tenant claims the file: the process's cgroup, then its uid.
+        assert_eq!(
+            c.classify_with(Some("/jobs/x"), 1001, "/home/f").as_deref(),
+            Some("batch")
+        );
+        assert_eq!(
+            c.classify_with(Some("/other"), 1001, "/home/f").as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            c.classify_with(None, 1001, "/srvx").as_deref(),
+            Some("alice")
+        );
+        assert_eq!(c.classify_with(None, 7, "/home/f"), None);
+        // Equally specific cgroups: the first declared, as for paths.
+        let c = Classifier::new(vec![
+            "one=cgroup:/jobs/".parse().unwrap(),
+            "two=cgroup:/jobs".parse().unwrap(),
+        ]);
+        assert_eq!(
+            c.classify_with(Some("/jobs/x"), 0, "/f").as_deref(),
+            Some("one")
+        );
+    }
+
+    #[test]
+    fn a_path_tenant_is_classified_without_reading_proc() {
+        // pid 0 has no /proc entry: only the path and the uid can decide.
+        let c = Classifier::new(vec![
+            "web=path:/srv/web".parse().unwrap(),
+            "batch=cgroup:/jobs".parse().unwrap(),
+        ]);
+        assert_eq!(c.classify(0, 0, "/srv/web/x").as_deref(), Some("web"));
+        assert_eq!(c.classify(0, 0, "/home/x"), None);
+    }
+
+    #[test]
+    fn path_specs_parse_and_print_back() {
+        let t: TenantSpec = "web=path:/srv/web/".parse().unwrap();
+        assert_eq!(t.selector, Selector::PathPrefix("/srv/web/".into()));
+        assert_eq!(t.to_string(), "web=path:/srv/web/");
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("tenants");
+        std::fs::write(&p, "web=path:/srv/web\nalice=uid:1001\n").unwrap();
+        let c = Classifier::new(load_tenants(&p).unwrap());
+        assert_eq!(
+            c.classify_with(None, 1001, "/srv/web/i").as_deref(),
+            Some("web")
+        );
+        std::fs::write(&p, "web=path:/srv/web\nbad=path:srv\n").unwrap();
+        let e = load_tenants(&p).unwrap_err();
+        assert!(
+            e.contains("line 2") && e.contains("must start with /"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn parses_proc_cgroup() {
         let text = "9:name=systemd:/\n4:memory:/x\n0::/jobs/etl\n";
         assert_eq!(cgroup_v2_path(text), Some("/jobs/etl"));
@@ -242,7 +403,10 @@ mod tests {
     fn own_process_classifies_by_uid() {
         let me = unsafe { libc::getuid() };
         let c = Classifier::new(vec![format!("me=uid:{me}").parse().unwrap()]);
-        assert_eq!(c.classify(std::process::id(), me).as_deref(), Some("me"));
+        assert_eq!(
+            c.classify(std::process::id(), me, "/f").as_deref(),
+            Some("me")
+        );
     }
 
     #[test]
@@ -251,7 +415,8 @@ mod tests {
             ("alice", "expected NAME="),
             ("alice=uid:x", "not a number"),
             ("alice=cgroup:jobs", "must start with /"),
-            ("alice=gid:3", "must be uid:N or cgroup:PATH"),
+            ("alice=gid:3", "must be path:PREFIX, uid:N or cgroup:PATH"),
+            ("alice=path:srv/web", "must start with /"),
             ("Bad Name=uid:1", "tenant"),
         ] {
             let e = s.parse::<TenantSpec>().unwrap_err();

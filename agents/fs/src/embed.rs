@@ -2,9 +2,12 @@
 //! tenant classifiers into the switch's [`Classifier`], with the same mount options as
 //! `lachesis-fs mount`.
 
+use std::fmt;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+
+use lachesis_switch::ClassifierKind;
 
 use crate::classify::{Classifier, Selector, TenantSpec};
 use crate::fuse::SwitchFs;
@@ -16,30 +19,87 @@ pub use fuser::BackgroundSession;
 /// namespace (as `lachesis-fs mount` does without `--state-dir`).
 pub const STATE_DIR: &str = ".lachesis-fs";
 
-/// The FUSE classifier for bus tenants. Only `uid` and `cgroup` classifiers can be decided at
-/// the mount; the others (process, path or key prefix) are returned as `tenant/kind` so the
-/// caller can say they are ignored here.
-pub fn classifier_of(tenants: &[lachesis_switch::Tenant]) -> (Classifier, Vec<String>) {
+/// The classifier kinds the FUSE switch decides at open (the agent registers them, so the
+/// controller can refuse a tenant the switch could not recognise before anything ships).
+pub const CLASSIFIER_KINDS: [ClassifierKind; 3] = [
+    ClassifierKind::Cgroup,
+    ClassifierKind::PathPrefix,
+    ClassifierKind::Uid,
+];
+
+/// A tenant's classifier the FUSE switch cannot decide. Refused, never dropped: a tenant
+/// the switch accepted but could not recognise would get none of its rules, silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unclassifiable {
+    pub tenant: String,
+    /// The classifier's index in the tenant's `classifiers`.
+    pub index: usize,
+    pub kind: ClassifierKind,
+    pub reason: String,
+}
+
+impl fmt::Display for Unclassifiable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tenant {:?}: classifiers[{}] ({}): {}",
+            self.tenant, self.index, self.kind, self.reason
+        )
+    }
+}
+
+impl std::error::Error for Unclassifiable {}
+
+/// The FUSE classifier for bus tenants: `path_prefix` (the namespace path, as a rule's),
+/// `uid` and `cgroup` classifiers are decided at open. A `key_prefix` classifier is left to
+/// the key-value front end (a file IO carries no key, so no open can be that tenant's by
+/// it). Anything else (a `process` classifier, a uid that is not a number, a relative
+/// path) is returned as an error, every such classifier named.
+pub fn classifier_of(
+    tenants: &[lachesis_switch::Tenant],
+) -> Result<Classifier, Vec<Unclassifiable>> {
     use lachesis_switch::ClassifierKind as K;
     let mut specs = Vec::new();
-    let mut ignored = Vec::new();
+    let mut refused = Vec::new();
     for t in tenants {
-        for c in &t.classifiers {
+        for (index, c) in t.classifiers.iter().enumerate() {
             let selector = match c.kind {
-                K::Uid => c.value.parse().ok().map(Selector::Uid),
-                K::Cgroup if c.value.starts_with('/') => Some(Selector::Cgroup(c.value.clone())),
-                _ => None,
+                K::Uid => c
+                    .value
+                    .parse()
+                    .map(Selector::Uid)
+                    .map_err(|_| format!("uid {:?} is not a number", c.value)),
+                K::Cgroup if c.value.starts_with('/') => Ok(Selector::Cgroup(c.value.clone())),
+                K::PathPrefix if c.value.starts_with('/') => {
+                    Ok(Selector::PathPrefix(c.value.clone()))
+                }
+                K::Cgroup | K::PathPrefix => Err(format!("{:?} must start with /", c.value)),
+                K::KeyPrefix => continue,
+                K::Process => Err(format!(
+                    "the FUSE switch cannot classify by {} (it classifies by {})",
+                    c.kind,
+                    CLASSIFIER_KINDS.map(ClassifierKind::as_str).join(", ")
+                )),
             };
             match selector {
-                Some(selector) => specs.push(TenantSpec {
+                Ok(selector) => specs.push(TenantSpec {
                     name: t.name.clone(),
                     selector,
                 }),
-                None => ignored.push(format!("{}/{:?}={}", t.name, c.kind, c.value)),
+                Err(reason) => refused.push(Unclassifiable {
+                    tenant: t.name.clone(),
+                    index,
+                    kind: c.kind,
+                    reason,
+                }),
             }
         }
     }
-    (Classifier::new(specs), ignored)
+    if refused.is_empty() {
+        Ok(Classifier::new(specs))
+    } else {
+        Err(refused)
+    }
 }
 
 /// Mounts `switch` over `backing` at `mountpoint` (kernel passthrough on, the state
@@ -65,26 +125,64 @@ pub fn mount(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lachesis_switch::{Classifier as BusClassifier, ClassifierKind, Tenant};
+    use lachesis_switch::{Classifier as BusClassifier, Tenant};
 
-    #[test]
-    fn uid_and_cgroup_classifiers_carry_over_the_rest_is_reported() {
-        let t = |name: &str, kind, value: &str| Tenant {
+    fn t(name: &str, kind: ClassifierKind, value: &str) -> Tenant {
+        Tenant {
             name: name.into(),
             classifiers: vec![BusClassifier {
                 kind,
                 value: value.into(),
             }],
-        };
-        let (c, ignored) = classifier_of(&[
+        }
+    }
+
+    #[test]
+    fn path_uid_and_cgroup_classifiers_carry_over_key_prefixes_are_the_kv_front_ends() {
+        let c = classifier_of(&[
             t("a", ClassifierKind::Uid, "1001"),
             t("b", ClassifierKind::Cgroup, "/jobs/b"),
-            t("c", ClassifierKind::Process, "postgres"),
-        ]);
-        assert_eq!(c.classify_with(None, 1001).as_deref(), Some("a"));
-        assert_eq!(c.classify_with(Some("/jobs/b/x"), 0).as_deref(), Some("b"));
-        assert_eq!(c.classify_with(None, 0), None);
-        assert_eq!(ignored.len(), 1);
-        assert!(ignored[0].starts_with("c/"), "{ignored:?}");
+            t("w", ClassifierKind::PathPrefix, "/srv/web/"),
+            t("k", ClassifierKind::KeyPrefix, "sess:"),
+        ])
+        .unwrap();
+        assert_eq!(c.classify_with(None, 1001, "/f").as_deref(), Some("a"));
+        assert_eq!(
+            c.classify_with(Some("/jobs/b/x"), 0, "/f").as_deref(),
+            Some("b")
+        );
+        assert_eq!(
+            c.classify_with(None, 1001, "/srv/web/i").as_deref(),
+            Some("w")
+        );
+        assert_eq!(c.classify_with(None, 0, "/srv/webx"), None);
+        assert_eq!(c.tenants().len(), 3);
+    }
+
+    #[test]
+    fn a_classifier_the_switch_cannot_decide_is_refused_and_named() {
+        let mut search = t("search", ClassifierKind::PathPrefix, "/srv/search");
+        search.classifiers.push(BusClassifier {
+            kind: ClassifierKind::Process,
+            value: "searchd".into(),
+        });
+        let refused = classifier_of(&[
+            t("a", ClassifierKind::Uid, "1001"),
+            search,
+            t("b", ClassifierKind::Uid, "bob"),
+            t("c", ClassifierKind::PathPrefix, "srv"),
+        ])
+        .unwrap_err();
+        let said: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said[0].starts_with("tenant \"search\": classifiers[1] (process): the FUSE switch cannot classify by process"), "{said:?}");
+        assert!(
+            said[1].contains("\"b\"") && said[1].contains("not a number"),
+            "{said:?}"
+        );
+        assert!(
+            said[2].contains("\"c\"") && said[2].contains("must start with /"),
+            "{said:?}"
+        );
     }
 }

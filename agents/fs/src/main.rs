@@ -75,10 +75,13 @@ struct MountArgs {
     /// these directories (repeatable) [default: anywhere: this file's operator wrote the rules].
     #[arg(long = "endpoint-root", value_name = "DIR")]
     endpoint_roots: Vec<PathBuf>,
-    /// A tenant: NAME=uid:N or NAME=cgroup:/PATH (repeatable).
+    /// A tenant: NAME=path:/PREFIX (files under PREFIX in the namespace, component-wise),
+    /// NAME=uid:N or NAME=cgroup:/PATH (repeatable). Several match: the longest path prefix,
+    /// else the longest cgroup, else the uid; the first given on a tie.
     #[arg(long = "tenant")]
     tenants: Vec<TenantSpec>,
-    /// More tenants, one NAME=uid:N or NAME=cgroup:/PATH a line; re-read when it changes
+    /// More tenants, one NAME=path:/PREFIX, NAME=uid:N or NAME=cgroup:/PATH a line (after
+    /// the --tenant ones); re-read when it changes
     /// (new opens are classified by the new tenants, open files keep theirs).
     #[arg(long)]
     tenants_file: Option<PathBuf>,

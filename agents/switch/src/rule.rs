@@ -310,6 +310,25 @@ pub enum ClassifierKind {
     KeyPrefix,
 }
 
+impl ClassifierKind {
+    /// The name used on the bus (and in refusals that name a classifier).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClassifierKind::Cgroup => "cgroup",
+            ClassifierKind::Uid => "uid",
+            ClassifierKind::Process => "process",
+            ClassifierKind::PathPrefix => "path_prefix",
+            ClassifierKind::KeyPrefix => "key_prefix",
+        }
+    }
+}
+
+impl fmt::Display for ClassifierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One way to recognise a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
