@@ -332,10 +332,12 @@ class FakeAgent:
         raw = message if isinstance(message, str) else json.dumps(message)
         self.redis.xadd(f"lachesis:agent:{host_id or self.host_id}:{kind}", {"msg": raw})
 
-    def register(self, agent_version: str = "0.1.0") -> None:
-        self.send("registrations", self.registration(agent_version))
+    def register(self, agent_version: str = "0.1.0", data_paths: dict[str, Any] | None = None) -> None:
+        self.send("registrations", self.registration(agent_version, data_paths))
 
-    def registration(self, agent_version: str = "0.1.0") -> dict[str, Any]:
+    def registration(self, agent_version: str = "0.1.0", data_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+        """As an agent registers; `data_paths` (the data paths it runs and the classifier
+        kinds each decides) left out unless given, as an agent from before them sends it."""
         return {
             "schema": "lachesis.registration/v1",
             "host_id": self.host_id,
@@ -345,6 +347,7 @@ class FakeAgent:
                 "cpus": 2,
                 "devices": [],
                 "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True},
+                **({"data_paths": data_paths} if data_paths is not None else {}),
             },
         }
 
@@ -415,10 +418,11 @@ def enroll_host(client: TestClient, host_id: str) -> str:
     return str(response.json()["redis_url"])
 
 
-def enroll(client: TestClient, agent: FakeAgent) -> dict[str, Any]:
-    """Enrol and register the agent, wait for the controller to record it, ack generation 1."""
+def enroll(client: TestClient, agent: FakeAgent, data_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Enrol and register the agent (with `data_paths` if given), wait for the controller to
+    record it, ack generation 1."""
     enroll_host(client, agent.host_id)
-    agent.register()
+    agent.register(data_paths=data_paths)
     state = agent.wait_desired(1)
     agent.ack(state)
     wait_until(

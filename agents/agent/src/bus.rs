@@ -8,7 +8,7 @@
 use std::fmt;
 
 use lachesis_switch::names::{check_len, de_name};
-use lachesis_switch::{Match, Rule, StageConfig, Tenant};
+use lachesis_switch::{ClassifierKind, Match, Rule, StageConfig, Tenant};
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
@@ -248,6 +248,19 @@ fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     de_at_least_one(d, "cpus")
 }
 
+/// The schema says `uniqueItems`: a kind listed twice is refused, as the controller does.
+fn de_classifier_kinds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ClassifierKind>, D::Error> {
+    let kinds = Vec::<ClassifierKind>::deserialize(d)?;
+    for (i, k) in kinds.iter().enumerate() {
+        if kinds[..i].contains(k) {
+            return Err(D::Error::custom(format!(
+                "classifiers: {k} is listed twice"
+            )));
+        }
+    }
+    Ok(kinds)
+}
+
 fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
     if !(v.is_finite() && v >= 0.0) {
@@ -309,6 +322,27 @@ pub struct Kernel {
     pub fuse: bool,
 }
 
+/// One data path the agent runs and the tenant classifier kinds it decides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataPath {
+    #[serde(deserialize_with = "de_classifier_kinds")]
+    pub classifiers: Vec<ClassifierKind>,
+}
+
+/// The data paths the agent runs (`None`: not run), so the controller can refuse a tenant
+/// one of them would see the IO of but could not recognise, before anything ships.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataPaths {
+    /// The FUSE switch (`--mount`): file IO, classified at open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse: Option<DataPath>,
+    /// The key-value front end (`--kv-listen`): requests, classified by key (or port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<DataPath>,
+}
+
 /// What the host offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +351,9 @@ pub struct Capabilities {
     pub cpus: u32,
     pub devices: Vec<Device>,
     pub kernel: Kernel,
+    /// Absent: an agent from before data paths were registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_paths: Option<DataPaths>,
 }
 
 /// `lachesis.registration/v1`: appended to [`keys::registrations`] at start and after every

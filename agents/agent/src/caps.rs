@@ -5,8 +5,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use lachesis_switch::names::{is_valid_name, name_error};
+use lachesis_switch::ClassifierKind;
 
-use crate::bus::{Capabilities, Device, DeviceKind, Kernel};
+use crate::bus::{Capabilities, DataPath, DataPaths, Device, DeviceKind, Kernel};
 
 /// How a device is driven (`devices.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +163,18 @@ pub fn btf_available() -> bool {
     Path::new("/sys/kernel/btf/vmlinux").exists()
 }
 
+/// The data paths this agent runs (`fuse`: a `--mount`; `kv`: `--kv-listen`) and the
+/// classifier kinds each decides, as their crates define them.
+pub fn data_paths(fuse: bool, kv: bool) -> DataPaths {
+    let path = |kinds: &[ClassifierKind]| DataPath {
+        classifiers: kinds.to_vec(),
+    };
+    DataPaths {
+        fuse: fuse.then(|| path(&lachesis_fs::embed::CLASSIFIER_KINDS)),
+        kv: kv.then(|| path(&lachesis_kv::tenant::CLASSIFIER_KINDS)),
+    }
+}
+
 /// Detect the host's capabilities; `devices` are the prepared `--device`s.
 pub fn detect(devices: Vec<Device>) -> Capabilities {
     let cpus = std::thread::available_parallelism()
@@ -176,6 +189,7 @@ pub fn detect(devices: Vec<Device>) -> Capabilities {
             io_uring: io_uring_available(),
             fuse: fuse_available(),
         },
+        data_paths: None,
     }
 }
 
@@ -277,6 +291,20 @@ mod tests {
         assert!(prepare_device(&on_dir)
             .unwrap_err()
             .contains("neither a regular file"));
+    }
+
+    #[test]
+    fn data_paths_list_what_each_one_classifies_by() {
+        let none = data_paths(false, false);
+        assert_eq!((none.fuse, none.kv), (None, None));
+        let both = data_paths(true, true);
+        let fuse = both.fuse.unwrap().classifiers;
+        assert!(fuse.contains(&ClassifierKind::PathPrefix), "{fuse:?}");
+        assert!(!fuse.contains(&ClassifierKind::Process), "{fuse:?}");
+        assert_eq!(
+            both.kv.unwrap().classifiers,
+            vec![ClassifierKind::KeyPrefix]
+        );
     }
 
     #[test]

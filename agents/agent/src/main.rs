@@ -395,10 +395,16 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        let registration = lachesis_agent::registration(
+        let mut registration = lachesis_agent::registration(
             &args.host_id,
             devices.iter().map(|d| d.info.clone()).collect(),
         );
+        // What the controller may ship: it refuses a tenant one of these data paths would
+        // see the IO of but could not classify, instead of this agent ignoring it.
+        registration.capabilities.data_paths = Some(lachesis_agent::caps::data_paths(
+            !args.mounts.is_empty(),
+            args.kv_listen.is_some(),
+        ));
         let caps = &registration.capabilities;
         info!(
             host_id = %args.host_id,

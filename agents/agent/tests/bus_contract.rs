@@ -169,11 +169,15 @@ fn invalid_fixtures_are_rejected_by_schema_and_serde() {
 #[test]
 fn agent_made_messages_validate() {
     let registry = registry();
-    let reg = lachesis_agent::registration("test-host", vec![]);
-    let reg = serde_json::to_value(&reg).unwrap();
     let v = validator(&registry, "registration.schema.json");
-    let errors: Vec<String> = v.iter_errors(&reg).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{reg}: {errors:?}");
+    // As the agent registers with each set of data paths (none, a mount, the KV front end).
+    for (fuse, kv) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut reg = lachesis_agent::registration("test-host", vec![]);
+        reg.capabilities.data_paths = Some(lachesis_agent::caps::data_paths(fuse, kv));
+        let reg = serde_json::to_value(&reg).unwrap();
+        let errors: Vec<String> = v.iter_errors(&reg).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{reg}: {errors:?}");
+    }
 
     let desired: DesiredState = serde_json::from_value(read_json(
         &api_schemas().join("fixtures/desired-state/valid-two-rules.json"),

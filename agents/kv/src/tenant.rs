@@ -75,6 +75,11 @@ pub fn op_of(write: bool, delete: bool) -> Op {
     }
 }
 
+/// The classifier kinds the KV front end decides (the agent registers them). Its other
+/// tenants (path, uid, cgroup, process) are about file IO, which never reaches it: they are
+/// the FUSE switch's to classify, or the controller's to refuse.
+pub const CLASSIFIER_KINDS: [ClassifierKind; 1] = [ClassifierKind::KeyPrefix];
+
 /// Tenants the KV front end serves: those with a key-prefix classifier, and those bound to
 /// a port.
 pub fn kv_tenants<'a>(tenants: &'a [Tenant], ports: &HashMap<u16, String>) -> Vec<&'a Tenant> {

@@ -18,6 +18,7 @@ from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Rule, Stage, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.policy.enforced import check_classifiers
 from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.schemas.tenants import TenantChange, TenantOut, TenantSpec
 from lachesis_controller.validation.bounds import MAX_TENANTS, require_room
@@ -42,6 +43,14 @@ def _change(tenant: Tenant, rollout_id: str) -> TenantChange:
     return TenantChange(**tenant_out(tenant).model_dump(), rollout_id=rollout_id)
 
 
+def _check_enforced(session: Session, spec: TenantSpec) -> None:
+    """Every host gets every tenant: refuse a classifier a host's data path could not decide."""
+    check_classifiers(
+        session, [{"name": spec.name, "classifiers": [c.dump() for c in spec.classifiers]}],
+        lambda _t, c: f"classifiers[{c}].kind",
+    )
+
+
 def _rollout(session: Session, settings: Settings, cause: str) -> tuple[str, list[rollouts.Publication]]:
     now = utcnow()
     rollout, publications = rollouts.start_rollout(
@@ -60,6 +69,7 @@ async def create_tenant(
         if session.get(Tenant, spec.name) is not None:
             raise conflict("name", f"tenant {spec.name!r} already exists")
         require_room(session, Tenant, MAX_TENANTS, "tenants")
+        _check_enforced(session, spec)
         now = utcnow()
         tenant = Tenant(
             name=spec.name, description=spec.description,
@@ -116,6 +126,7 @@ async def replace_tenant(
             raise not_found("tenant", name)
         before = audit.snapshot(tenant_out(tenant))
         etags.check(if_match, etags.etag_of(tenant_out(tenant)), f"tenant {name!r}")
+        _check_enforced(session, spec)
         tenant.classifiers = [c.dump() for c in spec.classifiers]
         tenant.description = spec.description
         tenant.updated_at = utcnow()

@@ -66,8 +66,11 @@ class BusModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+ClassifierKind = Literal["cgroup", "uid", "process", "path_prefix", "key_prefix"]
+
+
 class Classifier(BusModel):
-    kind: Literal["cgroup", "uid", "process", "path_prefix", "key_prefix"]
+    kind: ClassifierKind
     value: str = Field(min_length=1, max_length=4096)
 
 
@@ -251,10 +254,39 @@ class Kernel(BusModel):
     fuse: bool
 
 
+def _unique_kinds(kinds: list[str]) -> list[str]:
+    if len(set(kinds)) != len(kinds):
+        raise ValueError("a classifier kind must not repeat")
+    return kinds
+
+
+def _unique_items(schema: dict[str, Any]) -> None:
+    schema["uniqueItems"] = True
+
+
+class DataPath(BusModel):
+    """One data path the agent runs and the tenant classifier kinds it decides."""
+
+    classifiers: Annotated[list[ClassifierKind], AfterValidator(_unique_kinds)] = Field(
+        max_length=5, json_schema_extra=_unique_items
+    )
+
+
+class DataPaths(BusModel):
+    """The data paths the agent runs; one not listed is not run."""
+
+    fuse: DataPath = Field(default=None, description="The FUSE switch (--mount): file IO, classified at open.")  # type: ignore[assignment]
+    kv: DataPath = Field(  # type: ignore[assignment]
+        default=None, description="The key-value front end (--kv-listen): requests, classified by key or port."
+    )
+
+
 class Capabilities(BusModel):
     cpus: int = Field(ge=1)
     devices: list[Device]
     kernel: Kernel
+    # Absent: an agent from before data paths were registered (policy/enforced.py).
+    data_paths: DataPaths = Field(default=None)  # type: ignore[assignment]
 
 
 class Registration(BusModel):

@@ -18,6 +18,7 @@ from lachesis_controller.auth.endpoint_roots import confine
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Host, PolicyVersion, Rule, Tenant
 from lachesis_controller.policy.compile import Compiled, compile_policy, duplicates
+from lachesis_controller.policy.enforced import check_classifiers
 from lachesis_controller.policy.parse import Located, parse, validate
 from lachesis_controller.policy.ruleset import current_rules, declared_stages, policies_in_force, stage_info
 from lachesis_controller.policy.verify import verify
@@ -78,6 +79,10 @@ def plan(
     rules_before = current_rules(session)
     remaining = [r for r in rules_before if r["name"] not in owned_rules]
     _check_references(session, compiled, remaining, owned)
+    check_classifiers(
+        session, compiled.tenants, lambda t, c: f"spec.tenants[{t}].classifiers[{c}].kind",
+        lambda t, c: doc.located.where(("spec", "tenants", t, "classifiers", c, "kind")),
+    )
     rules_after = sorted(remaining + compiled.rules, key=lambda r: (r["priority"], r["name"]))
     within(len(rules_after), MAX_RULES, "rules", "spec.rules")
 

@@ -16,7 +16,9 @@ class TenantSpec(RequestModel):
     classifiers: list[Classifier] = Field(
         max_length=MAX_CLASSIFIERS,
         description="How the agents recognise this tenant's IO; any classifier matching is enough. "
-        "A path_prefix is an absolute, normal path; no value holds control characters.",
+        "A path_prefix is an absolute, normal path (in the FUSE mounts' namespace), a uid a decimal number, "
+        "a cgroup an absolute cgroup v2 path; no value holds control characters. A classifier that a data path "
+        "a registered host runs cannot decide is refused (422 not-enforced).",
     )
     description: str | None = Field(default=None, max_length=1024)
 

@@ -97,6 +97,12 @@ def check_prefix_text(value: str) -> str:
 def check_classifier_value(kind: str, value: str) -> str:
     if kind == "path_prefix":
         return _prefix(value)
+    # What the agents' switch could not decide would be refused there (a nacked rollout):
+    # refuse it here, naming the field, before anything ships.
+    if kind == "uid" and not (value.isascii() and value.isdigit() and int(value) < 1 << 32):
+        raise ValueError("a uid is a decimal number from 0 to 4294967295")
+    if kind == "cgroup" and not value.startswith("/"):
+        raise ValueError("a cgroup is an absolute cgroup v2 path (it starts with /)")
     return no_control_characters(value)
 
 

@@ -222,6 +222,15 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+def not_enforced(errors: Sequence[FieldError], hosts: Sequence[str]) -> ProblemError:
+    """422 for input the agents of `hosts` could not enforce (a tenant classifier a data path
+    of theirs cannot decide): refused before anything ships rather than shipped and ignored."""
+    return ProblemError(
+        422, _summary(errors), kind="not-enforced", title="Not enforceable by the agents",
+        errors=errors, extra={"hosts": sorted(set(hosts))},
+    )
+
+
 def unsafe(findings: Sequence[Any], warnings: Sequence[Any]) -> ProblemError:
     """422 for a rule set the verifier refused; `violations` names the check and the rules."""
     field_errors = [
