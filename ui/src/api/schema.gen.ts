@@ -209,6 +209,7 @@ export interface components {
         Capabilities: {
             /** Cpus */
             cpus: number;
+            data_paths?: components["schemas"]["DataPaths"];
             /** Devices */
             devices: components["schemas"]["Device"][];
             kernel: components["schemas"]["Kernel"];
@@ -266,6 +267,24 @@ export interface components {
              * @constant
              */
             unit: "bytes";
+        };
+        /**
+         * DataPath
+         * @description One data path the agent runs and the tenant classifier kinds it decides.
+         */
+        DataPath: {
+            /** Classifiers */
+            classifiers: ("cgroup" | "uid" | "process" | "path_prefix" | "key_prefix")[];
+        };
+        /**
+         * DataPaths
+         * @description The data paths the agent runs; one not listed is not run.
+         */
+        DataPaths: {
+            /** @description The FUSE switch (--mount): file IO, classified at open. */
+            fuse?: components["schemas"]["DataPath"];
+            /** @description The key-value front end (--kv-listen): requests, classified by key or port. */
+            kv?: components["schemas"]["DataPath"];
         };
         /** DeclaredFile */
         DeclaredFile: {
@@ -2063,7 +2082,7 @@ export interface components {
         TenantSpec: {
             /**
              * Classifiers
-             * @description How the agents recognise this tenant's IO; any classifier matching is enough. A path_prefix is an absolute, normal path; no value holds control characters.
+             * @description How the agents recognise this tenant's IO; any classifier matching is enough. A path_prefix is an absolute, normal path (in the FUSE mounts' namespace), a uid a decimal number, a cgroup an absolute cgroup v2 path; no value holds control characters. A classifier that a data path a registered host runs cannot decide is refused (422 not-enforced).
              */
             classifiers: components["schemas"]["Classifier"][];
             /** Description */
