@@ -9,7 +9,7 @@ from conftest import HOST, Cluster, wait_for
 
 INBOX = f"lachesis:agent:{HOST}:inbox"
 
-TENANT = {"name": "analytics", "classifiers": [{"kind": "cgroup", "value": "/sys/fs/cgroup/analytics"}]}
+TENANT = {"name": "analytics", "classifiers": [{"kind": "cgroup", "value": "/analytics"}]}
 
 
 def rule(name: str, priority: int = 10, tenant: str = "analytics") -> dict:

@@ -30,7 +30,7 @@ CLASSIFIERS = [
     [],
     [{"kind": "uid", "value": "1001"}],
     [{"kind": "path_prefix", "value": "/srv/a/"}],
-    [{"kind": "cgroup", "value": "/sys/fs/cgroup/b"}, {"kind": "process", "value": "postgres"}],
+    [{"kind": "cgroup", "value": "/b"}, {"kind": "process", "value": "postgres"}],
 ]
 TOKEN_SERIAL = itertools.count(1)
 SIZES = [1 << 20, 64 << 20, 1 << 30]

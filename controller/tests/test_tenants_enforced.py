@@ -125,3 +125,53 @@ def test_a_value_no_switch_could_decide_is_refused_naming_it(client: TestClient,
     assert snapshot(db) == before
     ok = {"name": "t", "classifiers": [{"kind": "uid", "value": "4294967295"}, {"kind": "cgroup", "value": "/jobs"}]}
     assert client.post("/api/v1/tenants", json=ok).status_code == 201
+
+
+CGROUP_POLICY = """\
+apiVersion: lachesis.dev/v1
+kind: Policy
+metadata: {name: analytics}
+spec:
+  tenants:
+    - name: analytics
+      classifiers:
+        - {kind: cgroup, value: /analytics/}
+        - {kind: cgroup, value: /sys/fs/cgroup/unified/analytics}
+  rules: []
+"""
+
+
+def test_a_cgroup_written_as_a_host_path_is_refused_naming_the_path_meant(
+    client: TestClient, agents: Callable[[str], FakeAgent], db: Engine
+) -> None:
+    """The FUSE switch compares a cgroup classifier with /proc/PID/cgroup (`/analytics`), so a
+    host path (`/sys/fs/cgroup/analytics`, `/sys/fs/cgroup/unified/analytics` beside cgroup v1)
+    would be shipped and never match: refused whatever hosts there are, naming the field."""
+    enroll(client, agents("host-a"), FUSE)
+    assert client.post("/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "33"}]}
+                       ).status_code == 201
+    before = snapshot(db)
+    for host_path in ("/sys/fs/cgroup/analytics", "/sys/fs/cgroup/unified/analytics", "/sys/fs/cgroup/analytics/"):
+        classifiers = [{"kind": "uid", "value": "1001"}, {"kind": "cgroup", "value": host_path}]
+        for response in (client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": classifiers}),
+                         client.put("/api/v1/tenants/web", json={"name": "web", "classifiers": classifiers})):
+            body = assert_problem(response, 422)
+            (error,) = body["errors"]
+            assert error["field"] == "classifiers", body
+            assert error["message"].startswith("classifiers[1].value: "), body
+            assert "host path" in error["message"] and "'/analytics'" in error["message"], body
+    for dry_run in ("true", "false"):
+        response = client.post(f"/api/v1/policies?dry_run={dry_run}", content=CGROUP_POLICY,
+                               headers={"content-type": "application/yaml"})
+        body = assert_problem(response, 422)
+        assert "spec.tenants[0].classifiers" in body["errors"][0]["field"], body
+        assert "classifiers[1].value" in body["errors"][0]["message"], body
+        assert "'/analytics'" in body["errors"][0]["message"], body
+    assert snapshot(db) == before
+
+    # The path /proc/PID/cgroup shows is the one meaning; a cgroup merely named like a mount's
+    # last component is not a host path.
+    for value in ("/analytics", "/sys", "/sys/fs/cgroupx/a"):
+        created = client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": [{"kind": "cgroup", "value": value}]})
+        assert created.status_code == 201, created.text
+        assert client.delete("/api/v1/tenants/analytics").status_code in (200, 204)

@@ -892,7 +892,7 @@ mod tests {
 
     #[test]
     fn served_tenants_get_their_requests_as_io_counters() {
-        let desired = [tenant("sessions", &[]), tenant("web", &["/sys/fs/cgroup/web"])];
+        let desired = [tenant("sessions", &[]), tenant("web", &["/web"])];
         let web = tenant_report("web", &TenantStats::default(), &TenantStats::default(), None);
         let s = Served { ops_read: 7, ops_written: 3, bytes_read: 700, bytes_written: 300 };
         let out = with_served(vec![web], &desired, vec![("sessions".into(), s), ("gone".into(), s)]);

@@ -37,4 +37,4 @@ pub use histogram::LatencyHistogram;
 pub use loader::{EbpfMetrics, Layers, LoadOptions, ProbeStatus, DEFAULT_PIN_DIR, VMLINUX_BTF};
 pub use maps::MetricsMaps;
 pub use samples::{shards_key, Sample, SampleReader, SampleSink, ShardsSinks, Sizing};
-pub use tenants::{cgroup2_mount, cgroup_dir, cgroup_id, rate_of_threshold, threshold_for_rate, TenantConfig, TenantId, SHARDS_P};
+pub use tenants::{cgroup2_mount, cgroup_dir, cgroup_dir_in, cgroup_id, rate_of_threshold, threshold_for_rate, TenantConfig, TenantId, SHARDS_P};

@@ -9,6 +9,7 @@
 use crate::error::{Error, Result};
 use crate::layout::{as_bytes, from_bytes, zeroed, RawCgroupTenant, RawState, RawTenantCfg, RawTenantStats, NAME_LEN};
 use crate::maps::MetricsMaps;
+use lachesis_switch::cgroup::Cgroup2Mount;
 use libbpf_rs::{MapCore, MapFlags};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -244,47 +245,31 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x63677270;
 /// Where cgroup v2 is mounted (`/sys/fs/cgroup` on a pure v2 host,
 /// `/sys/fs/cgroup/unified` on a hybrid one), from /proc/self/mountinfo.
 pub fn cgroup2_mount() -> Result<PathBuf> {
+    Ok(PathBuf::from(mount()?.mount_point))
+}
+
+fn mount() -> Result<Cgroup2Mount> {
     let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    for line in info.lines() {
-        // "... mount_point options - fstype source super_options"
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        if right.split_whitespace().next() != Some("cgroup2") {
-            continue;
-        }
-        if let Some(mp) = left.split_whitespace().nth(4) {
-            return Ok(PathBuf::from(unescape_mountinfo(mp)));
-        }
-    }
-    Err(Error::NoCgroup2)
+    Cgroup2Mount::from_mountinfo(&info).ok_or(Error::NoCgroup2)
 }
 
-fn unescape_mountinfo(s: &str) -> String {
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Turn a tenant classifier's cgroup path into a directory: an existing
-/// absolute path on cgroup2 is taken as is, anything else is relative to
-/// the cgroup v2 mount (`/kubepods/pod1` → `/sys/fs/cgroup/unified/kubepods/pod1`).
+/// Turn a tenant classifier's cgroup path into a directory. The value means what it means at
+/// the FUSE switch (`lachesis_switch::cgroup`): a cgroup v2 path relative to the cgroup2 root,
+/// as /proc/PID/cgroup shows it (`/kubepods/pod1` → `/sys/fs/cgroup/unified/kubepods/pod1` on
+/// a hybrid host). A host path (`/sys/fs/cgroup/web`) is refused, not looked up: taken as a
+/// directory it would count a tenant the switch never recognises.
 pub fn cgroup_dir(classifier: &str) -> Result<PathBuf> {
-    let p = Path::new(classifier);
-    if p.is_absolute() && is_cgroup2(p) {
-        return Ok(p.to_path_buf());
-    }
-    let dir = cgroup2_mount()?.join(classifier.trim_start_matches('/'));
+    let mount = mount()?;
+    cgroup_dir_in(classifier, &mount)
+}
+
+/// [`cgroup_dir`] under the cgroup2 mount `mount`, without checking that the directory exists.
+pub fn cgroup_dir_in(classifier: &str, mount: &Cgroup2Mount) -> Result<PathBuf> {
+    let refused = |message: String| Error::Cgroup { path: PathBuf::from(classifier), message };
+    lachesis_switch::cgroup::check_classifier(classifier, Some(mount)).map_err(refused)?;
+    let dir = mount.dir_of(classifier).ok_or_else(|| {
+        refused(format!("outside the cgroup2 mount at {} (of cgroup {})", mount.mount_point, mount.root))
+    })?;
     if !is_cgroup2(&dir) {
         return Err(Error::Cgroup { path: dir, message: "no such cgroup v2 directory".into() });
     }
@@ -332,8 +317,19 @@ mod tests {
     }
 
     #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape_mountinfo(r"/a\040b"), "/a b");
-        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+    fn a_classifier_is_a_cgroup_path_not_a_host_path() {
+        // A hybrid host's: the FUSE switch compares /analytics (/proc/PID/cgroup's) for the
+        // cgroup whose directory is /sys/fs/cgroup/unified/analytics.
+        let hybrid = Cgroup2Mount { root: "/".into(), mount_point: "/sys/fs/cgroup/unified".into() };
+        for host_path in ["/sys/fs/cgroup/unified/analytics", "/sys/fs/cgroup/analytics"] {
+            let e = cgroup_dir_in(host_path, &hybrid).unwrap_err().to_string();
+            assert!(e.contains("host path") && e.contains("\"/analytics\""), "{host_path}: {e}");
+        }
+        let sub = Cgroup2Mount { root: "/docker/abc".into(), mount_point: "/sys/fs/cgroup".into() };
+        assert!(cgroup_dir_in("/other", &sub).unwrap_err().to_string().contains("outside the cgroup2 mount"));
+        // The root cgroup of this host's own mount, if it has one, is always there.
+        if let Ok(m) = mount() {
+            assert_eq!(cgroup_dir(&m.root).unwrap(), PathBuf::from(&m.mount_point));
+        }
     }
 }

@@ -5,17 +5,41 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use lachesis_switch::cgroup::Cgroup2Mount;
+
 /// One way to recognise a tenant's IO.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {
     /// The requesting uid.
     Uid(u32),
-    /// A cgroup v2 path prefix, component-wise (`/a` covers `/a` and `/a/b`, not `/ab`).
+    /// A cgroup v2 path prefix, component-wise (`/a` covers `/a` and `/a/b`, not `/ab`), as
+    /// `/proc/PID/cgroup` shows it (relative to the cgroup2 root, not a host path: see
+    /// [`Selector::cgroup`]).
     Cgroup(String),
     /// A prefix of the opened file's path in the mount's namespace (the path a rule's
     /// `path_prefix` matches), component-wise like a rule's, by the same
     /// [`lachesis_switch::path_prefix_matches`]: `/a` covers `/a` and `/a/b`, not `/ab`.
     PathPrefix(String),
+}
+
+impl Selector {
+    /// The selector of a cgroup classifier `value`, given the host's cgroup2 mount (see
+    /// [`cgroup2_mount`]). The value is compared with the `0::` line of `/proc/PID/cgroup`,
+    /// which names a cgroup relative to the cgroup2 root (`/analytics`): a host path
+    /// (`/sys/fs/cgroup/analytics`, or anything under the host's cgroup2 mount) would never
+    /// match, so it is refused, with the path meant, instead of accepted and never matched
+    /// (`lachesis_switch::cgroup`, shared with the eBPF metrics).
+    pub fn cgroup(value: &str, mount: Option<&Cgroup2Mount>) -> Result<Selector, String> {
+        lachesis_switch::cgroup::check_classifier(value, mount)?;
+        Ok(Selector::Cgroup(value.to_string()))
+    }
+}
+
+/// This host's cgroup2 mount, from `/proc/self/mountinfo` (`None` without one: then only
+/// values under `/sys/fs/cgroup` are known to be host paths).
+pub fn cgroup2_mount() -> Option<Cgroup2Mount> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    Cgroup2Mount::from_mountinfo(&info)
 }
 
 /// A tenant name and its selector.
@@ -38,8 +62,16 @@ impl fmt::Display for TenantSpec {
 impl std::str::FromStr for TenantSpec {
     type Err = String;
 
-    /// `NAME=uid:N`, `NAME=cgroup:/PATH` or `NAME=path:/PREFIX`.
+    /// `NAME=uid:N`, `NAME=cgroup:/PATH` or `NAME=path:/PREFIX`; a cgroup is judged against
+    /// this host's cgroup2 mount.
     fn from_str(s: &str) -> Result<Self, String> {
+        TenantSpec::parse_with(s, cgroup2_mount().as_ref())
+    }
+}
+
+impl TenantSpec {
+    /// As [`str::parse`], a cgroup judged against the cgroup2 mount `mount`.
+    pub fn parse_with(s: &str, mount: Option<&Cgroup2Mount>) -> Result<Self, String> {
         let (name, sel) = s.split_once('=').ok_or_else(|| {
             format!("tenant {s:?}: expected NAME=path:PREFIX, NAME=uid:N or NAME=cgroup:PATH")
         })?;
@@ -54,9 +86,8 @@ impl std::str::FromStr for TenantSpec {
                 n.parse()
                     .map_err(|_| format!("tenant {s:?}: uid {n:?} is not a number"))?,
             ),
-            Some(("cgroup", p)) if p.starts_with('/') => Selector::Cgroup(p.to_string()),
             Some(("cgroup", p)) => {
-                return Err(format!("tenant {s:?}: cgroup path {p:?} must start with /"))
+                Selector::cgroup(p, mount).map_err(|e| format!("tenant {s:?}: {e}"))?
             }
             // Namespace paths are absolute ("/dir/file"): a relative prefix would match nothing.
             Some(("path", p)) if p.starts_with('/') => Selector::PathPrefix(p.to_string()),
@@ -397,6 +428,57 @@ mod tests {
         let text = "9:name=systemd:/\n4:memory:/x\n0::/jobs/etl\n";
         assert_eq!(cgroup_v2_path(text), Some("/jobs/etl"));
         assert_eq!(cgroup_v2_path("4:memory:/x\n"), None);
+    }
+
+    // This CI host's /proc/self/mountinfo (abridged): cgroup v1 controllers under a tmpfs at
+    // /sys/fs/cgroup, cgroup2 beside them at /sys/fs/cgroup/unified.
+    const HYBRID_MOUNTINFO: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn a_cgroup_tenant_is_the_path_proc_pid_cgroup_shows_and_a_host_path_is_refused() {
+        let mount = Cgroup2Mount::from_mountinfo(HYBRID_MOUNTINFO);
+        // /proc/PID/cgroup of a process in the analytics cgroup (its directory is
+        // /sys/fs/cgroup/unified/analytics/job1 on this host, /sys/fs/cgroup/... on a pure v2
+        // one): the v2 line names it from the cgroup2 root.
+        let proc_cgroup = "4:memory:/x\n1:name=systemd:/\n0::/analytics/job1\n";
+        let c = Classifier::new(vec![TenantSpec::parse_with(
+            "analytics=cgroup:/analytics",
+            mount.as_ref(),
+        )
+        .unwrap()]);
+        assert_eq!(
+            c.classify_with(cgroup_v2_path(proc_cgroup), 0, "/f")
+                .as_deref(),
+            Some("analytics")
+        );
+        // A host path never equals what /proc/PID/cgroup shows: refused, naming the path meant,
+        // where it was accepted and matched no open.
+        for host_path in [
+            "/sys/fs/cgroup/analytics",
+            "/sys/fs/cgroup/unified/analytics",
+            "/sys/fs/cgroup/unified/analytics/",
+        ] {
+            let e =
+                TenantSpec::parse_with(&format!("analytics=cgroup:{host_path}"), mount.as_ref())
+                    .unwrap_err();
+            assert!(
+                e.contains("host path") && e.contains("\"/analytics\""),
+                "{host_path}: {e}"
+            );
+            assert!(format!("analytics=cgroup:{host_path}")
+                .parse::<TenantSpec>()
+                .is_err());
+        }
+        // cgroup2 mounted elsewhere: this host's mount point, from its mountinfo, is a host
+        // path too; on a host where it is not mounted, it is a cgroup like any other.
+        let elsewhere =
+            Cgroup2Mount::from_mountinfo("30 1 0:26 / /run/cg2 rw shared:9 - cgroup2 cgroup2 rw\n");
+        assert!(TenantSpec::parse_with("a=cgroup:/run/cg2/analytics", elsewhere.as_ref()).is_err());
+        assert!(TenantSpec::parse_with("a=cgroup:/run/cg2/analytics", mount.as_ref()).is_ok());
     }
 
     #[test]

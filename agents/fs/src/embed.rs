@@ -7,6 +7,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use lachesis_switch::cgroup::Cgroup2Mount;
 use lachesis_switch::ClassifierKind;
 
 use crate::classify::{Classifier, Selector, TenantSpec};
@@ -54,9 +55,18 @@ impl std::error::Error for Unclassifiable {}
 /// `uid` and `cgroup` classifiers are decided at open. A `key_prefix` classifier is left to
 /// the key-value front end (a file IO carries no key, so no open can be that tenant's by
 /// it). Anything else (a `process` classifier, a uid that is not a number, a relative
-/// path) is returned as an error, every such classifier named.
+/// path, a cgroup written as a host path) is returned as an error, every such classifier
+/// named.
 pub fn classifier_of(
     tenants: &[lachesis_switch::Tenant],
+) -> Result<Classifier, Vec<Unclassifiable>> {
+    classifier_of_with(tenants, crate::classify::cgroup2_mount().as_ref())
+}
+
+/// [`classifier_of`], cgroups judged against the cgroup2 mount `mount`.
+pub fn classifier_of_with(
+    tenants: &[lachesis_switch::Tenant],
+    mount: Option<&Cgroup2Mount>,
 ) -> Result<Classifier, Vec<Unclassifiable>> {
     use lachesis_switch::ClassifierKind as K;
     let mut specs = Vec::new();
@@ -69,11 +79,11 @@ pub fn classifier_of(
                     .parse()
                     .map(Selector::Uid)
                     .map_err(|_| format!("uid {:?} is not a number", c.value)),
-                K::Cgroup if c.value.starts_with('/') => Ok(Selector::Cgroup(c.value.clone())),
+                K::Cgroup => Selector::cgroup(&c.value, mount),
                 K::PathPrefix if c.value.starts_with('/') => {
                     Ok(Selector::PathPrefix(c.value.clone()))
                 }
-                K::Cgroup | K::PathPrefix => Err(format!("{:?} must start with /", c.value)),
+                K::PathPrefix => Err(format!("{:?} must start with /", c.value)),
                 K::KeyPrefix => continue,
                 K::Process => Err(format!(
                     "the FUSE switch cannot classify by {} (it classifies by {})",
@@ -183,6 +193,50 @@ mod tests {
         assert!(
             said[2].contains("\"c\"") && said[2].contains("must start with /"),
             "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_cgroup_written_as_a_host_path_is_refused_and_named() {
+        // This CI host's: cgroup2 beside v1 controllers, at /sys/fs/cgroup/unified.
+        let mount = Cgroup2Mount::from_mountinfo(
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+        );
+        let mut analytics = t("analytics", ClassifierKind::Cgroup, "/analytics");
+        analytics.classifiers.push(BusClassifier {
+            kind: ClassifierKind::Cgroup,
+            value: "/sys/fs/cgroup/unified/analytics".into(),
+        });
+        let refused = classifier_of_with(
+            &[
+                analytics,
+                t("b", ClassifierKind::Cgroup, "/sys/fs/cgroup/b"),
+            ],
+            mount.as_ref(),
+        )
+        .unwrap_err();
+        let said: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].starts_with("tenant \"analytics\": classifiers[1] (cgroup): ")
+                && said[0].contains("host path")
+                && said[0].contains("\"/analytics\""),
+            "{said:?}"
+        );
+        assert!(
+            said[1].starts_with("tenant \"b\": classifiers[0] (cgroup)")
+                && said[1].contains("\"/b\""),
+            "{said:?}"
+        );
+        // The path /proc/PID/cgroup shows is the one meaning.
+        let c = classifier_of_with(
+            &[t("a", ClassifierKind::Cgroup, "/analytics")],
+            mount.as_ref(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.classify_with(Some("/analytics/job1"), 0, "/f").as_deref(),
+            Some("a")
         );
     }
 }

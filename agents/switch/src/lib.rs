@@ -14,10 +14,13 @@
 //!   (insert, delete, quiesce, resume) and [`RuleTable::lookup`].
 //! - [`gate`]: [`Gate`], the quiesce gate of the data paths (hold, count in flight, drain,
 //!   resume), and [`Held`], the flows a quiesce holds.
+//! - [`cgroup`]: what a `cgroup` tenant classifier's value means (a cgroup v2 path as
+//!   `/proc/PID/cgroup` shows it, never a host path) and where its directory is.
 //! - [`names`]: the name pattern shared by tenants and rules, and serde helpers.
 //! - [`stage`]: [`StageConfig`], the stage contract: the stages rules name as targets.
 
 pub mod algebra;
+pub mod cgroup;
 pub mod gate;
 pub mod names;
 pub mod rule;

@@ -6,7 +6,7 @@ spec:
   name: analytics
   classifiers:
     - kind: cgroup
-      value: /sys/fs/cgroup/analytics
+      value: /analytics
 ---
 kind: Rule
 spec:

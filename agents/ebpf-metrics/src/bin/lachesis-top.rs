@@ -23,8 +23,9 @@ struct Args {
     /// Directory of the agent's pinned maps.
     #[arg(long, default_value = lachesis_ebpf_metrics::DEFAULT_PIN_DIR)]
     pin_dir: PathBuf,
-    /// Standalone: load the programs and watch these cgroups as tenants
-    /// (`NAME=PATH`, PATH absolute or relative to the cgroup v2 mount).
+    /// Standalone: load the programs and watch these cgroups as tenants (`NAME=PATH`, PATH
+    /// a cgroup v2 path as /proc/PID/cgroup shows it, `/system.slice/nginx.service`, as a
+    /// tenant's cgroup classifier; not a host path).
     #[arg(long = "cgroup", value_name = "NAME=PATH")]
     cgroups: Vec<String>,
     /// Standalone: SHARDS sampling rate for the tenants.

@@ -17,7 +17,8 @@ class TenantSpec(RequestModel):
         max_length=MAX_CLASSIFIERS,
         description="How the agents recognise this tenant's IO; any classifier matching is enough. "
         "A path_prefix is an absolute, normal path (in the FUSE mounts' namespace), a uid a decimal number, "
-        "a cgroup an absolute cgroup v2 path; no value holds control characters. A classifier that a data path "
+        "a cgroup the cgroup v2 path /proc/PID/cgroup shows, relative to the cgroup2 root (/analytics, not a host "
+        "path under /sys/fs/cgroup); no value holds control characters. A classifier that a data path "
         "a registered host runs cannot decide is refused (422 not-enforced).",
     )
     description: str | None = Field(default=None, max_length=1024)

@@ -103,7 +103,34 @@ def check_classifier_value(kind: str, value: str) -> str:
         raise ValueError("a uid is a decimal number from 0 to 4294967295")
     if kind == "cgroup" and not value.startswith("/"):
         raise ValueError("a cgroup is an absolute cgroup v2 path (it starts with /)")
-    return no_control_characters(value)
+    value = no_control_characters(value)
+    if kind == "cgroup":
+        _not_a_host_path(value)
+    return value
+
+
+# Where cgroup2 is mounted on most hosts (/sys/fs/cgroup, /sys/fs/cgroup/unified beside v1).
+CGROUP_MOUNT = "/sys/fs/cgroup"
+
+
+def _not_a_host_path(cgroup: str) -> None:
+    """A cgroup classifier means the cgroup v2 path /proc/PID/cgroup shows, relative to the
+    cgroup2 root (`/analytics`): the FUSE switch compares that at open, and the eBPF metrics
+    find the directory under each host's own cgroup2 mount. A host path under /sys/fs/cgroup
+    would never match at the switch (the agents refuse it too, lachesis_switch::cgroup), and
+    which cgroup it names depends on each host's mounts, so it is refused rather than
+    rewritten: one spelling, one meaning on every host."""
+    if cgroup != CGROUP_MOUNT and not cgroup.startswith(CGROUP_MOUNT + "/"):
+        return
+    rest = cgroup[len(CGROUP_MOUNT):]
+    # /sys/fs/cgroup/unified/... on a hybrid host, /sys/fs/cgroup/... on a pure v2 one.
+    if rest == "/unified" or rest.startswith("/unified/"):
+        rest = rest[len("/unified"):]
+    meant = rest.rstrip("/") or "/"
+    raise ValueError(
+        f"{cgroup!r} is a host path under the cgroup2 mount {CGROUP_MOUNT}: a cgroup is the cgroup v2 path "
+        f"/proc/PID/cgroup shows, relative to the cgroup2 root (here probably {meant!r})"
+    )
 
 
 def check_detour_target(kind: str, target: str) -> str:
