@@ -2082,7 +2082,7 @@ export interface components {
         TenantSpec: {
             /**
              * Classifiers
-             * @description How the agents recognise this tenant's IO; any classifier matching is enough. A path_prefix is an absolute, normal path (in the FUSE mounts' namespace), a uid a decimal number, a cgroup an absolute cgroup v2 path; no value holds control characters. A classifier that a data path a registered host runs cannot decide is refused (422 not-enforced).
+             * @description How the agents recognise this tenant's IO; any classifier matching is enough. A path_prefix is an absolute, normal path (in the FUSE mounts' namespace), a uid a decimal number, a cgroup the cgroup v2 path /proc/PID/cgroup shows, relative to the cgroup2 root (/analytics, not a host path under /sys/fs/cgroup); no value holds control characters. A classifier that a data path a registered host runs cannot decide is refused (422 not-enforced).
              */
             classifiers: components["schemas"]["Classifier"][];
             /** Description */
