@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "e2e"))
 from conftest import Cluster, wait_for  # noqa: E402
 from simagents import run_agents  # noqa: E402
 
-TENANT = {"name": "bench", "classifiers": [{"kind": "cgroup", "value": "/sys/fs/cgroup/bench"}]}
+TENANT = {"name": "bench", "classifiers": [{"kind": "cgroup", "value": "/bench"}]}
 
 
 def rule(priority: int) -> dict:
@@ -56,7 +56,7 @@ def start_simulated(hosts: list[tuple[str, str]]) -> tuple[threading.Thread, asy
 
 
 def tenant(run: int) -> dict:
-    return {**TENANT, "classifiers": [{"kind": "cgroup", "value": f"/sys/fs/cgroup/bench-{run}"}]}
+    return {**TENANT, "classifiers": [{"kind": "cgroup", "value": f"/bench-{run}"}]}
 
 
 def timed(api, method: str, path: str, body: dict) -> tuple[float, dict]:  # type: ignore[no-untyped-def]
