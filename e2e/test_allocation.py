@@ -15,7 +15,9 @@ Two phases measured on the same replay, both with warm caches: a pass under an e
 (four fixed-size guarantees of C/4, the product's own way to pin sizes), then, after the
 guarantees are removed, a pass under the loop's allocation. Each measured pass is the first
 that begins at least half a pass after the agent's shadow caches run at the sizes measured
-(the caches warm up meanwhile); normally passes 1 and 3. The total hit rate of a pass is
+(the caches warm up meanwhile); normally passes 1 and 3. If the loop allocates again before
+its pass is reported whole, the loop's pass is looked for again at the new allocation: what
+is measured is a pass at one allocation, whenever the loop settles. The total hit rate of a pass is
 Σ hits / Σ references of the agent's cumulative shadow-cache counters, read from the
 telemetry stream at the pass's boundaries; the shadow caches scale sampled references by
 the sampling rate, so each tenant counts in proportion to its references.
@@ -53,6 +55,9 @@ RATE = 0.02
 PASS_S = 20.0
 INTERVAL_S = 1.0
 REACTION_S = 6.0
+# Only turns a hang into a failure (a replayer that falls behind its pace takes longer over a
+# pass than PASS_S); no outcome depends on it.
+GUARD_S = 900.0
 # The cache: 15% of the four working sets together (where the curves differ most: the
 # optimum gives the P3 halves' loops what they need, an equal split starves both).
 CACHE_SHARE = 0.15
@@ -166,12 +171,12 @@ def first_pass_after(report: dict[str, dict], t: Tenant) -> int:
     return math.ceil((reads(report, t.name) + t.per_pass / 2) / t.per_pass)
 
 
-def wait_for_sizes(cluster: Cluster, tenants: list[Tenant], sizes: dict[str, int]) -> dict[str, dict]:
-    """The first report in which every tenant's shadow cache runs at `sizes`."""
+def wait_for_sizes(cluster: Cluster, tenants: list[Tenant], sizes: dict[str, int], after: int = 0) -> dict[str, dict]:
+    """The first report (from the `after`th on) in which every tenant's shadow cache runs at `sizes`."""
     def found() -> dict[str, dict] | None:
         for t in tenants:
             t.check_running()
-        return next((m for m in telemetry_messages(cluster)
+        return next((m for m in telemetry_messages(cluster)[after:]
                      if all(m.get(t.name, {}).get("cache", {}).get("size_bytes") == sizes[t.name] for t in tenants)), None)
     return wait_for(f"the shadow caches at {sizes}", found, timeout=120, interval=0.5)
 
@@ -195,8 +200,7 @@ def measure(cluster: Cluster, tenants: list[Tenant], passes: dict[str, int]) -> 
         w = {t.name: pass_window(msgs, t, passes[t.name]) for t in tenants}
         return (msgs, w) if all(w.values()) else None  # type: ignore[return-value]
 
-    # A pass takes PASS_S; the guard only turns a stuck replay into a failure.
-    msgs, w = wait_for(f"passes {passes} to be reported", windows, timeout=(max(passes.values()) + 3) * PASS_S + 120, interval=0.5)
+    msgs, w = wait_for(f"passes {passes} to be reported", windows, timeout=GUARD_S, interval=0.5)
     hits = refs = 0
     per, sizes = {}, {}
     for t in tenants:
@@ -229,6 +233,24 @@ def current_sizes(cluster: Cluster) -> dict[str, dict]:
 def desired_caches(cluster: Cluster) -> tuple[int, dict[str, int]]:
     state = json.loads(cluster.redis().get(f"lachesis:agent:{HOST}:desired"))
     return state["generation"], {c["tenant"]: c["size_bytes"] for c in state.get("caches", [])}
+
+
+def loop_pass(cluster: Cluster, tenants: list[Tenant], equal: dict[str, int]) -> tuple[dict[str, int], Window]:
+    """The loop's allocation at the agent and the first pass of every tenant that begins half a
+    pass after the shadow caches run at it; started over at the new allocation when the loop
+    allocates again before every such pass is reported whole (its curves may still move)."""
+    deadline = time.monotonic() + GUARD_S
+    seen: list[dict[str, int]] = []
+    while True:
+        reported = len(telemetry_messages(cluster))
+        _, allocated = wait_for("the loop's allocation at the agent",
+                                lambda: (d := desired_caches(cluster))[1] != equal and d, timeout=60)
+        seen.append(allocated)
+        at = wait_for_sizes(cluster, tenants, allocated, after=reported)
+        window = measure(cluster, tenants, {t.name: first_pass_after(at, t) for t in tenants})
+        if all(window.sizes[t.name] == {allocated[t.name]} for t in tenants):
+            return allocated, window
+        assert time.monotonic() < deadline, f"no pass at one allocation of the loop within {GUARD_S:g} s: {seen}"
 
 
 def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: list[Tenant], running: Cluster) -> None:
@@ -274,9 +296,7 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
     with running.api() as api:
         for n in names:
             assert api.delete(f"/api/v1/allocations/guarantees/{n}").status_code == 204
-    _, allocated = wait_for("the loop's allocation at the agent",
-                            lambda: (d := desired_caches(running))[1] != equal and d, timeout=60)
-    opt = measure(running, tenants, {t.name: first_pass_after(wait_for_sizes(running, tenants, allocated), t) for t in tenants})
+    allocated, opt = loop_pass(running, tenants, equal)
 
     with running.api() as api:
         summary = api.get("/api/v1/allocations/summary").json()["current"]
@@ -285,9 +305,7 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
               f"lags {({t.name: t.lags() for t in tenants})}")
     print(report)
     assert all(s == {capacity // 4} for s in eq.sizes.values()), eq.sizes
-    final = desired_caches(running)[1]
-    assert all(opt.sizes[n] == {final[n]} for n in names), f"the allocation changed during the pass: {opt.sizes}"
-    assert final != equal and sum(final.values()) == pytest.approx(capacity, abs=len(names))
+    assert allocated != equal and sum(allocated.values()) == pytest.approx(capacity, abs=len(names)), allocated
     # The measured total hit rate, not just the predicted one, beats the equal split.
     assert opt.hit_rate > 1.15 * eq.hit_rate, report
 
@@ -302,20 +320,20 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
     victim.stop()
     after = wait_for(f"{stopped}'s space to be reclaimed",
                      lambda: (c := current_sizes(running))[stopped]["size_bytes"] == 0 and c,
-                     timeout=REACTION_S + 60, interval=0.25)
+                     timeout=GUARD_S, interval=0.25)
     assert after[stopped]["idle"]
     others = [n for n in names if n != stopped]
     moved = sum(after[n]["size_bytes"] - before[n]["size_bytes"] for n in others)
     assert moved == pytest.approx(before[stopped]["size_bytes"], abs=len(names))
     assert sum(after[n]["size_bytes"] for n in others) == pytest.approx(capacity, abs=len(names))
     generation, caches = wait_for("the new sizes in the agent's desired state",
-                                  lambda: (d := desired_caches(running))[1][stopped] == 0 and d, timeout=30)
+                                  lambda: (d := desired_caches(running))[1][stopped] == 0 and d, timeout=120)
     assert caches == {n: max(0, round(after[n]["size_bytes"])) for n in names}
     since_stop = [(g, c) for g, c in inbox_caches(running)[sent_before:] if g <= generation]
     assert since_stop and since_stop[-1][0] == generation, since_stop
     assert all(c[stopped] == held for _, c in since_stop[:-1]), \
         f"{stopped}'s space moved before it was idle: {since_stop}"
-    wait_for("the agent to ack it", lambda: running.host(HOST)["acked_generation"] >= generation, timeout=30)
+    wait_for("the agent to ack it", lambda: running.host(HOST)["acked_generation"] >= generation, timeout=120)
     # The agent's shadow caches run at the new sizes.
     wait_for("telemetry at the new sizes", lambda: all(
-        telemetry_messages(running)[-1][n]["cache"]["size_bytes"] == caches[n] for n in names), timeout=30)
+        telemetry_messages(running)[-1][n]["cache"]["size_bytes"] == caches[n] for n in names), timeout=120)

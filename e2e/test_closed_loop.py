@@ -14,8 +14,10 @@ Everything is ordered by counters and generations. The comparison is counted in 
 tenant's trace (its stage's reads): a pass of every tenant to warm the stages, then a measured
 one, under the equal split and under the loop's allocation (made from the curves of the equal
 split's passes, with every tenant active), so how fast the host replays changes neither the
-curves nor what is measured. The stopped-tenant test still replays for PHASE_S; the other
-clocks are hang guards.
+curves nor what is measured. A tenant is stopped once the loop has settled (every tenant
+active in its latest allocation, installed, and a pass of every trace replayed on it); its
+space is looked for in the loop's decisions (generations) after the stop, until the
+controller counts it idle. The clocks are hang guards, and the loop's own reaction time.
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ from lachesis_cli.demo import run as demo_run
 from lachesis_cli.settings import Target
 
 TRACES = sorted((ROOT.parent / "shared" / "traces").glob("*.csv")) + sorted((ROOT.parent / "shared" / "traces" / "arc").glob("*.lis.zst"))
-PHASE_S = 40.0
-# The miniatures' sampling rate for the comparison (a pass of P3 is ~78 K reads, OLTP ~18 K,
+# The miniatures' sampling rate (a pass of P3 is ~78 K reads, OLTP ~18 K,
 # CloudPhysics ~2 K), fixed rather than fitted to a time.
 RATE = 0.02
 # Only turns a hang into a failure (a pass of P3 at a few hundred reads per second on a loaded
@@ -77,7 +78,8 @@ def client(cluster: Cluster) -> Client:
 
 def test_the_loop_beats_an_equal_split_on_the_real_stages(loop_cluster: Cluster) -> None:
     with client(loop_cluster) as api:
-        demo = demo_run.Demo(api, loop_cluster.home, PHASE_S, CACHE)  # type: ignore[attr-defined]
+        # No timed phase: the seconds are the CLI's, unused here.
+        demo = demo_run.Demo(api, loop_cluster.home, 0.0, CACHE)  # type: ignore[attr-defined]
         demo.prepare(TRACES, rate=RATE)
         n = len(demo.tenants)
         # Reads of one pass of each tenant's trace: the unit of warm-up and of measurement.
@@ -219,38 +221,79 @@ def acked_stages(api: Client, demo: demo_run.Demo, check: Callable[[], None]) ->
 
 def test_a_stopped_tenant_gives_its_space_within_two_decisions(loop_cluster: Cluster) -> None:
     with client(loop_cluster) as api:
-        demo = demo_run.Demo(api, loop_cluster.home, PHASE_S, CACHE)  # type: ignore[attr-defined]
-        demo.prepare(TRACES)
-        loop = demo.phase("loop", equal=False)
-        # The tenant with the most space stops; the others go on.
-        stopped = max(loop["tenants"], key=lambda t: t["allocated_bytes"])
-        held = stopped["allocated_bytes"]
-        sent_before = len(stage_sizes(loop_cluster))
-        others = [t for t in demo.tenants if t.name != stopped["name"]]
-        demo.tenants, everyone = others, demo.tenants
-        demo.seconds = 3 * PHASE_S / 2
-        demo._replay()
-        demo.tenants = everyone
-        decisions = [sizes for sizes in stage_sizes(loop_cluster)[sent_before:]]
-        changed = [d for i, d in enumerate(decisions) if i == 0 or d != decisions[i - 1]]
-        stage = next(t.stage for t in everyone if t.name == stopped["name"])
-        shrunk = [i for i, d in enumerate(changed) if d.get(stage, held) < held - REGION]
-        assert shrunk, f"{stopped['name']} kept its space: {changed}"
-        assert shrunk[0] < 2, f"reclaimed only at allocation decision {shrunk[0] + 1}: {changed}"
-        given = changed[shrunk[0]]
-        assert sum(given.values()) <= CACHE + REGION * len(given), given
+        demo = demo_run.Demo(api, loop_cluster.home, 0.0, CACHE)  # type: ignore[attr-defined]
+        demo.prepare(TRACES, rate=RATE)
+        n = len(demo.tenants)
+        per_pass = {t.name: int((~t.mini.writes).sum()) for t in demo.tenants}
+        applied_at = demo.start_phase("loop", equal=False)
+        with demo.replaying() as replays:
+            # The loop settled with every tenant active: its latest allocation, installed, with
+            # a pass of every tenant replayed on it.
+            allocation, _ = loop_allocation_warm(api, demo, replays, applied_at, per_pass)
+            # The tenant with the most space stops; the others go on.
+            stopped = max(allocation, key=lambda name: allocation[name])
+            stage = next(t.stage for t in demo.tenants if t.name == stopped)
+            # Every loop decision in a generation after `before` is counted, one made just
+            # before the stop included.
+            before, shipped = until("the agent to ack the latest generation", lambda: in_step(loop_cluster), replays)
+            held = shipped[stage]
+            assert held > REGION, f"{stopped} holds no space to give: {allocation} {shipped}"
+            replays.stop(stopped)
+
+            def idle() -> dict[str, dict] | None:
+                current = api.get("/api/v1/allocations/summary")["current"]
+                if current is None or current["computed_by"] != "allocation-loop":
+                    return None
+                shares = {a["tenant"]: a["current"] for a in api.get("/api/v1/allocations")}
+                return shares if shares.get(stopped) and shares[stopped]["idle"] else None
+
+            # The controller counts it idle (no IO for the reaction time) and allocates without it.
+            shares = until(f"the controller to count {stopped} idle", idle, replays)
+            decisions = loop_decisions(api, loop_cluster, before)
+            # The agent acked it and reports every stage at its new size.
+            installed = acked_stages(api, demo, replays)
+        report = (f"{stopped} stopped holding {held} (generation {before}); loop decisions since: {decisions}; "
+                  f"allocation: { {k: (v['size_bytes'], v['idle']) for k, v in shares.items() if v} }; "
+                  f"installed: { {k: (v['allocated_bytes'], v['installed_bytes']) for k, v in installed.items()} }")
+        print(report)
+
+        assert all(not shares[t.name]["idle"] for t in demo.tenants if t.name != stopped), f"another tenant idle\n{report}"
+        given = [i for i, (_, sizes) in enumerate(decisions) if sizes.get(stage) == 0]
+        assert given, f"{stopped} kept its space\n{report}"
+        assert given[0] < 2, f"{stopped}'s space went only at allocation decision {given[0] + 1}\n{report}"
+        _, sizes = decisions[given[0]]
+        # All of it to the others: the whole cache is theirs (to the byte, one per tenant).
+        assert abs(sum(sizes.values()) - CACHE) <= n, report
+        for name, s in installed.items():
+            assert abs(s["installed_bytes"] - s["allocated_bytes"]) <= REGION, f"{name}: {s}\n{report}"
+        assert installed[stopped]["allocated_bytes"] == 0, report
         demo.clean_up()
 
 
-def stage_sizes(cluster: Cluster) -> list[dict[str, int]]:
-    """Cache stage name -> size of every desired state sent to the agent, in order."""
-    out = []
+def in_step(cluster: Cluster) -> tuple[int, dict[str, int]] | None:
+    """(generation, cache stage -> size) the agent was last sent, once it has acked it."""
+    state = json.loads(cluster.redis().get(f"lachesis:agent:{HOST}:desired"))
+    host = cluster.host(HOST)
+    if not host or host["acked_generation"] != state["generation"] or host["desired_generation"] != state["generation"]:
+        return None
+    return state["generation"], cache_sizes(state)
+
+
+def cache_sizes(state: dict) -> dict[str, int]:
+    return {s["name"]: s["size_bytes"] for s in state.get("stages", []) if s["kind"] == "cache"}
+
+
+def loop_decisions(api: Client, cluster: Cluster, after: int) -> list[tuple[int, dict[str, int]]]:
+    """(generation, cache stage -> size) of every allocation the loop rolled out to the agent
+    in a generation after `after`, in order (from its rollouts and the agent's inbox)."""
+    loop = {t["generation"] for r in api.get("/api/v1/rollouts?limit=500")
+            if r["cause"].startswith("cache allocation: ") for t in r["targets"] if t["host_id"] == HOST}
+    out = {}
     for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:inbox"):
         state = json.loads(fields["msg"])
-        if state.get("phase") == "quiesce":
-            continue
-        out.append({s["name"]: s["size_bytes"] for s in state.get("stages", []) if s["kind"] == "cache"})
-    return out
+        if state["generation"] > after and state["generation"] in loop and state.get("phase") != "quiesce":
+            out[state["generation"]] = cache_sizes(state)
+    return sorted(out.items())
 
 
 WRITER = r"""

@@ -9,7 +9,8 @@ the tenants' miss-ratio curves. Hit ratios are the real stages' counters over ea
 from reports the agent sent after the replays ended.
 
 `Demo.phase` replays for a time (the CLI's --seconds); `Demo.start_phase` and `Demo.replaying`
-are its parts for a caller that decides by counts when to stop (e2e/test_closed_loop.py).
+are its parts for a caller that decides by counts when to stop, and when to stop one tenant
+(`Replays.stop`; e2e/test_closed_loop.py).
 """
 
 from __future__ import annotations
@@ -68,6 +69,40 @@ def slug(path: Path) -> str:
     stem = re.sub(r"\.(lis|zst|csv|bin)$", "", path.name.lower())
     stem = re.sub(r"\.(lis|oraclegeneral)$", "", stem)
     return re.sub(r"[^a-z0-9]+", "-", stem).strip("-")[:40] or "trace"
+
+
+class Replays:
+    """The replayers of `Demo.replaying`, one per tenant. Called: raises if one that was not
+    stopped has ended. `stop(name)` ends one tenant's replay while the others go on."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen[str]]) -> None:
+        self.procs = procs
+        self.stopped: dict[str, dict[str, int]] = {}
+
+    def __call__(self) -> None:
+        for name, p in self.procs.items():
+            if name not in self.stopped and p.poll() is not None:
+                raise CliError(f"the replay of {name} ended early (exit {p.returncode})", EXIT_FAILED)
+
+    def stop(self, name: str) -> dict[str, int]:
+        """Ends `name`'s replay and returns its counts (reads, writes, whole passes) once the
+        replayer has exited: it issues no IO after this returns."""
+        self()
+        p = self.procs[name]
+        p.terminate()
+        out, _ = p.communicate(timeout=60)
+        if p.returncode != 0:
+            raise CliError(f"the replay of {name} failed (exit {p.returncode})", EXIT_FAILED)
+        self.stopped[name] = json.loads(out.strip().splitlines()[-1])
+        return self.stopped[name]
+
+    def end(self) -> None:
+        running = {n: p for n, p in self.procs.items() if n not in self.stopped}
+        for p in running.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in running.values():
+            p.communicate(timeout=60)
 
 
 class Demo:
@@ -242,24 +277,15 @@ class Demo:
         return self._results(procs)
 
     @contextmanager
-    def replaying(self) -> Iterator[Callable[[], None]]:
-        """Every tenant replays its trace, pass after pass, until the block ends; yields a check
-        that raises if a replayer died. The block decides by the stages' counters how long."""
-        procs = self._start_replays(None)
-
-        def check() -> None:
-            for name, p in procs.items():
-                if p.poll() is not None:
-                    raise CliError(f"the replay of {name} ended early (exit {p.returncode})", EXIT_FAILED)
-
+    def replaying(self) -> Iterator[Replays]:
+        """Every tenant replays its trace, pass after pass, until the block ends (or its replay
+        is stopped); yields the replays: calling them raises if a replayer died. The block
+        decides by the stages' counters how long."""
+        replays = Replays(self._start_replays(None))
         try:
-            yield check
+            yield replays
         finally:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs.values():
-                p.communicate(timeout=60)
+            replays.end()
 
     def _report(self, results: dict[str, dict[str, int]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         rows = []
