@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use lachesis_switch::{CacheConfig, WriteMode};
 
 use super::engines::BlockEngine;
-use crate::remote::demote::{DemoteTo, Lease};
 use super::space::{Devices, Reservation};
 use super::{Backend, Clock, Stage, StageStats};
+use crate::remote::demote::{DemoteTo, Lease};
 
 pub const BLOCK: u64 = 4096;
 
@@ -214,40 +214,54 @@ impl CacheStage {
 
     /// Writes back dirty blocks (of `file`, or all when `None`). A block `next` refuses
     /// stays dirty (unless a newer write replaced it meanwhile).
+    ///
+    /// A block stays in the dirty map until `next` has it: write-backs take no block locks
+    /// (sync, close, the flusher), so a read racing one must still find the dirty copy; taken
+    /// out first, a read in between missed, read the old bytes from `next` and cached them.
+    /// A block a newer write replaced meanwhile stays dirty, with the newer bytes.
     fn write_back(&self, file: Option<u64>, next: &dyn Backend) -> io::Result<()> {
         let _wb = self.lock_wb();
         let blocks: Vec<((u64, u64), Vec<u8>)> = {
             let mut inner = self.lock();
-            let keys: Vec<(u64, u64)> = inner
-                .dirty
-                .keys()
-                .filter(|(f, _)| file.is_none_or(|x| x == *f))
-                .copied()
-                .collect();
             match file {
                 Some(f) => {
                     inner.dirtied.remove(&f);
                 }
                 None => inner.dirtied.clear(),
             }
-            keys.into_iter()
-                .map(|k| (k, inner.dirty.remove(&k).expect("listed")))
+            inner
+                .dirty
+                .iter()
+                .filter(|((f, _), _)| file.is_none_or(|x| x == *f))
+                .map(|(k, d)| (*k, d.clone()))
                 .collect()
         };
-        let mut rest = blocks.into_iter();
-        while let Some(((f, b), data)) = rest.next() {
+        let mut failed = None;
+        for ((f, b), data) in blocks {
             if let Err(e) = next.write_at(f, &data, b * BLOCK) {
-                let now = (self.clock)();
-                let mut inner = self.lock();
-                for ((f, b), d) in std::iter::once(((f, b), data)).chain(rest) {
-                    inner.dirty.entry((f, b)).or_insert(d);
-                    inner.dirtied.entry(f).or_insert(now);
-                }
-                return Err(e);
+                failed = Some(e);
+                break;
             }
+            let mut inner = self.lock();
+            if inner.dirty.get(&(f, b)) == Some(&data) {
+                inner.dirty.remove(&(f, b));
+            }
+            drop(inner);
             self.writebacks.fetch_add(1, Relaxed);
         }
-        Ok(())
+        // Files still dirty (a refused block, or newer writes) keep an age for the flusher.
+        let now = (self.clock)();
+        let mut inner = self.lock();
+        let still: Vec<u64> = inner
+            .dirty
+            .keys()
+            .filter(|(f, _)| file.is_none_or(|x| x == *f))
+            .map(|(f, _)| *f)
+            .collect();
+        for f in still {
+            inner.dirtied.entry(f).or_insert(now);
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     fn engine_err(e: lachesis_cache::Error) -> io::Error {
@@ -517,7 +531,12 @@ impl Stage for CacheStage {
                 let _ = inner.delete(file, b);
             }
         }
-        if inner.dirty.range((file, 0)..=(file, u64::MAX)).next().is_some() {
+        if inner
+            .dirty
+            .range((file, 0)..=(file, u64::MAX))
+            .next()
+            .is_some()
+        {
             inner.max_block.insert(file, kept);
         }
     }
@@ -732,6 +751,58 @@ mod tests {
         wb.write(1, &[9u8; 4096], 0, &mem).unwrap();
         wb.flush_expired(1, Duration::ZERO, &mem).unwrap();
         assert_eq!(&mem.content(1)[..4096], &[9u8; 4096]);
+    }
+
+    /// A read racing a write-back (sync, close and the flusher take no block locks) finds the
+    /// dirty copy until `next` has it; before, the block left the dirty map first and the read
+    /// cached the old bytes `next` still held, for good.
+    #[test]
+    fn a_read_during_a_write_back_sees_the_dirty_block_and_caches_no_old_bytes() {
+        struct ReadsInside<'a> {
+            mem: &'a MemFiles,
+            stage: &'a CacheStage,
+            seen: Mutex<Vec<Vec<u8>>>,
+        }
+        impl Backend for ReadsInside<'_> {
+            fn read_at(&self, file: u64, buf: &mut [u8], off: u64) -> io::Result<usize> {
+                self.mem.read_at(file, buf, off)
+            }
+            fn write_at(&self, file: u64, data: &[u8], off: u64) -> io::Result<()> {
+                // Just before the block reaches `next`: a reader of the file.
+                let mut b = vec![0u8; 4096];
+                self.stage.read(file, &mut b, 0, self.mem).unwrap();
+                self.seen.lock().unwrap().push(b);
+                self.mem.write_at(file, data, off)
+            }
+            fn sync(&self, _file: u64) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mem = MemFiles::default();
+        mem.write_at(1, &[1u8; 4096], 0).unwrap();
+        // An engine of one region's worth less than what is dirty: the engine has evicted
+        // the block, only the dirty map holds it.
+        let wb = stage(Mode::WriteBack, 4096);
+        wb.write(1, &[2u8; 4096], 0, &mem).unwrap();
+        wb.write(1, &[3u8; 4096], 4096, &mem).unwrap();
+        let next = ReadsInside {
+            mem: &mem,
+            stage: &wb,
+            seen: Mutex::new(vec![]),
+        };
+        wb.write_back_file(1, &next).unwrap();
+        assert!(next
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|b| b == &vec![2u8; 4096]));
+        let mut b = [0u8; 4096];
+        wb.read(1, &mut b, 0, &mem).unwrap();
+        assert_eq!(
+            b, [2u8; 4096],
+            "a read during the write-back cached the old bytes"
+        );
     }
 
     #[test]
