@@ -164,12 +164,23 @@ impl SwitchFs {
     }
 
     fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
-        self.inodes
+        let names = self
+            .inodes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&ino.0)
-            .and_then(|names| names.first().cloned())
-            .ok_or(Errno::ENOENT)
+            .cloned()
+            .ok_or(Errno::ENOENT)?;
+        if names.len() == 1 {
+            return Ok(names[0].clone());
+        }
+        // Several names: hard links, or a name that went stale (a lookup racing the removal
+        // of the name, whose inode number the backing file system gave a new node since).
+        // The first that still names this inode.
+        let live = names.iter().find(|n| {
+            std::fs::symlink_metadata(self.real(n)).is_ok_and(|m| self.ino(m.ino()) == ino.0)
+        });
+        Ok(live.unwrap_or(&names[0]).clone())
     }
 
     /// Remembers `ns` as the newest name of `ino`.
@@ -222,7 +233,9 @@ impl SwitchFs {
             atime: t(m.atime(), m.atime_nsec()),
             mtime: t(m.mtime(), m.mtime_nsec()),
             ctime: t(m.ctime(), m.ctime_nsec()),
-            crtime: UNIX_EPOCH,
+            // The birth time tells apart two nodes the backing file system gave one inode
+            // number in turn (see `generation`).
+            crtime: m.created().unwrap_or(UNIX_EPOCH),
             kind,
             perm: (m.mode() & 0o7777) as u16,
             nlink: m.nlink() as u32,
@@ -254,7 +267,7 @@ impl SwitchFs {
             self.entry(&ns)
         })();
         match r {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&TTL, &a, generation(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -432,6 +445,15 @@ fn kill_suid(f: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// The node's generation, from its birth time: the backing file system reuses a removed
+/// node's inode number (our node id), and the kernel, which may still hold the old node under
+/// that id, takes a reply with another generation as a new node instead of serving the old
+/// one's type and attributes (pjdfstest in parallel saw ENOENT and ESTALE without it).
+fn generation(a: &FileAttr) -> Generation {
+    let d = a.crtime.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Generation(d.as_secs().wrapping_mul(1_000_000_007) ^ u64::from(d.subsec_nanos()))
+}
+
 fn cstr(p: &Path) -> Result<CString, Errno> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
 }
@@ -483,7 +505,7 @@ impl Filesystem for SwitchFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.child(parent, name).and_then(|p| self.entry(&p)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&TTL, &a, generation(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -781,10 +803,10 @@ impl Filesystem for SwitchFs {
         })();
         match r {
             Ok((a, fh, Some(id))) => {
-                reply.created_passthrough(&TTL, &a, Generation(0), fh, FopenFlags::empty(), &id)
+                reply.created_passthrough(&TTL, &a, generation(&a), fh, FopenFlags::empty(), &id)
             }
             Ok((a, fh, None)) => {
-                reply.created(&TTL, &a, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO)
+                reply.created(&TTL, &a, generation(&a), fh, FopenFlags::FOPEN_DIRECT_IO)
             }
             Err(e) => reply.error(e),
         }
@@ -1002,7 +1024,7 @@ impl Filesystem for SwitchFs {
             self.entry(&to)
         })();
         match r {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(a) => reply.entry(&TTL, &a, generation(&a)),
             Err(e) => reply.error(e),
         }
     }

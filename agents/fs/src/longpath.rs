@@ -6,7 +6,7 @@
 //! the mount is over it on the backing file system (`ENAMETOOLONG` where the application's path
 //! was valid). A [`Real`] path over [`LIMIT`] opens its ancestors a piece at a time (`O_PATH`
 //! directories, each piece under the limit) and names the rest through the last one's
-//! `/proc/self/fd` entry, so every `std::fs` call works on it unchanged.
+//! `/proc/thread-self/fd` entry (the calling thread's own fd table: FUSE worker threads may not share the leader's), so every `std::fs` call works on it unchanged.
 
 use std::ffi::CString;
 use std::io;
@@ -77,7 +77,7 @@ fn walk(abs: &Path) -> io::Result<Real> {
     let rest = std::ffi::OsStr::from_bytes(&bytes[start..]);
     let path = match &dir {
         Some(d) => Path::new(&format!(
-            "/proc/self/fd/{}",
+            "/proc/thread-self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(d)
         ))
         .join(rest),
