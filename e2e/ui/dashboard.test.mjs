@@ -418,7 +418,9 @@ async function run() {
     // waits for a dry run, which shows the per-host diff; the rollout reaches every agent.
     // The tenant of the policy gets a cgroup of its own, where step 5 makes real IO.
     const cgroup = makeTenantCgroup();
-    const POLICY = policy(cgroup ?? "/sys/fs/cgroup/reports");
+    // A classifier names the cgroup as /proc/PID/cgroup shows it (relative to the cgroup2
+    // root, which is the mount's root on the host), not the host directory made for it.
+    const POLICY = policy(cgroup ? `/${path.basename(cgroup)}` : "/reports");
     if (has("/api/v1/policies")) {
       await page.click('[data-testid="nav-policies"]');
       await page.waitForSelector(".cm-content");
