@@ -135,7 +135,8 @@ def until(what: str | Callable[[], str], predicate: Callable[[], Any], check: Ca
     deadline = time.monotonic() + GUARD_S
     while (value := predicate()) is None or value is False:
         check()
-        assert time.monotonic() < deadline, f"timed out after {GUARD_S:g} s waiting for {what if isinstance(what, str) else what()}"
+        if time.monotonic() >= deadline:  # a hang guard only, as conftest.wait_for's
+            raise TimeoutError(f"timed out after {GUARD_S:g} s waiting for {what if isinstance(what, str) else what()}")
         time.sleep(0.5)
     return value
 
