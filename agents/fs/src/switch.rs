@@ -1007,6 +1007,17 @@ impl Switch {
         if !self.current().stages.iter().any(|s| s.holds_data()) {
             return Ok(());
         }
+        self.each_stage_of_routes(ctx, |s, next| s.flush_expired(ctx.id, max_age, next))
+    }
+
+    /// Runs `f` on every stage of every route of the file (its write route and those its
+    /// delegates point at), in route order, with the rest of the route after the stage: a
+    /// stage's write-back may fill the next one.
+    fn each_stage_of_routes(
+        &self,
+        ctx: &FileCtx,
+        mut f: impl FnMut(&Arc<dyn Stage>, &Chain) -> io::Result<()>,
+    ) -> io::Result<()> {
         for route in self.routes_of(ctx) {
             let end = End {
                 sw: self,
@@ -1019,7 +1030,7 @@ impl Switch {
                     stages: &route.stages[i + 1..],
                     end: &end,
                 };
-                s.flush_expired(ctx.id, max_age, &next)?;
+                f(s, &next)?;
             }
         }
         Ok(())

@@ -25,8 +25,8 @@ use std::num::NonZeroUsize;
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{End, FileCtx, Switch};
-use crate::stage::{Chain, Stage};
+use super::{FileCtx, Switch};
+use crate::stage::Stage;
 
 /// How many closed files' stamps are kept; a file whose stamp was dropped starts cold at its
 /// next open (a cost, never a wrong byte).
@@ -266,39 +266,17 @@ impl Switch {
         }
     }
 
-    /// Every stage of every route of the file writes back what it holds of it, in route
-    /// order (a stage's write-back may fill the next one). Nothing to write back: no route
-    /// is looked up.
+    /// Every stage of every route of the file writes back what it holds of it. Nothing to
+    /// write back: no route is looked up.
     fn write_back_file(&self, held: &HashMap<u64, FileCtx>, id: u64) -> io::Result<()> {
-        let dirty = || {
-            self.current()
-                .stages
-                .iter()
-                .any(|s| s.dirty_files().contains(&id))
-        };
-        if !dirty() {
+        let c = self.current();
+        if !c.stages.iter().any(|s| s.dirty_files().contains(&id)) {
             return Ok(());
         }
+        drop(c);
         let ctx = held.get(&id).ok_or_else(|| {
             io::Error::other(format!("file {id} has data in a stage but no known route"))
         })?;
-        for route in self.routes_of(ctx) {
-            let end = End {
-                sw: self,
-                ctx,
-                route: &route,
-                read_from: 0,
-            };
-            for (i, s) in route.stages.iter().enumerate() {
-                s.write_back_file(
-                    id,
-                    &Chain {
-                        stages: &route.stages[i + 1..],
-                        end: &end,
-                    },
-                )?;
-            }
-        }
-        Ok(())
+        self.each_stage_of_routes(ctx, |s, next| s.write_back_file(id, next))
     }
 }
