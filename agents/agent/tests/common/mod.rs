@@ -54,13 +54,26 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// On a free port.
+    /// On a free port. Tests run in parallel and each picks a port by binding port 0 and
+    /// letting it go, so two servers can be handed the same one: the second cannot bind and
+    /// exits while the first answers. Another port is tried then (counted, not timed).
     pub fn start(bin: &Path, dir: &Path) -> Redis {
-        Self::start_on(bin, free_port(), dir)
+        for _ in 0..20 {
+            if let Some(r) = Self::try_start_on(bin, free_port(), dir) {
+                return r;
+            }
+        }
+        panic!("redis-server did not start on any of 20 free ports");
     }
 
     /// On `port` (a restart keeps its clients' URL).
     pub fn start_on(bin: &Path, port: u16, dir: &Path) -> Redis {
+        Self::try_start_on(bin, port, dir)
+            .unwrap_or_else(|| panic!("another process holds port {port}"))
+    }
+
+    /// None when the server that answers on `port` is not this child.
+    fn try_start_on(bin: &Path, port: u16, dir: &Path) -> Option<Redis> {
         let child = Command::new(bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -70,16 +83,21 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server");
-        let r = Redis {
+        let mut r = Redis {
             child,
             url: format!("redis://127.0.0.1:{port}"),
         };
-        wait_for("redis-server to answer PING", || {
-            redis::cmd("PING")
-                .query::<String>(&mut connect(&r.url)?)
-                .ok()
+        let pid = wait_for("redis-server to answer or exit", || {
+            if r.child.try_wait().ok()?.is_some() {
+                return Some(None); // it could not bind
+            }
+            let info: String = redis::cmd("INFO").arg("server").query(&mut connect(&r.url)?).ok()?;
+            info.lines()
+                .find_map(|l| l.strip_prefix("process_id:"))
+                .and_then(|p| p.trim().parse::<u32>().ok())
+                .map(Some)
         });
-        r
+        (pid == Some(r.child.id())).then_some(r)
     }
 }
 

@@ -60,28 +60,63 @@ pub struct Memcached {
 
 impl Memcached {
     /// `extra`: more flags, e.g. `-I 1k` for a small item limit.
+    ///
+    /// Tests run in parallel and each picks a free port by binding port 0 and letting it go,
+    /// so two memcacheds can be handed the same port: the second fails to bind and exits while
+    /// the first answers its connect. A server is only ours when its `stats` reports our
+    /// child's pid; otherwise the start is retried on another port (counted, not timed).
     pub fn start(mib: u32, extra: &[&str]) -> Memcached {
+        for _ in 0..20 {
+            if let Some(m) = Self::try_start(mib, extra) {
+                return m;
+            }
+        }
+        panic!("memcached did not start on any of 20 free ports");
+    }
+
+    fn try_start(mib: u32, extra: &[&str]) -> Option<Memcached> {
         let port = free_port();
         let child = Command::new(memcached_binary())
             .args(["-u", "root", "-l", "127.0.0.1", "-t", "2", "-U", "0"])
             .args(["-p", &port.to_string(), "-m", &mib.to_string()])
             .args(extra)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("start memcached");
-        let m = Memcached {
+        let mut m = Memcached {
             child,
             addr: format!("127.0.0.1:{port}"),
         };
         // Counted poll: memcached listens within a few tries.
         for _ in 0..200 {
-            if TcpStream::connect(&m.addr).is_ok() {
-                return m;
+            if m.child.try_wait().expect("wait on memcached").is_some() {
+                return None; // it could not bind: the port was taken
+            }
+            if let Some(pid) = server_pid(&m.addr) {
+                return (pid == m.child.id()).then_some(m);
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
         panic!("memcached did not listen on {}", m.addr);
     }
+}
+
+/// The pid the memcached listening on `addr` reports in `stats`, or None if none answers.
+fn server_pid(addr: &str) -> Option<u32> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.write_all(b"stats\r\n").ok()?;
+    for line in BufReader::new(s).lines() {
+        let line = line.ok()?;
+        if let Some(pid) = line.strip_prefix("STAT pid ") {
+            return pid.trim().parse().ok();
+        }
+        if line.starts_with("END") {
+            return None;
+        }
+    }
+    None
 }
 
 impl Drop for Memcached {
