@@ -8,7 +8,7 @@
 use std::fmt;
 
 use lachesis_switch::names::{check_len, de_name};
-use lachesis_switch::{ClassifierKind, Match, Rule, StageConfig, Tenant};
+use lachesis_switch::{ClassifierKind, Match, Op, Rule, StageConfig, Tenant};
 use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use time::format_description::well_known::Rfc3339;
@@ -261,6 +261,16 @@ fn de_classifier_kinds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Classifier
     Ok(kinds)
 }
 
+fn de_ops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Op>>, D::Error> {
+    let ops = Vec::<Op>::deserialize(d)?;
+    for (i, op) in ops.iter().enumerate() {
+        if ops[..i].contains(op) {
+            return Err(D::Error::custom(format!("ops: {op} is listed twice")));
+        }
+    }
+    Ok(Some(ops))
+}
+
 fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
     if !(v.is_finite() && v >= 0.0) {
@@ -322,12 +332,20 @@ pub struct Kernel {
     pub fuse: bool,
 }
 
-/// One data path the agent runs and the tenant classifier kinds it decides.
+/// One data path the agent runs, the tenant classifier kinds it decides and the operations
+/// its IO carries (the rule ops it can match; the controller refuses the others).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataPath {
     #[serde(deserialize_with = "de_classifier_kinds")]
     pub classifiers: Vec<ClassifierKind>,
+    /// `None`: not registered (an agent from before ops were), not judged.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_ops"
+    )]
+    pub ops: Option<Vec<Op>>,
 }
 
 /// The data paths the agent runs (`None`: not run), so the controller can refuse a tenant

@@ -5,7 +5,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use lachesis_switch::names::{is_valid_name, name_error};
-use lachesis_switch::ClassifierKind;
+use lachesis_switch::{ClassifierKind, Op};
 
 use crate::bus::{Capabilities, DataPath, DataPaths, Device, DeviceKind, Kernel};
 
@@ -166,12 +166,23 @@ pub fn btf_available() -> bool {
 /// The data paths this agent runs (`fuse`: a `--mount`; `kv`: `--kv-listen`) and the
 /// classifier kinds each decides, as their crates define them.
 pub fn data_paths(fuse: bool, kv: bool) -> DataPaths {
-    let path = |kinds: &[ClassifierKind]| DataPath {
+    let path = |kinds: &[ClassifierKind], ops: &[Op]| DataPath {
         classifiers: kinds.to_vec(),
+        ops: Some(ops.to_vec()),
     };
     DataPaths {
-        fuse: fuse.then(|| path(&lachesis_fs::embed::CLASSIFIER_KINDS)),
-        kv: kv.then(|| path(&lachesis_kv::tenant::CLASSIFIER_KINDS)),
+        fuse: fuse.then(|| {
+            path(
+                &lachesis_fs::embed::CLASSIFIER_KINDS,
+                &lachesis_fs::embed::OPS,
+            )
+        }),
+        kv: kv.then(|| {
+            path(
+                &lachesis_kv::tenant::CLASSIFIER_KINDS,
+                &lachesis_kv::tenant::OPS,
+            )
+        }),
     }
 }
 
@@ -298,13 +309,16 @@ mod tests {
         let none = data_paths(false, false);
         assert_eq!((none.fuse, none.kv), (None, None));
         let both = data_paths(true, true);
-        let fuse = both.fuse.unwrap().classifiers;
+        let fuse_path = both.fuse.unwrap();
+        let fuse = fuse_path.classifiers;
         assert!(fuse.contains(&ClassifierKind::PathPrefix), "{fuse:?}");
         assert!(!fuse.contains(&ClassifierKind::Process), "{fuse:?}");
-        assert_eq!(
-            both.kv.unwrap().classifiers,
-            vec![ClassifierKind::KeyPrefix]
-        );
+        // The switch routes reads and writes; names are created and removed in the backing
+        // directory, so a create or delete rule is the controller's to refuse.
+        assert_eq!(fuse_path.ops, Some(vec![Op::Read, Op::Write]));
+        let kv = both.kv.unwrap();
+        assert_eq!(kv.classifiers, vec![ClassifierKind::KeyPrefix]);
+        assert_eq!(kv.ops, Some(vec![Op::Read, Op::Write, Op::Delete]));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lachesis_switch::cgroup::Cgroup2Mount;
-use lachesis_switch::ClassifierKind;
+use lachesis_switch::{ClassifierKind, Op};
 
 use crate::classify::{Classifier, Selector, TenantSpec};
 use crate::fuse::SwitchFs;
@@ -27,6 +27,11 @@ pub const CLASSIFIER_KINDS: [ClassifierKind; 3] = [
     ClassifierKind::PathPrefix,
     ClassifierKind::Uid,
 ];
+
+/// The operations of the IO the FUSE switch routes: reads and writes. Creating and removing
+/// names pass through to the backing directory, so a rule's `create` or `delete` op would
+/// never match here; the agent registers these and the controller refuses the others.
+pub const OPS: [Op; 2] = [Op::Read, Op::Write];
 
 /// A tenant's classifier the FUSE switch cannot decide. Refused, never dropped: a tenant
 /// the switch accepted but could not recognise would get none of its rules, silently.

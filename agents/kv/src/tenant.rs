@@ -80,6 +80,10 @@ pub fn op_of(write: bool, delete: bool) -> Op {
 /// the FUSE switch's to classify, or the controller's to refuse.
 pub const CLASSIFIER_KINDS: [ClassifierKind; 1] = [ClassifierKind::KeyPrefix];
 
+/// The operations of the requests the KV front end routes: gets are reads, sets (and the
+/// other storage commands) writes, deletes deletes; nothing creates. The agent registers them.
+pub const OPS: [Op; 3] = [Op::Read, Op::Write, Op::Delete];
+
 /// Tenants the KV front end serves: those with a key-prefix classifier, and those bound to
 /// a port.
 pub fn kv_tenants<'a>(tenants: &'a [Tenant], ports: &HashMap<u16, String>) -> Vec<&'a Tenant> {

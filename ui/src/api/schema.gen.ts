@@ -270,11 +270,14 @@ export interface components {
         };
         /**
          * DataPath
-         * @description One data path the agent runs and the tenant classifier kinds it decides.
+         * @description One data path the agent runs, the tenant classifier kinds it decides and the
+         *     operations its IO carries (rules' `match.ops` it can match).
          */
         DataPath: {
             /** Classifiers */
             classifiers: ("cgroup" | "uid" | "process" | "path_prefix" | "key_prefix")[];
+            /** Ops */
+            ops?: ("read" | "write" | "create" | "delete")[];
         };
         /**
          * DataPaths

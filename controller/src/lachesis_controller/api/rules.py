@@ -19,6 +19,7 @@ from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Host, Rule, Tenant
 from lachesis_controller.observability.tracing import current_traceparent
+from lachesis_controller.policy.enforced import check_rule_ops
 from lachesis_controller.policy.ruleset import current_rules, declared_stages, rule_dict
 from lachesis_controller.policy.verify import verify
 from lachesis_controller.rollout import engine as rollouts
@@ -64,6 +65,11 @@ def _check_references(session: Session, spec: RuleSpec, principal: Principal, se
         seen.add(host_id)
     if errors:
         raise invalid(errors)
+    tenants = {t.name: t.classifiers for t in session.scalars(select(Tenant))}
+    check_rule_ops(
+        session, [{"name": spec.name, "hosts": spec.hosts, "match": spec.match.dump()}], tenants,
+        lambda _r, o: f"match.ops[{o}]",
+    )
 
 
 def _audit(

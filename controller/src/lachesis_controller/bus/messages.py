@@ -260,15 +260,26 @@ def _unique_kinds(kinds: list[str]) -> list[str]:
     return kinds
 
 
+def _unique_ops(ops: list[str] | None) -> list[str] | None:
+    if ops is not None and len(set(ops)) != len(ops):
+        raise ValueError("an operation must not repeat")
+    return ops
+
+
 def _unique_items(schema: dict[str, Any]) -> None:
     schema["uniqueItems"] = True
 
 
 class DataPath(BusModel):
-    """One data path the agent runs and the tenant classifier kinds it decides."""
+    """One data path the agent runs, the tenant classifier kinds it decides and the
+    operations its IO carries (rules' `match.ops` it can match)."""
 
     classifiers: Annotated[list[ClassifierKind], AfterValidator(_unique_kinds)] = Field(
         max_length=5, json_schema_extra=_unique_items
+    )
+    # Absent: an agent from before operations were registered (not judged).
+    ops: Annotated[list[Op], AfterValidator(_unique_ops)] = Field(  # type: ignore[assignment]
+        default=None, max_length=4, json_schema_extra=_unique_items
     )
 
 

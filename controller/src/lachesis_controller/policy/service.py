@@ -18,7 +18,7 @@ from lachesis_controller.auth.endpoint_roots import confine
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import Host, PolicyVersion, Rule, Tenant
 from lachesis_controller.policy.compile import Compiled, compile_policy, duplicates
-from lachesis_controller.policy.enforced import check_classifiers
+from lachesis_controller.policy.enforced import check_classifiers, check_rule_ops
 from lachesis_controller.policy.parse import Located, parse, validate
 from lachesis_controller.policy.ruleset import current_rules, declared_stages, policies_in_force, stage_info
 from lachesis_controller.policy.verify import verify
@@ -82,6 +82,12 @@ def plan(
     check_classifiers(
         session, compiled.tenants, lambda t, c: f"spec.tenants[{t}].classifiers[{c}].kind",
         lambda t, c: doc.located.where(("spec", "tenants", t, "classifiers", c, "kind")),
+    )
+    tenants_known = {t.name: t.classifiers for t in session.scalars(select(Tenant))}
+    tenants_known.update({t["name"]: t["classifiers"] for t in compiled.tenants})
+    check_rule_ops(
+        session, compiled.rules, tenants_known, lambda r, o: f"spec.rules[{r}].match.ops[{o}]",
+        lambda r, o: doc.located.where(("spec", "rules", r, "match", "ops", o)),
     )
     rules_after = sorted(remaining + compiled.rules, key=lambda r: (r["priority"], r["name"]))
     within(len(rules_after), MAX_RULES, "rules", "spec.rules")
