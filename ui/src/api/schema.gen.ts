@@ -1886,7 +1886,7 @@ export interface components {
             enter_reports: number;
             /**
              * Hedge After Ms
-             * @description Recorded; not enforced.
+             * @description Hedged reads: not done by any agent, so refused when set (nothing accepted that is not enforced).
              */
             hedge_after_ms?: number | null;
             /**

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from lachesis_controller.bus.messages import MAX_BYTES, CacheEngine, HostId, Name
 from lachesis_controller.bus.messages import ServeDir as ServeDir
@@ -162,13 +162,23 @@ class TailLatencyStage(StageBase):
         default_factory=list, max_length=MAX_PATHS,
         description="tcp://HOST:PORT/dir endpoints: the first is the owner's, writes may be forwarded to the others.",
     )
-    hedge_after_ms: float | None = Field(default=None, gt=0, le=60_000, description="Recorded; not enforced.")
+    hedge_after_ms: float | None = Field(
+        default=None, gt=0, le=60_000,
+        description="Hedged reads: not done by any agent, so refused when set (nothing accepted that is not enforced).",
+    )
     alpha: float = Field(default=2.0, gt=1, le=1000, description="Forward when recent latency > alpha x long-run mean.")
     reclaim_bytes_per_s: int = Field(default=64 << 20, ge=1, le=MAX_BYTES, description="Pace of copying forwarded data back.")
     enter_reports: int = Field(
         default=2, ge=1, le=100,
         description="Forward only once the endpoint is slow in this many of the agents' reports in a row (1: on the first).",
     )
+
+    @field_validator("hedge_after_ms")
+    @classmethod
+    def _no_hedging(cls, value: float | None) -> float | None:
+        if value is not None:
+            raise ValueError("no agent hedges reads yet, so a hedge would be shipped and ignored: leave hedge_after_ms out")
+        return value
 
     @model_validator(mode="after")
     def _two_places(self) -> TailLatencyStage:
