@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,7 +43,7 @@ import pytest
 from conformance import (BUILD_TOOLS, CONFORMANCE, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                          FUSE_KERNEL_REFUSES_FLAGS, FsxRun, ProveFile, ProveResult, build, fallocate, fsx_argv,
                          run_fsx, run_prove, sha256, small_pipe)
-from conftest import require, wait_for
+from conftest import Cluster, require, start_with_datapath, wait_for
 from test_fs import FS_BIN, Mount, stage_rule
 
 MiB = 1 << 20
@@ -309,6 +309,49 @@ def background(lab: Lab, request: pytest.FixtureRequest) -> Lab:
 # ---------------------------------------------------------------- fsx while the stage changes
 
 
+def fsx_with_changes(label: str, argv: list[str], seed: int,
+                     changes: list[tuple[int, str, Callable[[], Callable[[], bool]]]],
+                     window: int) -> tuple[FsxRun, list[str], str | None]:
+    """Runs fsx (`argv` with -p 1) and makes each change when fsx reports its operation count:
+    `make()` makes it and returns whether it is in force yet, which must hold before fsx is
+    `window` operations further. fsx's output is not read meanwhile, so it blocks on its
+    one-page pipe (no clock involved). Returns the run, what was made when, and what was made
+    but never seen in force."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    small_pipe(proc.stdout.fileno())
+    out: list[str] = []
+    done: list[str] = []
+    pending: tuple[int, str, Callable[[], bool]] | None = None  # (op made at, what, in force?)
+    todo = list(changes)
+    timer = threading.Timer(FSX_TIMEOUT, proc.kill)
+    timer.start()
+    try:
+        for line in io.TextIOWrapper(proc.stdout, errors="replace"):
+            out.append(line)
+            if not (n := re.match(r"^(\d+) ", line)):
+                continue
+            op = int(n.group(1))
+            if pending:
+                at, what, loaded = pending
+                if op >= at + window:
+                    # fsx blocks on its output until the change is in force.
+                    wait_for(f"'{what}' (made at operation {at}) to be in force", loaded, timeout=120)
+                if loaded():
+                    done.append(f"{what}: made at op {at}, in force by op {op}")
+                    pending = None
+            if pending is None and todo and op >= todo[0][0]:
+                _, what, make = todo.pop(0)
+                pending = (op, what, make())
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    missed = f"{pending[1]}: made at op {pending[0]}, not yet seen in force" if pending else None
+    return FsxRun(label, argv, seed, "".join(out), rc), done + ([missed] if missed else []), missed
+
+
 def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded(background: Lab) -> None:
     """One fsx run, its file behind a write-back stage changed under it: grown, shrunk (dirty
     blocks written back first), rebuilt with another engine, its rule and stage removed, added
@@ -344,42 +387,14 @@ def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded
             return now is None
         return now is not None and now["engine"] == st["engine"] and now["installed_bytes"] == st["size_bytes"]
 
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    small_pipe(proc.stdout.fileno())
-    out: list[str] = []
-    done: list[str] = []
-    pending: tuple[int, str, dict | None, int] | None = None  # (op applied at, what, stage, reloads before)
-    todo = list(changes)
-    timer = threading.Timer(FSX_TIMEOUT, proc.kill)
-    timer.start()
-    try:
-        for line in io.TextIOWrapper(proc.stdout, errors="replace"):
-            out.append(line)
-            if not (n := re.match(r"^(\d+) ", line)):
-                continue
-            op = int(n.group(1))
-            if pending:
-                at, what, st, before = pending
-                loaded = lambda: m.reloads() > before and in_force(st)  # noqa: E731
-                if op >= at + window:
-                    # fsx blocks on its output until the change is in force.
-                    wait_for(f"'{what}' (made at operation {at}) to be in force", loaded, timeout=120)
-                if loaded():
-                    done.append(f"{what}: made at op {at}, in force by op {op}")
-                    pending = None
-            if pending is None and todo and op >= todo[0][0]:
-                at, what, st = todo.pop(0)
-                pending = (op, what, st, m.reloads())
-                m.set_rules(rules(st))
-        rc = proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    run = FsxRun("live", argv, seed, "".join(out), rc)
-    if pending:
-        done.append(f"{pending[1]}: made at op {pending[0]}, not yet seen in force")
+    def change(st: dict | None) -> Callable[[], Callable[[], bool]]:
+        def make() -> Callable[[], bool]:
+            before = m.reloads()
+            m.set_rules(rules(st))
+            return lambda: m.reloads() > before and in_force(st)
+        return make
+
+    run, done, pending = fsx_with_changes("live", argv, seed, [(at, what, change(st)) for at, what, st in changes], window)
     report = "\n    ".join(done) or "(none)"
     ok = run.ok
     assert ok, (f"fsx (seed {seed}) through a stage changed under it:\n  {run.describe()}\n  changes made before it:\n    {report}\n"
@@ -390,6 +405,94 @@ def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded
     want = sha256(ref_dir / "f")
     assert sha256(m.mnt / "live" / "f") == want, f"the file through the mount differs from the same fsx run's on the backing file system\n  {how}"
     assert sha256(m.backing / "live" / "f") == want, f"the backing file differs from the same fsx run's on the backing file system\n  {how}"
+
+
+# ---------------------------------------------------------------- fsx across two-phase rollouts
+
+ROLLOUT_STAGES = {"cache/a": ("loc", "back"), "cache/b": ("kangaroo", "back"), "cache/c": ("dram", "through")}
+
+
+def rollout_policy(target: str | None, priority: int = 10, resized: int = 0) -> str:
+    """The policy of the rollout test: a path tenant, three cache stages and, unless `target`
+    is None, the rule sending the tenant's IO to `target`."""
+    stages = "".join(
+        f"    - {{name: {n}, kind: cache, owner: live, engine: {e}, write_mode: {w}, "
+        f"size_bytes: {(4 << 20) + (resized if n == 'cache/b' else 0)}, max_dirty_bytes: {2 << 20}}}\n"
+        for n, (e, w) in ROLLOUT_STAGES.items())
+    rule = (f"    - {{name: live-io, priority: {priority}, match: {{tenant: live}},"
+            f" detours: [{{what: io, to: {{kind: stage, target: {target}}}}}]}}\n") if target else ""
+    return ("apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: live}\nspec:\n"
+            "  tenants:\n    - {name: live, classifiers: [{kind: path_prefix, value: /live}]}\n"
+            f"  stages:\n{stages}  rules:\n{rule or '    []'}")
+
+
+def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, cluster: Cluster,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsx through a real agent's mount while the controller moves the file's flow between
+    write-back and write-through stages of three engines (two-phase rollouts: quiesce, drain,
+    install, resume), resizes a stage under it, removes the rule and adds it again. Each
+    change is applied through the REST API when fsx reports an operation count and its rollout
+    must have succeeded before fsx is 500 operations further; the file equals the same fsx run's
+    on the backing file system, through the mount and in the backing directory after every
+    stage wrote back."""
+    lab = background
+    monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "200")
+    home = start_with_datapath(cluster, "64MiB")
+    mnt, data = home / "mnt", home / "data"
+    (data / "live").mkdir()
+    ops = max(FSX_OPS // 2, 6000)
+    seed = seed_for("two-phase")
+    maxlen = FILE_TIMES_STAGE * 4 * MiB
+    ref_dir = lab.dir("two-phase-ref")
+    ref_argv = fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=ops, maxlen=maxlen, logdir=ref_dir,
+                        extra=FUSE_KERNEL_REFUSES_FLAGS)
+    ref = lab.submit(lab.ref_pool, "fsx two-phase (reference on the backing fs)", run_fsx, "two-phase-ref", ref_argv,
+                     seed, FSX_TIMEOUT)
+    argv = fsx_argv(lab.fsx, mnt / "live" / "f", seed=seed, ops=ops, maxlen=maxlen,
+                    logdir=lab.dir("fsx-logs/two-phase"), extra=["-p", "1"])
+    how = f"reproduce: {reproduce('two_phase', seed)}\n  fsx: {' '.join(argv)}"
+    rollouts: list[dict] = []
+
+    def apply(policy: str) -> Callable[[], bool]:
+        with cluster.api() as api:
+            r = api.post("/api/v1/policies", content=policy.encode(), headers={"content-type": "application/yaml"})
+            assert r.status_code == 201, r.text
+            rid = r.json()["rollout_id"]
+
+        def done() -> bool:
+            got = cluster.rollout(rid)
+            if got["state"] == "pending":
+                return False
+            assert got["state"] == "succeeded", got
+            rollouts.append(got)
+            return True
+        return done
+
+    first = apply(rollout_policy("cache/a"))
+    wait_for("the first rollout", first, timeout=60)
+    step = ops // 7
+    changes = [
+        (1 * step, "flow moved a (loc, back) -> b (kangaroo, back)", lambda: apply(rollout_policy("cache/b"))),
+        (2 * step, "b grown by 2 MiB", lambda: apply(rollout_policy("cache/b", resized=2 << 20))),
+        (3 * step, "flow moved b -> c (dram, through)", lambda: apply(rollout_policy("cache/c", resized=2 << 20))),
+        (4 * step, "flow moved c -> a, priority changed", lambda: apply(rollout_policy("cache/a", 20, 2 << 20))),
+        (5 * step, "rule removed", lambda: apply(rollout_policy(None, resized=2 << 20))),
+        (6 * step, "rule added again -> b", lambda: apply(rollout_policy("cache/b", resized=2 << 20))),
+    ]
+    run, done, pending = fsx_with_changes("two-phase", argv, seed, changes, 500)
+    report = "\n    ".join(done) or "(none)"
+    assert run.ok, (f"fsx (seed {seed}) across rollouts:\n  {run.describe()}\n  changes made before it:\n    {report}\n"
+                    f"  {how}")
+    assert len(done) == len(changes) and not pending, f"only {len(done)} of {len(changes)} changes made:\n    {report}"
+    # The moves were two-phase: their rollouts quiesced the flow first.
+    phases = [r["phase"] for r in rollouts]
+    assert sum(p is not None for p in phases) >= 3, phases
+    r = ref.result()
+    assert r.ok, f"fsx on the backing file system (the reference): {r.describe()}"
+    want = sha256(ref_dir / "f")
+    assert sha256(mnt / "live" / "f") == want, f"the file through the mount differs from the reference\n  {how}"
+    # fsx closed the file: every write-back stage wrote it back.
+    assert sha256(data / "live" / "f") == want, f"the backing file differs from the reference\n  {how}"
 
 
 # ---------------------------------------------------------------- fsx, fsync, kill -9, restart
