@@ -43,7 +43,7 @@ import pytest
 from conformance import (BUILD_TOOLS, CONFORMANCE, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
                          FUSE_KERNEL_REFUSES_FLAGS, FsxRun, ProveFile, ProveResult, build, fallocate, fsx_argv,
                          run_fsx, run_prove, sha256, small_pipe)
-from conftest import Cluster, require, start_with_datapath, wait_for
+from conftest import AGENT_BIN, Cluster, free_port, mounted, require, start_with_datapath, wait_for
 from test_fs import FS_BIN, Mount, stage_rule
 
 MiB = 1 << 20
@@ -493,6 +493,100 @@ def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, clus
     assert sha256(mnt / "live" / "f") == want, f"the file through the mount differs from the reference\n  {how}"
     # fsx closed the file: every write-back stage wrote it back.
     assert sha256(data / "live" / "f") == want, f"the backing file differs from the reference\n  {how}"
+
+
+# ---------------------------------------------------------------- fsx through both levels of a two-level cache
+
+# fallocate's classes (allocate, punch, zero; collapse and insert the kernel refuses anyway):
+# a file whose newest bytes live at an endpoint gets EOPNOTSUPP (docs/reliability.md).
+ENDPOINT_REFUSES_FLAGS = ["-F", "-H", "-z", *FUSE_KERNEL_REFUSES_FLAGS]
+
+
+def two_level_policy() -> str:
+    """A DRAM level-1 stage on node-1 that demotes to an exclusive DRAM server level on
+    storage-1, in front of the store storage-1 serves (the rule is two_level_rule)."""
+    return f"""apiVersion: lachesis.dev/v1
+kind: Policy
+metadata: {{name: two-level}}
+spec:
+  tenants:
+    - {{name: media, classifiers: [{{kind: uid, value: "0"}}]}}
+  stages:
+    - {{name: cache/l1, kind: cache, owner: media, engine: dram, size_bytes: {1 << 20}, hosts: [node-1], parent: cache/l2}}
+    - {{name: cache/l2, kind: cache, owner: media, level: 2, engine: dram, size_bytes: {2 << 20}, serves: [store],
+       hosts: [storage-1], exclusive: true}}
+"""
+
+
+def two_level_rule(port: int) -> dict:
+    """Every IO of /media (root's) through level 1 to the remote endpoint (REST: a policy's rule
+    may only send writes to endpoints a stage declares)."""
+    return {"name": "media-remote", "priority": 10, "match": {"tenant": "media", "path_prefix": "/media"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/l1"}},
+                        {"what": "io", "to": {"kind": "file", "target": f"tcp://127.0.0.1:{port}/store"}}]}
+
+
+def test_fsx_through_both_levels_of_a_two_level_cache(background: Lab, cluster: Cluster,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsx on a file whose IO goes through a level-1 DRAM stage, over the network to another
+    agent's forwarding server, through its exclusive server level (holding what level 1
+    demotes) to the server's store: every read fsx checks is the last write, through both
+    levels and their demotions, copy_file_range included, on a file five times their size.
+    fallocate's classes are off: the mount refuses them (EOPNOTSUPP) for a file whose newest
+    bytes live at an endpoint (docs/reliability.md); fsx switches off nothing else that it
+    does not switch off on the backing file system."""
+    lab = background
+    require(AGENT_BIN.exists(), f"{AGENT_BIN} (cd agents && cargo build --release -p lachesis-agent)")
+    monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "300")
+    backing, mnt, serve_root = cluster.tmp / "backing", cluster.tmp / "mnt", cluster.tmp / "serve"
+    for d in (backing / "media", mnt, serve_root / "store"):
+        d.mkdir(parents=True)
+    port = free_port()
+    cluster.start_redis()
+    cluster.start_controller()
+    agents = {"node-1": ["--mount", f"{backing}:{mnt}", "--endpoint-root", str(cluster.tmp)],
+              "storage-1": ["--serve-listen", f"127.0.0.1:{port}", "--serve-root", str(serve_root)]}
+    for host, extra in agents.items():
+        cluster._add(f"agent-{host}", [str(AGENT_BIN), "run", "--host-id", host, "--redis-url", cluster.enroll(host),
+                                       "--no-ebpf", *extra, "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "30"],
+                     {"RUST_LOG": "info"}).start()
+    try:
+        for host in agents:
+            wait_for(f"{host} to ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1, timeout=60)
+        with cluster.api() as api:
+            r = api.post("/api/v1/policies", content=two_level_policy().encode(),
+                         headers={"content-type": "application/yaml"})
+            assert r.status_code == 201, r.text
+            assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
+            r = api.post("/api/v1/rules", json=two_level_rule(port))
+            assert r.status_code == 201, r.text
+            assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
+        seed = seed_for("two-level")
+        argv = fsx_argv(lab.fsx, mnt / "media" / "f", seed=seed, ops=max(FSX_OPS // 2, 6000),
+                        maxlen=FILE_TIMES_STAGE * (3 << 20), logdir=lab.dir("fsx-logs/two-level"),
+                        extra=ENDPOINT_REFUSES_FLAGS)
+        run = run_fsx("two-level", argv, seed, FSX_TIMEOUT)
+        how = f"reproduce: {reproduce('two_level', seed)}\n  fsx: {' '.join(argv)}"
+        assert run.ok, f"fsx (seed {seed}) through both levels:\n  {run.describe()}\n  {how}"
+        # What fsx switches off on the backing file system too (atomic writes without -Z, ...).
+        ref_dir = lab.dir("two-level-ref")
+        baseline = run_fsx("two-level-ref", fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=1, maxlen=1 << 20,
+                                                     logdir=ref_dir, extra=ENDPOINT_REFUSES_FLAGS), seed, FSX_TIMEOUT)
+        refused = run.disabled_by_the_mount(baseline.disabled())
+        assert refused == set(), f"fsx switched off {sorted(refused)}\n  {how}"
+        # Both levels took part: level 1 demoted blocks it evicted, the server level served reads.
+        def levels() -> dict | None:
+            with cluster.api() as api:
+                got = {n: next((x for x in api.get(f"/api/v1/stages/{n}/stats").json() if x.get("reported_at")), {})
+                       for n in ("cache/l1", "cache/l2")}
+            l1, l2 = got["cache/l1"], got["cache/l2"]
+            return got if l1.get("demoted_blocks") and (l2.get("hits", 0) + l2.get("misses", 0)) else None
+
+        wait_for("both levels to report their part", levels, timeout=120)
+    finally:
+        cluster.stop_all()
+        if mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 # ---------------------------------------------------------------- fsx, fsync, kill -9, restart
