@@ -502,6 +502,15 @@ def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, clus
 ENDPOINT_REFUSES_FLAGS = ["-F", "-H", "-z", *FUSE_KERNEL_REFUSES_FLAGS]
 
 
+def switched_off_by_the_mount(lab: Lab, run: FsxRun, flags: list[str]) -> set[str]:
+    """What `run` switched off that fsx with the same `flags` does not switch off on the
+    backing file system (atomic writes without -Z, ...), nor the kernel's FUSE module refuses."""
+    ref_dir = lab.dir(f"{run.label}-baseline")
+    baseline = run_fsx(f"{run.label}-baseline", fsx_argv(lab.fsx, ref_dir / "f", seed=run.seed, ops=1, maxlen=MiB,
+                                                         logdir=ref_dir, extra=flags), run.seed, FSX_TIMEOUT)
+    return run.disabled_by_the_mount(baseline.disabled())
+
+
 def two_level_policy() -> str:
     """A DRAM level-1 stage on node-1 that demotes to an exclusive DRAM server level on
     storage-1, in front of the store storage-1 serves (the rule is two_level_rule)."""
@@ -568,11 +577,7 @@ def test_fsx_through_both_levels_of_a_two_level_cache(background: Lab, cluster: 
         run = run_fsx("two-level", argv, seed, FSX_TIMEOUT)
         how = f"reproduce: {reproduce('two_level', seed)}\n  fsx: {' '.join(argv)}"
         assert run.ok, f"fsx (seed {seed}) through both levels:\n  {run.describe()}\n  {how}"
-        # What fsx switches off on the backing file system too (atomic writes without -Z, ...).
-        ref_dir = lab.dir("two-level-ref")
-        baseline = run_fsx("two-level-ref", fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=1, maxlen=1 << 20,
-                                                     logdir=ref_dir, extra=ENDPOINT_REFUSES_FLAGS), seed, FSX_TIMEOUT)
-        refused = run.disabled_by_the_mount(baseline.disabled())
+        refused = switched_off_by_the_mount(lab, run, ENDPOINT_REFUSES_FLAGS)
         assert refused == set(), f"fsx switched off {sorted(refused)}\n  {how}"
         # Both levels took part: level 1 demoted blocks it evicted, the server level served reads.
         def levels() -> dict | None:
@@ -587,6 +592,26 @@ def test_fsx_through_both_levels_of_a_two_level_cache(background: Lab, cluster: 
         cluster.stop_all()
         if mounted(mnt):
             subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_fsx_through_a_log_stage(background: Lab) -> None:
+    """fsx on a file whose writes go to a log stage (the newest bytes in a local log, read back
+    from it): every read is the last write, truncates and copy_file_range included; fallocate's
+    classes are off, the mount refuses them for such a file (EOPNOTSUPP, docs/reliability.md)."""
+    lab = background
+    log_dir = lab.dir("log-stage")
+    rule = stage_rule("logged", 10, {"kind": "log", "name": "log/l", "owner": None, "dir": str(log_dir)}, prefix="/logged")
+    m = lab.mount("log", [rule], flash=False)
+    (m.mnt / "logged").mkdir()
+    seed = seed_for("log-stage")
+    argv = fsx_argv(lab.fsx, m.mnt / "logged" / "f", seed=seed, ops=max(FSX_OPS // 2, 6000), maxlen=8 * MiB,
+                    logdir=lab.dir("fsx-logs/log-stage"), extra=ENDPOINT_REFUSES_FLAGS)
+    run = run_fsx("log-stage", argv, seed, FSX_TIMEOUT)
+    how = f"reproduce: {reproduce('log_stage', seed)}\n  fsx: {' '.join(argv)}"
+    assert run.ok, f"fsx (seed {seed}) through a log stage:\n  {run.describe()}\n  {mount_state(m)}\n  {how}"
+    refused = switched_off_by_the_mount(lab, run, ENDPOINT_REFUSES_FLAGS)
+    assert refused == set(), f"fsx switched off {sorted(refused)}\n  {how}"
+    assert any(p.is_file() and p.stat().st_size for p in log_dir.rglob("*")), "nothing was written to the log"
 
 
 # ---------------------------------------------------------------- fsx, fsync, kill -9, restart
