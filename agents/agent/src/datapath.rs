@@ -81,6 +81,8 @@ struct Inner {
     /// Where rules may make the switches write (`--endpoint-root`); empty: each mount's
     /// backing directory.
     endpoint_roots: Vec<PathBuf>,
+    /// How the switches reach remote endpoints (`--forward-key-file`).
+    remote: lachesis_fs::route::RemoteOptions,
 }
 
 /// The mounted switches of this agent.
@@ -221,6 +223,11 @@ impl Datapath {
         Ok(())
     }
 
+    /// The key the switches mounted from now on authenticate to remote endpoints with.
+    pub fn set_forward_key(&self, key: Option<lachesis_fs::remote::auth::Key>) {
+        self.lock().remote.key = key;
+    }
+
     /// Makes every mountpoint usable before anything is mounted: a dead FUSE mount a killed
     /// agent left is detached (logged); a live one is refused, naming it.
     pub fn clear_stale_mounts(&self) -> Result<(), String> {
@@ -268,6 +275,7 @@ impl Datapath {
                     stages: stages.to_vec(),
                     devices: self.devices.clone(),
                     roots,
+                    remote: inner.remote.clone(),
                 };
                 let switch = Arc::new(match &inner.detours {
                     Some(d) => Switch::with_controller(opts, d.clone())?,
@@ -452,6 +460,7 @@ mod tests {
                 stages: vec![],
                 devices: Default::default(),
                 roots: Default::default(),
+                remote: Default::default(),
             })
             .unwrap(),
         );
@@ -508,6 +517,7 @@ mod tests {
                 stages: vec![],
                 devices: Default::default(),
                 roots: Default::default(),
+                remote: Default::default(),
             })
             .unwrap(),
         );

@@ -349,15 +349,13 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(path) = &args.forward_key_file {
-        match lachesis_fs::remote::auth::Key::load(path) {
-            Ok(key) => lachesis_fs::route::set_forward_key(Some(key)),
-            Err(e) => {
-                eprintln!("error: --forward-key-file: {e}");
-                return ExitCode::from(2);
-            }
+    let forward_key = match args.forward_key_file.as_deref().map(lachesis_fs::remote::auth::Key::load).transpose() {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("error: --forward-key-file: {e}");
+            return ExitCode::from(2);
         }
-    }
+    };
     let metrics_listener = match args.metrics_listen.map(metrics_http::bind).transpose() {
         Ok(l) => l,
         Err(e) => {
@@ -485,6 +483,7 @@ fn run(args: RunArgs) -> ExitCode {
                 pools,
                 Some(observer),
             );
+            dp.set_forward_key(forward_key.clone());
             if let Err(e) = dp
                 .set_endpoint_roots(args.endpoint_roots.clone())
                 .and_then(|()| dp.clear_stale_mounts())
@@ -498,14 +497,7 @@ fn run(args: RunArgs) -> ExitCode {
                                    &args.kv_tenant_ports);
         let rest: Option<Arc<dyn lachesis_agent::runner::Installer>> =
             (datapath.is_some() || kv.is_some()).then(|| paths.clone() as _);
-        let key = match args.forward_key_file.as_deref().map(lachesis_fs::remote::auth::Key::load).transpose() {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("error: --forward-key-file: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let server = match ServerLevel::start(args.serve_listen.as_deref(), args.serve_root.as_deref(), key,
+        let server = match ServerLevel::start(args.serve_listen.as_deref(), args.serve_root.as_deref(), forward_key,
                                               server_pools, rest) {
             Ok(s) => s,
             Err(e) => {

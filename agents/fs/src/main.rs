@@ -143,12 +143,11 @@ fn main() -> ExitCode {
             if let Some(f) = test_delay_file {
                 lachesis_fs::remote::server::test_delay::set_file(f);
             }
-            match lachesis_fs::remote::qos::Limits::new(max_iops, max_bytes_per_s) {
-                Ok(Some(l)) => lachesis_fs::remote::qos::set(l),
-                Ok(None) => {}
+            let limit = match lachesis_fs::remote::qos::Limits::new(max_iops, max_bytes_per_s) {
+                Ok(l) => l.map(|l| Arc::new(lachesis_fs::remote::qos::RateLimit::new(l))),
                 Err(e) => return usage_error(e),
-            }
-            serve(&listen, &root, forward_key_file.as_deref(), &level)
+            };
+            serve(&listen, &root, forward_key_file.as_deref(), &level, limit)
         }
         Cmd::Mount(args) => mount(args),
     }
@@ -173,17 +172,16 @@ fn mount(args: MountArgs) -> ExitCode {
         devices,
         endpoint_roots,
     } = args;
-    match forward_key_file.as_deref().map(Key::load).transpose() {
-        Ok(k) => lachesis_fs::route::set_forward_key(k),
+    let key = match forward_key_file.as_deref().map(Key::load).transpose() {
+        Ok(k) => k,
         Err(e) => return usage_error(format!("--forward-key-file: {e}")),
-    }
+    };
     if remote_timeout_ms == 0 {
         return usage_error("--remote-timeout-ms must be at least 1");
     }
     if dirty_expire_ms == 0 {
         return usage_error("--dirty-expire-ms must be at least 1");
     }
-    lachesis_fs::route::set_remote_timeout(Duration::from_millis(remote_timeout_ms));
     if !backing.is_dir() {
         return usage_error(format!("--backing {}: not a directory", backing.display()));
     }
@@ -241,6 +239,10 @@ fn mount(args: MountArgs) -> ExitCode {
         stages: file.stages,
         devices,
         roots,
+        remote: lachesis_fs::route::RemoteOptions {
+            timeout: Duration::from_millis(remote_timeout_ms),
+            key,
+        },
     }) {
         Ok(s) => Arc::new(s),
         Err(e) => return usage_error(e),
@@ -375,6 +377,7 @@ fn serve(
     root: &std::path::Path,
     key_file: Option<&std::path::Path>,
     level: &lachesis_fs::remote::serve_level::ServeLevelArgs,
+    limit: Option<Arc<lachesis_fs::remote::qos::RateLimit>>,
 ) -> ExitCode {
     use lachesis_fs::remote::server;
     let key = match key_file.map(Key::load).transpose() {
@@ -402,7 +405,7 @@ fn serve(
         "serving {} on {listen}",
         root.display()
     );
-    match server::serve(listener, store, key) {
+    match server::serve_limited(listener, store, key, limit) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lachesis-fs: serving on {listen}: {e}");

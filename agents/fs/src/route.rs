@@ -27,20 +27,22 @@ impl RemoteEndpoint {
     }
 }
 
-/// How long a forwarded request may go unanswered before it fails with EIO (set once, from
-/// the command line, before any route is built).
-static REMOTE_TIMEOUT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
-
-pub fn set_remote_timeout(t: std::time::Duration) {
-    REMOTE_TIMEOUT_MS.store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+/// How the switch reaches remote endpoints: how long a forwarded request may go unanswered
+/// before it fails with EIO, and the key connections authenticate with (none: not
+/// authenticated). Given by the command line, carried by [`crate::SwitchOptions`].
+#[derive(Clone, Debug)]
+pub struct RemoteOptions {
+    pub timeout: std::time::Duration,
+    pub key: Option<crate::remote::auth::Key>,
 }
 
-/// The key remote endpoints authenticate with (set once, from the command line, before any
-/// route is built); none: connections are not authenticated.
-static FORWARD_KEY: Mutex<Option<crate::remote::auth::Key>> = Mutex::new(None);
-
-pub fn set_forward_key(key: Option<crate::remote::auth::Key>) {
-    *FORWARD_KEY.lock().unwrap_or_else(|e| e.into_inner()) = key;
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            timeout: std::time::Duration::from_secs(5),
+            key: None,
+        }
+    }
 }
 
 /// The serialisable description of a route: the rule's tenant and its detours (stages by
@@ -136,6 +138,8 @@ pub struct StageRegistry {
     header_logs: Mutex<HashMap<PathBuf, Arc<HeaderLog>>>,
     /// Where endpoints and header logs may be.
     roots: Roots,
+    /// How remote endpoints are reached.
+    remote: RemoteOptions,
 }
 
 /// The stages an IO detour to stage `name` runs through: the stage, then, for a cache stage
@@ -166,10 +170,12 @@ fn chain_of(set: &StageSet, name: &str) -> Result<Vec<Arc<dyn Stage>>, String> {
 }
 
 impl StageRegistry {
-    /// A registry whose endpoints and header logs must lie under `roots`.
-    pub fn confined(roots: Roots) -> Self {
+    /// A registry whose endpoints and header logs must lie under `roots`, its remote
+    /// endpoints reached as `remote` says.
+    pub fn confined(roots: Roots, remote: RemoteOptions) -> Self {
         StageRegistry {
             roots,
+            remote,
             ..Default::default()
         }
     }
@@ -202,15 +208,10 @@ impl StageRegistry {
         let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         m.entry(addr.to_string())
             .or_insert_with(|| {
-                let ms = REMOTE_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed);
-                let key = FORWARD_KEY
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
                 Arc::new(Client::with_key(
                     addr,
-                    std::time::Duration::from_millis(ms),
-                    key,
+                    self.remote.timeout,
+                    self.remote.key.clone(),
                 ))
             })
             .clone()

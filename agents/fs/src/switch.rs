@@ -19,7 +19,9 @@ pub use coherence::Change;
 use crate::confine::Roots;
 use crate::delegate::Delegates;
 use crate::detour::{DetourHeader, Detours};
-use crate::route::{under, LiveStage, RemoteEndpoint, Route, RouteSpec, StageRegistry, StageSet};
+use crate::route::{
+    under, LiveStage, RemoteEndpoint, RemoteOptions, Route, RouteSpec, StageRegistry, StageSet,
+};
 use crate::stage::space::Reservation;
 use crate::stage::{Backend, Chain, Devices, LentRead, Stage, StageStats};
 
@@ -34,6 +36,8 @@ pub struct SwitchOptions {
     pub devices: Devices,
     /// Where rules may make the switch write (endpoints, header logs, log stages).
     pub roots: Roots,
+    /// How remote endpoints are reached (timeout, key).
+    pub remote: RemoteOptions,
 }
 
 /// Told of every read and write a tenant's IO makes through the switch, before any stage:
@@ -247,7 +251,7 @@ impl Switch {
     }
 
     fn build(opts: SwitchOptions, detours: Option<Arc<Detours>>) -> Result<Self, String> {
-        let registry = StageRegistry::confined(opts.roots);
+        let registry = StageRegistry::confined(opts.roots, opts.remote);
         let plain = Arc::new(registry.build(RouteSpec {
             tenant: None,
             detours: vec![],

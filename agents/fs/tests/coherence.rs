@@ -37,6 +37,7 @@ fn switch(state: &Path, mode: &str, endpoint: &Path) -> Switch {
         stages: f.stages,
         devices: Default::default(),
         roots: lachesis_fs::confine::Roots::anywhere(),
+        remote: Default::default(),
     })
     .unwrap()
 }

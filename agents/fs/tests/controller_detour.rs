@@ -86,6 +86,7 @@ fn linked(state: &Path, rules: &str, deadline: Duration) -> (Arc<Switch>, Arc<Fa
             stages: vec![],
             devices: Default::default(),
             roots: Default::default(),
+            remote: Default::default(),
         },
         Arc::new(Detours::new(link.clone(), deadline)),
     )
@@ -111,6 +112,7 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .err()
     .expect("refused");
@@ -130,6 +132,7 @@ fn standalone_switch_refuses_controller_detours_and_io_to_the_controller() {
             stages: vec![],
             devices: Default::default(),
             roots: Default::default(),
+            remote: Default::default(),
         },
         Arc::new(Detours::new(link, Duration::from_secs(1))),
     )

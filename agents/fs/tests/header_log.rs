@@ -16,6 +16,7 @@ fn switch(state: &Path, rules: &str) -> Result<Switch, String> {
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
 }
 

@@ -223,6 +223,7 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");
@@ -292,13 +293,17 @@ fn scatter_over_two_agents_and_a_local_directory() {
         loc.display()
     );
     // Process-wide, and the tests run in parallel: every test sets the same generous value.
-    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        // A held remote request must not fail on the client's timeout while the test holds it.
+        remote: lachesis_fs::route::RemoteOptions {
+            timeout: GUARD,
+            key: None,
+        },
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -331,13 +336,17 @@ fn an_unreachable_remote_fails_the_io_with_eio() {
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
     );
     // Refused at once (nothing listens): the timeout is not what ends it.
-    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        // A held remote request must not fail on the client's timeout while the test holds it.
+        remote: lachesis_fs::route::RemoteOptions {
+            timeout: GUARD,
+            key: None,
+        },
     })
     .unwrap();
     let c = ctx(&b, None, "/f");
@@ -439,13 +448,17 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
         r#"[{{"name": "off", "priority": 1, "match": {{"tenant": "a", "ops": ["write"]}},
              "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
     );
-    lachesis_fs::route::set_remote_timeout(GUARD);
     let sw = Switch::new(SwitchOptions {
         state_dir: t.path().join("s"),
         rules: config::parse_rules(&rules).unwrap(),
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        // A held remote request must not fail on the client's timeout while the test holds it.
+        remote: lachesis_fs::route::RemoteOptions {
+            timeout: GUARD,
+            key: None,
+        },
     })
     .unwrap();
     let a = ctx(&b, Some("a"), "/f");

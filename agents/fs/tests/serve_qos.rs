@@ -43,12 +43,13 @@ fn load(
 #[test]
 fn requests_over_the_limit_queue_in_arrival_order_across_connections() {
     // 5 a second: the 16 requests below take about 3 s to be let through.
-    qos::set(Limits::new(Some(5), None).unwrap().unwrap());
+    let limit = Arc::new(qos::RateLimit::new(Limits::new(Some(5), None).unwrap().unwrap()));
     let t = tempfile::tempdir().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let store = Arc::new(DirStore::new(t.path()).unwrap());
-    std::thread::spawn(move || server::serve(l, store, None));
+    let server_limit = limit.clone();
+    std::thread::spawn(move || server::serve_limited(l, store, None, Some(server_limit)));
     let seq = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel();
     for c in 0..CONNS {
@@ -57,13 +58,13 @@ fn requests_over_the_limit_queue_in_arrival_order_across_connections() {
     let total = CONNS * EACH as usize;
     // Every request sent is booked into the schedule (counted poll; a hang guard, not a time).
     for poll in 0.. {
-        if qos::booked() == total as u64 {
+        if limit.booked() == total as u64 {
             break;
         }
         assert!(
             poll < 6000,
             "the server booked {} of {total}",
-            qos::booked()
+            limit.booked()
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }

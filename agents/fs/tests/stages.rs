@@ -60,6 +60,7 @@ fn switch(state: &Path, rules: Vec<Rule>, stages: Vec<StageConfig>, devices: Dev
         stages,
         devices,
         roots: Default::default(),
+        remote: Default::default(),
     })
     .unwrap()
 }
@@ -220,6 +221,7 @@ fn a_target_no_stage_declares_is_refused_and_the_old_table_stays() {
         stages: stages.clone(),
         devices: Devices::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .err()
     .unwrap();

@@ -149,14 +149,20 @@ fn quiesce_holds_a_flow_and_drain_waits_for_it() {
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || server::serve(l, store, None));
     // A held remote write must not fail on the client's timeout while the test holds it.
-    lachesis_fs::route::set_remote_timeout(GUARD);
-    let sw = Arc::new(switch(
+    let remote = lachesis_fs::route::RemoteOptions {
+        timeout: GUARD,
+        key: None,
+    };
+    let sw = Arc::new(common::switch_reaching(
         &t.path().join("s"),
         &format!(
             r#"[{{"name": "slow", "priority": 1, "match": {{"tenant": "t"}},
                  "detours": [{{"what": "io", "to": {{"kind": "file", "target": "tcp://{addr}/ep"}}}}]}}]"#
         ),
-    ));
+        Default::default(),
+        remote,
+    )
+    .unwrap());
     let flow = |what: &str| sw.stats()["flows"]["slow"][what].as_u64().unwrap();
     let c = Arc::new(ctx(&b, Some("t"), "/f"));
     let (sw2, c2) = (sw.clone(), c.clone());

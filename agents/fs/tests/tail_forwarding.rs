@@ -76,6 +76,7 @@ fn setup() -> Setup {
         stages: vec![],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .unwrap();
     let a = ctx(&backing, Some("a"), "/v");
@@ -187,6 +188,7 @@ fn a_restarted_switch_replays_the_remote_log() {
         stages: vec![forward_log(&s.f, None)],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .unwrap();
     let z = ctx(&s.backing, Some("z"), "/v");
@@ -263,6 +265,7 @@ fn a_switch_restarted_mid_forwarding_reclaims_everything_it_held_paced() {
         stages: vec![forward_log(&s.f, Some(2 * 4096))],
         devices: Default::default(),
         roots: Default::default(),
+        remote: Default::default(),
     })
     .unwrap();
     again.set_backing_root(&s.backing);

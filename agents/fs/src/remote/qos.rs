@@ -13,7 +13,7 @@
 //! the bytes it asks for, a write (or a demoted block) the bytes it carries.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::frame::{Frame, Op};
@@ -55,6 +55,7 @@ pub struct RateLimit {
     /// When the next request may start, per budget (requests, bytes): the end of the
     /// schedule so far.
     next: Mutex<(Option<Instant>, Option<Instant>)>,
+    booked: AtomicU64,
 }
 
 impl RateLimit {
@@ -62,6 +63,7 @@ impl RateLimit {
         RateLimit {
             limits,
             next: Mutex::new((None, None)),
+            booked: AtomicU64::new(0),
         }
     }
 
@@ -96,12 +98,18 @@ impl RateLimit {
         self.wait_until(start, now);
     }
 
-    /// `admit`, counting the booking in [`booked`] once it is in the schedule.
+    /// `admit`, counting the booking in [`RateLimit::booked`] once it is in the schedule.
     fn admit_counted(&self, req: &Frame) {
         let now = Instant::now();
         let start = self.reserve(bytes_of(req), now);
-        BOOKED.fetch_add(1, Ordering::SeqCst);
+        self.booked.fetch_add(1, Ordering::SeqCst);
         self.wait_until(start, now);
+    }
+
+    /// Requests booked into the schedule so far (a hook for tests: a request booked after
+    /// others is let through after them).
+    pub fn booked(&self) -> u64 {
+        self.booked.load(Ordering::SeqCst)
     }
 
     fn wait_until(&self, start: Instant, now: Instant) {
@@ -111,24 +119,9 @@ impl RateLimit {
     }
 }
 
-static LIMIT: OnceLock<RateLimit> = OnceLock::new();
-/// Requests booked into the process's schedule so far (a hook for tests: a request booked
-/// after others is let through after them).
-static BOOKED: AtomicU64 = AtomicU64::new(0);
-
-/// Requests the process's limit has booked so far.
-pub fn booked() -> u64 {
-    BOOKED.load(Ordering::SeqCst)
-}
-
-/// Sets the process's server-wide limit (once, at start; `serve`'s flags).
-pub fn set(limits: Limits) {
-    let _ = LIMIT.set(RateLimit::new(limits));
-}
-
-/// Waits until the process's limit lets `req` run (at once without one).
-pub(super) fn admit(req: &Frame) {
-    if let Some(l) = LIMIT.get() {
+/// Waits until `limit` lets `req` run (at once without one).
+pub(super) fn admit(limit: Option<&RateLimit>, req: &Frame) {
+    if let Some(l) = limit {
         l.admit_counted(req);
     }
 }

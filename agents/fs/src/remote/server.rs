@@ -156,9 +156,20 @@ pub fn serve(
     store: Arc<dyn Store>,
     key: Option<super::auth::Key>,
 ) -> io::Result<()> {
+    serve_limited(listener, store, key, None)
+}
+
+/// [`serve`], every connection's requests admitted by one server-wide `limit`
+/// ([`super::qos`]).
+pub fn serve_limited(
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    key: Option<super::auth::Key>,
+    limit: Option<Arc<super::qos::RateLimit>>,
+) -> io::Result<()> {
     for conn in listener.incoming() {
         let conn = conn?;
-        let (store, key) = (store.clone(), key.clone());
+        let (store, key, limit) = (store.clone(), key.clone(), limit.clone());
         std::thread::spawn(move || {
             let peer = conn.peer_addr().ok();
             if let Some(key) = &key {
@@ -172,7 +183,7 @@ pub fn serve(
                     return;
                 }
             }
-            if let Err(e) = handle(conn, store) {
+            if let Err(e) = handle(conn, store, limit) {
                 tracing::warn!("connection from {peer:?}: {e}");
             }
         });
@@ -180,20 +191,24 @@ pub fn serve(
     Ok(())
 }
 
-fn handle(conn: TcpStream, store: Arc<dyn Store>) -> io::Result<()> {
+fn handle(
+    conn: TcpStream,
+    store: Arc<dyn Store>,
+    limit: Option<Arc<super::qos::RateLimit>>,
+) -> io::Result<()> {
     conn.set_nodelay(true)?;
     let out = Arc::new(Mutex::new(conn.try_clone()?));
     let (tx, rx) = mpsc::channel::<Frame>();
     let rx = Arc::new(Mutex::new(rx));
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
-            let (rx, out, store) = (rx.clone(), out.clone(), store.clone());
+            let (rx, out, store, limit) = (rx.clone(), out.clone(), store.clone(), limit.clone());
             std::thread::spawn(move || loop {
                 let req = match rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
                     Ok(r) => r,
                     Err(_) => return,
                 };
-                super::qos::admit(&req);
+                super::qos::admit(limit.as_deref(), &req);
                 test_delay::wait();
                 let reply = answer(&*store, req).encode();
                 let mut o = out.lock().unwrap_or_else(|e| e.into_inner());

@@ -30,6 +30,17 @@ pub fn switch_of(
     rules: &str,
     roots: lachesis_fs::confine::Roots,
 ) -> Result<lachesis_fs::Switch, String> {
+    switch_reaching(state, rules, roots, Default::default())
+}
+
+/// The same, its remote endpoints reached as `remote` says (a test's own timeout).
+#[allow(dead_code)]
+pub fn switch_reaching(
+    state: &Path,
+    rules: &str,
+    roots: lachesis_fs::confine::Roots,
+    remote: lachesis_fs::route::RemoteOptions,
+) -> Result<lachesis_fs::Switch, String> {
     let f = lachesis_fs::config::parse(rules).unwrap();
     lachesis_fs::Switch::new(lachesis_fs::SwitchOptions {
         state_dir: state.to_path_buf(),
@@ -37,5 +48,6 @@ pub fn switch_of(
         stages: f.stages,
         devices: Default::default(),
         roots,
+        remote,
     })
 }
