@@ -207,12 +207,13 @@ impl CachedStore {
     }
 
     /// Replaces the stages with `configs` (each with `serves`): a stage whose size alone
-    /// changed is resized in place and stays warm, any other change builds it anew. All or
-    /// nothing: a stage that cannot be built or grown leaves the stages as they were.
+    /// changed is resized in place and stays warm, any other change builds it anew. Stages
+    /// that shrink do first, so the space they free is there for those that grow and those
+    /// built anew (an allocation moving space from one tenant's server level to another's is
+    /// one change). All or nothing: a stage that cannot be built or grown leaves the stages
+    /// as they were (those already resized go back to their sizes, cold where they shrank).
     pub fn set_stages(&self, configs: &[CacheConfig]) -> Result<(), String> {
         let mut stages = self.stages.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = Vec::with_capacity(configs.len());
-        let mut resizes = Vec::new();
         for c in configs {
             if c.serves.is_none() {
                 return Err(format!("stage {:?}: not a server-level stage (no serves)", c.name));
@@ -224,19 +225,53 @@ impl CachedStore {
                     c.name
                 ));
             }
-            let old = stages.iter().find(|s| s.config.name == c.name);
-            let stage = match old {
-                Some(s) if s.config == *c => s.stage.clone(),
-                Some(s) if s.config.same_but_size(c) => {
-                    let reserved = s.stage.reserve(c.size_bytes).map_err(|e| {
-                        format!("stage {:?}: growing to {} bytes: {e}", c.name, c.size_bytes)
-                    })?;
-                    resizes.push((s.stage.clone(), c.size_bytes, reserved));
-                    s.stage.clone()
+        }
+        let old_of = |c: &CacheConfig| stages.iter().find(|s| s.config.name == c.name).cloned();
+        // (stage, from, to) of every in-place resize, shrinks first.
+        let mut resizes: Vec<(Arc<CacheStage>, u64, u64)> = configs
+            .iter()
+            .filter_map(|c| {
+                let s = old_of(c)?;
+                (s.config != *c && s.config.same_but_size(c))
+                    .then(|| (s.stage.clone(), s.config.size_bytes, c.size_bytes))
+            })
+            .collect();
+        resizes.sort_by_key(|(_, from, to)| *to > *from);
+        let mut done: Vec<(Arc<CacheStage>, u64, u64)> = Vec::new();
+        let undo = |done: &[(Arc<CacheStage>, u64, u64)]| {
+            // Growths first, so the shrinks' space is free again for them to grow back.
+            for (stage, from, to) in done.iter().rev() {
+                let back = stage.reserve(*from).and_then(|r| stage.resize(*from, r));
+                if let Err(e) = back {
+                    tracing::error!("server-level stage back from {to} to {from} bytes: {e}");
                 }
-                _ => Arc::new(CacheStage::from_config(c, &self.devices)?),
+            }
+        };
+        for (stage, from, to) in &resizes {
+            let res = stage
+                .reserve(*to)
+                .and_then(|r| stage.resize(*to, r))
+                .map_err(|e| format!("stage resized from {from} to {to} bytes: {e}"));
+            if let Err(e) = res {
+                undo(&done);
+                return Err(e);
+            }
+            done.push((stage.clone(), *from, *to));
+        }
+        let mut next = Vec::with_capacity(configs.len());
+        for c in configs {
+            let old = old_of(c);
+            let stage = match &old {
+                Some(s) if s.config == *c || s.config.same_but_size(c) => s.stage.clone(),
+                _ => match CacheStage::from_config(c, &self.devices) {
+                    Ok(s) => Arc::new(s),
+                    Err(e) => {
+                        undo(&done);
+                        return Err(e);
+                    }
+                },
             };
-            let demotion = match old {
+            let demotion = match &old {
                 Some(s) if Arc::ptr_eq(&s.stage, &stage) => s.demotion.clone(),
                 _ => Arc::default(),
             };
@@ -245,9 +280,6 @@ impl CachedStore {
                 stage,
                 demotion,
             }));
-        }
-        for (stage, size, reserved) in resizes {
-            stage.resize(size, reserved)?;
         }
         *stages = next;
         Ok(())
@@ -490,6 +522,58 @@ mod tests {
         // Refused whole: the stage in force is still there and warm.
         assert_eq!(s.stage_stats().len(), 1);
         assert_eq!(s.stage_stats()[0].name, "cache/a-l2");
+    }
+
+    #[test]
+    fn space_moves_between_flash_stages_in_one_change_and_a_refused_change_changes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let (dev, _) = crate::stage::space::testing::sim(16);
+        let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
+        let pool = devices.get(None).unwrap();
+        let s = CachedStore::new(Arc::new(DirStore::new(d.path()).unwrap()), devices);
+        let flash = |name: &str, mib: u64, dir: &str| {
+            let mut c = config(name, mib << 20, &[dir]);
+            c.engine = CacheEngine::Loc;
+            c
+        };
+        let installed = |s: &CachedStore| {
+            let mut v: Vec<(String, u64)> = s
+                .stage_stats()
+                .into_iter()
+                .map(|st| (st.name, st.installed_bytes))
+                .collect();
+            v.sort();
+            v
+        };
+        s.set_stages(&[flash("cache/a", 10, "a"), flash("cache/b", 4, "b")]).unwrap();
+        assert!(pool.free_regions() < 6, "{} regions free", pool.free_regions());
+        // b takes what a gives up, in one change: a shrinks first.
+        s.set_stages(&[flash("cache/a", 4, "a"), flash("cache/b", 10, "b")]).unwrap();
+        assert_eq!(
+            installed(&s),
+            [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
+        );
+        // More than the device holds: refused whole, a's shrink undone, both as they were.
+        let free = pool.free_regions();
+        let e = s
+            .set_stages(&[flash("cache/a", 2, "a"), flash("cache/b", 64, "b")])
+            .unwrap_err();
+        assert!(e.contains(crate::stage::space::DEVICE_FULL), "{e}");
+        assert_eq!(
+            installed(&s),
+            [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
+        );
+        assert_eq!(pool.free_regions(), free);
+        // A new stage the device cannot hold: refused whole as well.
+        let e = s
+            .set_stages(&[flash("cache/a", 2, "a"), flash("cache/b", 10, "b"), flash("cache/c", 32, "c")])
+            .unwrap_err();
+        assert!(e.contains("cache/c") || e.contains(crate::stage::space::DEVICE_FULL), "{e}");
+        assert_eq!(
+            installed(&s),
+            [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
+        );
+        assert_eq!(pool.free_regions(), free);
     }
 
     #[test]
