@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use lachesis_device::measured::MeasuredStatsReader;
 use lachesis_fs::stage::ratelimit::RateLimit;
+use lachesis_fs::stage::resizes::{resize_all, Resize};
 use lachesis_fs::stage::space::Devices;
 use lachesis_switch::{CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageConfig, Tenant};
 use serde::Serialize;
@@ -273,35 +274,56 @@ impl Service {
             }
         }
         let mut built = locked(&self.built);
-        let mut next: HashMap<String, Stage> = HashMap::new();
-        let mut resizes: Vec<(Arc<Store>, u64)> = Vec::new();
-        for s in &wanted {
-            let reuse = built
-                .stages
-                .get(s.name())
-                .and_then(|b| match (&b.config, *s) {
-                    (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
-                    (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
-                        let st = b_stage(&built.stages[s.name()]);
-                        if let Stage::Cache(store) = &st {
-                            resizes.push((store.clone(), b.size_bytes));
-                        }
-                        Some(st)
+        // The stages kept at another size are resized first (shrinks before growths), so
+        // the stages built anew can take the space the shrinks free; a later failure puts
+        // them back (lachesis_fs::stage::resizes: all or nothing).
+        let resizes = wanted
+            .iter()
+            .filter_map(|s| match (&built.stages.get(s.name())?.config, *s) {
+                (StageConfig::Cache(a), StageConfig::Cache(b)) if a != b && a.same_but_size(b) => {
+                    match b_stage(&built.stages[s.name()]) {
+                        Stage::Cache(store) => Some(Resize {
+                            stage: store,
+                            from: a.size_bytes,
+                            to: b.size_bytes,
+                        }),
+                        _ => None,
                     }
-                    _ => None,
-                });
-            let st = match reuse {
-                Some(st) => st,
-                None => self.build_stage(s)?,
-            };
-            next.insert(s.name().to_string(), st);
-        }
+                }
+                _ => None,
+            })
+            .collect();
+        let resized = resize_all(resizes, |store: &Arc<Store>, to| {
+            store.cache().resize(to)
+        })?;
+        let mut next: HashMap<String, Stage> = HashMap::new();
         let mut compiled = HashMap::new();
-        for r in &kv_rules {
-            compiled.insert(r.name.clone(), tenant::compile(r, &next, &kinds)?);
-        }
-        for (store, size) in resizes {
-            store.cache().resize(size)?;
+        let built_all = (|| {
+            for s in &wanted {
+                let reuse = built
+                    .stages
+                    .get(s.name())
+                    .and_then(|b| match (&b.config, *s) {
+                        (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
+                        (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
+                            Some(b_stage(&built.stages[s.name()]))
+                        }
+                        _ => None,
+                    });
+                let st = match reuse {
+                    Some(st) => st,
+                    None => self.build_stage(s)?,
+                };
+                next.insert(s.name().to_string(), st);
+            }
+            for r in &kv_rules {
+                compiled.insert(r.name.clone(), tenant::compile(r, &next, &kinds)?);
+            }
+            Ok::<(), String>(())
+        })();
+        if let Err(e) = built_all {
+            resized.undo();
+            return Err(e);
         }
         let mut defaults = HashMap::new();
         let mut dram = HashMap::new();
@@ -355,22 +377,6 @@ impl Service {
             .collect();
         built.dram = dram;
         *self.routing.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(routing);
-        Ok(())
-    }
-
-    /// The allocation loop's hook: the cache stage `stage` gets `bytes` (a flash cache is
-    /// rebuilt empty at the new size).
-    pub fn resize(&self, stage: &str, bytes: u64) -> Result<(), String> {
-        let mut built = locked(&self.built);
-        let b = built
-            .stages
-            .get_mut(stage)
-            .ok_or_else(|| format!("no KV cache stage {stage:?}"))?;
-        let (StageConfig::Cache(c), Stage::Cache(store)) = (&mut b.config, &b.stage) else {
-            return Err(format!("stage {stage:?} is not a cache stage"));
-        };
-        store.cache().resize(bytes)?;
-        c.size_bytes = bytes;
         Ok(())
     }
 
@@ -480,4 +486,66 @@ impl Service {
 
 fn b_stage(b: &BuiltStage) -> Stage {
     b.stage.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lachesis_switch::{CacheConfig, Classifier, Eviction, WriteMode};
+
+    fn tenant(name: &str) -> Tenant {
+        Tenant {
+            name: name.into(),
+            classifiers: vec![Classifier {
+                kind: ClassifierKind::KeyPrefix,
+                value: format!("{name}:"),
+            }],
+        }
+    }
+
+    fn stage(owner: &str, mib: u64) -> StageConfig {
+        StageConfig::Cache(CacheConfig {
+            name: format!("kv/{owner}"),
+            owner: Some(owner.into()),
+            engine: CacheEngine::Hybrid,
+            size_bytes: mib << 20,
+            write_mode: WriteMode::Through,
+            eviction: Eviction::Lru,
+            max_dirty_bytes: 1 << 20,
+            device: None,
+            placement: vec![],
+            next: None,
+            serves: None,
+            exclusive: false,
+        })
+    }
+
+    fn installed(s: &Service) -> Vec<(String, u64)> {
+        s.stats()
+            .stages
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("kv/"))
+            .map(|(n, st)| (n, st.cache.flash_bytes))
+            .collect()
+    }
+
+    /// Space moves from one tenant's flash cache to another's in one change (the shrink runs
+    /// first), and a change the device cannot hold changes nothing.
+    #[test]
+    fn space_moves_between_flash_caches_in_one_change_and_a_refused_change_changes_nothing() {
+        let (dev, _) = lachesis_fs::stage::space::testing::sim(16);
+        let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
+        let pool = devices.get(None).unwrap();
+        let s = Service::new(ServiceConfig::new(devices)).unwrap();
+        let apply = |a: u64, b: u64| s.apply(vec![tenant("a"), tenant("b")], vec![], vec![stage("a", a), stage("b", b)]);
+        apply(10, 4).unwrap();
+        assert!(pool.free_regions() < 6, "{} free", pool.free_regions());
+        apply(4, 10).unwrap();
+        assert_eq!(installed(&s), [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]);
+        let free = pool.free_regions();
+        let e = apply(3, 64).unwrap_err();
+        assert!(e.contains(lachesis_fs::stage::space::DEVICE_FULL), "{e}");
+        assert_eq!(installed(&s), [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]);
+        assert_eq!(pool.free_regions(), free);
+    }
 }

@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use super::server::Store;
 use crate::stage::cache::{CacheStage, BLOCK};
+use crate::stage::resizes::{resize_all, Resize};
 use crate::stage::{Backend, Devices, Stage, StageStats};
 
 struct ServerStage {
@@ -227,37 +228,20 @@ impl CachedStore {
             }
         }
         let old_of = |c: &CacheConfig| stages.iter().find(|s| s.config.name == c.name).cloned();
-        // (stage, from, to) of every in-place resize, shrinks first.
-        let mut resizes: Vec<(Arc<CacheStage>, u64, u64)> = configs
+        let resizes = configs
             .iter()
             .filter_map(|c| {
                 let s = old_of(c)?;
-                (s.config != *c && s.config.same_but_size(c))
-                    .then(|| (s.stage.clone(), s.config.size_bytes, c.size_bytes))
+                (s.config != *c && s.config.same_but_size(c)).then(|| Resize {
+                    stage: s.stage.clone(),
+                    from: s.config.size_bytes,
+                    to: c.size_bytes,
+                })
             })
             .collect();
-        resizes.sort_by_key(|(_, from, to)| *to > *from);
-        let mut done: Vec<(Arc<CacheStage>, u64, u64)> = Vec::new();
-        let undo = |done: &[(Arc<CacheStage>, u64, u64)]| {
-            // Growths first, so the shrinks' space is free again for them to grow back.
-            for (stage, from, to) in done.iter().rev() {
-                let back = stage.reserve(*from).and_then(|r| stage.resize(*from, r));
-                if let Err(e) = back {
-                    tracing::error!("server-level stage back from {to} to {from} bytes: {e}");
-                }
-            }
-        };
-        for (stage, from, to) in &resizes {
-            let res = stage
-                .reserve(*to)
-                .and_then(|r| stage.resize(*to, r))
-                .map_err(|e| format!("stage resized from {from} to {to} bytes: {e}"));
-            if let Err(e) = res {
-                undo(&done);
-                return Err(e);
-            }
-            done.push((stage.clone(), *from, *to));
-        }
+        let resized = resize_all(resizes, |stage: &Arc<CacheStage>, to| {
+            stage.reserve(to).and_then(|r| stage.resize(to, r))
+        })?;
         let mut next = Vec::with_capacity(configs.len());
         for c in configs {
             let old = old_of(c);
@@ -266,7 +250,7 @@ impl CachedStore {
                 _ => match CacheStage::from_config(c, &self.devices) {
                     Ok(s) => Arc::new(s),
                     Err(e) => {
-                        undo(&done);
+                        resized.undo();
                         return Err(e);
                     }
                 },

@@ -18,6 +18,7 @@ pub mod engines;
 pub mod logwriter;
 pub mod mem_engine;
 pub mod ratelimit;
+pub mod resizes;
 pub mod space;
 
 pub use space::Devices;
