@@ -15,8 +15,8 @@
 
 pub mod buf;
 pub mod device;
-pub mod measured;
 pub mod dlwa;
+pub mod measured;
 pub mod nvme;
 pub mod sim;
 pub mod uring;

@@ -180,7 +180,11 @@ fn reopening_keeps_the_data_and_starts_the_model_fresh() {
     assert_eq!(s.media_bytes_written, 0);
     assert_eq!(handle_stat(&s, 3).valid_bytes, 0, "the model starts empty");
     assert_eq!(s.dlwa, None);
-    assert_eq!((s.gc_victims, s.bytes_deallocated), (0, 0), "a fresh model: {s:?} after {first:?}");
+    assert_eq!(
+        (s.gc_victims, s.bytes_deallocated),
+        (0, 0),
+        "a fresh model: {s:?} after {first:?}"
+    );
     drop(dev);
     // Opening with a smaller size uses a prefix of the file and truncates nothing.
     let dev = MeasuredDevice::open(&path, 3 * MIB, MeasuredOptions::default()).unwrap();

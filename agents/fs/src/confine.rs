@@ -73,9 +73,15 @@ fn resolve(p: &Path) -> PathBuf {
     let mut rest = Vec::new();
     loop {
         if let Ok(c) = existing.canonicalize() {
-            return rest.iter().rev().fold(c, |acc, part: &std::ffi::OsString| acc.join(part));
+            return rest
+                .iter()
+                .rev()
+                .fold(c, |acc, part: &std::ffi::OsString| acc.join(part));
         }
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();
@@ -98,11 +104,16 @@ mod tests {
         let roots = Roots::under(std::slice::from_ref(&root)).unwrap();
         let inside = root.join("a/b").display().to_string();
         roots.check("endpoint", &inside).unwrap();
-        roots.check("endpoint", &root.display().to_string()).unwrap();
+        roots
+            .check("endpoint", &root.display().to_string())
+            .unwrap();
 
         let e = roots.check("endpoint", "/etc").unwrap_err();
         assert!(e.contains("endpoint \"/etc\" is outside"), "{e}");
-        assert!(e.contains(&root.canonicalize().unwrap().display().to_string()), "{e}");
+        assert!(
+            e.contains(&root.canonicalize().unwrap().display().to_string()),
+            "{e}"
+        );
         // A sibling whose name starts like the root is not under it.
         let e = roots
             .check("header log", &format!("{}x/log", root.display()))

@@ -58,8 +58,8 @@ impl HeaderLog {
                     .map_err(|e| format!("header log {target:?}: {e}"))?;
             }
         }
-        let file = crate::private::open_append(path)
-            .map_err(|e| format!("header log {target:?}: {e}"))?;
+        let file =
+            crate::private::open_append(path).map_err(|e| format!("header log {target:?}: {e}"))?;
         Ok(HeaderLog {
             path: path.to_path_buf(),
             file: Mutex::new(file),

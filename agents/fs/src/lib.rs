@@ -19,8 +19,8 @@ pub mod private;
 pub mod rangemap;
 pub mod remote;
 pub mod route;
-pub mod stale_mount;
 pub mod stage;
+pub mod stale_mount;
 pub mod switch;
 
 pub use switch::{IoObserver, ReadWatch, Switch, SwitchOptions};

@@ -328,9 +328,11 @@ fn open_devices(specs: &[String]) -> Result<Devices, String> {
     use lachesis_device::uring::{UringConfig, UringDevice};
     let mut list = Vec::new();
     for s in specs {
-        let (name, spec) = s
-            .split_once('=')
-            .ok_or_else(|| format!("{s:?}: expected NAME=PATH:SIZE, NAME=measured:PATH:SIZE or NAME=nvme:/dev/ngXnY"))?;
+        let (name, spec) = s.split_once('=').ok_or_else(|| {
+            format!(
+                "{s:?}: expected NAME=PATH:SIZE, NAME=measured:PATH:SIZE or NAME=nvme:/dev/ngXnY"
+            )
+        })?;
         let err = |e: lachesis_device::Error| format!("{name}: {e}");
         let dev = if let Some(path) = spec.strip_prefix("nvme:") {
             // An NVMe namespace's generic device through io_uring passthrough, writes placed

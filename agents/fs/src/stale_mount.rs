@@ -30,7 +30,8 @@ pub fn fuse_mountpoints(mountinfo: &str) -> Vec<PathBuf> {
             let dash = fields.iter().position(|f| *f == "-")?;
             let fstype = fields.get(dash + 1)?;
             let point = fields.get(4)?;
-            (*fstype == "fuse" || fstype.starts_with("fuse.")).then(|| PathBuf::from(unescape(point)))
+            (*fstype == "fuse" || fstype.starts_with("fuse."))
+                .then(|| PathBuf::from(unescape(point)))
         })
         .collect()
 }
@@ -41,7 +42,9 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let oct = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match (b[i], oct) {
             (b'\\', Some(d)) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -60,7 +63,10 @@ fn unescape(s: &str) -> String {
 /// `stat`), as the mount table names it.
 fn as_listed(p: &Path) -> PathBuf {
     let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    match (abs.parent().and_then(|d| d.canonicalize().ok()), abs.file_name()) {
+    match (
+        abs.parent().and_then(|d| d.canonicalize().ok()),
+        abs.file_name(),
+    ) {
         (Some(dir), Some(name)) => dir.join(name),
         _ => abs,
     }

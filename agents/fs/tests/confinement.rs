@@ -51,7 +51,10 @@ fn targets_outside_the_roots_are_refused_and_nothing_is_created_there() {
         let f = config::parse(&rules_to(what, &target)).unwrap();
         let e = sw.set_rules(f.rules, &f.stages).unwrap_err();
         assert!(e.contains("rule \"r\""), "{e}");
-        assert_eq!(sw.rules()[0].detours[0].to.target, inside.display().to_string());
+        assert_eq!(
+            sw.rules()[0].detours[0].to.target,
+            inside.display().to_string()
+        );
     }
     let log_stage = format!(
         r#"{{"rules": [], "stages": [{{"kind": "log", "name": "log/t", "owner": "t",
@@ -60,8 +63,14 @@ fn targets_outside_the_roots_are_refused_and_nothing_is_created_there() {
     );
     let f = config::parse(&log_stage).unwrap();
     let e = sw.set_rules(f.rules, &f.stages).unwrap_err();
-    assert!(e.contains("log stage directory") && e.contains("\"log/t\""), "{e}");
-    assert!(!outside.exists(), "nothing may be created outside the roots");
+    assert!(
+        e.contains("log stage directory") && e.contains("\"log/t\""),
+        "{e}"
+    );
+    assert!(
+        !outside.exists(),
+        "nothing may be created outside the roots"
+    );
 }
 
 #[test]

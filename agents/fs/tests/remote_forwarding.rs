@@ -481,7 +481,10 @@ fn a_read_racing_a_write_of_its_block_sees_the_block_whole() {
         let mut polls = 0u32;
         while waits() == waits_before && !read_done.load(Ordering::SeqCst) {
             polls += 1;
-            assert!(polls < 60_000, "the read neither waited nor finished ({polls} polls)");
+            assert!(
+                polls < 60_000,
+                "the read neither waited nor finished ({polls} polls)"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         go_on.send(()).unwrap();

@@ -65,7 +65,14 @@ fn a_standalone_server_runs_the_server_level_from_its_flags() {
         Command::new(BIN)
             .args(["serve", "--listen", &addr, "--root"])
             .arg(&root)
-            .args(["--cache-bytes", "1048576", "--cache-serves", "media", "--cache-exclusive", "--stats"])
+            .args([
+                "--cache-bytes",
+                "1048576",
+                "--cache-serves",
+                "media",
+                "--cache-exclusive",
+                "--stats",
+            ])
             .arg(&stats)
             .spawn()
             .unwrap(),
@@ -88,8 +95,14 @@ fn a_standalone_server_runs_the_server_level_from_its_flags() {
     let seen = before["snapshot"].as_u64();
     let after = stats_after(&stats, seen);
     let st = &after["stages"]["cache/serve"];
-    assert_eq!((st["demoted_blocks"].as_u64(), st["demotion_hits"].as_u64()), (Some(1), Some(1)));
-    assert_eq!((st["hits"].as_u64(), st["misses"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (st["demoted_blocks"].as_u64(), st["demotion_hits"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (st["hits"].as_u64(), st["misses"].as_u64()),
+        (Some(2), Some(2))
+    );
     // Block 0 once, block 1 once: the hits spared the store.
     assert_eq!(after["store"]["bytes_read"].as_u64(), Some(2 * 4096));
 }
@@ -124,10 +137,22 @@ fn without_a_server_level_the_stats_file_counts_what_reached_the_store() {
 fn bad_server_level_flags_exit_2_naming_the_flag() {
     let t = tempfile::tempdir().unwrap();
     for (extra, want) in [
-        (vec!["--cache-exclusive"], "--cache-exclusive needs --cache-bytes"),
-        (vec!["--cache-bytes", "1048576", "--cache-engine", "ssd"], "expected dram"),
-        (vec!["--cache-bytes", "1048576", "--cache-engine", "loc"], "needs a --device"),
-        (vec!["--cache-bytes", "1048576", "--cache-serves", "../x"], "--cache-serves"),
+        (
+            vec!["--cache-exclusive"],
+            "--cache-exclusive needs --cache-bytes",
+        ),
+        (
+            vec!["--cache-bytes", "1048576", "--cache-engine", "ssd"],
+            "expected dram",
+        ),
+        (
+            vec!["--cache-bytes", "1048576", "--cache-engine", "loc"],
+            "needs a --device",
+        ),
+        (
+            vec!["--cache-bytes", "1048576", "--cache-serves", "../x"],
+            "--cache-serves",
+        ),
     ] {
         let out = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:1", "--root"])

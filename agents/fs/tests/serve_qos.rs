@@ -43,7 +43,9 @@ fn load(
 #[test]
 fn requests_over_the_limit_queue_in_arrival_order_across_connections() {
     // 5 a second: the 16 requests below take about 3 s to be let through.
-    let limit = Arc::new(qos::RateLimit::new(Limits::new(Some(5), None).unwrap().unwrap()));
+    let limit = Arc::new(qos::RateLimit::new(
+        Limits::new(Some(5), None).unwrap().unwrap(),
+    ));
     let t = tempfile::tempdir().unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();

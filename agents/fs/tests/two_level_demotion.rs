@@ -102,7 +102,12 @@ impl World {
     fn scan(&self) {
         let mut buf = vec![0u8; BLOCK];
         for i in 0..BLOCKS {
-            assert_eq!(self.sw.read(&self.file, &mut buf, (i * BLOCK) as u64).unwrap(), BLOCK);
+            assert_eq!(
+                self.sw
+                    .read(&self.file, &mut buf, (i * BLOCK) as u64)
+                    .unwrap(),
+                BLOCK
+            );
             assert_eq!(buf, vec![i as u8 + 1; BLOCK], "block {i}");
             self.settle();
         }
@@ -136,13 +141,19 @@ fn an_exclusive_server_level_holds_what_level_one_evicts_and_spares_the_store() 
     // Level 1 demoted what it evicted; the inclusive level got nothing (no lends).
     assert_eq!(exclusive.l1().demoted_blocks, (BLOCKS - L1_BLOCKS) as u64);
     assert_eq!(exclusive.l2().demoted_blocks, (BLOCKS - L1_BLOCKS) as u64);
-    assert_eq!((inclusive.l1().demoted_blocks, inclusive.l2().demoted_blocks), (0, 0));
+    assert_eq!(
+        (inclusive.l1().demoted_blocks, inclusive.l2().demoted_blocks),
+        (0, 0)
+    );
     for w in [&inclusive, &exclusive] {
         w.scan();
     }
     // The second scan: every block from one level or the other with demotion; the inclusive
     // level held the scan's last blocks, level 1 held them too, and the scan missed both.
-    let second = (from_store(&inclusive) - first.0, from_store(&exclusive) - first.1);
+    let second = (
+        from_store(&inclusive) - first.0,
+        from_store(&exclusive) - first.1,
+    );
     assert_eq!(second, ((BLOCKS * BLOCK) as u64, 0));
     // Each block was evicted from level 1 (demoted) before the scan came back to it, so
     // every one of them was a hit on a demoted block.
@@ -158,10 +169,15 @@ fn a_demotion_of_bytes_written_since_the_lend_is_refused() {
     // Level 1 holds the last L1_BLOCKS blocks, lent; another host writes the last one at
     // the server.
     let last = (BLOCKS - 1) * BLOCK;
-    w.level2.write("store/f", last as u64, &vec![0xee; BLOCK]).unwrap();
+    w.level2
+        .write("store/f", last as u64, &vec![0xee; BLOCK])
+        .unwrap();
     // Reading the first blocks again evicts level 1's oldest, the last block among them:
     // its demotion (of the old bytes) is refused, the others are taken.
-    let (taken, refused) = (w.l2().demoted_blocks, w.level2.store_counters().demotions_refused);
+    let (taken, refused) = (
+        w.l2().demoted_blocks,
+        w.level2.store_counters().demotions_refused,
+    );
     let mut buf = vec![0u8; BLOCK];
     for i in 0..L1_BLOCKS {
         w.sw.read(&w.file, &mut buf, (i * BLOCK) as u64).unwrap();

@@ -293,9 +293,7 @@ impl Service {
                 _ => None,
             })
             .collect();
-        let resized = resize_all(resizes, |store: &Arc<Store>, to| {
-            store.cache().resize(to)
-        })?;
+        let resized = resize_all(resizes, |store: &Arc<Store>, to| store.cache().resize(to))?;
         let mut next: HashMap<String, Stage> = HashMap::new();
         let mut compiled = HashMap::new();
         let built_all = (|| {
@@ -537,15 +535,27 @@ mod tests {
         let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
         let pool = devices.get(None).unwrap();
         let s = Service::new(ServiceConfig::new(devices)).unwrap();
-        let apply = |a: u64, b: u64| s.apply(vec![tenant("a"), tenant("b")], vec![], vec![stage("a", a), stage("b", b)]);
+        let apply = |a: u64, b: u64| {
+            s.apply(
+                vec![tenant("a"), tenant("b")],
+                vec![],
+                vec![stage("a", a), stage("b", b)],
+            )
+        };
         apply(10, 4).unwrap();
         assert!(pool.free_regions() < 6, "{} free", pool.free_regions());
         apply(4, 10).unwrap();
-        assert_eq!(installed(&s), [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]);
+        assert_eq!(
+            installed(&s),
+            [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]
+        );
         let free = pool.free_regions();
         let e = apply(3, 64).unwrap_err();
         assert!(e.contains(lachesis_fs::stage::space::DEVICE_FULL), "{e}");
-        assert_eq!(installed(&s), [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]);
+        assert_eq!(
+            installed(&s),
+            [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]
+        );
         assert_eq!(pool.free_regions(), free);
     }
 }

@@ -87,13 +87,27 @@ fn restart(small: &str) {
     );
     // The small-object engine reports itself, its objects and its index's DRAM.
     let mut c = s.client();
-    let stat = |c: &mut common::Client, f: &str| c.stat("lachesis", &format!("stage:cache/default:{f}"));
-    let engine = if small == "fairywren" { "hybrid-fairywren" } else { "hybrid" };
+    let stat =
+        |c: &mut common::Client, f: &str| c.stat("lachesis", &format!("stage:cache/default:{f}"));
+    let engine = if small == "fairywren" {
+        "hybrid-fairywren"
+    } else {
+        "hybrid"
+    };
     assert_eq!(stat(&mut c, "engine").as_deref(), Some(engine));
     let num = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    assert!(num(stat(&mut c, &format!("{small}:objects"))) > 0, "{small} holds objects");
-    assert!(num(stat(&mut c, &format!("{small}:dram_bytes"))) > 0, "{small}: its index's DRAM");
-    assert!(num(stat(&mut c, "loc:dram_bytes")) > 0, "the log's index DRAM");
+    assert!(
+        num(stat(&mut c, &format!("{small}:objects"))) > 0,
+        "{small} holds objects"
+    );
+    assert!(
+        num(stat(&mut c, &format!("{small}:dram_bytes"))) > 0,
+        "{small}: its index's DRAM"
+    );
+    assert!(
+        num(stat(&mut c, "loc:dram_bytes")) > 0,
+        "the log's index DRAM"
+    );
     term(s);
 
     let s = Server::start(&args(&dev, &state));

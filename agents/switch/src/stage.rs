@@ -279,7 +279,11 @@ pub struct CacheConfig {
     /// Server level of a two-level cache: directories, relative to the root of the agent's
     /// forwarding server (`--serve-root`), whose forwarded reads this stage caches in front of
     /// the server's store ("" is the whole root). `None` (absent): a stage of the FUSE switch.
-    #[serde(default, deserialize_with = "de_serves", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de_serves",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub serves: Option<Vec<String>>,
     /// Server level only: exclusive of level 1 (Moirai's global LRU). Reads from a level 1
     /// that demotes (a DRAM stage in front of a remote endpoint) neither fill it nor stay in
@@ -402,11 +406,19 @@ pub struct LogConfig {
     pub dir: String,
     /// `tcp://HOST:PORT`: the log lives on that agent's `lachesis-fs serve` (tail-latency
     /// forwarding: writes of a slow endpoint's tenant are appended to a less loaded one).
-    #[serde(default, deserialize_with = "de_remote", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de_remote",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub remote: Option<String>,
     /// Set: the log copies what it holds back to the rest of its route at this rate
     /// (reclaim), then holds nothing. None: it holds its data.
-    #[serde(default, deserialize_with = "de_reclaim", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de_reclaim",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reclaim_bytes_per_s: Option<u64>,
 }
 
@@ -443,9 +455,7 @@ fn de_remote<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
     };
     let ok = s.strip_prefix("tcp://").is_some_and(|a| {
         a.rsplit_once(':').is_some_and(|(h, p)| {
-            !h.is_empty()
-                && !h.contains('/')
-                && p.parse::<u16>().is_ok_and(|p| p > 0)
+            !h.is_empty() && !h.contains('/') && p.parse::<u16>().is_ok_and(|p| p > 0)
         })
     });
     if ok && s.len() <= 256 {
@@ -568,15 +578,26 @@ mod tests {
             r#"{"kind":"log","name":"fwd/a","owner":"a","dir":"/fwd/a","remote":"tcp://10.0.0.2:7070","reclaim_bytes_per_s":1048576}"#,
         )
         .unwrap();
-        let StageConfig::Log(l) = l else { unreachable!() };
+        let StageConfig::Log(l) = l else {
+            unreachable!()
+        };
         assert_eq!(l.remote.as_deref(), Some("tcp://10.0.0.2:7070"));
-        assert!(l.same_but_reclaim(&LogConfig { reclaim_bytes_per_s: None, ..l.clone() }));
-        assert!(!l.same_but_reclaim(&LogConfig { remote: None, ..l.clone() }));
+        assert!(l.same_but_reclaim(&LogConfig {
+            reclaim_bytes_per_s: None,
+            ..l.clone()
+        }));
+        assert!(!l.same_but_reclaim(&LogConfig {
+            remote: None,
+            ..l.clone()
+        }));
         // Without the new fields a log stage reads as before and writes them out as absent.
         let old = LogConfig::local("log/a", None, "/var/log/a");
         let text = serde_json::to_string(&StageConfig::Log(old.clone())).unwrap();
         assert!(!text.contains("remote"), "{text}");
-        assert_eq!(serde_json::from_str::<StageConfig>(&text).unwrap(), StageConfig::Log(old));
+        assert_eq!(
+            serde_json::from_str::<StageConfig>(&text).unwrap(),
+            StageConfig::Log(old)
+        );
         for (bad, why) in [
             (r#""remote":"10.0.0.2:7070""#, "tcp://HOST:PORT"),
             (r#""remote":"tcp://h:0""#, "tcp://HOST:PORT"),
@@ -584,7 +605,9 @@ mod tests {
             (r#""reclaim_bytes_per_s":0"#, "reclaim_bytes_per_s"),
         ] {
             let text = format!(r#"{{"kind":"log","name":"fwd/a","owner":null,"dir":"/a",{bad}}}"#);
-            let e = serde_json::from_str::<StageConfig>(&text).unwrap_err().to_string();
+            let e = serde_json::from_str::<StageConfig>(&text)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }
@@ -592,8 +615,11 @@ mod tests {
     #[test]
     fn server_level_caches_name_relative_directories() {
         let base = r#"{"kind":"cache","name":"cache/l2","owner":"a","engine":"dram","size_bytes":1048576,"write_mode":"through","eviction":"lru","max_dirty_bytes":4096,"device":null,"placement":[],"next":null"#;
-        let c: StageConfig = serde_json::from_str(&format!(r#"{base},"serves":["tenants/a",""]}}"#)).unwrap();
-        let StageConfig::Cache(c) = c else { unreachable!() };
+        let c: StageConfig =
+            serde_json::from_str(&format!(r#"{base},"serves":["tenants/a",""]}}"#)).unwrap();
+        let StageConfig::Cache(c) = c else {
+            unreachable!()
+        };
         assert_eq!(c.serves, Some(vec!["tenants/a".to_string(), String::new()]));
         // Without the field a cache stage is the switch's, and is written out without it.
         let plain: StageConfig = serde_json::from_str(&format!("{base}}}")).unwrap();
@@ -614,11 +640,16 @@ mod tests {
         // server-level stage may be exclusive.
         let l2: StageConfig =
             serde_json::from_str(&format!(r#"{base},"serves":["t"],"exclusive":true}}"#)).unwrap();
-        let StageConfig::Cache(ref c2) = l2 else { unreachable!() };
+        let StageConfig::Cache(ref c2) = l2 else {
+            unreachable!()
+        };
         assert!(c2.exclusive && !c.exclusive);
-        assert!(serde_json::to_string(&l2).unwrap().contains(r#""exclusive":true"#));
+        assert!(serde_json::to_string(&l2)
+            .unwrap()
+            .contains(r#""exclusive":true"#));
         check_stages(&[l2]).unwrap();
-        let l1: StageConfig = serde_json::from_str(&format!(r#"{base},"exclusive":true}}"#)).unwrap();
+        let l1: StageConfig =
+            serde_json::from_str(&format!(r#"{base},"exclusive":true}}"#)).unwrap();
         let e = check_stages(&[l1]).unwrap_err();
         assert!(e.contains("exclusive") && e.contains("serves"), "{e}");
     }

@@ -159,8 +159,15 @@ impl CachedStore {
         let mut l = self.lends();
         *l.writes.entry(id).or_insert(0) += 1;
         let doomed: Vec<(u64, u64)> = match range {
-            Some((off, len)) => (off / BLOCK..(off + len).div_ceil(BLOCK)).map(|b| (id, b)).collect(),
-            None => l.tokens.iter().map(|(k, _)| *k).filter(|k| k.0 == id).collect(),
+            Some((off, len)) => (off / BLOCK..(off + len).div_ceil(BLOCK))
+                .map(|b| (id, b))
+                .collect(),
+            None => l
+                .tokens
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| k.0 == id)
+                .collect(),
         };
         for k in doomed {
             l.tokens.pop(&k);
@@ -217,7 +224,10 @@ impl CachedStore {
         let mut stages = self.stages.write().unwrap_or_else(|e| e.into_inner());
         for c in configs {
             if c.serves.is_none() {
-                return Err(format!("stage {:?}: not a server-level stage (no serves)", c.name));
+                return Err(format!(
+                    "stage {:?}: not a server-level stage (no serves)",
+                    c.name
+                ));
             }
             if c.write_mode == WriteMode::Back {
                 return Err(format!(
@@ -279,7 +289,12 @@ impl CachedStore {
         stages
             .iter()
             .flat_map(|s| {
-                s.config.serves.iter().flatten().filter(|d| under(path, d)).map(move |d| (d.len(), s))
+                s.config
+                    .serves
+                    .iter()
+                    .flatten()
+                    .filter(|d| under(path, d))
+                    .map(move |d| (d.len(), s))
             })
             .max_by_key(|(len, _)| *len)
             .map(|(_, s)| s.clone())
@@ -346,7 +361,12 @@ impl Store for CachedStore {
             return self.store_read(path, off, len);
         };
         let mut buf = vec![0u8; len];
-        let n = stage.read(self.id(path), &mut buf, off, &PathBackend { cs: self, path })?;
+        let n = stage.read(
+            self.id(path),
+            &mut buf,
+            off,
+            &PathBackend { cs: self, path },
+        )?;
         buf.truncate(n);
         Ok(buf)
     }
@@ -456,18 +476,26 @@ mod tests {
         std::fs::create_dir_all(d.path().join("t/a")).unwrap();
         std::fs::write(d.path().join("t/a/f"), vec![7u8; 64 << 10]).unwrap();
         std::fs::write(d.path().join("other"), vec![9u8; 8192]).unwrap();
-        let s = CachedStore::new(Arc::new(DirStore::new(d.path()).unwrap()), Devices::default());
+        let s = CachedStore::new(
+            Arc::new(DirStore::new(d.path()).unwrap()),
+            Devices::default(),
+        );
         (d, s)
     }
 
     #[test]
     fn reads_under_a_served_directory_hit_the_second_time_and_spare_the_store() {
         let (_d, s) = store();
-        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t/a"])]).unwrap();
+        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t/a"])])
+            .unwrap();
         assert_eq!(s.read("t/a/f", 0, 16384).unwrap(), vec![7u8; 16384]);
         assert_eq!(s.store_counters().bytes_read, 16384);
         assert_eq!(s.read("/t/a/f", 0, 16384).unwrap(), vec![7u8; 16384]);
-        assert_eq!(s.store_counters().bytes_read, 16384, "the second read is the stage's");
+        assert_eq!(
+            s.store_counters().bytes_read,
+            16384,
+            "the second read is the stage's"
+        );
         let st = &s.stage_stats()[0];
         assert_eq!((st.name.as_str(), st.hits, st.misses), ("cache/a-l2", 4, 4));
         // A path no stage serves goes to the store every time.
@@ -488,9 +516,11 @@ mod tests {
     #[test]
     fn stages_resize_in_place_and_refuse_what_they_cannot_run() {
         let (_d, s) = store();
-        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t"])]).unwrap();
+        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t"])])
+            .unwrap();
         s.read("t/a/f", 0, 8192).unwrap();
-        s.set_stages(&[config("cache/a-l2", 2 << 20, &["t"])]).unwrap();
+        s.set_stages(&[config("cache/a-l2", 2 << 20, &["t"])])
+            .unwrap();
         let st = &s.stage_stats()[0];
         assert_eq!((st.size_bytes, st.installed_bytes), (2 << 20, 2 << 20));
         s.read("t/a/f", 0, 8192).unwrap();
@@ -498,7 +528,10 @@ mod tests {
         let mut back = config("cache/b", 1 << 20, &["x"]);
         back.write_mode = WriteMode::Back;
         let e = s.set_stages(&[back]).unwrap_err();
-        assert!(e.contains("cache/b") && e.contains("write_mode back"), "{e}");
+        assert!(
+            e.contains("cache/b") && e.contains("write_mode back"),
+            "{e}"
+        );
         let mut flash = config("cache/c", 1 << 20, &["x"]);
         flash.engine = CacheEngine::Loc;
         let e = s.set_stages(&[flash]).unwrap_err();
@@ -529,10 +562,16 @@ mod tests {
             v.sort();
             v
         };
-        s.set_stages(&[flash("cache/a", 10, "a"), flash("cache/b", 4, "b")]).unwrap();
-        assert!(pool.free_regions() < 6, "{} regions free", pool.free_regions());
+        s.set_stages(&[flash("cache/a", 10, "a"), flash("cache/b", 4, "b")])
+            .unwrap();
+        assert!(
+            pool.free_regions() < 6,
+            "{} regions free",
+            pool.free_regions()
+        );
         // b takes what a gives up, in one change: a shrinks first.
-        s.set_stages(&[flash("cache/a", 4, "a"), flash("cache/b", 10, "b")]).unwrap();
+        s.set_stages(&[flash("cache/a", 4, "a"), flash("cache/b", 10, "b")])
+            .unwrap();
         assert_eq!(
             installed(&s),
             [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
@@ -550,9 +589,16 @@ mod tests {
         assert_eq!(pool.free_regions(), free);
         // A new stage the device cannot hold: refused whole as well.
         let e = s
-            .set_stages(&[flash("cache/a", 2, "a"), flash("cache/b", 10, "b"), flash("cache/c", 32, "c")])
+            .set_stages(&[
+                flash("cache/a", 2, "a"),
+                flash("cache/b", 10, "b"),
+                flash("cache/c", 32, "c"),
+            ])
             .unwrap_err();
-        assert!(e.contains("cache/c") || e.contains(crate::stage::space::DEVICE_FULL), "{e}");
+        assert!(
+            e.contains("cache/c") || e.contains(crate::stage::space::DEVICE_FULL),
+            "{e}"
+        );
         assert_eq!(
             installed(&s),
             [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
@@ -571,18 +617,32 @@ mod tests {
         assert_eq!((d, t0 > 0), (vec![7u8; 4096], true));
         let (_, t1) = s.read_lent("t/a/f", 4096, 4096).unwrap();
         let st = &s.stage_stats()[0];
-        assert_eq!((st.hits, st.misses, s.store_counters().bytes_read), (0, 2, 8192));
+        assert_eq!(
+            (st.hits, st.misses, s.store_counters().bytes_read),
+            (0, 2, 8192)
+        );
         // Level 1 evicts block 0 clean: taken; the next lend read hits it, takes it out and
         // counts a hit on a demoted block.
         assert!(s.demote("t/a/f", 0, t0, &[7u8; 4096]).unwrap());
-        assert!(!s.demote("t/a/f", 0, t0, &[7u8; 4096]).unwrap(), "a lend is taken back once");
+        assert!(
+            !s.demote("t/a/f", 0, t0, &[7u8; 4096]).unwrap(),
+            "a lend is taken back once"
+        );
         let (d, t2) = s.read_lent("t/a/f", 0, 4096).unwrap();
         assert_eq!((d, t2 > 0), (vec![7u8; 4096], true));
         let st = &s.stage_stats()[0];
         assert_eq!((st.hits, st.demoted_blocks, st.demotion_hits), (1, 1, 1));
-        assert_eq!(s.store_counters().bytes_read, 8192, "the hit spared the store");
+        assert_eq!(
+            s.store_counters().bytes_read,
+            8192,
+            "the hit spared the store"
+        );
         let (_, t2b) = s.read_lent("t/a/f", 0, 4096).unwrap();
-        assert_eq!(s.stage_stats()[0].misses, 3, "taken out on the hit: the next read misses");
+        assert_eq!(
+            s.stage_stats()[0].misses,
+            3,
+            "taken out on the hit: the next read misses"
+        );
         // A write of block 1 ends its lend: the old bytes level 1 demotes are refused.
         s.write("t/a/f", 4096 + 100, b"new").unwrap();
         assert!(!s.demote("t/a/f", 4096, t1, &[7u8; 4096]).unwrap());
@@ -599,26 +659,41 @@ mod tests {
         assert_eq!(s.read_lent("t/a/g", 100, 4096).unwrap().1, 0);
         let (_, t4) = s.read_lent("t/a/g", 0, 4096).unwrap();
         assert!(t4 > 0);
-        assert_eq!(s.stage_stats()[0].hits, 3, "the plain read filled, the lend read took it");
+        assert_eq!(
+            s.stage_stats()[0].hits,
+            3,
+            "the plain read filled, the lend read took it"
+        );
         // A demotion that is not one block is bad input; one to an inclusive stage or a path
         // no stage serves is not taken.
         let e = s.demote("t/a/g", 0, t4, &[7u8; 100]).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
         assert!(!s.demote("other", 0, 1, &[7u8; 4096]).unwrap());
-        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t/a"])]).unwrap();
+        s.set_stages(&[config("cache/a-l2", 1 << 20, &["t/a"])])
+            .unwrap();
         assert!(!s.demote("t/a/g", 0, t4, &[7u8; 4096]).unwrap());
-        assert_eq!(s.read_lent("t/a/g", 0, 4096).unwrap().1, 0, "inclusive: nothing lent");
+        assert_eq!(
+            s.read_lent("t/a/g", 0, 4096).unwrap().1,
+            0,
+            "inclusive: nothing lent"
+        );
     }
 
     #[test]
     fn the_longest_directory_wins() {
         let (_d, s) = store();
-        s.set_stages(&[config("cache/all", 1 << 20, &[""]), config("cache/a", 1 << 20, &["t/a"])])
-            .unwrap();
+        s.set_stages(&[
+            config("cache/all", 1 << 20, &[""]),
+            config("cache/a", 1 << 20, &["t/a"]),
+        ])
+        .unwrap();
         s.read("t/a/f", 0, 4096).unwrap();
         s.read("other", 0, 4096).unwrap();
-        let by: HashMap<String, u64> =
-            s.stage_stats().into_iter().map(|st| (st.name, st.misses)).collect();
+        let by: HashMap<String, u64> = s
+            .stage_stats()
+            .into_iter()
+            .map(|st| (st.name, st.misses))
+            .collect();
         assert_eq!(by["cache/a"], 1);
         assert_eq!(by["cache/all"], 1);
         assert!(!under("t/ab/f", "t/a"));

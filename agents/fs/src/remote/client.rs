@@ -258,7 +258,10 @@ impl Client {
     pub fn demote_queue(self: &Arc<Self>) -> Arc<DemoteQueue> {
         self.demotions
             .get_or_init(|| {
-                Arc::new(DemoteQueue::start(Arc::downgrade(self), super::demote::QUEUE_BLOCKS))
+                Arc::new(DemoteQueue::start(
+                    Arc::downgrade(self),
+                    super::demote::QUEUE_BLOCKS,
+                ))
             })
             .clone()
     }

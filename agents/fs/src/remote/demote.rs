@@ -47,7 +47,9 @@ impl DemoteQueue {
             .name("demote".into())
             .spawn(move || {
                 for d in rx {
-                    let Some(client) = client.upgrade() else { return };
+                    let Some(client) = client.upgrade() else {
+                        return;
+                    };
                     let n = match client.demote(&d.path, d.off, d.token, &d.data) {
                         Ok(true) => &c.taken,
                         Ok(false) => &c.refused,
@@ -121,7 +123,9 @@ mod tests {
         // later offers find the queue full or closed, return at once and count a drop.
         let q = Arc::new(DemoteQueue::start(Weak::new(), 1));
         let to = DemoteTo::new(q.clone(), "d/f");
-        let taken = (0..1000).take_while(|&i| to.offer(i * 4096, 1, vec![0; 4096])).count();
+        let taken = (0..1000)
+            .take_while(|&i| to.offer(i * 4096, 1, vec![0; 4096]))
+            .count();
         assert!(taken >= 1 && taken < 1000, "{taken}");
         assert_eq!(q.counters().dropped.load(Relaxed), 1);
         assert!(!to.offer(0, 1, vec![0; 4096]));

@@ -180,7 +180,10 @@ mod tests {
             sample(),
             Frame::reply(7, libc::ENOENT, 9, vec![]),
             Frame::request(Op::Getattr, "/x", 0, 0, vec![]),
-            Frame { status: READ_LEND, ..Frame::request(Op::Read, "/x", 4096, 4096, vec![]) },
+            Frame {
+                status: READ_LEND,
+                ..Frame::request(Op::Read, "/x", 4096, 4096, vec![])
+            },
             Frame::request(Op::Demote, "/x", 8192, 17, vec![3; 4096]),
         ] {
             let bytes = f.encode();

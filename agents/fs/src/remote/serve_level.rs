@@ -74,13 +74,19 @@ impl ServeLevelArgs {
         let serves = if self.cache_serves.is_empty() {
             vec![String::new()]
         } else {
-            self.cache_serves.iter().map(|d| d.trim_matches('/').to_string()).collect()
+            self.cache_serves
+                .iter()
+                .map(|d| d.trim_matches('/').to_string())
+                .collect()
         };
         if let Some(why) = serves.iter().find_map(|d| serve_dir_error(d)) {
             return Err(format!("--cache-serves: {why}"));
         }
         if self.cache_engine.on_flash() && self.devices.is_empty() {
-            return Err(format!("--cache-engine {:?} needs a --device", self.cache_engine));
+            return Err(format!(
+                "--cache-engine {:?} needs a --device",
+                self.cache_engine
+            ));
         }
         Ok(Some(CacheConfig {
             name: STAGE.into(),
@@ -100,11 +106,7 @@ impl ServeLevelArgs {
 
     /// `store` with the server level in front when the flags ask for one (on `devices`,
     /// opened from `self.devices`), and the stats writer started.
-    pub fn build(
-        &self,
-        store: Arc<dyn Store>,
-        devices: Devices,
-    ) -> Result<Arc<dyn Store>, String> {
+    pub fn build(&self, store: Arc<dyn Store>, devices: Devices) -> Result<Arc<dyn Store>, String> {
         let config = self.config()?;
         if config.is_none() && self.stats.is_none() {
             return Ok(store);
@@ -171,11 +173,20 @@ mod tests {
         .unwrap();
         assert_eq!(c.serves, Some(vec!["media".into(), "b/c".into()]));
         assert!(c.exclusive && c.engine == CacheEngine::Dram && c.size_bytes == 1 << 20);
-        let whole = args(|a| a.cache_bytes = Some(4096)).config().unwrap().unwrap();
+        let whole = args(|a| a.cache_bytes = Some(4096))
+            .config()
+            .unwrap()
+            .unwrap();
         assert_eq!(whole.serves, Some(vec![String::new()]));
         for (f, want) in [
-            (args(|a| a.cache_exclusive = true), "--cache-exclusive needs --cache-bytes"),
-            (args(|a| a.cache_serves = vec!["x".into()]), "--cache-serves needs --cache-bytes"),
+            (
+                args(|a| a.cache_exclusive = true),
+                "--cache-exclusive needs --cache-bytes",
+            ),
+            (
+                args(|a| a.cache_serves = vec!["x".into()]),
+                "--cache-serves needs --cache-bytes",
+            ),
             (args(|a| a.cache_bytes = Some(0)), "at least 1"),
             (
                 args(|a| {

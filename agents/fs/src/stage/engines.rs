@@ -96,7 +96,10 @@ impl BlockEngine {
     /// Builds the engine `config` asks for on `devices` (flash engines), at `config.size_bytes`.
     pub fn build(config: &CacheConfig, devices: &Devices) -> Result<BlockEngine, String> {
         let what = |e: String| format!("cache stage {:?}: {e}", config.name);
-        let chunks = if matches!(config.engine, CacheEngine::Kangaroo | CacheEngine::Fairywren) {
+        let chunks = if matches!(
+            config.engine,
+            CacheEngine::Kangaroo | CacheEngine::Fairywren
+        ) {
             BLOCK / KANGAROO_CHUNK
         } else {
             1
@@ -273,7 +276,11 @@ impl BlockEngine {
             Kangaroo::new(kc.fit_partitions())
         };
         let eu = self.erase_unit();
-        let (fwlog, fwsets, fwcold) = (h(EnginePart::FwLog), h(EnginePart::FwSets), h(EnginePart::FwCold));
+        let (fwlog, fwsets, fwcold) = (
+            h(EnginePart::FwLog),
+            h(EnginePart::FwSets),
+            h(EnginePart::FwCold),
+        );
         let fairywren = move |span: Span, object_bytes: u32, threshold: u32, admit: f64| {
             let mut fc = FairyWrenConfig::new(span, fwlog, fwsets, fwcold);
             fc.eu_bytes = eu;

@@ -160,7 +160,13 @@ mod tests {
         e.delete(b"b").unwrap();
         e.resize(0).unwrap();
         let got: Vec<_> = std::mem::take(&mut *kept.lock().unwrap());
-        assert_eq!(got, vec![(b"a".to_vec(), vec![b'a'; 10]), (b"c".to_vec(), vec![b'c'; 10])]);
+        assert_eq!(
+            got,
+            vec![
+                (b"a".to_vec(), vec![b'a'; 10]),
+                (b"c".to_vec(), vec![b'c'; 10])
+            ]
+        );
     }
 
     #[test]

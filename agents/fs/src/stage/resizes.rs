@@ -101,8 +101,16 @@ mod tests {
     fn shrinks_run_first_so_space_moves_in_one_change() {
         let p = pool(10, &[6, 4]);
         let changes = vec![
-            Resize { stage: 1, from: 4, to: 7 },
-            Resize { stage: 0, from: 6, to: 3 },
+            Resize {
+                stage: 1,
+                from: 4,
+                to: 7,
+            },
+            Resize {
+                stage: 0,
+                from: 6,
+                to: 3,
+            },
         ];
         let made = resize_all(changes, |i, to| p.resize(i, to)).unwrap();
         assert_eq!(made.len(), 2);
@@ -114,9 +122,21 @@ mod tests {
     fn a_failure_undoes_what_was_made_growths_first() {
         let p = pool(10, &[6, 2, 2]);
         let changes = vec![
-            Resize { stage: 0, from: 6, to: 4 },
-            Resize { stage: 1, from: 2, to: 4 },
-            Resize { stage: 2, from: 2, to: 9 },
+            Resize {
+                stage: 0,
+                from: 6,
+                to: 4,
+            },
+            Resize {
+                stage: 1,
+                from: 2,
+                to: 4,
+            },
+            Resize {
+                stage: 2,
+                from: 2,
+                to: 9,
+            },
         ];
         let e = resize_all(changes, |i, to| p.resize(i, to)).err().unwrap();
         assert!(e.contains("from 2 to 9") && e.contains("full"), "{e}");
@@ -128,7 +148,11 @@ mod tests {
     #[test]
     fn a_later_step_of_the_change_can_undo_them() {
         let p = pool(10, &[6, 4]);
-        let changes = vec![Resize { stage: 0, from: 6, to: 2 }];
+        let changes = vec![Resize {
+            stage: 0,
+            from: 6,
+            to: 2,
+        }];
         let made = resize_all(changes, |i, to| p.resize(i, to)).unwrap();
         made.undo();
         assert_eq!(*p.sizes.borrow(), vec![6, 4]);

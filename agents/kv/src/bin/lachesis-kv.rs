@@ -203,10 +203,12 @@ fn setup(args: &Args) -> Result<(Arc<Service>, Vec<SocketAddr>), String> {
                 part: EnginePart::Loc,
                 handle: h(0),
             }];
-            placement.extend(small_parts.iter().zip(1..).map(|(&part, k)| PartHandle {
-                part,
-                handle: h(k),
-            }));
+            placement.extend(
+                small_parts
+                    .iter()
+                    .zip(1..)
+                    .map(|(&part, k)| PartHandle { part, handle: h(k) }),
+            );
             stages.push(StageConfig::Cache(CacheConfig {
                 name: format!("cache/{t}"),
                 owner: Some(t.clone()),
