@@ -21,6 +21,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import redis.asyncio as aredis
@@ -32,9 +33,15 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# Told (kind, message) of each message an agent appends to its streams: the controller
+# deletes the registrations and acks it handled, so a test sees them here, not in Redis.
+Recorder = Callable[[str, dict], None]
+
+
 class SimAgent:
-    def __init__(self, host_id: str, url: str) -> None:
+    def __init__(self, host_id: str, url: str, record: Recorder | None = None) -> None:
         self.host_id = host_id
+        self.record = record
         self.url = url
         self.generation = 0
         self.started = time.monotonic()
@@ -42,6 +49,11 @@ class SimAgent:
 
     def key(self, kind: str) -> str:
         return f"lachesis:agent:{self.host_id}:{kind}"
+
+    async def send(self, ctl: aredis.Redis, kind: str, message: dict) -> None:
+        if self.record is not None:
+            self.record(kind, message)
+        await ctl.xadd(self.key(kind), {"msg": json.dumps(message)})
 
     async def run(self, stop: asyncio.Event, starting: asyncio.Semaphore, ready: asyncio.Event | None = None) -> None:
         ctl = aredis.Redis.from_url(self.url, decode_responses=True, single_connection_client=True)
@@ -51,7 +63,7 @@ class SimAgent:
             async with starting:
                 await beat.ping()
                 heartbeats = asyncio.create_task(self.heartbeat(beat, stop))
-                await ctl.xadd(self.key("registrations"), {"msg": json.dumps(self.registration())})
+                await self.send(ctl, "registrations", self.registration())
                 inbox = self.key("inbox")
                 tail = await ctl.xrevrange(inbox, count=1)
                 last = tail[0][0] if tail else "0-0"
@@ -95,7 +107,7 @@ class SimAgent:
             ack["drained"] = 0  # no data path: nothing in flight
         else:
             applied, self.generation = generation > self.generation, generation
-        await ctl.xadd(self.key("acks"), {"msg": json.dumps(ack)})
+        await self.send(ctl, "acks", ack)
         if applied:
             await self.beat(beat)
 
@@ -111,12 +123,14 @@ class SimAgent:
             await asyncio.sleep(HEARTBEAT_S)
 
 
-async def run_agents(hosts: list[tuple[str, str]], stop: asyncio.Event, on_ready=None) -> None:  # type: ignore[no-untyped-def]
+async def run_agents(  # type: ignore[no-untyped-def]
+    hosts: list[tuple[str, str]], stop: asyncio.Event, on_ready=None, record: Recorder | None = None
+) -> None:
     """Run an agent per (host_id, url) until `stop`; `on_ready()` once all have resynced.
     Agents start STARTING at a time rather than all in the same instant: in a run of 1,000
     without that limit, 439 of one process's 500 agents had not registered minutes later
     (cause not found; the listen queue did not overflow)."""
-    agents = [SimAgent(h, u) for h, u in hosts]
+    agents = [SimAgent(h, u, record) for h, u in hosts]
     readies = [asyncio.Event() for _ in agents]
     starting = asyncio.Semaphore(STARTING)
     tasks = [asyncio.create_task(a.run(stop, starting, r)) for a, r in zip(agents, readies, strict=True)]

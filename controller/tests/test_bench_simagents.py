@@ -25,33 +25,35 @@ from simagents import run_agents  # noqa: E402
 HOST = "sim-a"
 
 
+Sent = dict[str, list[dict]]
+
+
 @pytest.fixture
-def simulated(client: TestClient) -> Iterator[None]:
-    """One simulated agent of HOST, enrolled, in a thread of its own until the test ends."""
+def simulated(client: TestClient) -> Iterator[Sent]:
+    """One simulated agent of HOST, enrolled, in a thread of its own until the test ends;
+    yields the messages it sent by kind (the controller deletes those it handled)."""
+    sent: Sent = {"registrations": [], "acks": []}
     url = enroll_host(client, HOST)
     loop, stop = asyncio.new_event_loop(), asyncio.Event()
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            loop.run_until_complete(run_agents([(HOST, url)], stop))
+            loop.run_until_complete(run_agents([(HOST, url)], stop, record=lambda kind, m: sent[kind].append(m)))
         except BaseException as exc:  # noqa: BLE001 - handed to the test below
             failure.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    yield
+    yield sent
     loop.call_soon_threadsafe(stop.set)
     thread.join(timeout=30)
     assert not thread.is_alive(), "the simulated agent did not stop"
     assert failure == []
 
 
-def messages(r: redis.Redis, kind: str) -> list[dict]:
-    return [json.loads(fields["msg"]) for _, fields in r.xrange(f"lachesis:agent:{HOST}:{kind}")]
+def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClient, redis_url: str, simulated: Sent) -> None:
 
-
-def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClient, redis_url: str, simulated: None) -> None:
     r = redis.Redis.from_url(redis_url, decode_responses=True)
     wait_until(lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 1,
                what=f"{HOST} registered and acked its first generation")
@@ -70,7 +72,7 @@ def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClie
 
     # The install follows without a phase (as a one-phase message), and is acked so; the
     # reconciler may publish the generation again, and it is acked again, as the agent does.
-    fourth = [a for a in messages(r, "acks") if a["generation"] == 4]
+    fourth = [a for a in list(simulated["acks"]) if a["generation"] == 4]
     assert [(a.get("phase"), a["status"]) for a in fourth[:2]] == [("quiesce", "applied"), (None, "applied")]
     assert {(a.get("phase"), a["status"]) for a in fourth[2:]} <= {(None, "applied")}
     assert fourth[0]["drained"] == 0
@@ -80,14 +82,14 @@ def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClie
     stale = {**json.loads(r.get(f"lachesis:agent:{HOST}:desired")), "generation": 2}
     stale.pop("phase", None)
     r.xadd(f"lachesis:agent:{HOST}:inbox", {"msg": json.dumps(stale)})
-    refused = wait_until(lambda: [a for a in messages(r, "acks") if a["generation"] == 2 and a["status"] == "rejected"],
+    refused = wait_until(lambda: [a for a in list(simulated["acks"]) if a["generation"] == 2 and a["status"] == "rejected"],
                          what="the stale generation's refusal")
     assert len(refused) == 1 and refused[0]["rules_installed"] == 0
 
     heartbeat = json.loads(r.get(f"lachesis:agent:{HOST}:heartbeat"))
     assert heartbeat["generation"] == 4
     assert 0 < r.ttl(f"lachesis:agent:{HOST}:heartbeat") <= 15
-    for kind, sent in (("registration", messages(r, "registrations")), ("ack", messages(r, "acks")),
+    for kind, sent in (("registration", list(simulated["registrations"])), ("ack", list(simulated["acks"])),
                        ("heartbeat", [heartbeat])):
         for message in sent:
             assert list(validator(kind).iter_errors(message)) == [], (kind, message)

@@ -52,11 +52,14 @@ class StreamConsumer:
         batch: bool = False,
         group: str = GROUP,
         recheck_every: int = RECHECK_PENDING_EVERY,
+        delete_handled: bool = False,
     ) -> None:
         """`handle` takes one message, or with `batch` the list of messages of one read.
         `group`: the consumer group (the shared `controller` one by default; one per replica
-        for what every replica must see, e.g. telemetry)."""
+        for what every replica must see, e.g. telemetry). `delete_handled`: the stream is
+        bounded by this consumer (StreamTrim), for streams only its group reads."""
         self.bus = bus
+        self.trim = StreamTrim() if delete_handled else None
         self.group = group
         self.recheck_every = recheck_every
         self._idle_reads = 0
@@ -97,7 +100,10 @@ class StreamConsumer:
                     async with redis.pipeline(transaction=False) as pipe:
                         for stream, entries in read:
                             if entries:
-                                pipe.xack(stream, self.group, *[entry_id for entry_id, _ in entries])
+                                ids = [entry_id for entry_id, _ in entries]
+                                pipe.xack(stream, self.group, *ids)
+                                if self.trim is not None and (done := self.trim.handled(stream, ids)):
+                                    pipe.xdel(stream, *done)
                         await pipe.execute()
                 if down_since_logged:
                     log.info("%s streams: Redis is back", self.kind)
@@ -152,6 +158,8 @@ class StreamConsumer:
         streams = {agent_stream(h, self.kind): h for h in sorted(self.bus.enrolled or ())}
         for gone in self._next.keys() - streams.keys():
             del self._next[gone]
+            if self.trim is not None:
+                self.trim.forget(gone)
         new = [s for s in streams if s not in self._next]
         if new:
             async with self.bus.redis.pipeline(transaction=False) as pipe:
@@ -214,6 +222,35 @@ class StreamConsumer:
             reject(self.kind, host or "?", "another host", f"names host {claimed}")
             return None
         return message
+
+
+def _stream_id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class StreamTrim:
+    """Bounds a stream that agents append to without a MAXLEN (acks, registrations): the
+    entries this consumer has handled and acked are deleted (XDEL, in the XACK's pipeline),
+    all but the newest handled one per stream, kept for whoever looks at the stream (an
+    operator, the e2e tests reading the last ack). XDEL of exactly the handled ids rather
+    than XTRIM MINID: a leader that lost its lease may have left entries pending under the
+    shared consumer name (bus.client.CONSUMER) below ids the new leader handles, and those
+    must stay until they are read again. Redis frees a stream node once all its entries are
+    deleted, so a host's stream holds one node at most however many rollouts it acked."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, str] = {}
+
+    def handled(self, stream: str, entry_ids: list[str]) -> list[str]:
+        """The ids to delete now that `entry_ids` of `stream` are handled."""
+        ids = entry_ids + ([kept] if (kept := self._kept.get(stream)) else [])
+        newest = max(ids, key=_stream_id)
+        self._kept[stream] = newest
+        return [i for i in dict.fromkeys(ids) if i != newest]
+
+    def forget(self, stream: str) -> None:
+        self._kept.pop(stream, None)
 
 
 # (kind, host, why) already logged: a forging agent gets one warning, and a count each time.

@@ -115,8 +115,10 @@ class Handlers:
 
 def start(handlers: Handlers, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     consumers = [
-        StreamConsumer(handlers.bus, REGISTRATIONS, Registration, handlers.registration, stop),
-        StreamConsumer(handlers.bus, ACKS, Ack, handlers.acks, stop, batch=True),
+        # Only the leader's shared group reads these, and agents append without a MAXLEN:
+        # the consumer deletes what it handled (consumer.StreamTrim).
+        StreamConsumer(handlers.bus, REGISTRATIONS, Registration, handlers.registration, stop, delete_handled=True),
+        StreamConsumer(handlers.bus, ACKS, Ack, handlers.acks, stop, batch=True, delete_handled=True),
     ]
     return [asyncio.create_task(c.run(), name=f"consume {c.kind}") for c in consumers]
 
