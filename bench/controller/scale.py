@@ -22,12 +22,15 @@ Measured, as medians over the runs:
 - Redis memory per host: INFO used_memory before enrolment, once every host acked (ACL user,
   streams, desired and heartbeat keys, and the buffers of the agents' two connections, shown
   apart: mem_clients_normal) and after the runs, over the hosts.
-Progress on stderr, a Markdown table on stdout, with the ratio of each replica count to the
+Progress on stderr, a Markdown table on stdout (or with --json one JSON object: `{"runs":
+[{"replicas", "agents", "rollout_p50_s", "rollout_p99_s", "controller_cpu_s_per_rollout",
+"redis_bytes_per_host"}]}`, the Redis bytes per host being those after the runs, nulls for a
+replica count pending HA), with the ratio of each replica count to the
 first. Two replicas need the controllers' leader lease (ha/lease.py); a controller whose
 `/readyz` says nothing about leading is one that cannot share its database, and that row is
 printed as "pending HA" rather than measured.
 
-  .lachesis/venv/bin/python bench/controller/scale.py [--agents 1000] [--rollouts 10] [--runs 3] [--replicas 1,2]
+  .lachesis/venv/bin/python bench/controller/scale.py [--agents 1000] [--rollouts 10] [--runs 3] [--replicas 1,2] [--json]
 """
 
 from __future__ import annotations
@@ -347,6 +350,7 @@ def main() -> None:
     parser.add_argument("--replicas", default="1,2", help="comma-separated controller replica counts")
     parser.add_argument("--agent-procs", type=int, default=2, help="processes the simulated agents are spread over")
     parser.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle controller CPU measured before the runs")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the Markdown tables")
     args = parser.parse_args()
     try:
         replica_counts = [int(r) for r in args.replicas.split(",")]
@@ -356,6 +360,27 @@ def main() -> None:
         parser.error("--replicas, --agents, --rollouts, --runs and --agent-procs must be at least 1")
     bindir, pg_class = postgres_bindir(), postgres_server_class()
     results = [scenario(args, r, pg_class, bindir) for r in replica_counts]
+    if args.json:
+        print(json.dumps(json_report(results, args.agents)))
+    else:
+        print_markdown(results, args)
+
+
+def json_report(results: list[dict], agents: int) -> dict:
+    """The issue's `--json` object: one entry per replica count, nulls where not measured."""
+    def run(r: dict) -> dict:
+        measured = not r["pending"]
+        return {
+            "replicas": r["replicas"], "agents": agents,
+            "rollout_p50_s": r["p50_s"] if measured else None,
+            "rollout_p99_s": r["p99_s"] if measured else None,
+            "controller_cpu_s_per_rollout": r["controller_cpu_s"] if measured else None,
+            "redis_bytes_per_host": r["redis_bytes_per_host_after"] if measured else None,
+        }
+    return {"runs": [run(r) for r in results]}
+
+
+def print_markdown(results: list[dict], args: argparse.Namespace) -> None:
     print(f"agents={args.agents} rollouts={args.rollouts} runs={args.runs} agent_procs={args.agent_procs}")
     print("| replicas | rollout p50 (s) | rollout p99 (s) | quiesce phase (s) | install phase (s) | controller CPU s / rollout | idle controller CPU s/s | "
           "Redis CPU s / rollout | PostgreSQL CPU s / rollout | Redis B / host (enrolled) | of which connections | "
