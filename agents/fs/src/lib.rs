@@ -15,12 +15,12 @@ pub mod embed;
 pub mod fuse;
 pub mod header_log;
 pub mod longpath;
-pub mod private;
-pub mod rangemap;
-pub mod remote;
 pub mod route;
-pub mod stage;
 pub mod stale_mount;
 pub mod switch;
+
+// The stages, their device space and the remote protocol live in `lachesis-stages`, shared
+// with the KV front end; re-exported so `lachesis_fs::stage` and `lachesis_fs::remote` still name them.
+pub use lachesis_stages::{private, rangemap, remote, stage};
 
 pub use switch::{IoObserver, ReadWatch, Switch, SwitchOptions};

@@ -13,7 +13,7 @@ use lachesis_cache::hybrid::SmallFactory;
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{Engine, EngineStats, Hybrid, HybridConfig, LocConfig, RegionEviction, Span};
 use lachesis_device::PlacementHandle;
-use lachesis_fs::stage::space::{Devices, Space};
+use lachesis_stages::stage::space::{Devices, Space};
 use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
 use serde::Serialize;
 

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use lachesis_device::measured::MeasuredStatsReader;
-use lachesis_fs::stage::ratelimit::RateLimit;
-use lachesis_fs::stage::resizes::{resize_all, Resize};
-use lachesis_fs::stage::space::Devices;
+use lachesis_stages::stage::ratelimit::RateLimit;
+use lachesis_stages::stage::resizes::{resize_all, Resize};
+use lachesis_stages::stage::space::Devices;
 use lachesis_switch::{CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageConfig, Tenant};
 use serde::Serialize;
 
@@ -276,7 +276,7 @@ impl Service {
         let mut built = locked(&self.built);
         // The stages kept at another size are resized first (shrinks before growths), so
         // the stages built anew can take the space the shrinks free; a later failure puts
-        // them back (lachesis_fs::stage::resizes: all or nothing).
+        // them back (lachesis_stages::stage::resizes: all or nothing).
         let resizes = wanted
             .iter()
             .filter_map(|s| match (&built.stages.get(s.name())?.config, *s) {
@@ -531,7 +531,7 @@ mod tests {
     /// first), and a change the device cannot hold changes nothing.
     #[test]
     fn space_moves_between_flash_caches_in_one_change_and_a_refused_change_changes_nothing() {
-        let (dev, _) = lachesis_fs::stage::space::testing::sim(16);
+        let (dev, _) = lachesis_stages::stage::space::testing::sim(16);
         let devices = Devices::new(vec![("flash0".into(), dev)]).unwrap();
         let pool = devices.get(None).unwrap();
         let s = Service::new(ServiceConfig::new(devices)).unwrap();
@@ -551,7 +551,7 @@ mod tests {
         );
         let free = pool.free_regions();
         let e = apply(3, 64).unwrap_err();
-        assert!(e.contains(lachesis_fs::stage::space::DEVICE_FULL), "{e}");
+        assert!(e.contains(lachesis_stages::stage::space::DEVICE_FULL), "{e}");
         assert_eq!(
             installed(&s),
             [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]

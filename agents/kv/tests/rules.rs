@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Client, Server};
-use lachesis_fs::stage::space::Devices;
+use lachesis_stages::stage::space::Devices;
 use lachesis_kv::{Service, ServiceConfig};
 use lachesis_switch::{
     Classifier, ClassifierKind, Detour, DetourKind, DetourWhat, Match, RateLimitConfig, Rule,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use lachesis_device::measured::{parse_size, MeasuredDevice, MeasuredOptions};
-use lachesis_fs::stage::space::Devices;
+use lachesis_stages::stage::space::Devices;
 use lachesis_kv::{Service, ServiceConfig, DEFAULT_TENANT};
 use lachesis_switch::{
     CacheConfig, CacheEngine, Classifier, ClassifierKind, EnginePart, Eviction, PartHandle,
