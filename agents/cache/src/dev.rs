@@ -80,6 +80,10 @@ pub struct DataSim {
     page: usize,
     /// Whether deallocations reach the simulator's mapping (see [`DataSim::ignore_deallocate`]).
     deallocate: bool,
+    /// Pages ever written (one bit each) and how many: a benchmark is not at steady state
+    /// before every address it uses was written at least once.
+    ever_written: Vec<u64>,
+    pages_ever_written: u64,
 }
 
 impl DataSim {
@@ -93,6 +97,8 @@ impl DataSim {
             data: vec![0; cap],
             page,
             deallocate: true,
+            ever_written: vec![0; (cap / page).div_ceil(64)],
+            pages_ever_written: 0,
         })
     }
 
@@ -110,6 +116,21 @@ impl DataSim {
 
     pub fn fdp_statistics(&self) -> FdpStats {
         self.sim.fdp_statistics()
+    }
+
+    /// Pages written at least once anywhere on the device.
+    pub fn total_pages_ever_written(&self) -> u64 {
+        self.pages_ever_written
+    }
+
+    fn mark_written(&mut self, first: u64, count: u64) {
+        for p in first..first + count {
+            let (word, bit) = ((p / 64) as usize, 1u64 << (p % 64));
+            if self.ever_written[word] & bit == 0 {
+                self.ever_written[word] |= bit;
+                self.pages_ever_written += 1;
+            }
+        }
     }
 }
 
@@ -135,6 +156,7 @@ impl BlockDevice for DataSim {
         let ps = self.page as u64;
         self.sim
             .write_pages(offset / ps, buf.len() as u64 / ps, handle)?;
+        self.mark_written(offset / ps, buf.len() as u64 / ps);
         let o = offset as usize;
         self.data[o..o + buf.len()].copy_from_slice(buf);
         Ok(())

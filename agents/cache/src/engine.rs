@@ -38,6 +38,29 @@ impl std::ops::AddAssign<&EngineStats> for EngineStats {
     }
 }
 
+/// One part of an engine (a log, a set store) and what it wrote, so a benchmark can tell
+/// whether the engine reached steady state and where its flash writes go.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartStats {
+    /// "log" (the large-object log), "klog"/"kset" (Kangaroo), "fwlog"/"fwsets" (FairyWREN),
+    /// "sets" (set-associative); a hybrid prefixes "large."/"small.".
+    pub name: String,
+    /// Bytes this part wrote to the device.
+    pub bytes_written: u64,
+    /// For a log: how it cycles through its units (`None` for a set store).
+    pub log: Option<LogUnits>,
+}
+
+/// A log's units (regions, segments, erase units) and how many it wrote and reclaimed: the
+/// log wrapped once when it wrote as many units as it has, and evicts once it reclaims them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LogUnits {
+    pub units: u64,
+    pub units_written: u64,
+    /// Units the log emptied to reuse (regions evicted, segments flushed, erase units erased).
+    pub units_reclaimed: u64,
+}
+
 /// A key-value cache on a block device. An engine is driven by one thread at a time
 /// (`&mut self`); the hybrid cache shards and locks around it.
 ///
@@ -63,6 +86,10 @@ pub trait Engine: Send {
     fn stats(&self) -> EngineStats;
     /// Bytes of DRAM the engine's index and buffers use, counted from the real structures.
     fn dram_bytes(&self) -> usize;
+    /// The engine's parts and what each wrote (empty when the engine does not say).
+    fn parts(&self) -> Vec<PartStats> {
+        Vec::new()
+    }
     /// Uses `bytes` of its span from now on (the span itself does not change): growing
     /// takes effect at once, shrinking evicts what lies past the new end. Returns `Ok(false)`,
     /// changing nothing, when the engine cannot resize in place (the default); an error when

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use crate::dev::Span;
 use crate::dram::{DramLru, Evicted};
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, PartStats};
 use crate::loc::{Loc, LocConfig};
 use crate::object::{self, key_hash};
 use crate::persist::{self, Enc, Kind, Shape};
@@ -216,7 +216,13 @@ impl Hybrid {
         Ok(h)
     }
 
-    fn shape(span: &Span, small_fraction: f64, align: u64, small_threshold: usize, region: u64) -> Shape {
+    fn shape(
+        span: &Span,
+        small_fraction: f64,
+        align: u64,
+        small_threshold: usize,
+        region: u64,
+    ) -> Shape {
         Shape::of_span(span)
             .with("small fraction (f64 bits)", small_fraction.to_bits())
             .with("small engine alignment", align)
@@ -465,6 +471,21 @@ impl Engine for Hybrid {
 
     fn stats(&self) -> EngineStats {
         Hybrid::stats(self)
+    }
+
+    /// The log's parts as "large.*", the small engine's as "small.*" (a small engine replaced
+    /// by a resize takes its counts with it).
+    fn parts(&self) -> Vec<PartStats> {
+        let flash = locked(&self.flash);
+        let named = |prefix: &'static str, parts: Vec<PartStats>| {
+            parts.into_iter().map(move |p| PartStats {
+                name: format!("{prefix}.{}", p.name),
+                ..p
+            })
+        };
+        named("large", flash.loc.parts())
+            .chain(named("small", flash.small.parts()))
+            .collect()
     }
 
     fn dram_bytes(&self) -> usize {

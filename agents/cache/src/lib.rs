@@ -17,7 +17,7 @@ pub mod set_assoc;
 pub mod workload;
 
 pub use dev::{share, DataSim, SharedDevice, Span};
-pub use engine::{Engine, EngineStats};
+pub use engine::{Engine, EngineStats, LogUnits, PartStats};
 pub use hybrid::{Hybrid, HybridConfig};
 pub use loc::{Loc, LocConfig, RegionEviction};
 pub use set_assoc::{SetAssoc, SetAssocConfig};

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use lachesis_device::PlacementHandle;
 
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
 use crate::object::{self, key_hash};
 use crate::persist::{self, Dec, Enc, Kind, Shape};
 use crate::{Error, Result};
@@ -90,6 +90,9 @@ pub struct Loc {
     buf: Vec<u8>,
     tick: u64,
     stats: EngineStats,
+    /// Regions written (sealed) and evicted to make room: how the log cycles.
+    regions_sealed: u64,
+    regions_evicted: u64,
 }
 
 /// A saved log state, checked, before it replaces the engine's.
@@ -164,6 +167,8 @@ impl Loc {
             buf: Vec::with_capacity(region_bytes as usize),
             tick: 0,
             stats: EngineStats::default(),
+            regions_sealed: 0,
+            regions_evicted: 0,
         };
         loc.open = 0;
         Ok(loc)
@@ -319,6 +324,7 @@ impl Loc {
         self.span
             .write(self.region_offset(self.open), &self.buf, self.handle)?;
         self.stats.flash_bytes_written += padded;
+        self.regions_sealed += 1;
         self.sealed.push_back(self.open);
         self.last_access[self.open as usize] = self.tick;
         self.buf.clear();
@@ -342,6 +348,7 @@ impl Loc {
         }
         .ok_or_else(|| Error::Config("large-object cache has no region to evict".into()))?;
         let keep = self.evict(victim, true)?;
+        self.regions_evicted += 1;
         self.open = victim;
         self.buf.clear();
         for (key, value) in keep {
@@ -481,6 +488,18 @@ impl Engine for Loc {
 
     fn stats(&self) -> EngineStats {
         self.stats.clone()
+    }
+
+    fn parts(&self) -> Vec<PartStats> {
+        vec![PartStats {
+            name: "log".into(),
+            bytes_written: self.stats.flash_bytes_written,
+            log: Some(LogUnits {
+                units: u64::from(self.active),
+                units_written: self.regions_sealed,
+                units_reclaimed: self.regions_evicted,
+            }),
+        }]
     }
 
     fn resize(&mut self, bytes: u64) -> Result<bool> {

@@ -11,7 +11,7 @@ use lachesis_device::PlacementHandle;
 
 use crate::bloom::BucketBlooms;
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, PartStats};
 use crate::object::{self, key_hash};
 use crate::persist::{self, Kind, Shape};
 use crate::{Error, Result};
@@ -281,6 +281,14 @@ impl Engine for SetAssoc {
 
     fn stats(&self) -> EngineStats {
         self.stats.clone()
+    }
+
+    fn parts(&self) -> Vec<PartStats> {
+        vec![PartStats {
+            name: "sets".into(),
+            bytes_written: self.stats.flash_bytes_written,
+            log: None,
+        }]
     }
 
     fn dram_bytes(&self) -> usize {

@@ -1,5 +1,7 @@
 //! lachesis-cachebench end to end: a small synthetic run and a real trace through real engines
-//! on the simulated SSD, and bad input answered with exit code 2 and a message.
+//! on the simulated SSD, and bad input answered with exit code 2 and a message. The short runs
+//! check behaviour, not figures, and pass --allow-transient (they never reach steady state);
+//! `steady_state_*` check the steady-state judgement itself.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,6 +26,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 const SMALL: &[&str] = &[
     "--json",
     "-q",
+    "--allow-transient",
     "--objects",
     "40000",
     "--requests",
@@ -90,6 +93,7 @@ fn replays_a_real_trace() {
     let r = json(&[
         "--json",
         "-q",
+        "--allow-transient",
         "--trace",
         t,
         "--sizes",
@@ -134,6 +138,7 @@ fn bad_input_exits_2_with_a_message() {
 const FW_SMALL: &[&str] = &[
     "--json",
     "-q",
+    "--allow-transient",
     "--objects",
     "40000",
     "--requests",
@@ -236,14 +241,92 @@ const REPORT_KEYS: &[&str] = &[
     "objects",
     "ops_per_s",
     "overprovisioning",
+    "parts",
     "requests",
     "sets",
     "sets_per_s",
+    "steady",
+    "steady_state",
     "utilization",
     "wall_s",
+    "warmup_requests",
     "workload",
     "wrong_values",
 ];
+
+// Steady state: Kangaroo on a conventional SSD (one handle, no discard), 30k objects per MiB.
+const STEADY: &[&str] = &[
+    "--json",
+    "-q",
+    "--engine",
+    "kangaroo",
+    "--handles",
+    "shared",
+    "--no-discard",
+    "--objects",
+    "120000",
+    "--requests",
+    "600000",
+    "--flash-mib",
+    "4",
+    "--ru-kib",
+    "32",
+];
+
+#[test]
+fn steady_state_runs_report_the_counts_they_were_judged_on() {
+    let r = json(STEADY);
+    assert_eq!(keys(&r), REPORT_KEYS);
+    assert_eq!(r["steady_state"], true, "{r}");
+    let s = &r["steady"];
+    assert_eq!(s["failures"].as_array().unwrap().len(), 0);
+    // The device rounds its capacity up to whole reclaim units the cache does not use.
+    assert!(s["written_fraction"].as_f64().unwrap() > 0.99, "{s}");
+    assert!(s["device_writes"].as_f64().unwrap() >= 10.0, "{s}");
+    let logs = s["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0]["name"], "klog");
+    assert!(logs[0]["wraps"].as_f64().unwrap() >= 3.0);
+    assert!(logs[0]["evictions"].as_u64().unwrap() > 0);
+    let (d1, d2) = (
+        s["dlwa_first_half"].as_f64().unwrap(),
+        s["dlwa_second_half"].as_f64().unwrap(),
+    );
+    assert!(d1 > 1.0 && (d1 - d2).abs() <= 0.05 * d1.max(d2), "{s}");
+    // The parts' bytes are the engine's host writes of the window.
+    let parts = r["parts"].as_array().unwrap();
+    let names: Vec<&str> = parts.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["klog", "kset"]);
+    let sum: f64 = parts
+        .iter()
+        .map(|p| p["bytes_per_request"].as_f64().unwrap())
+        .sum();
+    let host = r["device_bytes_per_request"].as_f64().unwrap();
+    assert!((sum - host).abs() <= 1e-6 * host, "{sum} vs {host}");
+    assert!(r["warmup_requests"].as_u64().unwrap() >= 150_000);
+}
+
+#[test]
+fn steady_state_refused_prints_no_figure_and_exits_3() {
+    // Too few requests: addresses never written, KLog barely evicting.
+    let mut args = STEADY.to_vec();
+    let at = args.iter().position(|a| *a == "600000").unwrap();
+    args[at] = "30000";
+    let out = cachebench(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.contains("not at steady state, no figure printed"),
+        "{err}"
+    );
+    assert!(err.contains("device pages never written"), "{err}");
+    // Allowed, the same run prints its figures marked as not steady.
+    args.push("--allow-transient");
+    let r = json(&args);
+    assert_eq!(r["steady_state"], false);
+    assert!(!r["steady"]["failures"].as_array().unwrap().is_empty());
+}
 
 fn keys(v: &serde_json::Value) -> Vec<String> {
     let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
@@ -256,6 +339,7 @@ fn keys(v: &serde_json::Value) -> Vec<String> {
 const WHOLE: &[&str] = &[
     "--json",
     "-q",
+    "--allow-transient",
     "--engine",
     "hybrid",
     "--objects",

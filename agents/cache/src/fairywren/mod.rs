@@ -38,7 +38,7 @@ use fwsets::FwSets;
 use store::Store;
 
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
 use crate::kangaroo::admission::PreFlash;
 use crate::kangaroo::flusher::resolve_entries;
 use crate::kangaroo::index::{Entry, Index, SlotId};
@@ -229,7 +229,10 @@ impl FairyWren {
             .with("FwLog slices", u64::from(l.slices))
             .with("FwSets sets", u64::from(l.sets))
             .with("FwSets cold pages", u64::from(l.cold_pages))
-            .with("FwLog index tables per slice", u64::from(l.tables_per_slice))
+            .with(
+                "FwLog index tables per slice",
+                u64::from(l.tables_per_slice),
+            )
             .with("FwLog index slots per table", l.slots_per_table as u64)
             .with("Bloom bits per subset", l.bloom_bits as u64)
             .with("hit bits per subset", l.hit_bits as u64)
@@ -736,6 +739,28 @@ impl Engine for FairyWren {
             objects: self.index.len() + self.sets.objects,
             ..self.stats.clone()
         }
+    }
+
+    /// FwLog counted in segments (a cycle writes every segment once; it reclaims whole erase
+    /// units), FwSets in pages.
+    fn parts(&self) -> Vec<PartStats> {
+        let per_eu = u64::from(self.layout.segments_per_eu());
+        vec![
+            PartStats {
+                name: "fwlog".into(),
+                bytes_written: self.log.segment_writes * self.log.segment_bytes(),
+                log: Some(LogUnits {
+                    units: u64::from(self.layout.log_eus) * per_eu,
+                    units_written: self.log.segment_writes,
+                    units_reclaimed: self.log.eu_erases * per_eu,
+                }),
+            },
+            PartStats {
+                name: "fwsets".into(),
+                bytes_written: self.store.page_writes * PAGE as u64,
+                log: None,
+            },
+        ]
     }
 
     fn dram_bytes(&self) -> usize {

@@ -37,6 +37,8 @@ pub struct KLog {
     handle: PlacementHandle,
     scratch: Vec<u8>,
     pub segment_writes: u64,
+    /// Segments freed after their objects were moved or dropped (the log evicting).
+    pub segments_released: u64,
 }
 
 impl KLog {
@@ -66,6 +68,7 @@ impl KLog {
             handle,
             scratch: Vec::new(),
             segment_writes: 0,
+            segments_released: 0,
         }
     }
 
@@ -206,6 +209,7 @@ impl KLog {
             let p = &mut self.parts[part as usize];
             p.tail = (p.tail + 1) % self.segments;
             p.written -= 1;
+            self.segments_released += 1;
         }
         Ok(())
     }

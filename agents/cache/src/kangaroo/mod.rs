@@ -43,7 +43,7 @@ use std::io::{Read, Write};
 use lachesis_device::PlacementHandle;
 
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats};
+use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
 use crate::object::key_hash;
 use crate::persist::{self, Kind, Shape};
 use crate::Result;
@@ -486,6 +486,26 @@ impl Engine for Kangaroo {
             objects: self.index.len() + self.kset.objects,
             ..self.stats.clone()
         }
+    }
+
+    fn parts(&self) -> Vec<PartStats> {
+        let l = &self.layout;
+        vec![
+            PartStats {
+                name: "klog".into(),
+                bytes_written: self.klog.segment_writes * self.klog.segment_bytes(),
+                log: Some(LogUnits {
+                    units: u64::from(l.partitions) * u64::from(l.segments_per_partition),
+                    units_written: self.klog.segment_writes,
+                    units_reclaimed: self.klog.segments_released,
+                }),
+            },
+            PartStats {
+                name: "kset".into(),
+                bytes_written: self.kset.set_writes * SET_BYTES as u64,
+                log: None,
+            },
+        ]
     }
 
     fn dram_bytes(&self) -> usize {

@@ -125,9 +125,14 @@ pub struct Args {
     /// Probability that a missed object is inserted (all engines; matches write budgets).
     #[arg(long, default_value_t = 1.0)]
     pub admit: f64,
-    /// Share of requests (from the start) not measured.
+    /// Share of requests (from the start) not measured, at least: the warm-up goes on until
+    /// every device address the cache uses was written and every log evicts.
     #[arg(long, default_value_t = 0.25)]
     pub warmup: f64,
+    /// Print the figures even when the run did not reach steady state (marked so, for smoke
+    /// tests); without it such a run prints no figure and exits 3.
+    #[arg(long)]
+    pub allow_transient: bool,
 
     /// Print the report as JSON instead of text.
     #[arg(long)]

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use lachesis_cache::hybrid::SmallFactory;
 use lachesis_cache::workload::LARGE_MIN;
 use lachesis_cache::{
-    DataSim, Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, SetAssoc, SetAssocConfig,
-    SharedDevice, Span,
+    DataSim, Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, PartStats, SetAssoc,
+    SetAssocConfig, SharedDevice, Span,
 };
 use lachesis_device::nvme::logpage::{FdpStats, RuhType};
 use lachesis_device::sim::SimConfig;
@@ -16,6 +16,10 @@ use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 
 use crate::args::{Args, EngineKind, Handles, SmallEngine};
+use crate::steady::Point;
+
+/// The simulated device's page (its logical block).
+pub const PAGE_BYTES: u64 = 4096;
 
 pub enum RunError {
     /// The command line asks for something impossible (exit 2).
@@ -40,6 +44,20 @@ impl From<lachesis_cache::Error> for RunError {
 pub struct Snapshot {
     pub stats: EngineStats,
     pub fdp: FdpStats,
+    pub parts: Vec<PartStats>,
+    /// Device pages written at least once.
+    pub pages_written: u64,
+}
+
+impl Snapshot {
+    pub fn point(&self) -> Point {
+        Point {
+            host_bytes: u64::try_from(self.fdp.host_bytes_written).unwrap_or(u64::MAX),
+            media_bytes: u64::try_from(self.fdp.media_bytes_written).unwrap_or(u64::MAX),
+            pages_written: self.pages_written,
+            parts: self.parts.clone(),
+        }
+    }
 }
 
 pub struct Bench {
@@ -52,21 +70,21 @@ pub struct Bench {
 
 impl Bench {
     pub fn snapshot(&self) -> Snapshot {
+        let data = self.data.lock().unwrap_or_else(|p| p.into_inner());
         Snapshot {
             stats: self.engine.stats(),
-            fdp: self
-                .data
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .fdp_statistics(),
+            fdp: data.fdp_statistics(),
+            parts: self.engine.parts(),
+            pages_written: data.total_pages_ever_written(),
         }
     }
 
-    pub fn zero_snapshot(&self) -> Snapshot {
-        Snapshot {
-            stats: EngineStats::default(),
-            fdp: FdpStats::default(),
-        }
+    /// Logical pages of the device, and of the part the cache uses.
+    pub fn pages(&self) -> (u64, u64) {
+        (
+            self.device_bytes / PAGE_BYTES,
+            self.flash_bytes / PAGE_BYTES,
+        )
     }
 }
 
@@ -84,7 +102,7 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
     let logical = ((flash as f64 / args.utilization).ceil() as u64).div_ceil(ru) * ru;
     let rus = ((logical as f64 * (1.0 + args.op)) / ru as f64).ceil() as u32 + 1;
     let config = SimConfig {
-        page_size: 4096,
+        page_size: PAGE_BYTES as u32,
         pages_per_erase_block: (ru / 4096) as u32,
         erase_blocks_per_ru: 1,
         rus_per_group: rus,

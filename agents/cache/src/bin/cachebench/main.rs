@@ -4,6 +4,7 @@
 mod args;
 mod engines;
 mod report;
+mod steady;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -144,6 +145,10 @@ fn main() -> ExitCode {
     };
     match run(&args, &mut source, total, workload) {
         Ok(report) => {
+            if !report.steady_state && !args.allow_transient {
+                eprintln!("{}", report::refusal(&report));
+                return ExitCode::from(3);
+            }
             if args.json {
                 println!(
                     "{}",
@@ -201,16 +206,29 @@ fn run(
         b.set_message(format!("{:?}", args.engine));
         b
     };
-    let warmup = (total as f64 * args.warmup) as u64;
+    // Warm-up: at least --warmup of the requests, then until the cache is warm (checked every
+    // WARM_CHECK requests, by counts); the rest is the window, with a snapshot halfway.
+    const WARM_CHECK: u64 = 1024;
+    let min_warmup = (total as f64 * args.warmup) as u64;
+    let (device_pages, cache_pages) = bench.pages();
     let mut c = Counts::default();
-    let mut at_warmup = None;
+    let mut at_warmup: Option<(u64, Counts, engines::Snapshot)> = None;
+    let mut at_mid = None;
+    let mut mid = u64::MAX;
     let mut admit_rng = Zipf::new(1, 0.0, args.seed ^ 0xad).expect("valid");
     let start = Instant::now();
     let mut measured_start = start;
     for i in 0..total {
-        if i == warmup {
-            at_warmup = Some((c, bench.snapshot()));
-            measured_start = Instant::now();
+        if at_warmup.is_none() && i >= min_warmup && (i - min_warmup).is_multiple_of(WARM_CHECK) {
+            let s = bench.snapshot();
+            if args.allow_transient || steady::warmed(&s.point(), cache_pages) {
+                at_warmup = Some((i, c, s));
+                mid = i + (total - i) / 2;
+                measured_start = Instant::now();
+            }
+        }
+        if i == mid {
+            at_mid = Some(bench.snapshot());
         }
         match source.request(i as usize) {
             Req::Get(key, size) => {
@@ -255,18 +273,37 @@ fn run(
     }
     bar.finish_and_clear();
     let wall = measured_start.elapsed();
-    let (c0, s0) = at_warmup.unwrap_or((Counts::default(), bench.zero_snapshot()));
     let s1 = bench.snapshot();
+    let warm = at_warmup.is_some();
+    // Never warm: the window is empty, judged at the end so the verdict names what was missing.
+    let (warmup, c0, s0) = at_warmup.unwrap_or((total, c, s1.clone()));
+    let sm = at_mid.unwrap_or_else(|| s1.clone());
+    let mut judgement = steady::judge(
+        &s0.point(),
+        &sm.point(),
+        &s1.point(),
+        device_pages,
+        cache_pages,
+        engines::PAGE_BYTES,
+        &steady::Limits::default(),
+    );
+    if !warm {
+        judgement.failures.insert(
+            0,
+            format!("the cache was still not warm after all {total} requests"),
+        );
+    }
     Ok(report::build(
         args,
         workload,
         total,
-        total - warmup.min(total),
+        total - warmup,
         &c,
         &c0,
         &s0,
         &s1,
         wall,
         &bench,
+        judgement,
     ))
 }

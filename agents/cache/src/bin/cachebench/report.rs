@@ -7,7 +7,16 @@ use serde::Serialize;
 
 use crate::args::Args;
 use crate::engines::{Bench, Snapshot};
+use crate::steady::Judgement;
 use crate::Counts;
+
+/// One part of the engine over the window.
+#[derive(Debug, Serialize)]
+pub struct PartWindow {
+    pub name: String,
+    pub bytes_written: u64,
+    pub bytes_per_request: f64,
+}
 
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -19,7 +28,15 @@ pub struct Report {
     pub utilization: f64,
     pub overprovisioning: f64,
     pub requests: u64,
+    /// Requests before the window: the warm-up ran until the cache was warm.
+    pub warmup_requests: u64,
     pub measured_requests: u64,
+    /// Whether the window was at steady state (see `steady`); false only with
+    /// --allow-transient, otherwise no report is printed.
+    pub steady_state: bool,
+    pub steady: Judgement,
+    /// Host bytes each part of the engine wrote in the window.
+    pub parts: Vec<PartWindow>,
     pub gets: u64,
     pub misses: u64,
     pub miss_ratio: f64,
@@ -68,6 +85,7 @@ pub fn build(
     s1: &Snapshot,
     wall: Duration,
     bench: &Bench,
+    steady: Judgement,
 ) -> Report {
     let gets = c.gets - c0.gets;
     let misses = c.misses - c0.misses;
@@ -79,6 +97,23 @@ pub fn build(
     let objects = s1.stats.objects;
     let get_t = (c.get_time - c0.get_time).as_secs_f64();
     let set_t = (c.set_time - c0.set_time).as_secs_f64();
+    let parts = s1
+        .parts
+        .iter()
+        .map(|p| {
+            let before = s0
+                .parts
+                .iter()
+                .find(|q| q.name == p.name)
+                .map_or(0, |q| q.bytes_written);
+            let bytes = p.bytes_written.saturating_sub(before);
+            PartWindow {
+                name: p.name.clone(),
+                bytes_written: bytes,
+                bytes_per_request: ratio(bytes as f64, measured as f64),
+            }
+        })
+        .collect();
     Report {
         engine: format!("{:?}", args.engine).to_lowercase(),
         workload,
@@ -87,7 +122,11 @@ pub fn build(
         utilization: bench.flash_bytes as f64 / bench.device_bytes as f64,
         overprovisioning: args.op,
         requests,
+        warmup_requests: requests - measured,
         measured_requests: measured,
+        steady_state: steady.steady(),
+        steady,
+        parts,
         gets,
         misses,
         miss_ratio: ratio(misses as f64, gets as f64),
@@ -110,6 +149,43 @@ pub fn build(
     }
 }
 
+/// Why no figure is printed: the failed conditions and the counts they rest on.
+pub fn refusal(r: &Report) -> String {
+    let mut out = format!(
+        "lachesis-cachebench: not at steady state, no figure printed ({} requests, {} of them warm-up); run more requests (or a larger footprint):",
+        r.requests, r.warmup_requests
+    );
+    for f in &r.steady.failures {
+        out.push_str(&format!("\n  - {f}"));
+    }
+    out.push_str(&format!("\n{}", steady_lines(r)));
+    out
+}
+
+fn steady_lines(r: &Report) -> String {
+    let j = &r.steady;
+    let logs: Vec<String> = j
+        .logs
+        .iter()
+        .map(|l| {
+            format!(
+                "{} {:.2} wraps ({} units reclaimed)",
+                l.name, l.wraps, l.evictions
+            )
+        })
+        .collect();
+    format!(
+        "steady state    {}: {:.1}% of the device written before the window, {:.2} device writes in it, DLWA {:.3} | {:.3} by halves{}{}",
+        if r.steady_state { "yes" } else { "NO (figures below are not steady-state)" },
+        j.written_fraction * 100.0,
+        j.device_writes,
+        j.dlwa_first_half,
+        j.dlwa_second_half,
+        if logs.is_empty() { "" } else { "; " },
+        logs.join(", ")
+    )
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -130,6 +206,13 @@ impl fmt::Display for Report {
             "requests        {} ({} measured)",
             self.requests, self.measured_requests
         )?;
+        writeln!(f, "{}", steady_lines(self))?;
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|p| format!("{} {:.0}", p.name, p.bytes_per_request))
+            .collect();
+        writeln!(f, "parts           {} B/request", parts.join(", "))?;
         writeln!(f, "miss ratio      {:.4}", self.miss_ratio)?;
         writeln!(f, "ALWA            {:.3}", self.alwa)?;
         writeln!(f, "DLWA            {:.3}", self.dlwa)?;
