@@ -9,9 +9,10 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 
 from conftest import TENANT, FakeAgent, enroll, wait_rollout, wait_until
+from lachesis_controller.bus.client import INBOX_MAXLEN
 from lachesis_controller.bus.consumer import StreamTrim
 
-ROLLOUTS = 80
+ROLLOUTS = 80  # above INBOX_MAXLEN
 ACKS = "lachesis:agent:host-a:acks"
 REGISTRATIONS = "lachesis:agent:host-a:registrations"
 
@@ -43,6 +44,9 @@ def test_acks_stream_stays_flat_over_many_rollouts(client: TestClient, agents: C
     # frees the old: the size cycles, its peak in the second half no higher than in the first.
     half = ROLLOUTS // 2
     assert max(sizes[half:]) <= max(sizes[:half])
+    # The inbox is capped too (XADD MAXLEN ~): it holds the recent messages, not every one.
+    assert INBOX_MAXLEN <= len(agent.inbox()) < ROLLOUTS
+    assert agent.inbox()[-1]["rollout_id"] == rollout_id
     # The newest ack is kept and is the last one sent.
     [(_, fields)] = agent.redis.xrange(ACKS)
     assert f'"rollout_id": "{rollout_id}"' in fields["msg"]

@@ -52,7 +52,11 @@ GROUP = "controller"
 # are this name's pending entries. Per-process names would need XAUTOCLAIM with an idle
 # threshold, i.e. a guess of how long a live leader may take over a batch.
 CONSUMER = "controller-1"
-INBOX_MAXLEN = 1000
+# Messages kept in a host's inbox. Each is the whole state and the desired key holds the
+# latest, which an agent reads whenever it (re)connects: the inbox only carries what a
+# following agent has not read yet, a few messages. At 1,000 the inbox was most of a host's
+# Redis memory after a few hundred rollouts (docs/benchmarks/controller.md).
+INBOX_MAXLEN = 32
 
 # What a dead or unreachable Redis raises through redis-py.
 REDIS_DOWN = (RedisError, OSError, asyncio.TimeoutError)
