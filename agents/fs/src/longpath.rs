@@ -43,7 +43,7 @@ impl Real {
 
 fn open_dir(at: Option<&OwnedFd>, piece: &[u8]) -> io::Result<OwnedFd> {
     let c = CString::new(piece).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let base: RawFd = at.map_or(libc::AT_FDCWD, |f| std::os::fd::AsRawFd::as_raw_fd(f));
+    let base: RawFd = at.map_or(libc::AT_FDCWD, std::os::fd::AsRawFd::as_raw_fd);
     // SAFETY: a valid C string and directory fd; the fd returned is ours to own.
     let fd = unsafe {
         libc::openat(

@@ -551,7 +551,10 @@ mod tests {
         );
         let free = pool.free_regions();
         let e = apply(3, 64).unwrap_err();
-        assert!(e.contains(lachesis_stages::stage::space::DEVICE_FULL), "{e}");
+        assert!(
+            e.contains(lachesis_stages::stage::space::DEVICE_FULL),
+            "{e}"
+        );
         assert_eq!(
             installed(&s),
             [("kv/a".into(), 4 << 20), ("kv/b".into(), 10 << 20)]

@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{Client, Server};
-use lachesis_stages::stage::space::Devices;
 use lachesis_kv::{Service, ServiceConfig};
+use lachesis_stages::stage::space::Devices;
 use lachesis_switch::{
     Classifier, ClassifierKind, Detour, DetourKind, DetourWhat, Match, RateLimitConfig, Rule,
     StageConfig, Tenant,

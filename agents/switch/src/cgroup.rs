@@ -73,7 +73,7 @@ pub fn check_classifier(value: &str, mount: Option<&Cgroup2Mount>) -> Result<(),
     let mut under: Vec<&str> = vec![CONVENTIONAL_MOUNT];
     if let Some(m) = mount {
         // A cgroup2 mounted at / (never in practice) would make every path a host path.
-        if m.mount_point.trim_end_matches('/') != "" {
+        if !m.mount_point.trim_end_matches('/').is_empty() {
             under.push(&m.mount_point);
         }
     }

@@ -189,7 +189,10 @@ fn iops(
     handle: u16,
 ) -> Result<Value, Fail> {
     let g = dev.geometry().clone();
-    if bs == 0 || bs as u64 % u64::from(g.block_size) != 0 || bs > g.max_io_bytes as usize {
+    if bs == 0
+        || !(bs as u64).is_multiple_of(u64::from(g.block_size))
+        || bs > g.max_io_bytes as usize
+    {
         return Err(usage(format!(
             "--bs {bs}: must be a multiple of {} up to {}",
             g.block_size, g.max_io_bytes

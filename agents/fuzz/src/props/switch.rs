@@ -11,9 +11,12 @@ use lachesis_switch::{check_stages, IoHeader, Op, Rule, RuleTable, StageConfig};
 
 use super::decode_json;
 
+/// An IO header's fields, owned: (tenant, op, path, offset, length, key).
+type Header = (Option<String>, Op, Option<String>, u64, u64, Option<String>);
+
 /// Headers that hit the rules' edges: each rule's tenant, path prefix (and the path one
 /// character longer), key prefix and range ends, with every op.
-fn headers(rules: &[Rule]) -> Vec<(Option<String>, Op, Option<String>, u64, u64, Option<String>)> {
+fn headers(rules: &[Rule]) -> Vec<Header> {
     let mut tenants: Vec<Option<String>> = vec![None, Some("zz-other".into())];
     let mut paths: Vec<Option<String>> = vec![None, Some("/".into())];
     let mut keys: Vec<Option<String>> = vec![None, Some(String::new())];

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 use lachesis_device::measured::{parse_size, MeasuredDevice, MeasuredOptions};
-use lachesis_stages::stage::space::Devices;
 use lachesis_kv::{Service, ServiceConfig, DEFAULT_TENANT};
+use lachesis_stages::stage::space::Devices;
 use lachesis_switch::{
     CacheConfig, CacheEngine, Classifier, ClassifierKind, EnginePart, Eviction, PartHandle,
     StageConfig, Tenant, WriteMode,

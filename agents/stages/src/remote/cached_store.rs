@@ -397,14 +397,14 @@ impl Store for CachedStore {
     }
     fn read_lent(&self, path: &str, off: u64, len: usize) -> io::Result<(Vec<u8>, u64)> {
         match self.server_stage_of(path) {
-            Some(s) if s.config.exclusive && off % BLOCK == 0 && len as u64 == BLOCK => {
+            Some(s) if s.config.exclusive && off.is_multiple_of(BLOCK) && len as u64 == BLOCK => {
                 self.lend_block(&s, path, off)
             }
             _ => self.read(path, off, len).map(|d| (d, 0)),
         }
     }
     fn demote(&self, path: &str, off: u64, token: u64, data: &[u8]) -> io::Result<bool> {
-        if off % BLOCK != 0 || data.len() as u64 != BLOCK {
+        if !off.is_multiple_of(BLOCK) || data.len() as u64 != BLOCK {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         let taken = self.take_demoted(path, off, token, data)?;
