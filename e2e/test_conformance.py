@@ -255,7 +255,6 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
            for i in mine if i.originalname == "test_fsx"]
     pjd = [i.callspec.params["where"] for i in mine if i.originalname == "test_pjdfstest"]
     if pjd:
-        tests = lab.tools / "pjdfstest" / "tests"
         m = lab.mount("pjdfstest", [stage_rule("wt", 10, stage("cache/wt", "dram", 4 * MiB, "through"), prefix="/wt"),
                                     stage_rule("wb", 10, stage("cache/wb", "loc", 4 * MiB, "back"), prefix="/wb")], flash=True)
         for where in pjd:
@@ -740,7 +739,7 @@ def test_a_write_back_stage_holding_more_dirty_bytes_than_its_size(background: L
             at = next((i for i in range(min(len(got), len(data))) if got[i] != data[i]), min(len(got), len(data)))
             problems.append(f"{step}: read back {len(got)} bytes, {len(data)} written, first difference at {at:#x}")
     clean = not problems
-    assert clean, (f"a 2 MiB write-back loc stage with max_dirty_bytes 64 MiB:\n  " + "\n  ".join(problems)
+    assert clean, ("a 2 MiB write-back loc stage with max_dirty_bytes 64 MiB:\n  " + "\n  ".join(problems)
                    + f"\n  stage: {brief(stage_stats(m, name) if m.proc.poll() is None else None)}\n  {mount_state(m)}")
 
 
@@ -865,6 +864,6 @@ def test_pjdfstest(background: Lab, where: str) -> None:
         f"pass on the backing file system)\nfiles by the cause of their first failed check:\n{first}\n"
         f"checks by cause:\n{causes}\nfailing (failed/planned: check numbers):\n"
         + "\n".join(f.line() for f in mine)
-        + (f"\nfailing on the backing file system too (not the mount's):\n" + "\n".join(theirs) if theirs else "")
+        + ("\nfailing on the backing file system too (not the mount's):\n" + "\n".join(theirs) if theirs else "")
         + f"\n{mount_state(m)}\nreproduce: cd MOUNT/{where} && prove -v -r BUILD/pjdfstest/tests/FILE "
         f"(BUILD: {CONFORMANCE / 'build.sh'} DIR; the mount as in this test's launch())")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import HOST, Cluster, wait_for
+from conftest import HOST, Cluster
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "policies" / "examples" / "tenant-cache-isolation.yaml"
 
