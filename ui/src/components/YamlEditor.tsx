@@ -70,7 +70,7 @@ export function YamlEditor({
       view.current = null;
     };
     // the editor owns its text after creation; `value` changes from outside are applied below
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // (so `value` is deliberately not a dependency here)
   }, [readOnly]);
 
   useEffect(() => {
