@@ -45,6 +45,8 @@ pub struct PartStats {
     /// "log" (the large-object log), "klog"/"kset" (Kangaroo), "fwlog"/"fwsets" (FairyWREN),
     /// "sets" (set-associative); a hybrid prefixes "large."/"small.".
     pub name: String,
+    /// Bytes of the device this part uses (writes in, over time).
+    pub capacity_bytes: u64,
     /// Bytes this part wrote to the device.
     pub bytes_written: u64,
     /// For a log: how it cycles through its units (`None` for a set store).

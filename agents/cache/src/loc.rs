@@ -493,6 +493,7 @@ impl Engine for Loc {
     fn parts(&self) -> Vec<PartStats> {
         vec![PartStats {
             name: "log".into(),
+            capacity_bytes: u64::from(self.active) * self.region_bytes,
             bytes_written: self.stats.flash_bytes_written,
             log: Some(LogUnits {
                 units: u64::from(self.active),

@@ -286,6 +286,7 @@ impl Engine for SetAssoc {
     fn parts(&self) -> Vec<PartStats> {
         vec![PartStats {
             name: "sets".into(),
+            capacity_bytes: self.buckets * self.bucket_bytes as u64,
             bytes_written: self.stats.flash_bytes_written,
             log: None,
         }]

@@ -748,6 +748,7 @@ impl Engine for FairyWren {
         vec![
             PartStats {
                 name: "fwlog".into(),
+                capacity_bytes: u64::from(self.layout.log_eus) * self.layout.eu_bytes(),
                 bytes_written: self.log.segment_writes * self.log.segment_bytes(),
                 log: Some(LogUnits {
                     units: u64::from(self.layout.log_eus) * per_eu,
@@ -757,6 +758,7 @@ impl Engine for FairyWren {
             },
             PartStats {
                 name: "fwsets".into(),
+                capacity_bytes: u64::from(self.layout.set_eus) * self.layout.eu_bytes(),
                 bytes_written: self.store.page_writes * PAGE as u64,
                 log: None,
             },

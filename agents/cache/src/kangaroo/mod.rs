@@ -493,6 +493,7 @@ impl Engine for Kangaroo {
         vec![
             PartStats {
                 name: "klog".into(),
+                capacity_bytes: l.klog_bytes,
                 bytes_written: self.klog.segment_writes * self.klog.segment_bytes(),
                 log: Some(LogUnits {
                     units: u64::from(l.partitions) * u64::from(l.segments_per_partition),
@@ -502,6 +503,7 @@ impl Engine for Kangaroo {
             },
             PartStats {
                 name: "kset".into(),
+                capacity_bytes: u64::from(l.sets) * SET_BYTES as u64,
                 bytes_written: self.kset.set_writes * SET_BYTES as u64,
                 log: None,
             },

@@ -79,12 +79,16 @@ impl Bench {
         }
     }
 
-    /// Logical pages of the device, and of the part the cache uses.
+    /// Logical pages of the device, and of the parts the engine writes in (an engine may
+    /// leave the end of its span unused: a partial region, set or erase unit).
     pub fn pages(&self) -> (u64, u64) {
-        (
-            self.device_bytes / PAGE_BYTES,
-            self.flash_bytes / PAGE_BYTES,
-        )
+        let parts = self.engine.parts();
+        let used = if parts.is_empty() {
+            self.flash_bytes
+        } else {
+            parts.iter().map(|p| p.capacity_bytes).sum()
+        };
+        (self.device_bytes / PAGE_BYTES, used / PAGE_BYTES)
     }
 }
 

@@ -39,7 +39,7 @@ impl Default for Limits {
     }
 }
 
-/// Warmed up: every page the cache may use was written and every log has reclaimed a unit.
+/// Warmed up: every page the engine writes in was written and every log has reclaimed a unit.
 pub fn warmed(p: &Point, cache_pages: u64) -> bool {
     p.pages_written >= cache_pages
         && p.parts
@@ -88,7 +88,7 @@ fn dlwa(a: &Point, b: &Point) -> f64 {
 }
 
 /// Judges the window `start..end` (`mid` halfway by requests). `device_pages` is the device's
-/// logical capacity in pages, `cache_pages` the part of it the cache uses.
+/// logical capacity in pages, `cache_pages` the part of it the engine writes in.
 pub fn judge(
     start: &Point,
     mid: &Point,
@@ -180,6 +180,7 @@ mod tests {
     fn log(name: &str, units: u64, written: u64, reclaimed: u64) -> PartStats {
         PartStats {
             name: name.into(),
+            capacity_bytes: 0,
             bytes_written: 0,
             log: Some(LogUnits {
                 units,
