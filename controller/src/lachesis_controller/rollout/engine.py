@@ -385,12 +385,17 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
             )
         ).all()
         by_key = {(t.host_id, t.generation): t for t in targets}
+        # Per host, for the superseded ones: scanning every target of the batch per ack was
+        # quadratic in a 1,000-host rollout's batch of 1,000 acks.
+        by_host: dict[str, list[RolloutTarget]] = {}
+        for t in targets:
+            by_host.setdefault(t.host_id, []).append(t)
         for ack in acks:
             host = hosts.get(ack.host_id)
             if host is None:
                 log.warning("ack from unknown host %s (generation %d) ignored", ack.host_id, ack.generation)
                 continue
-            _apply(host, by_key, ack, now, touched)
+            _apply(host, by_key, by_host.get(ack.host_id, []), ack, now, touched)
     session.flush()
     publications: list[Publication] = []
     for rollout in touched.values():
@@ -402,8 +407,8 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
 
 
 def _apply(
-    host: Host, by_key: dict[tuple[str, int], RolloutTarget], ack: Ack, now: datetime,
-    touched: dict[str, Rollout],
+    host: Host, by_key: dict[tuple[str, int], RolloutTarget], of_host: list[RolloutTarget], ack: Ack,
+    now: datetime, touched: dict[str, Rollout],
 ) -> None:
     host.last_seen = max(host.last_seen, now)
     target = by_key.get((ack.host_id, ack.generation))
@@ -442,8 +447,8 @@ def _apply(
     if ack.status == APPLIED:
         # An agent may skip generations (it reads the latest desired key after a restart);
         # the one it applied carries every older change with it.
-        for (host_id, generation), stale in by_key.items():
-            if host_id == ack.host_id and generation < ack.generation and stale.status == PENDING:
+        for stale in of_host:
+            if stale.generation < ack.generation and stale.status == PENDING:
                 stale.status = APPLIED
                 stale.acked_at = now
                 stale.reason = f"superseded: host applied generation {ack.generation}"
