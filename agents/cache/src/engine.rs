@@ -63,6 +63,17 @@ pub struct LogUnits {
     pub units_reclaimed: u64,
 }
 
+/// The numeric fields of a counters struct, by name (for [`Engine::counters`]).
+pub fn named_counters(stats: &impl serde::Serialize) -> Vec<(String, u64)> {
+    match serde_json::to_value(stats) {
+        Ok(serde_json::Value::Object(m)) => m
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().map(|v| (k, v)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// A key-value cache on a block device. An engine is driven by one thread at a time
 /// (`&mut self`); the hybrid cache shards and locks around it.
 ///
@@ -90,6 +101,11 @@ pub trait Engine: Send {
     fn dram_bytes(&self) -> usize;
     /// The engine's parts and what each wrote (empty when the engine does not say).
     fn parts(&self) -> Vec<PartStats> {
+        Vec::new()
+    }
+    /// The engine's own counters (set writes by cause, objects moved, dropped...), by name:
+    /// what a benchmark needs to explain its writes. Empty when the engine has none.
+    fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
     /// Uses `bytes` of its span from now on (the span itself does not change): growing

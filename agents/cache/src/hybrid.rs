@@ -473,6 +473,17 @@ impl Engine for Hybrid {
         Hybrid::stats(self)
     }
 
+    /// The small engine's counters as "small.*".
+    fn counters(&self) -> Vec<(String, u64)> {
+        let flash = locked(&self.flash);
+        flash
+            .small
+            .counters()
+            .into_iter()
+            .map(|(k, v)| (format!("small.{k}"), v))
+            .collect()
+    }
+
     /// The log's parts as "large.*", the small engine's as "small.*" (a small engine replaced
     /// by a resize takes its counts with it).
     fn parts(&self) -> Vec<PartStats> {

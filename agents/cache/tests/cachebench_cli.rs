@@ -223,6 +223,7 @@ fn bad_fairywren_flags_exit_2_naming_the_flag() {
 const REPORT_KEYS: &[&str] = &[
     "alwa",
     "corrupt_reads",
+    "counters",
     "deletes",
     "device_bytes_per_request",
     "device_write_mb_s",
@@ -304,6 +305,10 @@ fn steady_state_runs_report_the_counts_they_were_judged_on() {
     let host = r["device_bytes_per_request"].as_f64().unwrap();
     assert!((sum - host).abs() <= 1e-6 * host, "{sum} vs {host}");
     assert!(r["warmup_requests"].as_u64().unwrap() >= 150_000);
+    // Kangaroo's own counters, over the window: the KSet writes it reports are the part's.
+    let sets = r["counters"]["kset_set_writes"].as_u64().unwrap();
+    let kset = parts[1]["bytes_written"].as_u64().unwrap();
+    assert_eq!(sets * 4096, kset);
 }
 
 #[test]

@@ -38,7 +38,7 @@ use fwsets::FwSets;
 use store::Store;
 
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
+use crate::engine::{named_counters, Engine, EngineStats, LogUnits, PartStats};
 use crate::kangaroo::admission::PreFlash;
 use crate::kangaroo::flusher::resolve_entries;
 use crate::kangaroo::index::{Entry, Index, SlotId};
@@ -52,7 +52,7 @@ use lachesis_device::PlacementHandle;
 use std::io::{Read, Write};
 
 /// FairyWREN's own counters, beyond [`EngineStats`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FairyWrenStats {
     pub log_segment_writes: u64,
     pub log_eu_erases: u64,
@@ -743,6 +743,10 @@ impl Engine for FairyWren {
 
     /// FwLog counted in segments (a cycle writes every segment once; it reclaims whole erase
     /// units), FwSets in pages.
+    fn counters(&self) -> Vec<(String, u64)> {
+        named_counters(&self.fairywren_stats())
+    }
+
     fn parts(&self) -> Vec<PartStats> {
         let per_eu = u64::from(self.layout.segments_per_eu());
         vec![

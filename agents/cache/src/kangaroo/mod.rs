@@ -43,7 +43,7 @@ use std::io::{Read, Write};
 use lachesis_device::PlacementHandle;
 
 use crate::dev::Span;
-use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
+use crate::engine::{named_counters, Engine, EngineStats, LogUnits, PartStats};
 use crate::object::key_hash;
 use crate::persist::{self, Kind, Shape};
 use crate::Result;
@@ -60,7 +60,7 @@ pub fn object_cost(key_len: usize, value_len: usize) -> usize {
 }
 
 /// Kangaroo's own counters, beyond [`EngineStats`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct KangarooStats {
     pub klog_objects_written: u64,
     pub klog_segment_writes: u64,
@@ -486,6 +486,10 @@ impl Engine for Kangaroo {
             objects: self.index.len() + self.kset.objects,
             ..self.stats.clone()
         }
+    }
+
+    fn counters(&self) -> Vec<(String, u64)> {
+        named_counters(&self.kangaroo_stats())
     }
 
     fn parts(&self) -> Vec<PartStats> {

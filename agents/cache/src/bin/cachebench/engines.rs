@@ -45,6 +45,7 @@ pub struct Snapshot {
     pub stats: EngineStats,
     pub fdp: FdpStats,
     pub parts: Vec<PartStats>,
+    pub counters: Vec<(String, u64)>,
     /// Device pages written at least once.
     pub pages_written: u64,
 }
@@ -75,6 +76,7 @@ impl Bench {
             stats: self.engine.stats(),
             fdp: data.fdp_statistics(),
             parts: self.engine.parts(),
+            counters: self.engine.counters(),
             pages_written: data.total_pages_ever_written(),
         }
     }

@@ -37,6 +37,8 @@ pub struct Report {
     pub steady: Judgement,
     /// Host bytes each part of the engine wrote in the window.
     pub parts: Vec<PartWindow>,
+    /// The engine's own counters over the window (set writes by cause, objects moved...).
+    pub counters: std::collections::BTreeMap<String, u64>,
     pub gets: u64,
     pub misses: u64,
     pub miss_ratio: f64,
@@ -114,6 +116,14 @@ pub fn build(
             }
         })
         .collect();
+    let counters = s1
+        .counters
+        .iter()
+        .map(|(k, v)| {
+            let before = s0.counters.iter().find(|(q, _)| q == k).map_or(0, |c| c.1);
+            (k.clone(), v.saturating_sub(before))
+        })
+        .collect();
     Report {
         engine: format!("{:?}", args.engine).to_lowercase(),
         workload,
@@ -127,6 +137,7 @@ pub fn build(
         steady_state: steady.steady(),
         steady,
         parts,
+        counters,
         gets,
         misses,
         miss_ratio: ratio(misses as f64, gets as f64),
