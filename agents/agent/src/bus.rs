@@ -261,16 +261,6 @@ fn de_classifier_kinds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Classifier
     Ok(kinds)
 }
 
-fn de_ops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Op>>, D::Error> {
-    let ops = Vec::<Op>::deserialize(d)?;
-    for (i, op) in ops.iter().enumerate() {
-        if ops[..i].contains(op) {
-            return Err(D::Error::custom(format!("ops: {op} is listed twice")));
-        }
-    }
-    Ok(Some(ops))
-}
-
 fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
     if !(v.is_finite() && v >= 0.0) {
@@ -343,7 +333,7 @@ pub struct DataPath {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "de_ops"
+        deserialize_with = "lachesis_switch::rule::de_ops"
     )]
     pub ops: Option<Vec<Op>>,
 }

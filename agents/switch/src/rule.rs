@@ -369,7 +369,9 @@ fn de_target<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     check_len("target", String::deserialize(d)?, 1, 4096)
 }
 
-fn de_ops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Op>>, D::Error> {
+/// A list of operations in which none repeats (the schemas say `uniqueItems`): a rule's
+/// `match.ops`, and the ops a data path registers (the agent's bus contract).
+pub fn de_ops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Op>>, D::Error> {
     let ops = Vec::<Op>::deserialize(d)?;
     for (i, op) in ops.iter().enumerate() {
         if ops[..i].contains(op) {
