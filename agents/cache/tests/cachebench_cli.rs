@@ -197,6 +197,7 @@ fn bad_fairywren_flags_exit_2_naming_the_flag() {
         (&["--threshold", "0"][..], "--threshold"),
         (&["--cold-every", "0"][..], "--cold-every"),
         (&["--cold-pages", "0"][..], "--cold-pages"),
+        (&["--fwsets-op", "0.6"][..], "--fwsets-op"),
         // Eight 512 KiB units (the device has spare units for its own needs): too few erase
         // units for FwLog and FwSets.
         (&["--flash-mib", "4", "--op", "1.0"][..], "erase units"),

@@ -119,6 +119,10 @@ pub struct Args {
     /// FairyWREN: 4 KiB pages of each set's cold subset (the hot one is one page).
     #[arg(long, default_value_t = 1)]
     pub cold_pages: u32,
+    /// FairyWREN: share of FwSets' erase units not holding live sets (its over-provisioning,
+    /// Table 4: 5%), so garbage collection finds victims with dead subsets.
+    #[arg(long, default_value_t = 0.05)]
+    pub fwsets_op: f64,
     /// FairyWREN: every n-th update of a set re-splits its hot and cold subsets.
     #[arg(long, default_value_t = 5)]
     pub cold_every: u8,
@@ -159,6 +163,7 @@ impl Args {
         frac("delete-ratio", self.delete_ratio, 0.0, 1.0)?;
         frac("small-fraction", self.small_fraction, 0.0, 0.9)?;
         frac("log-fraction", self.log_fraction, 0.001, 0.5)?;
+        frac("fwsets-op", self.fwsets_op, 0.001, 0.49)?;
         if self.threshold == 0 || self.cold_every == 0 || !(1..=15).contains(&self.cold_pages) {
             return Err(
                 "--threshold and --cold-every must be at least 1, --cold-pages 1 to 15".into(),

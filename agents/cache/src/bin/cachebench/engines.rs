@@ -199,6 +199,7 @@ fn fairywren(span: Span, [log, hot, cold]: [PlacementHandle; 3], args: &Args) ->
     config.threshold = args.threshold;
     config.cold_every = args.cold_every;
     config.cold_pages = args.cold_pages;
+    config.op = args.fwsets_op;
     config
 }
 
