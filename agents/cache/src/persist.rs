@@ -59,8 +59,8 @@ impl Kind {
             Kind::Hybrid,
             Kind::FairyWren,
         ]
-            .into_iter()
-            .find(|k| *k as u8 == b)
+        .into_iter()
+        .find(|k| *k as u8 == b)
     }
 
     pub fn name(self) -> &'static str {

@@ -73,9 +73,7 @@ fn fairywren_config(span: Span) -> FairyWrenConfig {
 
 /// FairyWREN as a hybrid's small-object engine: built over a span the hybrid deallocated.
 fn fairywren_factory() -> SmallFactory {
-    Box::new(|span: Span| {
-        Ok(Box::new(FairyWren::open(fairywren_config(span))?) as Box<dyn Engine>)
-    })
+    Box::new(|span: Span| Ok(Box::new(FairyWren::open(fairywren_config(span))?) as Box<dyn Engine>))
 }
 
 /// A hybrid over 48 units of 64 KiB whose small-object engine is FairyWREN: a quarter of
@@ -638,7 +636,8 @@ fn fairywren_comes_back_warm_after_reclaims_and_a_bad_index_starts_empty() {
     let mut fw = FairyWren::new(cfg()).unwrap();
     for round in 1..=12 {
         for k in 0..2000 {
-            fw.set(&key(k), &value(k, round, 100 + k as usize % 200)).unwrap();
+            fw.set(&key(k), &value(k, round, 100 + k as usize % 200))
+                .unwrap();
         }
     }
     let f = fw.fairywren_stats();

@@ -296,12 +296,18 @@ impl FwLog {
             segs.push(Seg {
                 dest,
                 buf: buf.to_vec(),
-                fill: pages.into_iter().zip(offs.into_iter().map(|o| o as usize)).collect(),
+                fill: pages
+                    .into_iter()
+                    .zip(offs.into_iter().map(|o| o as usize))
+                    .collect(),
             });
         }
         let flashed: VecDeque<u32> = d.u32s("FwLog units on flash")?.into();
         let (overflow, primary) = (segs.pop().expect("two"), segs.pop().expect("two"));
-        let buffered = [primary.dest / self.segs_per_eu, overflow.dest / self.segs_per_eu];
+        let buffered = [
+            primary.dest / self.segs_per_eu,
+            overflow.dest / self.segs_per_eu,
+        ];
         let consecutive = flashed
             .iter()
             .zip(flashed.iter().skip(1))

@@ -198,7 +198,11 @@ impl Store {
             }
             let first = (eu * self.eu_pages + next) as usize;
             let tail = owner.get(first..((eu + 1) * self.eu_pages) as usize);
-            if !once(eu) || next == 0 || next >= self.eu_pages || tail.is_none_or(|t| t.iter().any(|&o| o != NONE)) {
+            if !once(eu)
+                || next == 0
+                || next >= self.eu_pages
+                || tail.is_none_or(|t| t.iter().any(|&o| o != NONE))
+            {
                 return Err(d.bad(format!("FwSets active unit {eu}")));
             }
             active.push(Some((eu, next)));
