@@ -13,9 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-
 from conftest import HOST, Cluster, free_port, start_with_datapath, wait_for
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from test_telemetry import BLOCK, BLOCKS, ebpf_host, in_cgroup  # noqa: F401 (ebpf_host: a fixture)
 
 STAGE = "cache/dd"

@@ -21,9 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import HOST, Cluster, mounted, wait_for
-
 
 
 def data_rule(endpoint: Path) -> dict:

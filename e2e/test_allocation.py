@@ -45,7 +45,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import HOST, ROOT, Cluster, require, wait_for
 from miniature import BLOCK, Miniature, arc_blocks, cloudphysics_blocks, make_file, miniature
 from test_telemetry import ebpf_host, fast_telemetry  # noqa: F401 (fixtures: cgroup v2, bpffs, 500 ms reports)

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from conftest import HOST, Cluster, mounted, start_with_datapath, wait_for
 
 MiB = 1 << 20

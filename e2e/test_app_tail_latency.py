@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import AGENT_BIN, ROOT, Cluster, free_port, mounted, require, wait_for
 
 BLOCK = 4096

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import AGENT_BIN, ROOT, Cluster, free_port, mounted, require, wait_for
 
 BLOCK = 4096

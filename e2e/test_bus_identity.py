@@ -6,9 +6,9 @@ decommissioned host stops holding up rollouts and cannot get back in."""
 from __future__ import annotations
 
 import json
+
 import pytest
 import redis
-
 from conftest import Cluster, start_secure, wait_for
 
 HOSTS = ("node-1", "node-2")

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import HOST, ROOT, Cluster, require, start_with_datapath, wait_for
+
 from lachesis_cli.client import Client
 from lachesis_cli.demo import run as demo_run
 from lachesis_cli.settings import Target

@@ -39,10 +39,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from conformance import (BUILD_TOOLS, CONFORMANCE, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
-                         FUSE_KERNEL_REFUSES_FLAGS, FsxRun, ProveFile, ProveResult, build, fallocate, fsx_argv,
-                         run_fsx, run_prove, sha256, small_pipe)
+from conformance import (
+    BUILD_TOOLS,
+    CONFORMANCE,
+    FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE,
+    FALLOC_FL_ZERO_RANGE,
+    FUSE_KERNEL_REFUSES_FLAGS,
+    FsxRun,
+    ProveFile,
+    ProveResult,
+    build,
+    fallocate,
+    fsx_argv,
+    run_fsx,
+    run_prove,
+    sha256,
+    small_pipe,
+)
 from conftest import AGENT_BIN, Cluster, free_port, mounted, require, start_with_datapath, wait_for
 from test_fs import FS_BIN, Mount, stage_rule
 

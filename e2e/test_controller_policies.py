@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-
 from conftest import HOST, Cluster
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "policies" / "examples" / "tenant-cache-isolation.yaml"

@@ -24,7 +24,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import HOST, Cluster, require, start_secure, start_with_datapath, wait_for
 
 HOSTS = ["host-a", "host-b"]

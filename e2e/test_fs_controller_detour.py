@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import AGENT_BIN, Cluster, require, wait_for
 
 HOST = "node-1"

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from conftest import ROOT, TOKEN, Cluster, free_port, wait_for
-from test_rollouts_consistent import OLD_DETOURS, NEW_DETOURS, TENANT, rule
+from test_rollouts_consistent import NEW_DETOURS, OLD_DETOURS, TENANT, rule
 
 HOSTS = ["node-1", "node-2"]
 

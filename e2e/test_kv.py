@@ -17,9 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pymemcache.client.base import Client
-
 from conftest import HOST, Cluster, free_port, require, start_hosts, wait_for
+from pymemcache.client.base import Client
 
 POLICY = """
 apiVersion: lachesis.dev/v1

@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import HOST, Cluster, start_with_datapath, wait_for
 
 BLOCK = 4096

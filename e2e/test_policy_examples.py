@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pymemcache.client.base import Client
-
 from conftest import HOST, ROOT, Cluster, free_port, start_with_datapath, wait_for
+from pymemcache.client.base import Client
 
 EXAMPLES = sorted((ROOT / "policies" / "examples").glob("*.yaml"))
 

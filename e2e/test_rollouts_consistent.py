@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-
 from conftest import Cluster, start_secure, wait_for
 
 HOSTS = ["node-1", "node-2", "node-3"]

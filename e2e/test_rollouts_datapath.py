@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import AGENT_BIN, Cluster, require, wait_for
 
 HOSTS = ["node-1", "node-2", "node-3"]

@@ -35,7 +35,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from conftest import HOST, ROOT, Cluster, start_with_datapath, wait_for
 
 SCHEMA = ROOT / "policies" / "schema" / "policy.schema.json"

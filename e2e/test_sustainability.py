@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import HOST, Cluster, start_with_datapath, wait_for
 
 STAGE = "cache/wb"

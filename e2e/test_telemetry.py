@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from conftest import AGENT_BIN, HOST, Cluster, require, wait_for
 
 INTERVAL_MS = 500

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from conftest import HOST, Cluster, start_hosts, start_with_datapath
 from otlp_receiver import OtlpReceiver, Span
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-
 from conftest import HOST, Cluster, wait_for
 
 INBOX = f"lachesis:agent:{HOST}:inbox"

@@ -18,7 +18,8 @@ use std::process::Command;
 const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 fn main() {
-    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let ebpf = manifest.join("../../ebpf");
     let source = ebpf.join("lachesis.bpf.c");
@@ -38,13 +39,17 @@ fn main() {
         println!("cargo::warning=lachesis-ebpf-metrics: building without BPF programs: {reason}");
         println!("cargo::rustc-cfg=lachesis_no_bpf");
         // Expose the reason so Error::NotBuilt can say why.
-        println!("cargo::rustc-env=LACHESIS_NO_BPF_REASON={}", reason.replace('\n', " "));
+        println!(
+            "cargo::rustc-env=LACHESIS_NO_BPF_REASON={}",
+            reason.replace('\n', " ")
+        );
     }
 }
 
 fn build(source: &Path, ebpf: &Path, out: &Path) -> Result<(), String> {
     let vmlinux_dir = out.join("vmlinux");
-    fs::create_dir_all(&vmlinux_dir).map_err(|e| format!("creating {}: {e}", vmlinux_dir.display()))?;
+    fs::create_dir_all(&vmlinux_dir)
+        .map_err(|e| format!("creating {}: {e}", vmlinux_dir.display()))?;
     let header = vmlinux_dir.join("vmlinux.h");
     vmlinux_h(&header)?;
 

@@ -47,9 +47,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
-
 from array import array
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +56,6 @@ sys.path.insert(0, str(ROOT / "e2e"))
 
 if TYPE_CHECKING:
     import numpy as np
-
     from conftest import Cluster
 
 # The writers and the competitor are this file run again (`--writer`, `--competitor`): they

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+
 def _cache(name: str, engine: str) -> dict:
     """A 512 MiB write-through cache stage (the stage contract: api-schemas, #/$defs/stage)."""
     return {"kind": "cache", "name": name, "owner": None, "engine": engine, "size_bytes": 512 << 20,

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helm import CHART, KUBE_VERSION, Helm
 from manifests import InvalidManifest, validate_manifest
 from values_doc import readme_with_table

@@ -10,11 +10,11 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from conftest import assert_problem, make_settings, wait_until
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from conftest import assert_problem, make_settings, wait_until
 from lachesis_controller.app import create_app
 
 NOPERM = redis.exceptions.NoPermissionError

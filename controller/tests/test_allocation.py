@@ -7,7 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lachesis_controller.allocation import BandwidthSLA, Curve, CurveError, FixedSize, GuaranteesInfeasible, MinHitRatio, TenantDemand, allocate, equal_split, weighted_hit_rate
+from lachesis_controller.allocation import (
+    BandwidthSLA,
+    Curve,
+    CurveError,
+    FixedSize,
+    GuaranteesInfeasible,
+    MinHitRatio,
+    TenantDemand,
+    allocate,
+    equal_split,
+    weighted_hit_rate,
+)
 from lachesis_controller.allocation.curves import hit_table
 from lachesis_controller.allocation.solvers import exact_dp, hull_fill, utility, water_fill
 

@@ -8,15 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
-
 from conftest import FakeAgent, enroll, make_settings, now_rfc3339, wait_rollout, wait_until
+from fastapi.testclient import TestClient
+from test_allocation_api import CURVES, etag_of_proposed, tenant
+from test_bus_contract import validator
+
 from lachesis_controller.allocation.loop import LoopConfig
 from lachesis_controller.allocation.service import loop_config
 from lachesis_controller.app import create_app
 from lachesis_controller.config import ConfigError, Settings
-from test_allocation_api import CURVES, etag_of_proposed, tenant
-from test_bus_contract import validator
 
 Agents = Callable[[str], FakeAgent]
 

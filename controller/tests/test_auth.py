@@ -4,9 +4,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import TENANT, assert_problem, make_settings
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, assert_problem, make_settings
 from lachesis_controller.app import create_app
 
 TOKEN = "t0ken-for-tests"

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TENANT, assert_problem, make_settings, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 from sqlalchemy.engine import Engine
 
-from conftest import TENANT, assert_problem, make_settings, rule_body, snapshot
 from lachesis_controller.app import create_app
 from lachesis_controller.models import ApiToken
 

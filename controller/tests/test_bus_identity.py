@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from conftest import TENANT, FakeAgent, assert_problem, enroll_host, make_settings, wait_rollout, wait_until
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-
-from conftest import TENANT, FakeAgent, assert_problem, enroll_host, make_settings, wait_rollout, wait_until
-from lachesis_controller.app import create_app
 from test_rollouts_two_phase import move_r1, phase_ack, setup_two_hosts, wait_phase
+
+from lachesis_controller.app import create_app
 
 NOPERM = redis.exceptions.NoPermissionError
 KINDS = ("registrations", "acks", "telemetry", "detours")

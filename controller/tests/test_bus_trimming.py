@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from conftest import TENANT, FakeAgent, enroll, wait_rollout, wait_until
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, enroll, wait_rollout, wait_until
 from lachesis_controller.bus.client import INBOX_MAXLEN
 from lachesis_controller.bus.consumer import StreamTrim
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from conftest import FakeAgent, free_port, wait_until
 from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
-from conftest import FakeAgent, free_port, wait_until
 from lachesis_cli.main import app
 from lachesis_cli.settings import DEFAULT_URL, resolve
 from lachesis_controller.app import create_app

@@ -3,10 +3,9 @@ changes nothing."""
 
 from __future__ import annotations
 
+from conftest import TENANT, assert_problem, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-
-from conftest import TENANT, assert_problem, rule_body, snapshot
 from test_policies import POLICY, post
 
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import FakeAgent, enroll
 from fastapi import FastAPI
 from sqlalchemy import event
+from test_cli import serve
 
-from conftest import FakeAgent, enroll
 from lachesis_controller.app import create_app
 from lachesis_controller.config import Settings
-from test_cli import serve
 
 READERS = 250  # more at once than redis-py's default connection pool allows
 

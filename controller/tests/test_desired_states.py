@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from conftest import FakeAgent, enroll, wait_rollout, wait_until
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from conftest import FakeAgent, enroll, wait_rollout, wait_until
 from lachesis_controller.models import DesiredStateBody, RolloutTarget
 
 Agents = Callable[[str], FakeAgent]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import FakeAgent, assert_problem, enroll, make_settings, now_rfc3339, wait_until
 from fastapi.testclient import TestClient
 
-from conftest import FakeAgent, assert_problem, enroll, make_settings, now_rfc3339, wait_until
 from lachesis_controller.app import create_app
 from lachesis_controller.detours.apps import Approve, Decision
 from lachesis_controller.detours.messages import DetourRequest, DetourVerdict

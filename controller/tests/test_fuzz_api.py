@@ -13,9 +13,9 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
+from test_cli import serve
 
 from lachesis_controller.config import Settings
-from test_cli import serve
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from conftest import PostgresServer
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from conftest import PostgresServer
 from lachesis_controller.db import make_sessionmaker, utcnow
 from lachesis_controller.models import Host, RolloutTarget
 from lachesis_controller.rollout import engine as rollouts

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import PostgresServer, make_settings
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from sqlalchemy import create_engine, text
 
-from conftest import PostgresServer, make_settings
 from lachesis_controller.app import create_app
 from lachesis_controller.bus.agent_telemetry import replica_group
 from lachesis_controller.bus.client import CONSUMER, GROUP, Bus, agent_stream, make_redis

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from conftest import SCHEMAS
+
 from lachesis_cli.demo.traces import SHARDS_P, mix64, sample_value
 
 CASES = json.loads((SCHEMAS / "fixtures" / "hash" / "splitmix64.json").read_text())["cases"]

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
+from conftest import assert_problem, free_port, make_settings
 from fastapi.testclient import TestClient
 
-from conftest import assert_problem, free_port, make_settings
 from lachesis_controller.app import create_app
 
 

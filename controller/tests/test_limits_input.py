@@ -16,7 +16,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from lachesis_controller.validation.bounds import HOST_PATH_PATTERN, MAX_CLASSIFIERS, MAX_DETOURS, MAX_PATH_CHARS, MAX_TENANTS, normal_path
+from lachesis_controller.validation.bounds import (
+    HOST_PATH_PATTERN,
+    MAX_CLASSIFIERS,
+    MAX_DETOURS,
+    MAX_PATH_CHARS,
+    MAX_TENANTS,
+    normal_path,
+)
 
 BOOTSTRAP = "input-bootstrap"
 ADMIN = {"Authorization": f"Bearer {BOOTSTRAP}"}

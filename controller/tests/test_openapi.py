@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import json
 
+from conftest import SCHEMAS
 from fastapi.testclient import TestClient
 
-from conftest import SCHEMAS
 from lachesis_controller.app import openapi_document as render
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lachesis_controller.placement import Geometry, PlacementError, Stream, assign, devsim, dlwa as model, naive, predict
+from lachesis_controller.placement import Geometry, PlacementError, Stream, assign, devsim, naive, predict
+from lachesis_controller.placement import dlwa as model
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import assert_problem, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from conftest import assert_problem, snapshot
 from lachesis_controller.models import Host
 
 

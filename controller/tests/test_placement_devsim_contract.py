@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SCHEMAS
 from jsonschema import Draft202012Validator
 
-from conftest import SCHEMAS
 from lachesis_controller.placement import Geometry, Stream, devsim
 
 FIXTURES = sorted((SCHEMAS / "fixtures" / "devsim-input").glob("*.json"))

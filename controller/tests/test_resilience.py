@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import TENANT, FakeAgent, RedisServer, enroll, make_settings, rule_body, wait_rollout
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, FakeAgent, RedisServer, enroll, make_settings, rule_body, wait_rollout
 from lachesis_controller.app import create_app
 
 

@@ -3,17 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
-from jsonschema import Draft202012Validator
-from sqlalchemy import text
-from sqlalchemy.engine import Engine
-
 from conftest import (
     SCHEMAS,
     TENANT,
@@ -25,8 +19,13 @@ from conftest import (
     wait_rollout,
     wait_until,
 )
-from lachesis_controller.app import create_app
+from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
 from test_bus_contract import validator
+
+from lachesis_controller.app import create_app
 
 Agents = Callable[[str], FakeAgent]
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from conftest import TENANT, FakeAgent, enroll, pass_deadline, rule_body, wait_rollout, wait_until
+from fastapi.testclient import TestClient
 from test_policies import POLICY, post
 from test_rollouts_two_phase import NEW_DETOURS, move_r1, phase_ack, setup_two_hosts, wait_phase
 

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 import pytest
-
 from conftest import SCHEMAS
+
 from lachesis_controller.policy.match import Io, covers, matches, overlaps
 
 CASES: dict[str, list[dict[str, Any]]] = json.loads((SCHEMAS / "fixtures" / "rule-match" / "cases.json").read_text())

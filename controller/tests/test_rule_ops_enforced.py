@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from conftest import FakeAgent, assert_problem, enroll, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-
-from conftest import FakeAgent, assert_problem, enroll, snapshot
 
 FUSE = {"fuse": {"classifiers": ["cgroup", "path_prefix", "uid"], "ops": ["read", "write"]}}
 KV = {"kv": {"classifiers": ["key_prefix"], "ops": ["read", "write", "delete"]}}

@@ -3,10 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import TENANT, assert_problem, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-
-from conftest import TENANT, assert_problem, rule_body, snapshot
 
 
 @pytest.fixture

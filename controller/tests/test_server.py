@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import httpx
-
 from conftest import free_port, wait_until
 
 

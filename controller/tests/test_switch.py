@@ -7,11 +7,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from fastapi.testclient import TestClient
-
 from conftest import TENANT, FakeAgent, assert_problem, enroll, make_settings, pass_deadline, snapshot, wait_until
-from lachesis_controller.app import create_app
+from fastapi.testclient import TestClient
 from test_rollouts_two_phase import phase_ack, wait_phase
+
+from lachesis_controller.app import create_app
 
 Agents = Callable[[str], FakeAgent]
 FLOW = {"tenant": "web", "ops": ["write"]}

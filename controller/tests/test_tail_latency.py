@@ -9,15 +9,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import FakeAgent, enroll, wait_until
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from conftest import FakeAgent, enroll, wait_until
 from lachesis_controller.app import create_app
-
-from lachesis_controller.bus.messages import DesiredState, Telemetry
 from lachesis_controller.bus.agent_telemetry import TelemetryStore
+from lachesis_controller.bus.messages import DesiredState, Telemetry
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Rollout, TailLatencyState
@@ -26,7 +25,16 @@ from lachesis_controller.stages import forwarding
 from lachesis_controller.stages.forwarding import Forwarding
 from lachesis_controller.stages.resolve import HostView, shipped_rules, shipped_stages
 from lachesis_controller.tail_latency.decide import (
-    ENTER_REPORTS, FORWARDING, NORMAL, RECLAIMING, RECOVER_REPORTS, WINDOW, EndpointReport, LogReport, StageState, step,
+    ENTER_REPORTS,
+    FORWARDING,
+    NORMAL,
+    RECLAIMING,
+    RECOVER_REPORTS,
+    WINDOW,
+    EndpointReport,
+    LogReport,
+    StageState,
+    step,
 )
 from lachesis_controller.tail_latency.loop import TailLatency, step_all
 

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
+from conftest import TENANT, assert_problem, rule_body, snapshot
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-
-from conftest import TENANT, assert_problem, rule_body, snapshot
 
 
 def test_create_get_list_delete(client: TestClient) -> None:

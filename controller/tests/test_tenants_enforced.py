@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conftest import FakeAgent, assert_problem, enroll, snapshot, wait_until
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-
-from conftest import FakeAgent, assert_problem, enroll, snapshot, wait_until
-from lachesis_controller.config import Settings
 from test_cli import cli, serve
+
+from lachesis_controller.config import Settings
 
 FUSE = {"fuse": {"classifiers": ["cgroup", "path_prefix", "uid"]}}
 KV = {"kv": {"classifiers": ["key_prefix"]}}

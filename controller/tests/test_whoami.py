@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TENANT, assert_problem, make_settings, rule_body
 from fastapi.testclient import TestClient
 
-from conftest import TENANT, assert_problem, make_settings, rule_body
 from lachesis_controller.app import create_app
 
 BOOTSTRAP = "bootstrap-secret-for-whoami"

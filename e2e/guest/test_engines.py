@@ -5,7 +5,6 @@ beside it) send the same bytes on each placement handle, and the devices count t
 from __future__ import annotations
 
 import pytest
-
 from vm import replay
 
 # What in_guest.sh runs on /dev/ng0n1.

@@ -42,7 +42,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Parse `NAME=[BACKEND:]PATH:SIZE` (BACKEND `measured` or `uring`; the path may itself
 /// contain `:` and `=`; the size is after the last `:`).
 pub fn parse_device_spec(s: &str) -> Result<DeviceSpec, String> {
-    let usage = "expected NAME=[measured:|uring:]PATH:SIZE, e.g. flash0=/var/lib/lachesis/flash0.img:1GiB";
+    let usage =
+        "expected NAME=[measured:|uring:]PATH:SIZE, e.g. flash0=/var/lib/lachesis/flash0.img:1GiB";
     let (name, rest) = s
         .split_once('=')
         .ok_or_else(|| format!("invalid device {s:?}: {usage}"))?;
@@ -244,7 +245,10 @@ mod tests {
         let d = parse_device_spec("f=/odd:path=x:4096").unwrap();
         assert_eq!(d.path, PathBuf::from("/odd:path=x"));
         let d = parse_device_spec("f=uring:/dev/vdb:1GiB").unwrap();
-        assert_eq!((d.backend, d.path), (Some(Backend::Uring), PathBuf::from("/dev/vdb")));
+        assert_eq!(
+            (d.backend, d.path),
+            (Some(Backend::Uring), PathBuf::from("/dev/vdb"))
+        );
         let d = parse_device_spec("f=measured:/x:1GiB").unwrap();
         assert_eq!(d.backend, Some(Backend::Measured));
         for bad in [

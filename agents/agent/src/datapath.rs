@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lachesis_fs::confine::Roots;
 use lachesis_fs::detour::Detours;
 use lachesis_fs::embed::{self, STATE_DIR};
-use lachesis_fs::confine::Roots;
 use lachesis_fs::stage::Devices;
 use lachesis_fs::stale_mount;
 use lachesis_fs::{IoObserver, Switch, SwitchOptions};
@@ -126,17 +126,19 @@ impl Datapath {
         for m in &inner.mounts {
             for s in m.switch.stage_stats() {
                 let cache = s.kind == "cache";
-                let e = by_name.entry(s.name.clone()).or_insert_with(|| StageTelemetry {
-                    name: s.name.clone(),
-                    kind: match s.kind.as_str() {
-                        "cache" => StageKindReport::Cache,
-                        "ratelimit" => StageKindReport::Ratelimit,
-                        _ => StageKindReport::Log,
-                    },
-                    owner: s.owner.clone(),
-                    engine: s.engine,
-                    ..Default::default()
-                });
+                let e = by_name
+                    .entry(s.name.clone())
+                    .or_insert_with(|| StageTelemetry {
+                        name: s.name.clone(),
+                        kind: match s.kind.as_str() {
+                            "cache" => StageKindReport::Cache,
+                            "ratelimit" => StageKindReport::Ratelimit,
+                            _ => StageKindReport::Log,
+                        },
+                        owner: s.owner.clone(),
+                        engine: s.engine,
+                        ..Default::default()
+                    });
                 let add = |a: &mut Option<u64>, b: u64| *a = Some(a.unwrap_or(0) + b);
                 if s.kind == "log" {
                     // What went into the log (forwarded), what it still holds, what it copied
@@ -176,7 +178,12 @@ impl Datapath {
     /// The remote endpoints of every mount with their latency (each probed once); an
     /// endpoint several mounts reach is reported as the mount that sent it most requests sees it.
     pub fn endpoint_reports(&self) -> Vec<EndpointTelemetry> {
-        let switches: Vec<_> = self.lock().mounts.iter().map(|m| m.switch.clone()).collect();
+        let switches: Vec<_> = self
+            .lock()
+            .mounts
+            .iter()
+            .map(|m| m.switch.clone())
+            .collect();
         let mut by_addr: std::collections::BTreeMap<String, EndpointTelemetry> = Default::default();
         for sw in switches {
             for l in sw.endpoint_latency() {
@@ -285,7 +292,10 @@ impl Datapath {
                     switch.set_observer(o.clone());
                 }
                 if let Some(p) = &inner.declared {
-                    let watch = crate::declared_link::MountWatch { planner: p.clone(), mount: mounts.len() };
+                    let watch = crate::declared_link::MountWatch {
+                        planner: p.clone(),
+                        mount: mounts.len(),
+                    };
                     switch.set_read_watch(Arc::new(watch));
                 }
                 let session = embed::mount(

@@ -51,7 +51,10 @@ pub fn start(
     let planner = Arc::new(Planner::new(
         mounts
             .into_iter()
-            .map(|(backing, mountpoint)| Mount { backing, mountpoint })
+            .map(|(backing, mountpoint)| Mount {
+                backing,
+                mountpoint,
+            })
             .collect(),
         budget,
     ));
@@ -70,7 +73,10 @@ async fn poll(client: redis::Client, host_id: String, planner: Arc<Planner>) {
     loop {
         tokio::time::sleep(POLL).await;
         if con.is_none() {
-            match client.get_multiplexed_async_connection_with_config(&cfg).await {
+            match client
+                .get_multiplexed_async_connection_with_config(&cfg)
+                .await
+            {
                 Ok(c) => con = Some(c),
                 Err(e) => {
                     warn!(error = %e, "declared IO: cannot reach Redis");
@@ -101,7 +107,11 @@ async fn poll(client: redis::Client, host_id: String, planner: Arc<Planner>) {
             }
             Ok(msg) => {
                 if planner.apply(&msg, time::OffsetDateTime::now_utc()) {
-                    info!(version = msg.version, jobs = msg.jobs.len(), "declared IO jobs applied");
+                    info!(
+                        version = msg.version,
+                        jobs = msg.jobs.len(),
+                        "declared IO jobs applied"
+                    );
                 }
             }
             Err(e) => warn!(error = %e, "declared IO: message refused"),

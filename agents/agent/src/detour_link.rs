@@ -257,7 +257,12 @@ impl RedisLink {
             pending: Arc::new(Mutex::new(HashMap::new())),
             tx,
         });
-        tokio::spawn(send_loop(client.clone(), keys::detours(host_id), rx, deadline));
+        tokio::spawn(send_loop(
+            client.clone(),
+            keys::detours(host_id),
+            rx,
+            deadline,
+        ));
         tokio::spawn(verdict_loop(
             client,
             host_id.to_string(),
@@ -518,16 +523,18 @@ mod tests {
         let outer = tracing::subscriber::with_default(subscriber, || {
             let outer = tracing::info_span!(target: crate::otel::TARGET, "outer");
             let _in = outer.enter();
-            lachesis_fs::detour::Detours::new(link.clone(), Duration::from_secs(1)).copy(DetourHeader {
-                rule: "r1".into(),
-                target: "readset".into(),
-                tenant: None,
-                op: Op::Write,
-                path: "/d/f".into(),
-                offset: 0,
-                length: 1,
-                hold: false,
-            });
+            lachesis_fs::detour::Detours::new(link.clone(), Duration::from_secs(1)).copy(
+                DetourHeader {
+                    rule: "r1".into(),
+                    target: "readset".into(),
+                    tenant: None,
+                    op: Op::Write,
+                    path: "/d/f".into(),
+                    offset: 0,
+                    length: 1,
+                    hold: false,
+                },
+            );
             crate::otel::traceparent_of(&outer).unwrap()
         });
         let req: DetourRequest = serde_json::from_str(&rx.try_recv().unwrap().json).unwrap();

@@ -35,7 +35,9 @@ impl OpenDevice {
 
 impl std::fmt::Debug for OpenDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenDevice").field("info", &self.info).finish()
+        f.debug_struct("OpenDevice")
+            .field("info", &self.info)
+            .finish()
     }
 }
 
@@ -85,7 +87,8 @@ fn open(spec: &DeviceSpec) -> Result<OpenDevice, String> {
     }
     info.fdp = geometry.placement == Placement::Fdp;
     info.placement_handles = u32::from(geometry.placement_handles);
-    info.reclaim_unit_bytes = (geometry.reclaim_unit_bytes > 0).then_some(geometry.reclaim_unit_bytes);
+    info.reclaim_unit_bytes =
+        (geometry.reclaim_unit_bytes > 0).then_some(geometry.reclaim_unit_bytes);
     info.size_bytes = geometry.capacity_bytes;
     Ok(OpenDevice {
         info,
@@ -164,7 +167,13 @@ mod tests {
             .unwrap();
         let r = reports(&devs);
         assert_eq!(r[0].host_bytes_written, 1 << 20);
-        let h2 = r[0].handles.as_ref().unwrap().iter().find(|h| h.handle == 2).unwrap();
+        let h2 = r[0]
+            .handles
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|h| h.handle == 2)
+            .unwrap();
         assert_eq!(h2.host_bytes_written, 1 << 20);
         assert!(r[0].media_bytes_written.unwrap() >= 1 << 20);
     }
@@ -180,6 +189,9 @@ mod tests {
         let devs = open_all(&[spec]).unwrap();
         assert_eq!(devs[0].info.kind, DeviceKind::File);
         assert!(!devs[0].info.fdp);
-        assert!(reports(&devs).is_empty(), "a plain file has no counters of its own");
+        assert!(
+            reports(&devs).is_empty(),
+            "a plain file has no counters of its own"
+        );
     }
 }

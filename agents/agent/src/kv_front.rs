@@ -90,16 +90,19 @@ impl KvFront {
     ) -> Result<KvFront, String> {
         let mut listeners = Vec::new();
         let mut seen = HashMap::new();
-        for (addr, tenant) in std::iter::once((listen, None))
-            .chain(ports.iter().map(|p| (SocketAddr::new(listen.ip(), p.port), Some(&p.tenant))))
-        {
+        for (addr, tenant) in std::iter::once((listen, None)).chain(
+            ports
+                .iter()
+                .map(|p| (SocketAddr::new(listen.ip(), p.port), Some(&p.tenant))),
+        ) {
             if let Some(other) = seen.insert(addr.port(), tenant) {
                 if addr.port() != 0 || other.is_some() {
                     return Err(format!("port {} is given twice", addr.port()));
                 }
             }
             let l = std::net::TcpListener::bind(addr).map_err(|e| format!("{addr}: {e}"))?;
-            l.set_nonblocking(true).map_err(|e| format!("{addr}: {e}"))?;
+            l.set_nonblocking(true)
+                .map_err(|e| format!("{addr}: {e}"))?;
             listeners.push(l);
         }
         let service = Arc::new(Service::new(config)?);
@@ -180,16 +183,27 @@ struct KvPart {
     stages: Vec<String>,
 }
 
-fn kv_part(tenants: &[Tenant], rules: &[Rule], stages: &[StageConfig], ports: &HashMap<u16, String>) -> KvPart {
-    let names: Vec<&str> = kv_tenants(tenants, ports).iter().map(|t| t.name.as_str()).collect();
+fn kv_part(
+    tenants: &[Tenant],
+    rules: &[Rule],
+    stages: &[StageConfig],
+    ports: &HashMap<u16, String>,
+) -> KvPart {
+    let names: Vec<&str> = kv_tenants(tenants, ports)
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     let kv_rules: Vec<&Rule> = rules.iter().filter(|r| is_kv_rule(r, &names)).collect();
     let stages = stages
         .iter()
         .filter(|s| {
-            let named = kv_rules
-                .iter()
-                .any(|r| r.detours.iter().any(|d| d.to.kind == DetourKind::Stage && d.to.target == s.name()));
-            let owned = matches!(s, StageConfig::Cache(_)) && s.owner().is_some_and(|o| names.contains(&o));
+            let named = kv_rules.iter().any(|r| {
+                r.detours
+                    .iter()
+                    .any(|d| d.to.kind == DetourKind::Stage && d.to.target == s.name())
+            });
+            let owned =
+                matches!(s, StageConfig::Cache(_)) && s.owner().is_some_and(|o| names.contains(&o));
             named || owned
         })
         .map(|s| s.name().to_string())
@@ -202,8 +216,16 @@ fn kv_part(tenants: &[Tenant], rules: &[Rule], stages: &[StageConfig], ports: &H
 
 /// The FUSE switch's part: every rule and stage the KV front end does not serve. A file rule
 /// naming a KV stage is an error naming both.
-fn fs_part(rules: &[Rule], stages: &[StageConfig], kv: &KvPart) -> Result<(Vec<Rule>, Vec<StageConfig>), String> {
-    let fs_rules: Vec<Rule> = rules.iter().filter(|r| !kv.rules.contains(&r.name)).cloned().collect();
+fn fs_part(
+    rules: &[Rule],
+    stages: &[StageConfig],
+    kv: &KvPart,
+) -> Result<(Vec<Rule>, Vec<StageConfig>), String> {
+    let fs_rules: Vec<Rule> = rules
+        .iter()
+        .filter(|r| !kv.rules.contains(&r.name))
+        .cloned()
+        .collect();
     for r in &fs_rules {
         if let Some(d) = r
             .detours
@@ -217,7 +239,11 @@ fn fs_part(rules: &[Rule], stages: &[StageConfig], kv: &KvPart) -> Result<(Vec<R
             ));
         }
     }
-    let fs_stages = stages.iter().filter(|s| !kv.stages.iter().any(|k| k == s.name())).cloned().collect();
+    let fs_stages = stages
+        .iter()
+        .filter(|s| !kv.stages.iter().any(|k| k == s.name()))
+        .cloned()
+        .collect();
     Ok((fs_rules, fs_stages))
 }
 
@@ -240,7 +266,11 @@ pub struct DataPaths {
 }
 
 impl DataPaths {
-    pub fn new(fs: Option<Arc<Datapath>>, kv: Option<Arc<Service>>, ports: &[KvTenantPort]) -> Arc<Self> {
+    pub fn new(
+        fs: Option<Arc<Datapath>>,
+        kv: Option<Arc<Service>>,
+        ports: &[KvTenantPort],
+    ) -> Arc<Self> {
         Arc::new(DataPaths {
             fs,
             kv,
@@ -256,7 +286,12 @@ impl DataPaths {
     /// Installs `tenants`, `rules` and `stages`: the KV front end's part first (it changes
     /// nothing on an error), then the FUSE switch's; if the switch refuses, the front end
     /// gets its previous state back.
-    pub fn install(&self, tenants: &[Tenant], rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
+    pub fn install(
+        &self,
+        tenants: &[Tenant],
+        rules: Vec<Rule>,
+        stages: &[StageConfig],
+    ) -> Result<(), String> {
         let Some(kv) = &self.kv else {
             return match &self.fs {
                 Some(fs) => fs.install(rules, stages, tenants),
@@ -271,16 +306,31 @@ impl DataPaths {
         let mut kv_tenants = tenants.to_vec();
         for t in self.ports.values() {
             if !kv_tenants.iter().any(|k| &k.name == t) {
-                kv_tenants.push(Tenant { name: t.clone(), classifiers: Vec::new() });
+                kv_tenants.push(Tenant {
+                    name: t.clone(),
+                    classifiers: Vec::new(),
+                });
             }
         }
         let next = KvApplied {
             tenants: kv_tenants,
-            rules: rules.iter().filter(|r| part.rules.contains(&r.name)).cloned().collect(),
-            stages: stages.iter().filter(|s| part.stages.iter().any(|k| k == s.name())).cloned().collect(),
+            rules: rules
+                .iter()
+                .filter(|r| part.rules.contains(&r.name))
+                .cloned()
+                .collect(),
+            stages: stages
+                .iter()
+                .filter(|s| part.stages.iter().any(|k| k == s.name()))
+                .cloned()
+                .collect(),
         };
-        kv.apply(next.tenants.clone(), next.rules.clone(), next.stages.clone())
-            .map_err(|e| format!("KV front end: {e}"))?;
+        kv.apply(
+            next.tenants.clone(),
+            next.rules.clone(),
+            next.stages.clone(),
+        )
+        .map_err(|e| format!("KV front end: {e}"))?;
         if let Some(fs) = &self.fs {
             if let Err(e) = fs.install(fs_rules, &fs_stages, tenants) {
                 let prev = applied.clone();
@@ -296,7 +346,9 @@ impl DataPaths {
 
     /// Each KV tenant's requests (gets read; sets and deletes write; the bytes it stored).
     pub fn kv_served(&self) -> Vec<(String, crate::metrics_engine::Served)> {
-        let Some(kv) = &self.kv else { return Vec::new() };
+        let Some(kv) = &self.kv else {
+            return Vec::new();
+        };
         kv.stats()
             .tenants
             .into_iter()
@@ -315,7 +367,9 @@ impl DataPaths {
     /// The KV front end's stages and their counters, in telemetry's form (the FUSE switch's
     /// come from [`Datapath::stage_reports`]).
     pub fn kv_stage_reports(&self) -> Vec<StageTelemetry> {
-        let Some(kv) = &self.kv else { return Vec::new() };
+        let Some(kv) = &self.kv else {
+            return Vec::new();
+        };
         let stats = kv.stats();
         let applied = self.applied();
         let mut out = Vec::new();
@@ -334,7 +388,11 @@ impl DataPaths {
                     if let Some(st) = stats.stages.get(s.name()) {
                         let t = &st.cache.total;
                         let on_flash = c.engine.on_flash();
-                        r.installed_bytes = Some(if on_flash { st.cache.flash_bytes } else { st.cache.dram_bytes });
+                        r.installed_bytes = Some(if on_flash {
+                            st.cache.flash_bytes
+                        } else {
+                            st.cache.dram_bytes
+                        });
                         r.hits = Some(t.hits);
                         r.misses = Some(t.gets.saturating_sub(t.hits));
                         r.bytes_written = Some(t.app_bytes_written);
@@ -342,7 +400,13 @@ impl DataPaths {
                         if on_flash {
                             r.app_bytes_written = Some(t.app_bytes_written);
                             r.flash_bytes_written = Some(t.flash_bytes_written);
-                            r.parts = Some(st.cache.parts.iter().filter_map(|(name, p)| part_report(c, name, p)).collect());
+                            r.parts = Some(
+                                st.cache
+                                    .parts
+                                    .iter()
+                                    .filter_map(|(name, p)| part_report(c, name, p))
+                                    .collect(),
+                            );
                         }
                     }
                 }
@@ -357,12 +421,23 @@ impl DataPaths {
 
 /// A hybrid engine's part with the handles the stage's placement gives it (0: the device's
 /// default handle).
-fn part_report(c: &CacheConfig, name: &str, p: &lachesis_kv::cache::PartStats) -> Option<PartTelemetry> {
+fn part_report(
+    c: &CacheConfig,
+    name: &str,
+    p: &lachesis_kv::cache::PartStats,
+) -> Option<PartTelemetry> {
     let (part, handles) = match name {
-        "kangaroo" => (PartName::Kangaroo, vec![c.handle(EnginePart::KLog), c.handle(EnginePart::KSet)]),
+        "kangaroo" => (
+            PartName::Kangaroo,
+            vec![c.handle(EnginePart::KLog), c.handle(EnginePart::KSet)],
+        ),
         "fairywren" => (
             PartName::Fairywren,
-            vec![c.handle(EnginePart::FwLog), c.handle(EnginePart::FwSets), c.handle(EnginePart::FwCold)],
+            vec![
+                c.handle(EnginePart::FwLog),
+                c.handle(EnginePart::FwSets),
+                c.handle(EnginePart::FwCold),
+            ],
         ),
         "loc" => (PartName::Loc, vec![c.handle(EnginePart::Loc)]),
         _ => return None,
@@ -405,7 +480,12 @@ mod tests {
     }
 
     fn to_stage(name: &str, m: Match, stage: &str) -> Rule {
-        Rule::new(name, 10, m, vec![Detour::new(DetourWhat::Io, DetourKind::Stage, stage)])
+        Rule::new(
+            name,
+            10,
+            m,
+            vec![Detour::new(DetourWhat::Io, DetourKind::Stage, stage)],
+        )
     }
 
     fn stages(names: &[(&str, &str)]) -> Vec<StageConfig> {
@@ -431,17 +511,30 @@ mod tests {
             to_stage("sess-limited", Match::any().tenant("sessions"), "qos/sess"),
             to_stage("bulk", Match::any().key_prefix("bulk:"), "qos/bulk"),
         ];
-        let st = stages(&[("qos/web", "web"), ("qos/sess", "sessions"), ("qos/bulk", "sessions")]);
+        let st = stages(&[
+            ("qos/web", "web"),
+            ("qos/sess", "sessions"),
+            ("qos/bulk", "sessions"),
+        ]);
         let part = kv_part(&tenants, &rules, &st, &HashMap::new());
         assert_eq!(part.rules, ["sess-limited", "bulk"]);
         assert_eq!(part.stages, ["qos/sess", "qos/bulk"]);
         let (fs_rules, fs_stages) = fs_part(&rules, &st, &part).unwrap();
-        assert_eq!(fs_rules.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["web-limited"]);
-        assert_eq!(fs_stages.iter().map(|s| s.name()).collect::<Vec<_>>(), ["qos/web"]);
+        assert_eq!(
+            fs_rules.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["web-limited"]
+        );
+        assert_eq!(
+            fs_stages.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            ["qos/web"]
+        );
 
         // A tenant bound to a port is the front end's whatever its classifiers.
         let ports = HashMap::from([(11400, "web".to_string())]);
-        assert_eq!(kv_part(&tenants, &rules, &st, &ports).rules, ["web-limited", "sess-limited", "bulk"]);
+        assert_eq!(
+            kv_part(&tenants, &rules, &st, &ports).rules,
+            ["web-limited", "sess-limited", "bulk"]
+        );
     }
 
     #[test]
@@ -451,23 +544,47 @@ mod tests {
             tenant("sessions", ClassifierKind::KeyPrefix, "sess:"),
         ];
         let rules = vec![
-            to_stage("sess-limited", Match::any().tenant("sessions"), "qos/shared"),
+            to_stage(
+                "sess-limited",
+                Match::any().tenant("sessions"),
+                "qos/shared",
+            ),
             to_stage("web-limited", Match::any().tenant("web"), "qos/shared"),
         ];
         let st = stages(&[("qos/shared", "sessions")]);
-        let e = fs_part(&rules, &st, &kv_part(&tenants, &rules, &st, &HashMap::new())).unwrap_err();
-        assert!(e.contains("\"web-limited\"") && e.contains("\"qos/shared\""), "{e}");
+        let e = fs_part(
+            &rules,
+            &st,
+            &kv_part(&tenants, &rules, &st, &HashMap::new()),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("\"web-limited\"") && e.contains("\"qos/shared\""),
+            "{e}"
+        );
     }
 
     #[test]
     fn tenant_port_names_the_bad_part() {
         assert_eq!(
             "cache=11400".parse::<KvTenantPort>().unwrap(),
-            KvTenantPort { tenant: "cache".into(), port: 11400 }
+            KvTenantPort {
+                tenant: "cache".into(),
+                port: 11400
+            }
         );
-        assert!("cache".parse::<KvTenantPort>().unwrap_err().contains("TENANT=PORT"));
-        assert!("cache=0".parse::<KvTenantPort>().unwrap_err().contains("not a port"));
-        assert!("cache=70000".parse::<KvTenantPort>().unwrap_err().contains("not a port"));
+        assert!("cache"
+            .parse::<KvTenantPort>()
+            .unwrap_err()
+            .contains("TENANT=PORT"));
+        assert!("cache=0"
+            .parse::<KvTenantPort>()
+            .unwrap_err()
+            .contains("not a port"));
+        assert!("cache=70000"
+            .parse::<KvTenantPort>()
+            .unwrap_err()
+            .contains("not a port"));
         assert!("Bad Name=1".parse::<KvTenantPort>().is_err());
     }
 }

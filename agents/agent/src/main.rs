@@ -17,18 +17,18 @@ use lachesis_agent::bus::is_valid_host_id;
 use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::declared_link;
-use lachesis_agent::server_level::ServerLevel;
 use lachesis_agent::detour_link::RedisLink;
 use lachesis_agent::kv_front::{DataPaths, KvFront, KvTenantPort};
 use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
-use lachesis_fs::detour::Detours;
-use lachesis_fs::stage::Devices;
-use lachesis_fs::IoObserver;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::metrics_http;
 use lachesis_agent::persist::Persisted;
 use lachesis_agent::runner::{Agent, Config};
+use lachesis_agent::server_level::ServerLevel;
 use lachesis_ebpf_metrics::{MetricsMaps, DEFAULT_PIN_DIR};
+use lachesis_fs::detour::Detours;
+use lachesis_fs::stage::Devices;
+use lachesis_fs::IoObserver;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
 
@@ -117,8 +117,12 @@ struct RunArgs {
     /// under these existing directories (repeatable); a generation naming a target outside
     /// them is refused (nacked with the reason). Default: each mount's own BACKING_DIR. The
     /// environment's LACHESIS_ENDPOINT_ROOTS is colon-separated, as the controller's.
-    #[arg(long = "endpoint-root", env = "LACHESIS_ENDPOINT_ROOTS", value_delimiter = ':',
-          value_name = "DIR")]
+    #[arg(
+        long = "endpoint-root",
+        env = "LACHESIS_ENDPOINT_ROOTS",
+        value_delimiter = ':',
+        value_name = "DIR"
+    )]
     endpoint_roots: Vec<PathBuf>,
 
     /// Where the agent keeps the last desired state it applied and acked, restored and
@@ -147,11 +151,21 @@ struct RunArgs {
     /// Answer the IO other agents' remote endpoints (tcp://THIS:PORT/dir) forward here
     /// (IP:PORT), from --serve-root, with the desired state's server-level cache stages
     /// (`serves`: two-level caches) in front; peers authenticate with --forward-key-file.
-    #[arg(long, env = "LACHESIS_AGENT_SERVE_LISTEN", value_name = "ADDR", requires = "serve_root")]
+    #[arg(
+        long,
+        env = "LACHESIS_AGENT_SERVE_LISTEN",
+        value_name = "ADDR",
+        requires = "serve_root"
+    )]
     serve_listen: Option<String>,
 
     /// The directory forwarded files live under (with --serve-listen).
-    #[arg(long, env = "LACHESIS_AGENT_SERVE_ROOT", value_name = "DIR", requires = "serve_listen")]
+    #[arg(
+        long,
+        env = "LACHESIS_AGENT_SERVE_ROOT",
+        value_name = "DIR",
+        requires = "serve_listen"
+    )]
     serve_root: Option<PathBuf>,
 
     /// Pin the eBPF maps here (on a bpf filesystem) for `lachesis-agent top`.
@@ -173,7 +187,11 @@ struct RunArgs {
 
     /// With --kv-listen: also listen on PORT (same address) for TENANT alone: every key of a
     /// connection there is TENANT's, whatever its prefix. Repeatable.
-    #[arg(long = "kv-tenant-port", value_name = "TENANT=PORT", requires = "kv_listen")]
+    #[arg(
+        long = "kv-tenant-port",
+        value_name = "TENANT=PORT",
+        requires = "kv_listen"
+    )]
     kv_tenant_ports: Vec<KvTenantPort>,
 
     /// Bytes per second the declared-IO dispatcher may read from the mounts' backing files
@@ -259,7 +277,10 @@ fn load_metrics_engine(args: &RunArgs) -> Option<MetricsEngine> {
     match MetricsEngine::load(&opts) {
         Ok(e) => {
             let pinned = e.pinned().then(|| args.bpf_pin_dir.display().to_string());
-            info!(pins = pinned.as_deref().unwrap_or("-"), "eBPF metrics engine attached");
+            info!(
+                pins = pinned.as_deref().unwrap_or("-"),
+                "eBPF metrics engine attached"
+            );
             Some(e)
         }
         Err(e) if e.is_unsupported() => {
@@ -349,7 +370,12 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let forward_key = match args.forward_key_file.as_deref().map(lachesis_fs::remote::auth::Key::load).transpose() {
+    let forward_key = match args
+        .forward_key_file
+        .as_deref()
+        .map(lachesis_fs::remote::auth::Key::load)
+        .transpose()
+    {
         Ok(key) => key,
         Err(e) => {
             eprintln!("error: --forward-key-file: {e}");
@@ -359,7 +385,10 @@ fn run(args: RunArgs) -> ExitCode {
     let metrics_listener = match args.metrics_listen.map(metrics_http::bind).transpose() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: --metrics-listen {}: {e}", args.metrics_listen.expect("bound one"));
+            eprintln!(
+                "error: --metrics-listen {}: {e}",
+                args.metrics_listen.expect("bound one")
+            );
             return ExitCode::from(2);
         }
     };
@@ -604,6 +633,9 @@ mod tests {
         let shown = redacted("redis://agent-h1:s3cret@127.0.0.1:6380/0");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("agent-h1"), "{shown}");
-        assert_eq!(redacted("redis://127.0.0.1:6380/0"), "redis://127.0.0.1:6380/0");
+        assert_eq!(
+            redacted("redis://127.0.0.1:6380/0"),
+            "redis://127.0.0.1:6380/0"
+        );
     }
 }

@@ -38,8 +38,7 @@ use crate::devices::OpenDevice;
 use crate::state::Applied;
 use crate::telemetry::{
     CurveAlgorithm, DeviceTelemetry, LatencyP99, StageTelemetry, Telemetry, TelemetryCurve,
-    TelemetrySchema,
-    TenantTelemetry, STREAM_MAXLEN,
+    TelemetrySchema, TenantTelemetry, STREAM_MAXLEN,
 };
 
 /// SHARDS samples 4 KiB blocks; curve sizes are counted in them.
@@ -52,7 +51,9 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Cache sizes of every curve, in 4 KiB blocks: 1 MiB to 1 TiB, two points per doubling.
 pub fn curve_sizes() -> Vec<u64> {
-    (0..=40).map(|i| (2f64.powf(8.0 + i as f64 / 2.0)).round() as u64).collect()
+    (0..=40)
+        .map(|i| (2f64.powf(8.0 + i as f64 / 2.0)).round() as u64)
+        .collect()
 }
 
 /// What changed in the tenant map, in the order the kernel maps must be updated.
@@ -339,7 +340,8 @@ impl MetricsEngine {
             });
             match r {
                 Ok(()) => {
-                    self.last.insert(*slot, m.tenant_stats(*slot).unwrap_or_default());
+                    self.last
+                        .insert(*slot, m.tenant_stats(*slot).unwrap_or_default());
                 }
                 Err(e) => {
                     error!(tenant = %name, slot, error = %e, "eBPF metrics: cannot add tenant");
@@ -369,7 +371,10 @@ impl MetricsEngine {
     /// Size the tenants' shadow caches as allocated (`caches` of the desired state); call
     /// after [`Self::apply_tenants`] so new slots get theirs. A resized shadow keeps its counters.
     pub fn apply_caches(&mut self, caches: &[CacheSize]) {
-        self.allocated = caches.iter().map(|c| (c.tenant.clone(), c.size_bytes)).collect();
+        self.allocated = caches
+            .iter()
+            .map(|c| (c.tenant.clone(), c.size_bytes))
+            .collect();
         let want = sized_slots(self.map.slots(), &self.allocated);
         self.shadows.retain(|slot, _| want.contains_key(slot));
         for (slot, size) in want {
@@ -412,9 +417,10 @@ impl MetricsEngine {
                 }
             };
             let prev = self.last.insert(slot, now).unwrap_or_default();
-            let curve = self.sinks.curve(slot).and_then(|c| {
-                tenant_curve(&c.sizes, &c.miss_ratio, now.blocks)
-            });
+            let curve = self
+                .sinks
+                .curve(slot)
+                .and_then(|c| tenant_curve(&c.sizes, &c.miss_ratio, now.blocks));
             let mut report = tenant_report(name, &now, &now.since(&prev), curve);
             report.cache = self.shadows.get(&slot).map(ShadowCache::report);
             out.push(report);
@@ -455,7 +461,10 @@ pub fn tenant_report(
 }
 
 /// Slot → allocated size of every tenant that has both.
-pub fn sized_slots(slots: &BTreeMap<String, TenantId>, allocated: &BTreeMap<String, u64>) -> BTreeMap<TenantId, u64> {
+pub fn sized_slots(
+    slots: &BTreeMap<String, TenantId>,
+    allocated: &BTreeMap<String, u64>,
+) -> BTreeMap<TenantId, u64> {
     allocated
         .iter()
         .filter_map(|(name, &size)| slots.get(name).map(|&slot| (slot, size)))
@@ -471,19 +480,30 @@ pub fn tenant_curve(sizes: &[u64], miss_ratio: &[f64], references: u64) -> Optio
 
 /// [`tenant_curve`] over `sizes` in units of `scale` bytes (4 KiB blocks, or bytes for the
 /// KV front end's curves).
-pub fn curve_in_bytes(sizes: &[u64], scale: u64, miss_ratio: &[f64], references: u64) -> Option<TelemetryCurve> {
+pub fn curve_in_bytes(
+    sizes: &[u64],
+    scale: u64,
+    miss_ratio: &[f64],
+    references: u64,
+) -> Option<TelemetryCurve> {
     if references == 0 || sizes.is_empty() || sizes.len() != miss_ratio.len() {
         return None;
     }
     let ratios: Vec<f64> = miss_ratio
         .iter()
-        .map(|m| round_to(if m.is_finite() { m.clamp(0.0, 1.0) } else { 1.0 }, 1e4))
+        .map(|m| {
+            round_to(
+                if m.is_finite() {
+                    m.clamp(0.0, 1.0)
+                } else {
+                    1.0
+                },
+                1e4,
+            )
+        })
         .collect();
     let last = *ratios.last().expect("not empty");
-    let keep = ratios
-        .iter()
-        .rposition(|&m| m != last)
-        .map_or(1, |i| i + 2);
+    let keep = ratios.iter().rposition(|&m| m != last).map_or(1, |i| i + 2);
     TelemetryCurve::new(
         CurveAlgorithm::ShardsFixedSize,
         sizes[..keep].iter().map(|s| s * scale).collect(),
@@ -637,7 +657,10 @@ fn telemetry_loop(
             interval_s: cfg.interval.as_secs_f64(),
             tenants: with_served(
                 with_datapath_curves(
-                    engine.as_mut().map(|e| e.tenant_reports()).unwrap_or_default(),
+                    engine
+                        .as_mut()
+                        .map(|e| e.tenant_reports())
+                        .unwrap_or_default(),
                     &tenants,
                     cfg.datapath_curves.as_deref(),
                 ),
@@ -750,7 +773,9 @@ impl Publisher {
 
     fn try_publish(&mut self, msg: &Telemetry) -> anyhow::Result<String> {
         if self.con.is_none() {
-            let c = self.client.get_connection_with_timeout(Duration::from_secs(2))?;
+            let c = self
+                .client
+                .get_connection_with_timeout(Duration::from_secs(2))?;
             c.set_read_timeout(Some(Duration::from_secs(2)))?;
             c.set_write_timeout(Some(Duration::from_secs(2)))?;
             self.con = Some(c);
@@ -799,17 +824,29 @@ mod tests {
     #[test]
     fn tenants_get_slots_and_keep_them() {
         let mut m = TenantMap::new(4);
-        let ch = m.update(&[tenant("web", &["/a", "/b"]), tenant("db", &["/c"])], &mut resolve);
-        assert_eq!(ch.added, vec![(0, "db".to_string()), (1, "web".to_string())]);
+        let ch = m.update(
+            &[tenant("web", &["/a", "/b"]), tenant("db", &["/c"])],
+            &mut resolve,
+        );
+        assert_eq!(
+            ch.added,
+            vec![(0, "db".to_string()), (1, "web".to_string())]
+        );
         assert_eq!(ch.mapped, vec![(1, 1), (2, 1), (3, 0)]);
         assert!(ch.removed.is_empty() && ch.unmapped.is_empty() && ch.problems.is_empty());
 
         // Same state: nothing to do.
-        let ch = m.update(&[tenant("web", &["/a", "/b"]), tenant("db", &["/c"])], &mut resolve);
+        let ch = m.update(
+            &[tenant("web", &["/a", "/b"]), tenant("db", &["/c"])],
+            &mut resolve,
+        );
         assert!(ch.is_empty(), "{ch:?}");
 
         // db goes, web loses /b and gains /d, a new tenant takes db's freed slot.
-        let ch = m.update(&[tenant("web", &["/a", "/d"]), tenant("new", &["/c"])], &mut resolve);
+        let ch = m.update(
+            &[tenant("web", &["/a", "/d"]), tenant("new", &["/c"])],
+            &mut resolve,
+        );
         assert_eq!(ch.removed, vec![0]);
         assert_eq!(ch.unmapped, vec![2]);
         assert_eq!(ch.added, vec![(0, "new".to_string())]);
@@ -838,23 +875,42 @@ mod tests {
         assert_eq!(ch.added, vec![(0, "a".to_string())]);
         assert!(ch.mapped.is_empty());
         assert_eq!(ch.problems.len(), 2, "{:?}", ch.problems);
-        assert!(ch.problems.iter().any(|p| p.contains("\"/missing\"") && p.contains("not counted")));
-        assert!(ch.problems.iter().any(|p| p.contains("all 1 eBPF tenant slots")));
+        assert!(ch
+            .problems
+            .iter()
+            .any(|p| p.contains("\"/missing\"") && p.contains("not counted")));
+        assert!(ch
+            .problems
+            .iter()
+            .any(|p| p.contains("all 1 eBPF tenant slots")));
         // Unchanged problems are not reported again.
         let ch = m.update(&desired, &mut resolve);
         assert!(ch.problems.is_empty() && ch.is_empty());
         // The cgroup appears: it is mapped on the next update.
-        let ch = m.update(&desired, &mut |v: &str| if v == "/missing" { Ok(9) } else { resolve(v) });
+        let ch = m.update(&desired, &mut |v: &str| {
+            if v == "/missing" {
+                Ok(9)
+            } else {
+                resolve(v)
+            }
+        });
         assert_eq!(ch.mapped, vec![(9, 0)]);
     }
 
     #[test]
     fn a_cgroup_claimed_twice_goes_to_the_first_tenant() {
         let mut m = TenantMap::new(4);
-        let ch = m.update(&[tenant("x", &["/a"]), tenant("y", &["/a", "/b"])], &mut resolve);
+        let ch = m.update(
+            &[tenant("x", &["/a"]), tenant("y", &["/a", "/b"])],
+            &mut resolve,
+        );
         assert_eq!(ch.mapped, vec![(1, 0), (2, 1)]);
         assert_eq!(ch.problems.len(), 1);
-        assert!(ch.problems[0].contains("charged to x"), "{}", ch.problems[0]);
+        assert!(
+            ch.problems[0].contains("charged to x"),
+            "{}",
+            ch.problems[0]
+        );
     }
 
     #[test]
@@ -885,7 +941,12 @@ mod tests {
 
     #[test]
     fn idle_tenant_reports_zeros_and_no_latency() {
-        let t = tenant_report("web", &TenantStats::default(), &TenantStats::default(), None);
+        let t = tenant_report(
+            "web",
+            &TenantStats::default(),
+            &TenantStats::default(),
+            None,
+        );
         assert_eq!((t.ops_read, t.bytes_written), (0, 0));
         assert_eq!(t.latency_us_p99, None);
     }
@@ -893,12 +954,32 @@ mod tests {
     #[test]
     fn served_tenants_get_their_requests_as_io_counters() {
         let desired = [tenant("sessions", &[]), tenant("web", &["/web"])];
-        let web = tenant_report("web", &TenantStats::default(), &TenantStats::default(), None);
-        let s = Served { ops_read: 7, ops_written: 3, bytes_read: 700, bytes_written: 300 };
-        let out = with_served(vec![web], &desired, vec![("sessions".into(), s), ("gone".into(), s)]);
-        assert_eq!(out.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["web", "sessions"]);
+        let web = tenant_report(
+            "web",
+            &TenantStats::default(),
+            &TenantStats::default(),
+            None,
+        );
+        let s = Served {
+            ops_read: 7,
+            ops_written: 3,
+            bytes_read: 700,
+            bytes_written: 300,
+        };
+        let out = with_served(
+            vec![web],
+            &desired,
+            vec![("sessions".into(), s), ("gone".into(), s)],
+        );
+        assert_eq!(
+            out.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["web", "sessions"]
+        );
         let r = &out[1];
-        assert_eq!((r.ops_read, r.ops_written, r.bytes_read, r.bytes_written), (7, 3, 700, 300));
+        assert_eq!(
+            (r.ops_read, r.ops_written, r.bytes_read, r.bytes_written),
+            (7, 3, 700, 300)
+        );
         assert_eq!((out[0].ops_read, out[0].bytes_written), (0, 0));
     }
 }

@@ -85,7 +85,10 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
         assert_eq!((mode(&dir), mode(p.path())), (0o700, 0o600));
         // A second store over the same directory (the restarted agent) sees it.
-        assert_eq!(Persisted::open(&dir).unwrap().load().unwrap(), Some(message(4)));
+        assert_eq!(
+            Persisted::open(&dir).unwrap().load().unwrap(),
+            Some(message(4))
+        );
     }
 
     #[test]

@@ -24,10 +24,10 @@ use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
-use crate::bus_lag::BusProgress;
 use crate::bus::{
     keys, AckStatus, DesiredState, Heartbeat, HeartbeatSchema, Phase, Registration, Timestamp,
 };
+use crate::bus_lag::BusProgress;
 use crate::flow_gate::{drain, Drained, FlowControl, InFlightGate};
 use crate::otel;
 use crate::persist::Persisted;
@@ -142,8 +142,12 @@ impl Agent {
         let Some(p) = &self.persist else { return };
         let msg = match p.load() {
             Ok(Some(m)) => m,
-            Ok(None) => return info!(file = %p.path().display(), "no saved state, starting from generation 0"),
-            Err(e) => return error!(error = %e, "saved state unreadable, starting from generation 0"),
+            Ok(None) => {
+                return info!(file = %p.path().display(), "no saved state, starting from generation 0")
+            }
+            Err(e) => {
+                return error!(error = %e, "saved state unreadable, starting from generation 0")
+            }
         };
         if let Err(e) = self.state.restore(&msg) {
             return error!(error = %e, "saved state refused, starting from generation 0");
@@ -342,7 +346,9 @@ async fn handle_message(
         lachesis.rollout_id = or_dash(&msg.rollout_id),
     );
     otel::continue_trace(&span, msg.traceparent.as_deref());
-    apply_and_ack(agent, con, key, entry, msg).instrument(span).await
+    apply_and_ack(agent, con, key, entry, msg)
+        .instrument(span)
+        .await
 }
 
 async fn apply_and_ack(

@@ -69,8 +69,15 @@ pub fn split(stages: &[StageConfig]) -> (Vec<CacheConfig>, Vec<StageConfig>) {
         .iter()
         .filter(|s| !matches!(s, StageConfig::Cache(c) if c.serves.is_some()))
         .map(|s| match s {
-            StageConfig::Cache(c) if c.next.as_ref().is_some_and(|n| server.iter().any(|x| &x.name == n)) => {
-                StageConfig::Cache(CacheConfig { next: None, ..c.clone() })
+            StageConfig::Cache(c)
+                if c.next
+                    .as_ref()
+                    .is_some_and(|n| server.iter().any(|x| &x.name == n)) =>
+            {
+                StageConfig::Cache(CacheConfig {
+                    next: None,
+                    ..c.clone()
+                })
             }
             other => other.clone(),
         })
@@ -91,7 +98,8 @@ impl ServerLevel {
         let (store, listener): (Arc<dyn Store>, _) = match (listen, root) {
             (Some(l), Some(r)) => {
                 let store = DirStore::new(r).map_err(|e| format!("--serve-root: {e}"))?;
-                let listener = TcpListener::bind(l).map_err(|e| format!("--serve-listen {l}: {e}"))?;
+                let listener =
+                    TcpListener::bind(l).map_err(|e| format!("--serve-listen {l}: {e}"))?;
                 (Arc::new(store), Some(listener))
             }
             (None, None) => (Arc::new(NoStore), None),
@@ -104,7 +112,10 @@ impl ServerLevel {
             installed: Mutex::new(None),
         });
         if let Some(listener) = listener {
-            let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let addr = listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
             info!(authenticated = key.is_some(), root = %root.unwrap_or(Path::new("")).display(),
                   "forwarding server on {addr}");
             let store: Arc<dyn Store> = level.store.clone();
@@ -163,7 +174,10 @@ impl Installer for ServerLevel {
                   "server-level cache stages built, but this agent runs no forwarding server (--serve-listen): no request reaches them");
         }
         let mut previous = self.installed.lock().unwrap_or_else(|e| e.into_inner());
-        let rest_applied = Applied { stages: Arc::new(rest), ..applied.clone() };
+        let rest_applied = Applied {
+            stages: Arc::new(rest),
+            ..applied.clone()
+        };
         if let Some(r) = &self.rest {
             r.install(&rest_applied)?;
         }
@@ -195,10 +209,18 @@ mod tests {
     #[test]
     fn server_stages_leave_the_switch_and_level_one_no_longer_chains_to_them() {
         let (server, rest) = split(&stages());
-        assert_eq!(server.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["cache/alpha-l2", "cache/pool-l2"]);
+        assert_eq!(
+            server.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["cache/alpha-l2", "cache/pool-l2"]
+        );
         assert_eq!(rest.len(), 1);
-        let StageConfig::Cache(l1) = &rest[0] else { unreachable!() };
-        assert_eq!((l1.name.as_str(), l1.next.as_deref()), ("cache/alpha", None));
+        let StageConfig::Cache(l1) = &rest[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (l1.name.as_str(), l1.next.as_deref()),
+            ("cache/alpha", None)
+        );
         lachesis_switch::check_stages(&rest).unwrap();
     }
 
@@ -209,8 +231,13 @@ mod tests {
         level.store.set_stages(&server).unwrap();
         let r = level.stage_reports();
         assert_eq!(r.len(), 2);
-        assert_eq!((r[0].size_bytes, r[0].installed_bytes), (Some(402653184), Some(402653184)));
-        let e = ServerLevel::start(Some("127.0.0.1:0"), None, None, Devices::default(), None).err().unwrap();
+        assert_eq!(
+            (r[0].size_bytes, r[0].installed_bytes),
+            (Some(402653184), Some(402653184))
+        );
+        let e = ServerLevel::start(Some("127.0.0.1:0"), None, None, Devices::default(), None)
+            .err()
+            .unwrap();
         assert!(e.contains("--serve-root"), "{e}");
     }
 }

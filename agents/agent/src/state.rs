@@ -203,7 +203,12 @@ fn applied_of(msg: &DesiredState) -> Result<Applied, String> {
     let stages = msg.stages.clone().unwrap_or_default();
     let table = check_stages(&stages)
         .and_then(|()| RuleTable::build(msg.rules.iter().cloned()).map_err(|e| e.to_string()))
-        .map_err(|e| format!("generation {}: invalid rules or stages: {e}", msg.generation))?;
+        .map_err(|e| {
+            format!(
+                "generation {}: invalid rules or stages: {e}",
+                msg.generation
+            )
+        })?;
     Ok(Applied {
         generation: msg.generation,
         rollout_id: msg.rollout_id.clone(),
@@ -426,7 +431,8 @@ mod tests {
     #[test]
     fn a_restored_state_is_held_until_the_controller_speaks_whose_first_install_wins() {
         let mut s = AgentState::new("host-a");
-        s.restore(&desired(5, vec![rule("saved", Match::any())])).unwrap();
+        s.restore(&desired(5, vec![rule("saved", Match::any())]))
+            .unwrap();
         assert_eq!(s.generation(), 5);
         assert!(s.applied().table.get("saved").is_some());
         // The controller still wants 5: acked again, nothing changes.
@@ -438,8 +444,12 @@ mod tests {
 
         // A controller that starts over (database reset) is followed at its first word.
         let mut s = AgentState::new("host-a");
-        s.restore(&desired(5, vec![rule("saved", Match::any())])).unwrap();
-        assert_eq!(s.handle(&phased(2, Phase::Quiesce, vec![])).0, Outcome::Stale { held: 5 });
+        s.restore(&desired(5, vec![rule("saved", Match::any())]))
+            .unwrap();
+        assert_eq!(
+            s.handle(&phased(2, Phase::Quiesce, vec![])).0,
+            Outcome::Stale { held: 5 }
+        );
         let (o, ack) = s.handle(&desired(1, vec![rule("fresh", Match::any())]));
         assert_eq!((o, ack.status), (Outcome::Applied, AckStatus::Applied));
         assert_eq!(s.generation(), 1);
@@ -456,7 +466,10 @@ mod tests {
 
         // Another host's, or one that does not build, is refused and changes nothing.
         let mut s = AgentState::new("host-b");
-        assert!(s.restore(&desired(5, vec![])).unwrap_err().contains("host-a"));
+        assert!(s
+            .restore(&desired(5, vec![]))
+            .unwrap_err()
+            .contains("host-a"));
         let mut s = AgentState::new("host-a");
         let dup = desired(5, vec![rule("x", Match::any()), rule("x", Match::any())]);
         assert!(s.restore(&dup).is_err());

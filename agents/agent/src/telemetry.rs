@@ -325,7 +325,11 @@ pub struct StageTelemetry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub front_end: Option<FrontEnd>,
     /// A flash cache's engine parts with their placement handles (the KV front end's).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "de_parts")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_parts"
+    )]
     pub parts: Option<Vec<PartTelemetry>>,
 }
 
@@ -364,7 +368,10 @@ pub enum PartName {
 fn de_parts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<PartTelemetry>>, D::Error> {
     let v = Vec::<PartTelemetry>::deserialize(d)?;
     if v.len() > 8 {
-        return Err(D::Error::custom(format!("parts: {} entries, at most 8", v.len())));
+        return Err(D::Error::custom(format!(
+            "parts: {} entries, at most 8",
+            v.len()
+        )));
     }
     Ok(Some(v))
 }
@@ -372,7 +379,10 @@ fn de_parts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<PartTelemetry>
 fn de_part_handles<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
     let v = Vec::<u16>::deserialize(d)?;
     if v.len() > 4 {
-        return Err(D::Error::custom(format!("handles: {} entries, at most 4", v.len())));
+        return Err(D::Error::custom(format!(
+            "handles: {} entries, at most 4",
+            v.len()
+        )));
     }
     Ok(v)
 }
@@ -430,7 +440,12 @@ mod tests {
 
     #[test]
     fn curve_checks_what_the_schema_cannot() {
-        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedSize, vec![4096, 8192], vec![0.5], 3);
+        let c = TelemetryCurve::new(
+            CurveAlgorithm::ShardsFixedSize,
+            vec![4096, 8192],
+            vec![0.5],
+            3,
+        );
         assert_eq!(c.unwrap_err(), "1 miss ratios for 2 sizes");
         let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedSize, vec![4096], vec![1.5], 3);
         assert!(c.unwrap_err().contains("1.5"));
@@ -444,7 +459,8 @@ mod tests {
 
     #[test]
     fn curve_serializes_with_its_constants() {
-        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedRate, vec![4096], vec![0.25], 9).unwrap();
+        let c = TelemetryCurve::new(CurveAlgorithm::ShardsFixedRate, vec![4096], vec![0.25], 9)
+            .unwrap();
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(
             v,

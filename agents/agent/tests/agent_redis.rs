@@ -158,7 +158,10 @@ fn agent_against_real_redis() {
     // A file is a measuring device by default: FDP placement handles, media bytes measured.
     assert_eq!(devices[0]["kind"], "measured");
     assert_eq!(devices[0]["fdp"], true);
-    assert!(devices[0]["placement_handles"].as_u64().unwrap() > 1, "{devices}");
+    assert!(
+        devices[0]["placement_handles"].as_u64().unwrap() > 1,
+        "{devices}"
+    );
     assert_eq!(devices[0]["size_bytes"], 64u64 << 20);
     assert_eq!(fs::metadata(&device).unwrap().len(), 64 << 20);
 

@@ -213,7 +213,12 @@ fn agent_made_telemetry_validates() {
     let curve = tenant_curve(&sizes, &ratios, 1234);
     assert!(curve.is_some());
     // With an allocated size, the shadow cache's counters go along.
-    let mut web = tenant_report("web", &TenantStats::default(), &TenantStats::default(), curve);
+    let mut web = tenant_report(
+        "web",
+        &TenantStats::default(),
+        &TenantStats::default(),
+        curve,
+    );
     let mut shadow = lachesis_agent::metrics_engine::ShadowCache::new(1 << 20, 0.5);
     for k in 0..10 {
         shadow.access(k % 4, 0);
@@ -227,7 +232,12 @@ fn agent_made_telemetry_validates() {
         interval_s: 5.0,
         tenants: vec![
             web,
-            tenant_report("idle", &TenantStats::default(), &TenantStats::default(), None),
+            tenant_report(
+                "idle",
+                &TenantStats::default(),
+                &TenantStats::default(),
+                None,
+            ),
         ],
         devices: vec![DeviceTelemetry {
             name: "flash0".into(),

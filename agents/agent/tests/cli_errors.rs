@@ -7,7 +7,10 @@ use common::run_agent_offline as run_agent;
 fn a_missing_forward_key_file_is_a_usage_error() {
     let (code, err) = run_agent(&["--forward-key-file", "/nonexistent/lachesis.key"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--forward-key-file") && err.contains("/nonexistent/lachesis.key"), "{err}");
+    assert!(
+        err.contains("--forward-key-file") && err.contains("/nonexistent/lachesis.key"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -31,9 +34,17 @@ fn a_taken_kv_address_is_a_usage_error_naming_it() {
 
 #[test]
 fn a_bad_kv_tenant_port_is_a_usage_error() {
-    let (code, err) = run_agent(&["--kv-listen", "127.0.0.1:0", "--kv-tenant-port", "catalog=0"]);
+    let (code, err) = run_agent(&[
+        "--kv-listen",
+        "127.0.0.1:0",
+        "--kv-tenant-port",
+        "catalog=0",
+    ]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--kv-tenant-port") && err.contains("not a port"), "{err}");
+    assert!(
+        err.contains("--kv-tenant-port") && err.contains("not a port"),
+        "{err}"
+    );
     // A tenant port needs the front end.
     let (code, err) = run_agent(&["--kv-tenant-port", "catalog=11400"]);
     assert_eq!(code, Some(2), "{err}");

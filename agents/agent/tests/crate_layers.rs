@@ -18,11 +18,21 @@ fn workspace() -> &'static Path {
 /// Crate -> the workspace crates it depends on (normal dependencies; not dev or build).
 fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(workspace())
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let packages = meta["packages"].as_array().unwrap();
     let names: BTreeSet<String> = packages
@@ -82,6 +92,9 @@ fn the_readme_table_says_what_each_crate_depends_on() {
         "agents/README.md lists every crate of the workspace"
     );
     for (name, deps) in &actual {
-        assert_eq!(&table[name], deps, "{name}'s dependencies in agents/README.md");
+        assert_eq!(
+            &table[name], deps,
+            "{name}'s dependencies in agents/README.md"
+        );
     }
 }

@@ -74,8 +74,14 @@ fn every_metric_the_dashboard_queries_is_served() {
     let a = scrape(fixture("valid-cache-hits.json"));
     let b = scrape(fixture("valid-stages-and-measured-device.json"));
     let served: BTreeSet<&str> = a.names().union(&b.names()).copied().collect();
-    let missing: Vec<&String> = queried.iter().filter(|m| !served.contains(m.as_str())).collect();
-    assert!(missing.is_empty(), "queried but not served: {missing:?}\nserved: {served:?}");
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|m| !served.contains(m.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "queried but not served: {missing:?}\nserved: {served:?}"
+    );
 
     let vars: Vec<&str> = dash["templating"]["list"]
         .as_array()
@@ -83,36 +89,88 @@ fn every_metric_the_dashboard_queries_is_served() {
         .iter()
         .filter_map(|v| v["name"].as_str())
         .collect();
-    assert!(vars.contains(&"host") && vars.contains(&"tenant"), "{vars:?}");
-    let ids: Vec<u64> = dash["panels"].as_array().unwrap().iter().map(|p| p["id"].as_u64().unwrap()).collect();
-    assert_eq!(ids.len(), ids.iter().collect::<BTreeSet<_>>().len(), "panel ids repeat: {ids:?}");
+    assert!(
+        vars.contains(&"host") && vars.contains(&"tenant"),
+        "{vars:?}"
+    );
+    let ids: Vec<u64> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids.len(),
+        ids.iter().collect::<BTreeSet<_>>().len(),
+        "panel ids repeat: {ids:?}"
+    );
 }
 
 #[test]
 fn a_scrape_carries_the_reports_numbers() {
     let report = fixture("valid-cache-hits.json");
-    let web = report.tenants.iter().find(|t| t.name == "web").unwrap().clone();
+    let web = report
+        .tenants
+        .iter()
+        .find(|t| t.name == "web")
+        .unwrap()
+        .clone();
     let s = scrape(report.clone());
     let t = |op| [("host", "host-a"), ("tenant", "web"), ("op", op)];
-    assert_eq!(s.get("lachesis_tenant_io_bytes_total", &t("read")), Some(web.bytes_read as f64));
-    assert_eq!(s.get("lachesis_tenant_io_ops_total", &t("write")), Some(web.ops_written as f64));
+    assert_eq!(
+        s.get("lachesis_tenant_io_bytes_total", &t("read")),
+        Some(web.bytes_read as f64)
+    );
+    assert_eq!(
+        s.get("lachesis_tenant_io_ops_total", &t("write")),
+        Some(web.ops_written as f64)
+    );
     // The p99 series follows the report: a sample for each op the report has a p99 of, none
     // for the others (its value is a duration, which tests do not compare).
     let p99 = web.latency_us_p99.unwrap();
-    let exposed = |op| s.get("lachesis_tenant_io_latency_p99_seconds", &t(op)).is_some();
-    assert_eq!((exposed("read"), exposed("write")), (p99.read.is_some(), p99.write.is_some()));
-    assert!(p99.read.is_some() && p99.write.is_none(), "the fixture has a read p99 only");
+    let exposed = |op| {
+        s.get("lachesis_tenant_io_latency_p99_seconds", &t(op))
+            .is_some()
+    };
+    assert_eq!(
+        (exposed("read"), exposed("write")),
+        (p99.read.is_some(), p99.write.is_some())
+    );
+    assert!(
+        p99.read.is_some() && p99.write.is_none(),
+        "the fixture has a read p99 only"
+    );
     let cache = web.cache.unwrap();
-    assert_eq!(s.get("lachesis_tenant_shadow_cache_hits_total", &[("tenant", "web")]), Some(cache.hits as f64));
-    assert_eq!(s.get("lachesis_tenant_shadow_cache_size_bytes", &[("tenant", "web")]), Some(cache.size_bytes as f64));
+    assert_eq!(
+        s.get(
+            "lachesis_tenant_shadow_cache_hits_total",
+            &[("tenant", "web")]
+        ),
+        Some(cache.hits as f64)
+    );
+    assert_eq!(
+        s.get(
+            "lachesis_tenant_shadow_cache_size_bytes",
+            &[("tenant", "web")]
+        ),
+        Some(cache.size_bytes as f64)
+    );
     let dev = &report.devices[0];
     let d = [("device", dev.name.as_str())];
     let media = dev.media_bytes_written.unwrap() as f64;
-    assert_eq!(s.get("lachesis_device_media_written_bytes_total", &d), Some(media));
-    assert_eq!(s.get("lachesis_device_dlwa", &d), Some(media / dev.host_bytes_written as f64));
+    assert_eq!(
+        s.get("lachesis_device_media_written_bytes_total", &d),
+        Some(media)
+    );
+    assert_eq!(
+        s.get("lachesis_device_dlwa", &d),
+        Some(media / dev.host_bytes_written as f64)
+    );
     // A device that does not measure media bytes has neither them nor a DLWA.
     let plain = [("device", report.devices[1].name.as_str())];
-    assert!(s.get("lachesis_device_host_written_bytes_total", &plain).is_some());
+    assert!(s
+        .get("lachesis_device_host_written_bytes_total", &plain)
+        .is_some());
     assert_eq!(s.get("lachesis_device_dlwa", &plain), None);
     assert_eq!(s.get("lachesis_telemetry_reports_total", &[]), Some(3.0));
     assert_eq!(s.get("lachesis_bus_inbox_backlog_entries", &[]), Some(2.0));
@@ -122,7 +180,12 @@ fn a_scrape_carries_the_reports_numbers() {
     let st = [("stage", "cache/alpha"), ("tenant", "alpha")];
     assert!(staged.get("lachesis_stage_hits_total", &st).is_some());
     // Rate-limit stages have no cache counters.
-    assert!(staged.samples.keys().all(|(_, l)| l.get("stage").map(String::as_str) != Some("qos/alpha")));
+    assert!(staged
+        .samples
+        .keys()
+        .all(|(_, l)| l.get("stage").map(String::as_str) != Some("qos/alpha")));
     let h = [("device", "flash0"), ("handle", "2")];
-    assert!(staged.get("lachesis_device_handle_host_written_bytes_total", &h).is_some());
+    assert!(staged
+        .get("lachesis_device_handle_host_written_bytes_total", &h)
+        .is_some());
 }

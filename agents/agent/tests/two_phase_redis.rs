@@ -68,7 +68,10 @@ fn start_redis(bin: &Path) -> (Redis, String) {
     let mut polls = 0u32;
     while con(&url).is_none() {
         polls += 1;
-        assert!(polls < 1_200, "redis-server did not start after {polls} polls");
+        assert!(
+            polls < 1_200,
+            "redis-server did not start after {polls} polls"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (Redis(child), url)
@@ -394,9 +397,10 @@ async fn a_restarted_agent_installs_its_last_acked_state_before_it_resyncs() {
             .filter(|a| a["generation"] == 4 && a["phase"] == "quiesce")
             .count()
     };
-    wait_until("the restarted agent acks generation 4's quiesce again", || {
-        quiesce_acks(&url) == 2
-    })
+    wait_until(
+        "the restarted agent acks generation 4's quiesce again",
+        || quiesce_acks(&url) == 2,
+    )
     .await;
     // Generation 3 was installed again from disk before the agent registered a second time,
     // and not installed by the resync (only quiesced for 4).
@@ -404,7 +408,10 @@ async fn a_restarted_agent_installs_its_last_acked_state_before_it_resyncs() {
     // Its heartbeat reports the restored generation.
     let mut hb = None;
     wait_until("the restarted agent's heartbeat", || {
-        hb = redis::cmd("GET").arg(&heartbeat).query::<Option<String>>(&mut c).unwrap();
+        hb = redis::cmd("GET")
+            .arg(&heartbeat)
+            .query::<Option<String>>(&mut c)
+            .unwrap();
         hb.is_some()
     })
     .await;
@@ -415,7 +422,10 @@ async fn a_restarted_agent_installs_its_last_acked_state_before_it_resyncs() {
     publish(&url, &desired(4, Some("install"), "cache/b"));
     wait_ack(&url, 4, Some("install")).await;
     let _ = second.stop.send(());
-    tokio::time::timeout(DEADLINE, second.agent).await.expect("agent stops").unwrap();
+    tokio::time::timeout(DEADLINE, second.agent)
+        .await
+        .expect("agent stops")
+        .unwrap();
     let saved = lachesis_agent::persist::Persisted::open(dir.path())
         .unwrap()
         .load()

@@ -25,7 +25,8 @@ pub enum Layer {
 }
 
 impl Layer {
-    pub const ALL: [Layer; NR_LAYERS] = [Layer::Syscall, Layer::IoUring, Layer::Block, Layer::Device];
+    pub const ALL: [Layer; NR_LAYERS] =
+        [Layer::Syscall, Layer::IoUring, Layer::Block, Layer::Device];
 
     fn index(self) -> usize {
         self as usize
@@ -165,7 +166,11 @@ impl MetricsMaps {
         let per_cpu = self
             .stats
             .lookup_percpu(as_bytes(&tenant), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "stats", op: "lookup", source })?
+            .map_err(|source| Error::Map {
+                map: "stats",
+                op: "lookup",
+                source,
+            })?
             .unwrap_or_default();
         let mut out = TenantStats::default();
         for cpu in &per_cpu {

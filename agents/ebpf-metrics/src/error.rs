@@ -17,9 +17,14 @@ pub enum Error {
     NoBtf { path: PathBuf },
 
     #[error("kernel has no tracepoint {tracepoint} (needed by {probe}); eBPF metrics need it")]
-    MissingTracepoint { probe: &'static str, tracepoint: String },
+    MissingTracepoint {
+        probe: &'static str,
+        tracepoint: String,
+    },
 
-    #[error("not permitted to load BPF programs (run as root, or with CAP_BPF and CAP_PERFMON): {0}")]
+    #[error(
+        "not permitted to load BPF programs (run as root, or with CAP_BPF and CAP_PERFMON): {0}"
+    )]
     NotPermitted(String),
 
     #[error("loading the BPF programs failed: {message}")]
@@ -44,7 +49,9 @@ pub enum Error {
     #[error("pinning maps under {path}: {message}")]
     Pin { path: PathBuf, message: String },
 
-    #[error("no pinned Lachesis maps under {path} (is the agent running with pinning on?): {message}")]
+    #[error(
+        "no pinned Lachesis maps under {path} (is the agent running with pinning on?): {message}"
+    )]
     NotPinned { path: PathBuf, message: String },
 
     #[error("tenant {tenant} is out of range: this engine has {max} tenant slots")]

@@ -69,7 +69,8 @@ impl LatencyHistogram {
     }
 
     pub fn quantile(&self, q: f64) -> Option<Duration> {
-        self.quantile_ns(q).map(|ns| Duration::from_nanos(ns.round() as u64))
+        self.quantile_ns(q)
+            .map(|ns| Duration::from_nanos(ns.round() as u64))
     }
 
     pub fn p50(&self) -> Option<Duration> {

@@ -26,7 +26,14 @@ pub mod tenants;
 pub mod top;
 
 #[cfg(not(lachesis_no_bpf))]
-#[allow(clippy::all, dead_code, unused_imports, non_camel_case_types, non_upper_case_globals, missing_docs)]
+#[allow(
+    clippy::all,
+    dead_code,
+    unused_imports,
+    non_camel_case_types,
+    non_upper_case_globals,
+    missing_docs
+)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/lachesis.skel.rs"));
 }
@@ -37,4 +44,7 @@ pub use histogram::LatencyHistogram;
 pub use loader::{EbpfMetrics, Layers, LoadOptions, ProbeStatus, DEFAULT_PIN_DIR, VMLINUX_BTF};
 pub use maps::MetricsMaps;
 pub use samples::{shards_key, Sample, SampleReader, SampleSink, ShardsSinks, Sizing};
-pub use tenants::{cgroup2_mount, cgroup_dir, cgroup_dir_in, cgroup_id, rate_of_threshold, threshold_for_rate, TenantConfig, TenantId, SHARDS_P};
+pub use tenants::{
+    cgroup2_mount, cgroup_dir, cgroup_dir_in, cgroup_id, rate_of_threshold, threshold_for_rate,
+    TenantConfig, TenantId, SHARDS_P,
+};

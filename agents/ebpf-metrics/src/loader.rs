@@ -70,13 +70,21 @@ pub struct Layers {
 
 impl Default for Layers {
     fn default() -> Self {
-        Layers { syscall: true, io_uring: true, device: true }
+        Layers {
+            syscall: true,
+            io_uring: true,
+            device: true,
+        }
     }
 }
 
 impl Layers {
     /// Block layer and SHARDS only: the cheapest configuration.
-    pub const BLOCK_ONLY: Layers = Layers { syscall: false, io_uring: false, device: false };
+    pub const BLOCK_ONLY: Layers = Layers {
+        syscall: false,
+        io_uring: false,
+        device: false,
+    };
 
     fn enables(&self, program: &str) -> bool {
         match program {
@@ -114,8 +122,10 @@ struct Probe {
 /// The IO syscalls whose `syscalls:sys_enter_<name>` / `sys_exit_<name>`
 /// tracepoints carry the syscall layer (the same set as the syscall-number
 /// table of the raw_syscalls fallback).
-const IO_SYSCALLS: [&str; 10] =
-    ["read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"];
+const IO_SYSCALLS: [&str; 10] = [
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
+    "pwritev2",
+];
 
 /// Reason given for the raw_syscalls pair when the per-syscall
 /// tracepoints carry the syscall layer: not a loss (see `degraded`).
@@ -250,7 +260,9 @@ pub(crate) const PINNED_MAPS: [&str; 4] = ["stats", "tenant_cfg", "cgroup_tenant
 
 fn bpffs_magic_ok(dir: &Path) -> bool {
     const BPF_FS_MAGIC: i64 = 0xcafe4a11;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { return false };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
     // SAFETY: statfs writes into the zeroed struct we own; c is a valid C string.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
@@ -288,20 +300,37 @@ mod imp {
             // Keep the tail: the verifier's verdict is at the end.
             if log.len() > 16 * 1024 {
                 let cut = log.len() - 8 * 1024;
-                let cut = (cut..log.len()).find(|&i| log.is_char_boundary(i)).unwrap_or(0);
+                let cut = (cut..log.len())
+                    .find(|&i| log.is_char_boundary(i))
+                    .unwrap_or(0);
                 log.drain(..cut);
             }
         }
     }
 
     fn take_log() -> String {
-        LIBBPF_LOG.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+        LIBBPF_LOG
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
     }
 
     fn syscall_table() -> [u8; SYSCALL_TABLE] {
         let mut t = [0u8; SYSCALL_TABLE];
-        let reads = [libc::SYS_read, libc::SYS_pread64, libc::SYS_readv, libc::SYS_preadv, libc::SYS_preadv2];
-        let writes = [libc::SYS_write, libc::SYS_pwrite64, libc::SYS_writev, libc::SYS_pwritev, libc::SYS_pwritev2];
+        let reads = [
+            libc::SYS_read,
+            libc::SYS_pread64,
+            libc::SYS_readv,
+            libc::SYS_preadv,
+            libc::SYS_preadv2,
+        ];
+        let writes = [
+            libc::SYS_write,
+            libc::SYS_pwrite64,
+            libc::SYS_writev,
+            libc::SYS_pwritev,
+            libc::SYS_pwritev2,
+        ];
         for nr in reads {
             if let Some(slot) = usize::try_from(nr).ok().and_then(|i| t.get_mut(i)) {
                 *slot = SYS_READ;
@@ -315,32 +344,34 @@ mod imp {
         t
     }
 
-/// Whether the running kernel's `io_uring_complete` tracepoint passes the CQE (Linux 6.14 and
-/// later: ctx, req, cqe) rather than its fields (ctx, req, user_data, res, ...): the argument
-/// count of the tracepoint's prototype in the kernel's BTF. Without BTF the programs cannot
-/// load anyway; the newer shape is assumed.
-fn uring_complete_passes_cqe() -> bool {
-    use libbpf_rs::btf::types::FuncProto;
-    use libbpf_rs::btf::{Btf, BtfType};
-    let Ok(btf) = Btf::from_vmlinux() else {
-        return true;
-    };
-    let Some(t) = btf.type_by_name::<BtfType<'_>>("btf_trace_io_uring_complete") else {
-        return true;
-    };
-    // typedef -> pointer -> prototype (void *data, ctx, req, ...)
-    let proto = t
-        .skip_mods_and_typedefs()
-        .next_type()
-        .and_then(|p| FuncProto::try_from(p).ok());
-    proto.is_none_or(|p| p.len() == 4)
-}
+    /// Whether the running kernel's `io_uring_complete` tracepoint passes the CQE (Linux 6.14 and
+    /// later: ctx, req, cqe) rather than its fields (ctx, req, user_data, res, ...): the argument
+    /// count of the tracepoint's prototype in the kernel's BTF. Without BTF the programs cannot
+    /// load anyway; the newer shape is assumed.
+    fn uring_complete_passes_cqe() -> bool {
+        use libbpf_rs::btf::types::FuncProto;
+        use libbpf_rs::btf::{Btf, BtfType};
+        let Ok(btf) = Btf::from_vmlinux() else {
+            return true;
+        };
+        let Some(t) = btf.type_by_name::<BtfType<'_>>("btf_trace_io_uring_complete") else {
+            return true;
+        };
+        // typedef -> pointer -> prototype (void *data, ctx, req, ...)
+        let proto = t
+            .skip_mods_and_typedefs()
+            .next_type()
+            .and_then(|p| FuncProto::try_from(p).ok());
+        proto.is_none_or(|p| p.len() == 4)
+    }
 
     /// Whether the io (blkio) controller is on the cgroup v2 hierarchy:
     /// /proc/cgroups lists hierarchy 0 for controllers not bound to a v1
     /// hierarchy. Only then does a bio's blkcg name a v2 cgroup.
     fn io_controller_on_v2() -> bool {
-        let Ok(text) = std::fs::read_to_string("/proc/cgroups") else { return false };
+        let Ok(text) = std::fs::read_to_string("/proc/cgroups") else {
+            return false;
+        };
         text.lines().any(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             matches!(f.as_slice(), ["blkio" | "io", "0", _, "1", ..])
@@ -351,7 +382,8 @@ fn uring_complete_passes_cqe() -> bool {
     /// (which also answers EACCES, but to root).
     fn is_eperm(e: &libbpf_rs::Error) -> bool {
         // SAFETY: geteuid has no preconditions.
-        matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied) && unsafe { libc::geteuid() } != 0
+        matches!(e.kind(), libbpf_rs::ErrorKind::PermissionDenied)
+            && unsafe { libc::geteuid() } != 0
     }
 
     pub(super) fn load(opts: &LoadOptions) -> Result<EbpfMetrics> {
@@ -359,9 +391,13 @@ fn uring_complete_passes_cqe() -> bool {
             return Err(Error::TenantOutOfRange { tenant: 0, max: 0 });
         }
         if !Path::new(VMLINUX_BTF).exists() {
-            return Err(Error::NoBtf { path: VMLINUX_BTF.into() });
+            return Err(Error::NoBtf {
+                path: VMLINUX_BTF.into(),
+            });
         }
-        let btf = Btf::from_vmlinux().map_err(|e| Error::Load { message: format!("reading {VMLINUX_BTF}: {e}") })?;
+        let btf = Btf::from_vmlinux().map_err(|e| Error::Load {
+            message: format!("reading {VMLINUX_BTF}: {e}"),
+        })?;
         // (enter ids, exit ids) of the IO syscalls' tracepoints, or why not.
         let sc_ids = match (opts.layers.syscall, opts.raw_syscalls) {
             (false, _) => Err(String::new()),
@@ -370,10 +406,19 @@ fn uring_complete_passes_cqe() -> bool {
         };
         let mut probes = Vec::with_capacity(PROBES.len());
         for p in PROBES {
-            let event = p.tracepoint.split_once(':').map_or(p.tracepoint, |(_, e)| e);
+            let event = p
+                .tracepoint
+                .split_once(':')
+                .map_or(p.tracepoint, |(_, e)| e);
             let wanted = opts.layers.enables(p.program);
-            let present = || btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}")).is_some();
-            let missing = || Error::MissingTracepoint { probe: p.program, tracepoint: p.tracepoint.to_string() };
+            let present = || {
+                btf.type_by_name::<BtfType<'_>>(&format!("btf_trace_{event}"))
+                    .is_some()
+            };
+            let missing = || Error::MissingTracepoint {
+                probe: p.program,
+                tracepoint: p.tracepoint.to_string(),
+            };
             let unattached = |reason| ProbeStatus {
                 program: p.program,
                 tracepoint: p.tracepoint,
@@ -387,7 +432,9 @@ fn uring_complete_passes_cqe() -> bool {
                     _ if !wanted => Some(format!("{} disabled by LoadOptions::layers", p.program)),
                     (Ok(_), true) | (Err(_), false) => None,
                     (Ok(_), false) => Some(format!("{SUPERSEDED}: {}", p.program)),
-                    (Err(why), true) => Some(format!("{SUPERSEDED} unavailable ({why}): raw_syscalls used")),
+                    (Err(why), true) => Some(format!(
+                        "{SUPERSEDED} unavailable ({why}): raw_syscalls used"
+                    )),
                 };
                 // The fallback's tracepoint must exist when it is the one used.
                 if reason.is_none() && !narrow && !present() {
@@ -403,7 +450,8 @@ fn uring_complete_passes_cqe() -> bool {
             probes.push(unattached(if !wanted {
                 Some(format!("{} disabled by LoadOptions::layers", p.program))
             } else {
-                (!present).then(|| format!("kernel has no tracepoint {}: {}", p.tracepoint, p.loses))
+                (!present)
+                    .then(|| format!("kernel has no tracepoint {}: {}", p.tracepoint, p.loses))
             }));
         }
         drop(btf);
@@ -413,7 +461,9 @@ fn uring_complete_passes_cqe() -> bool {
         libbpf_rs::set_print(prev);
         let log = take_log();
         let (maps, samples, links) = result.map_err(|e| match e {
-            Error::Load { message } => Error::Load { message: with_log(message, &log) },
+            Error::Load { message } => Error::Load {
+                message: with_log(message, &log),
+            },
             other => other,
         })?;
 
@@ -421,7 +471,13 @@ fn uring_complete_passes_cqe() -> bool {
         if let Some(dir) = &opts.pin_dir {
             pinned = pin(&maps, dir)?;
         }
-        Ok(EbpfMetrics { maps, samples, probes, pinned, _links: links })
+        Ok(EbpfMetrics {
+            maps,
+            samples,
+            probes,
+            pinned,
+            _links: links,
+        })
     }
 
     fn with_log(message: String, log: &str) -> String {
@@ -444,10 +500,14 @@ fn uring_complete_passes_cqe() -> bool {
         let mut storage = MaybeUninit::uninit();
         let mut open: OpenLachesisSkel<'_> = LachesisSkelBuilder::default()
             .open(&mut storage)
-            .map_err(|e| Error::Load { message: format!("opening the BPF object: {e}") })?;
+            .map_err(|e| Error::Load {
+                message: format!("opening the BPF object: {e}"),
+            })?;
 
         let resize = |m: &mut libbpf_rs::OpenMapMut<'_>, n: u32, name: &str| {
-            m.set_max_entries(n).map_err(|e| Error::Load { message: format!("sizing map {name}: {e}") })
+            m.set_max_entries(n).map_err(|e| Error::Load {
+                message: format!("sizing map {name}: {e}"),
+            })
         };
         resize(&mut open.maps.stats, opts.max_tenants, "stats")?;
         resize(&mut open.maps.tenant_cfg, opts.max_tenants, "tenant_cfg")?;
@@ -456,7 +516,9 @@ fn uring_complete_passes_cqe() -> bool {
             .maps
             .rodata_data
             .as_deref_mut()
-            .ok_or_else(|| Error::Load { message: "BPF object has no .rodata".into() })?;
+            .ok_or_else(|| Error::Load {
+                message: "BPF object has no .rodata".into(),
+            })?;
         rodata.sys_op_of_nr = syscall_table();
         rodata.max_tenants = opts.max_tenants;
         rodata.io_on_dfl = io_controller_on_v2();
@@ -479,24 +541,30 @@ fn uring_complete_passes_cqe() -> bool {
             if is_eperm(&e) {
                 Error::NotPermitted(e.to_string())
             } else {
-                Error::Load { message: e.to_string() }
+                Error::Load {
+                    message: e.to_string(),
+                }
             }
         })?;
 
         let mut links = Vec::new();
         for prog in skel.object().progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
-            let Some(st) = probes.iter_mut().find(|p| p.program == name) else { continue };
+            let Some(st) = probes.iter_mut().find(|p| p.program == name) else {
+                continue;
+            };
             if st.reason.is_some() {
                 continue;
             }
             if let ("lx_sc_enter" | "lx_sc_exit", Some((enter, exit))) = (name.as_str(), sc_ids) {
                 let ids = if name == "lx_sc_enter" { enter } else { exit };
                 for &id in ids {
-                    let link = tracefs::attach_tracepoint_id(&prog, id).map_err(|source| Error::Attach {
-                        probe: st.program,
-                        tracepoint: format!("tracepoint id {id}"),
-                        source,
+                    let link = tracefs::attach_tracepoint_id(&prog, id).map_err(|source| {
+                        Error::Attach {
+                            probe: st.program,
+                            tracepoint: format!("tracepoint id {id}"),
+                            source,
+                        }
                     })?;
                     links.push(link);
                 }
@@ -512,7 +580,11 @@ fn uring_complete_passes_cqe() -> bool {
                     return Err(if is_eperm(&e) {
                         Error::NotPermitted(e.to_string())
                     } else {
-                        Error::Attach { probe: st.program, tracepoint: st.tracepoint.to_string(), source: e }
+                        Error::Attach {
+                            probe: st.program,
+                            tracepoint: st.tracepoint.to_string(),
+                            source: e,
+                        }
                     });
                 }
                 Err(e) => st.reason = Some(format!("attaching to {} failed: {e}", st.tracepoint)),
@@ -520,7 +592,11 @@ fn uring_complete_passes_cqe() -> bool {
         }
 
         let handle = |m: &libbpf_rs::MapMut<'_>, name: &'static str| {
-            MapHandle::try_from(m).map_err(|source| Error::Map { map: name, op: "dup", source })
+            MapHandle::try_from(m).map_err(|source| Error::Map {
+                map: name,
+                op: "dup",
+                source,
+            })
         };
         let maps = MetricsMaps::new(
             handle(&skel.maps.stats, "stats")?,
@@ -548,8 +624,11 @@ fn uring_complete_passes_cqe() -> bool {
         fn read_ids(root: &Path) -> Result<(Vec<u32>, Vec<u32>), String> {
             let id = |event: String| -> Result<u32, String> {
                 let path = root.join("events/syscalls").join(&event).join("id");
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                text.trim().parse().map_err(|e| format!("{}: {e}", path.display()))
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                text.trim()
+                    .parse()
+                    .map_err(|e| format!("{}: {e}", path.display()))
             };
             let mut enter = Vec::new();
             let mut exit = Vec::new();
@@ -574,13 +653,23 @@ fn uring_complete_passes_cqe() -> bool {
             // Unique per load, so two loads in one process do not share it.
             static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let dir = PathBuf::from(format!("/run/lachesis-tracefs-{}-{seq}", std::process::id()));
-            std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            let dir = PathBuf::from(format!(
+                "/run/lachesis-tracefs-{}-{seq}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
             let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
             let target = c(&dir.to_string_lossy());
             // SAFETY: valid C strings; mount(2) does not keep the pointers.
             let rc = unsafe {
-                libc::mount(c("nodev").as_ptr(), target.as_ptr(), c("tracefs").as_ptr(), 0, std::ptr::null())
+                libc::mount(
+                    c("nodev").as_ptr(),
+                    target.as_ptr(),
+                    c("tracefs").as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
             };
             if rc != 0 {
                 let e = std::io::Error::last_os_error();
@@ -597,7 +686,10 @@ fn uring_complete_passes_cqe() -> bool {
         /// One perf event for tracepoint `id` (all CPUs: a tracepoint's BPF
         /// programs run wherever it fires) carrying `prog`; the link owns
         /// and closes the event.
-        pub(super) fn attach_tracepoint_id(prog: &libbpf_rs::ProgramMut<'_>, id: u32) -> libbpf_rs::Result<libbpf_rs::Link> {
+        pub(super) fn attach_tracepoint_id(
+            prog: &libbpf_rs::ProgramMut<'_>,
+            id: u32,
+        ) -> libbpf_rs::Result<libbpf_rs::Link> {
             // SAFETY: zeroed is a valid perf_event_attr; the syscall reads it.
             let mut attr: libbpf_sys::perf_event_attr = unsafe { std::mem::zeroed() };
             attr.type_ = libbpf_sys::PERF_TYPE_TRACEPOINT;
@@ -625,10 +717,15 @@ fn uring_complete_passes_cqe() -> bool {
     }
 
     fn pin(maps: &MetricsMaps, dir: &Path) -> Result<Vec<PathBuf>> {
-        let err = |message: String| Error::Pin { path: dir.to_path_buf(), message };
+        let err = |message: String| Error::Pin {
+            path: dir.to_path_buf(),
+            message,
+        };
         std::fs::create_dir_all(dir).map_err(|e| err(format!("creating the directory: {e}")))?;
         if !bpffs_magic_ok(dir) {
-            return Err(err("not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)".into()));
+            return Err(err(
+                "not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)".into(),
+            ));
         }
         let mut out = Vec::new();
         for (name, h) in PINNED_MAPS.iter().zip(maps.handles_for_pinning()) {
@@ -636,7 +733,8 @@ fn uring_complete_passes_cqe() -> bool {
             // A previous agent that died keeps its pins: replace them.
             let _ = std::fs::remove_file(&path);
             let mut h = MapHandle::try_from(h).map_err(|e| err(format!("dup {name}: {e}")))?;
-            h.pin(&path).map_err(|e| err(format!("pinning {name}: {e}")))?;
+            h.pin(&path)
+                .map_err(|e| err(format!("pinning {name}: {e}")))?;
             out.push(path);
         }
         Ok(out)

@@ -26,7 +26,9 @@ pub struct MetricsMaps {
 
 impl std::fmt::Debug for MetricsMaps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsMaps").field("max_tenants", &self.max_tenants).finish_non_exhaustive()
+        f.debug_struct("MetricsMaps")
+            .field("max_tenants", &self.max_tenants)
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,20 +40,35 @@ impl MetricsMaps {
         state: MapHandle,
         max_tenants: u32,
     ) -> Self {
-        MetricsMaps { stats, tenant_cfg, cgroup_tenants, state, max_tenants, write_lock: Mutex::new(()) }
+        MetricsMaps {
+            stats,
+            tenant_cfg,
+            cgroup_tenants,
+            state,
+            max_tenants,
+            write_lock: Mutex::new(()),
+        }
     }
 
     /// Open the maps a running agent pinned under `dir` (see
     /// [`crate::LoadOptions::pin_dir`]). Used by `lachesis-top`.
     pub fn open_pinned(dir: &Path) -> Result<Self> {
         let open = |name: &str| {
-            MapHandle::from_pinned_path(dir.join(name))
-                .map_err(|e| Error::NotPinned { path: dir.to_path_buf(), message: format!("{name}: {e}") })
+            MapHandle::from_pinned_path(dir.join(name)).map_err(|e| Error::NotPinned {
+                path: dir.to_path_buf(),
+                message: format!("{name}: {e}"),
+            })
         };
         let [s, c, g, st] = PINNED_MAPS;
         let stats = open(s)?;
         let max_tenants = stats.max_entries();
-        Ok(MetricsMaps::new(stats, open(c)?, open(g)?, open(st)?, max_tenants))
+        Ok(MetricsMaps::new(
+            stats,
+            open(c)?,
+            open(g)?,
+            open(st)?,
+            max_tenants,
+        ))
     }
 
     /// Tenant slots: valid tenant ids are `0..max_tenants()`.
@@ -60,12 +77,20 @@ impl MetricsMaps {
     }
 
     pub(crate) fn handles_for_pinning(&self) -> [&MapHandle; 4] {
-        [&self.stats, &self.tenant_cfg, &self.cgroup_tenants, &self.state]
+        [
+            &self.stats,
+            &self.tenant_cfg,
+            &self.cgroup_tenants,
+            &self.state,
+        ]
     }
 
     pub(crate) fn check_tenant(&self, tenant: TenantId) -> Result<()> {
         if tenant >= self.max_tenants {
-            return Err(Error::TenantOutOfRange { tenant, max: self.max_tenants });
+            return Err(Error::TenantOutOfRange {
+                tenant,
+                max: self.max_tenants,
+            });
         }
         Ok(())
     }

@@ -108,7 +108,10 @@ impl SampleReader {
             0
         })
         .map_err(Error::RingBuffer)?;
-        Ok(SampleReader { rb: b.build().map_err(Error::RingBuffer)?, buf })
+        Ok(SampleReader {
+            rb: b.build().map_err(Error::RingBuffer)?,
+            buf,
+        })
     }
 
     /// Wait up to `timeout` for samples, then hand everything available to
@@ -191,18 +194,34 @@ impl ShardsSinks {
 
     /// Start an estimator for `tenant` with cache sizes `sizes` (in 4 KiB
     /// blocks) and set the kernel threshold to match.
-    pub fn add_tenant(&mut self, maps: &MetricsMaps, tenant: TenantId, sizing: Sizing, sizes: Vec<u64>) -> Result<()> {
+    pub fn add_tenant(
+        &mut self,
+        maps: &MetricsMaps,
+        tenant: TenantId,
+        sizing: Sizing,
+        sizes: Vec<u64>,
+    ) -> Result<()> {
         let (est, threshold) = match sizing {
             Sizing::FixedRate(rate) => {
                 let e = ShardsFixedRate::new(Unit::Objects, sizes, rate, true)?;
                 let t = threshold_for_rate(e.rate());
                 (Estimator::Rate(e), t)
             }
-            Sizing::FixedSize(smax) => (Estimator::Size(ShardsFixedSize::new(Unit::Objects, sizes, smax, false)?), SHARDS_P),
+            Sizing::FixedSize(smax) => (
+                Estimator::Size(ShardsFixedSize::new(Unit::Objects, sizes, smax, false)?),
+                SHARDS_P,
+            ),
         };
         maps.set_threshold(tenant, threshold)?;
         let seen = maps.tenant_stats(tenant)?;
-        self.tenants.insert(tenant, TenantMrc { est, seen, samples: 0 });
+        self.tenants.insert(
+            tenant,
+            TenantMrc {
+                est,
+                seen,
+                samples: 0,
+            },
+        );
         Ok(())
     }
 

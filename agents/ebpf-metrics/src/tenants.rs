@@ -7,7 +7,9 @@
 //! invalidates that cache.
 
 use crate::error::{Error, Result};
-use crate::layout::{as_bytes, from_bytes, zeroed, RawCgroupTenant, RawState, RawTenantCfg, RawTenantStats, NAME_LEN};
+use crate::layout::{
+    as_bytes, from_bytes, zeroed, RawCgroupTenant, RawState, RawTenantCfg, RawTenantStats, NAME_LEN,
+};
 use crate::maps::MetricsMaps;
 use lachesis_switch::cgroup::Cgroup2Mount;
 use libbpf_rs::{MapCore, MapFlags};
@@ -62,7 +64,12 @@ impl MetricsMaps {
     /// The primitive the issue names: map `cgroup_id` to `tenant` and set
     /// the tenant's threshold (its name becomes `tenant-<id>` if it had
     /// none).
-    pub fn set_cgroup_tenant(&self, cgroup_id: u64, tenant: TenantId, threshold: u32) -> Result<()> {
+    pub fn set_cgroup_tenant(
+        &self,
+        cgroup_id: u64,
+        tenant: TenantId,
+        threshold: u32,
+    ) -> Result<()> {
         self.check_tenant(tenant)?;
         check_threshold(threshold)?;
         let name = match self.tenant_config(tenant)? {
@@ -106,7 +113,8 @@ impl MetricsMaps {
 
     /// Set the SHARDS threshold; takes effect for the next bio.
     pub fn set_threshold(&self, tenant: TenantId, threshold: u32) -> Result<()> {
-        self.update_threshold(tenant, threshold, |_, new| new).map(|_| ())
+        self.update_threshold(tenant, threshold, |_, new| new)
+            .map(|_| ())
     }
 
     /// Lower the threshold to `threshold` if it is below the current one
@@ -116,7 +124,12 @@ impl MetricsMaps {
         self.update_threshold(tenant, threshold, |cur, new| cur.min(new))
     }
 
-    fn update_threshold(&self, tenant: TenantId, threshold: u32, f: impl Fn(u32, u32) -> u32) -> Result<u32> {
+    fn update_threshold(
+        &self,
+        tenant: TenantId,
+        threshold: u32,
+        f: impl Fn(u32, u32) -> u32,
+    ) -> Result<u32> {
         self.check_tenant(tenant)?;
         check_threshold(threshold)?;
         let _g = self.lock();
@@ -138,7 +151,11 @@ impl MetricsMaps {
         let _g = self.lock();
         self.cgroup_tenants
             .update(as_bytes(&cgroup_id), as_bytes(&v), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "cgroup_tenants", op: "update", source })?;
+            .map_err(|source| Error::Map {
+                map: "cgroup_tenants",
+                op: "update",
+                source,
+            })?;
         self.bump_generation()
     }
 
@@ -148,12 +165,20 @@ impl MetricsMaps {
         let existed = self
             .cgroup_tenants
             .lookup(as_bytes(&cgroup_id), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "cgroup_tenants", op: "lookup", source })?
+            .map_err(|source| Error::Map {
+                map: "cgroup_tenants",
+                op: "lookup",
+                source,
+            })?
             .is_some();
         if existed {
             self.cgroup_tenants
                 .delete(as_bytes(&cgroup_id))
-                .map_err(|source| Error::Map { map: "cgroup_tenants", op: "delete", source })?;
+                .map_err(|source| Error::Map {
+                    map: "cgroup_tenants",
+                    op: "delete",
+                    source,
+                })?;
             self.bump_generation()?;
         }
         Ok(existed)
@@ -163,11 +188,17 @@ impl MetricsMaps {
     pub fn cgroup_mappings(&self) -> Result<Vec<(u64, TenantId)>> {
         let mut out = Vec::new();
         for key in self.cgroup_tenants.keys() {
-            let Some(id) = from_bytes::<u64>(&key) else { continue };
+            let Some(id) = from_bytes::<u64>(&key) else {
+                continue;
+            };
             let v = self
                 .cgroup_tenants
                 .lookup(&key, MapFlags::ANY)
-                .map_err(|source| Error::Map { map: "cgroup_tenants", op: "lookup", source })?;
+                .map_err(|source| Error::Map {
+                    map: "cgroup_tenants",
+                    op: "lookup",
+                    source,
+                })?;
             if let Some(v) = v.as_deref().and_then(from_bytes::<RawCgroupTenant>) {
                 out.push((id, v.tenant));
             }
@@ -188,25 +219,41 @@ impl MetricsMaps {
         let _g = self.lock();
         self.write_cfg(tenant, &zeroed())?;
         let zero: RawTenantStats = zeroed();
-        let cpus = libbpf_rs::num_possible_cpus().map_err(|source| Error::Map { map: "stats", op: "count cpus", source })?;
+        let cpus = libbpf_rs::num_possible_cpus().map_err(|source| Error::Map {
+            map: "stats",
+            op: "count cpus",
+            source,
+        })?;
         let values = vec![as_bytes(&zero).to_vec(); cpus];
         self.stats
             .update_percpu(as_bytes(&tenant), &values, MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "stats", op: "zero", source })
+            .map_err(|source| Error::Map {
+                map: "stats",
+                op: "zero",
+                source,
+            })
     }
 
     fn read_cfg(&self, tenant: TenantId) -> Result<RawTenantCfg> {
         let v = self
             .tenant_cfg
             .lookup(as_bytes(&tenant), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "tenant_cfg", op: "lookup", source })?;
+            .map_err(|source| Error::Map {
+                map: "tenant_cfg",
+                op: "lookup",
+                source,
+            })?;
         Ok(v.as_deref().and_then(from_bytes).unwrap_or_else(zeroed))
     }
 
     fn write_cfg(&self, tenant: TenantId, cfg: &RawTenantCfg) -> Result<()> {
         self.tenant_cfg
             .update(as_bytes(&tenant), as_bytes(cfg), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "tenant_cfg", op: "update", source })
+            .map_err(|source| Error::Map {
+                map: "tenant_cfg",
+                op: "update",
+                source,
+            })
     }
 
     /// Caller holds the write lock.
@@ -215,14 +262,25 @@ impl MetricsMaps {
         let cur: RawState = self
             .state
             .lookup(as_bytes(&zero), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "state", op: "lookup", source })?
+            .map_err(|source| Error::Map {
+                map: "state",
+                op: "lookup",
+                source,
+            })?
             .as_deref()
             .and_then(from_bytes)
             .unwrap_or_else(zeroed);
-        let next = RawState { generation: cur.generation.wrapping_add(1), _pad: 0 };
+        let next = RawState {
+            generation: cur.generation.wrapping_add(1),
+            _pad: 0,
+        };
         self.state
             .update(as_bytes(&zero), as_bytes(&next), MapFlags::ANY)
-            .map_err(|source| Error::Map { map: "state", op: "update", source })
+            .map_err(|source| Error::Map {
+                map: "state",
+                op: "update",
+                source,
+            })
     }
 }
 
@@ -237,7 +295,10 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
     if s.len() <= max {
         return s.len();
     }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 const CGROUP2_SUPER_MAGIC: i64 = 0x63677270;
@@ -265,19 +326,30 @@ pub fn cgroup_dir(classifier: &str) -> Result<PathBuf> {
 
 /// [`cgroup_dir`] under the cgroup2 mount `mount`, without checking that the directory exists.
 pub fn cgroup_dir_in(classifier: &str, mount: &Cgroup2Mount) -> Result<PathBuf> {
-    let refused = |message: String| Error::Cgroup { path: PathBuf::from(classifier), message };
+    let refused = |message: String| Error::Cgroup {
+        path: PathBuf::from(classifier),
+        message,
+    };
     lachesis_switch::cgroup::check_classifier(classifier, Some(mount)).map_err(refused)?;
     let dir = mount.dir_of(classifier).ok_or_else(|| {
-        refused(format!("outside the cgroup2 mount at {} (of cgroup {})", mount.mount_point, mount.root))
+        refused(format!(
+            "outside the cgroup2 mount at {} (of cgroup {})",
+            mount.mount_point, mount.root
+        ))
     })?;
     if !is_cgroup2(&dir) {
-        return Err(Error::Cgroup { path: dir, message: "no such cgroup v2 directory".into() });
+        return Err(Error::Cgroup {
+            path: dir,
+            message: "no such cgroup v2 directory".into(),
+        });
     }
     Ok(dir)
 }
 
 fn is_cgroup2(p: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return false };
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
     // SAFETY: statfs fills the zeroed struct we own; c is a valid C string.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
@@ -289,9 +361,15 @@ fn is_cgroup2(p: &Path) -> bool {
 /// number (kernfs node id).
 pub fn cgroup_id(dir: &Path) -> Result<u64> {
     if !is_cgroup2(dir) {
-        return Err(Error::Cgroup { path: dir.to_path_buf(), message: "not a cgroup v2 directory".into() });
+        return Err(Error::Cgroup {
+            path: dir.to_path_buf(),
+            message: "not a cgroup v2 directory".into(),
+        });
     }
-    let md = std::fs::metadata(dir).map_err(|e| Error::Cgroup { path: dir.to_path_buf(), message: e.to_string() })?;
+    let md = std::fs::metadata(dir).map_err(|e| Error::Cgroup {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
     Ok(md.ino())
 }
 
@@ -320,13 +398,28 @@ mod tests {
     fn a_classifier_is_a_cgroup_path_not_a_host_path() {
         // A hybrid host's: the FUSE switch compares /analytics (/proc/PID/cgroup's) for the
         // cgroup whose directory is /sys/fs/cgroup/unified/analytics.
-        let hybrid = Cgroup2Mount { root: "/".into(), mount_point: "/sys/fs/cgroup/unified".into() };
-        for host_path in ["/sys/fs/cgroup/unified/analytics", "/sys/fs/cgroup/analytics"] {
+        let hybrid = Cgroup2Mount {
+            root: "/".into(),
+            mount_point: "/sys/fs/cgroup/unified".into(),
+        };
+        for host_path in [
+            "/sys/fs/cgroup/unified/analytics",
+            "/sys/fs/cgroup/analytics",
+        ] {
             let e = cgroup_dir_in(host_path, &hybrid).unwrap_err().to_string();
-            assert!(e.contains("host path") && e.contains("\"/analytics\""), "{host_path}: {e}");
+            assert!(
+                e.contains("host path") && e.contains("\"/analytics\""),
+                "{host_path}: {e}"
+            );
         }
-        let sub = Cgroup2Mount { root: "/docker/abc".into(), mount_point: "/sys/fs/cgroup".into() };
-        assert!(cgroup_dir_in("/other", &sub).unwrap_err().to_string().contains("outside the cgroup2 mount"));
+        let sub = Cgroup2Mount {
+            root: "/docker/abc".into(),
+            mount_point: "/sys/fs/cgroup".into(),
+        };
+        assert!(cgroup_dir_in("/other", &sub)
+            .unwrap_err()
+            .to_string()
+            .contains("outside the cgroup2 mount"));
         // The root cgroup of this host's own mount, if it has one, is always there.
         if let Ok(m) = mount() {
             assert_eq!(cgroup_dir(&m.root).unwrap(), PathBuf::from(&m.mount_point));

@@ -48,7 +48,10 @@ pub fn snapshot(maps: &MetricsMaps) -> Result<Snapshot> {
     for (t, cfg) in maps.tenants()? {
         tenants.insert(t, (cfg.name, cfg.threshold, maps.tenant_stats(t)?));
     }
-    Ok(Snapshot { at: Some(Instant::now()), tenants })
+    Ok(Snapshot {
+        at: Some(Instant::now()),
+        tenants,
+    })
 }
 
 /// Rows for the interval between two snapshots.
@@ -61,7 +64,10 @@ pub fn rows(prev: &Snapshot, cur: &Snapshot) -> Vec<TopRow> {
     cur.tenants
         .iter()
         .map(|(&tenant, (name, threshold, now))| {
-            let d = prev.tenants.get(&tenant).map_or(*now, |(_, _, before)| now.since(before));
+            let d = prev
+                .tenants
+                .get(&tenant)
+                .map_or(*now, |(_, _, before)| now.since(before));
             let (r, w) = (d.application(Op::Read), d.application(Op::Write));
             let mut lat = r.latency;
             lat.merge(&w.latency);
@@ -109,7 +115,18 @@ pub fn render(rows: &[TopRow]) -> String {
     let _ = writeln!(
         s,
         "{:>4} {:<16} {:>9} {:>9} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
-        "ID", "TENANT", "R_IOPS", "W_IOPS", "R_BW", "W_BW", "P50", "P99", "BLK_IOPS", "BLK_P99", "RATE", "SAMPLES/s"
+        "ID",
+        "TENANT",
+        "R_IOPS",
+        "W_IOPS",
+        "R_BW",
+        "W_BW",
+        "P50",
+        "P99",
+        "BLK_IOPS",
+        "BLK_P99",
+        "RATE",
+        "SAMPLES/s"
     );
     for r in rows {
         let name: String = r.name.chars().take(16).collect();

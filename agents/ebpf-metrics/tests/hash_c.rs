@@ -16,8 +16,11 @@ fn cases() -> Vec<(String, String)> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: serde_json::Value = serde_json::from_str(&text).expect("fixture is JSON");
     let field = |c: &serde_json::Value, f: &str| {
-        let s = c[f].as_str().unwrap_or_else(|| panic!("{f} of {c} is not a string"));
-        s.parse::<u64>().unwrap_or_else(|e| panic!("{f} of {c}: {e}"));
+        let s = c[f]
+            .as_str()
+            .unwrap_or_else(|| panic!("{f} of {c} is not a string"));
+        s.parse::<u64>()
+            .unwrap_or_else(|e| panic!("{f} of {c}: {e}"));
         s.to_string()
     };
     doc["cases"]
@@ -71,7 +74,11 @@ fn the_bpf_programs_mix64_matches_the_shared_fixture() {
         .output()
         .expect("run the compiled check");
     assert!(run.status.success());
-    let got: Vec<String> = String::from_utf8(run.stdout).expect("UTF-8").lines().map(str::to_string).collect();
+    let got: Vec<String> = String::from_utf8(run.stdout)
+        .expect("UTF-8")
+        .lines()
+        .map(str::to_string)
+        .collect();
     let want: Vec<String> = cases.iter().map(|(_, o)| o.clone()).collect();
     assert_eq!(got.len(), want.len());
     for ((input, want), got) in cases.iter().map(|(i, _)| i).zip(&want).zip(&got) {

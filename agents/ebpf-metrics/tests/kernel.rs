@@ -7,8 +7,8 @@
 //! prerequisite fails the test. Tests run one at a time (they measure IO).
 
 use lachesis_ebpf_metrics::{
-    cgroup2_mount, cgroup_id, samples::dev_major_minor, threshold_for_rate, top, EbpfMetrics, Layer, LoadOptions,
-    MetricsMaps, Op, Sample, SampleReader, ShardsSinks, Sizing, TenantStats,
+    cgroup2_mount, cgroup_id, samples::dev_major_minor, threshold_for_rate, top, EbpfMetrics,
+    Layer, LoadOptions, MetricsMaps, Op, Sample, SampleReader, ShardsSinks, Sizing, TenantStats,
 };
 use lachesis_mrc::curve::{sizes_over, Spacing};
 use lachesis_mrc::{ExactLru, MrcEstimator, Unit};
@@ -21,7 +21,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const BENCH: &str = env!("CARGO_BIN_EXE_lachesis-ebpf-bench");
-const OLTP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/arc/OLTP.lis.zst");
+const OLTP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/traces/arc/OLTP.lis.zst"
+);
 const MIB: u64 = 1 << 20;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -50,25 +53,39 @@ struct Env {
 fn env(test: &str) -> Option<Env> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        missing(test, "not root (loading BPF programs and creating cgroups needs root)");
+        missing(
+            test,
+            "not root (loading BPF programs and creating cgroups needs root)",
+        );
         return None;
     }
     if let Err(e) = cgroup2_mount() {
         missing(test, &e.to_string());
         return None;
     }
-    let base = std::env::var_os("LACHESIS_TEST_DIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
-    let dir = match tempfile::Builder::new().prefix("lachesis-ebpf-test-").tempdir_in(&base) {
+    let base = std::env::var_os("LACHESIS_TEST_DIR")
+        .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+    let dir = match tempfile::Builder::new()
+        .prefix("lachesis-ebpf-test-")
+        .tempdir_in(&base)
+    {
         Ok(d) => d,
         Err(e) => {
-            missing(test, &format!("cannot create a directory in {}: {e}", base.display()));
+            missing(
+                test,
+                &format!("cannot create a directory in {}: {e}", base.display()),
+            );
             return None;
         }
     };
     let t0 = Instant::now();
     match EbpfMetrics::load(&LoadOptions::default()) {
         Ok(metrics) => {
-            eprintln!("{test}: loaded in {:?}; degraded: {:?}", t0.elapsed(), metrics.degraded());
+            eprintln!(
+                "{test}: loaded in {:?}; degraded: {:?}",
+                t0.elapsed(),
+                metrics.degraded()
+            );
             Some(Env { metrics, dir })
         }
         Err(e) => {
@@ -83,7 +100,9 @@ struct Cg(PathBuf);
 
 impl Cg {
     fn new(name: &str) -> Cg {
-        let dir = cgroup2_mount().unwrap().join(format!("lachesis-test-{}-{name}", std::process::id()));
+        let dir = cgroup2_mount()
+            .unwrap()
+            .join(format!("lachesis-test-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         Cg(dir)
     }
@@ -97,8 +116,16 @@ impl Cg {
     }
     /// `sh -c` with the shell (and so what it execs) moved into this cgroup.
     fn sh(&self, script: &str) -> Child {
-        let s = format!("echo $$ > {}/cgroup.procs && exec {script}", self.0.display());
-        Command::new("sh").arg("-c").arg(s).stdout(Stdio::null()).spawn().unwrap()
+        let s = format!(
+            "echo $$ > {}/cgroup.procs && exec {script}",
+            self.0.display()
+        );
+        Command::new("sh")
+            .arg("-c")
+            .arg(s)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
     }
     /// The IO driver, joining this cgroup after its setup.
     fn io(&self, args: &[&str]) -> Child {
@@ -126,7 +153,9 @@ impl Drop for Cg {
 fn warm_tools() {
     for (cmd, arg) in [("dd", "--version"), ("sh", "-c true"), (BENCH, "--help")] {
         let mut c = Command::new(cmd);
-        c.args(arg.split(' ')).stdout(Stdio::null()).stderr(Stdio::null());
+        c.args(arg.split(' '))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let _ = c.status();
     }
 }
@@ -152,7 +181,9 @@ fn make_file(path: &Path, bytes: u64) {
     assert!(!ptr.is_null());
     // SAFETY: ptr is valid for MIB bytes.
     let buf = unsafe { std::slice::from_raw_parts_mut(ptr, MIB as usize) };
-    buf.iter_mut().enumerate().for_each(|(i, b)| *b = (i * 31 % 251) as u8);
+    buf.iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 31 % 251) as u8);
     let mut off = 0;
     while off < bytes {
         let n = (bytes - off).min(MIB) as usize;
@@ -169,7 +200,10 @@ fn within(got: u64, want: u64, tol: f64) -> bool {
 }
 
 fn assert_within(what: &str, got: u64, want: u64) {
-    assert!(within(got, want, 0.02), "{what}: counted {got}, issued {want} (more than 2% off)");
+    assert!(
+        within(got, want, 0.02),
+        "{what}: counted {got}, issued {want} (more than 2% off)"
+    );
 }
 
 fn show(name: &str, s: &TenantStats) {
@@ -194,9 +228,15 @@ fn show(name: &str, s: &TenantStats) {
 #[test]
 fn direct_io_is_counted_per_tenant() {
     let _g = serial();
-    let Some(env) = env("direct_io_is_counted_per_tenant") else { return };
+    let Some(env) = env("direct_io_is_counted_per_tenant") else {
+        return;
+    };
     let m = &env.metrics;
-    let (fa, fb, fu) = (env.dir.path().join("a"), env.dir.path().join("b"), env.dir.path().join("u"));
+    let (fa, fb, fu) = (
+        env.dir.path().join("a"),
+        env.dir.path().join("b"),
+        env.dir.path().join("u"),
+    );
     make_file(&fa, 64 * MIB);
     make_file(&fb, 32 * MIB);
     make_file(&fu, 32 * MIB);
@@ -208,18 +248,27 @@ fn direct_io_is_counted_per_tenant() {
     warm_tools();
     // Known IO, all three at once: 4096 x 16 KiB O_DIRECT reads (dd),
     // 8192 x 4 KiB O_DIRECT overwrites (dd), 4096 x 4 KiB io_uring reads.
-    let a = ca.sh(&format!("dd if={} of=/dev/null bs=16k count=4096 iflag=direct status=none", fa.display()));
+    let a = ca.sh(&format!(
+        "dd if={} of=/dev/null bs=16k count=4096 iflag=direct status=none",
+        fa.display()
+    ));
     let b = cb.sh(&format!(
         "dd if=/dev/zero of={} bs=4k count=8192 oflag=direct conv=notrunc status=none",
         fb.display()
     ));
     let fu_s = fu.display().to_string();
-    let u = cu.io(&["--file", &fu_s, "--random", "4096", "--engine", "uring", "--qd", "8"]);
+    let u = cu.io(&[
+        "--file", &fu_s, "--random", "4096", "--engine", "uring", "--qd", "8",
+    ]);
     wait_ok(a, "dd reader");
     wait_ok(b, "dd writer");
     wait_ok(u, "io_uring reader");
 
-    let (sa, sb, su) = (m.tenant_stats(0).unwrap(), m.tenant_stats(1).unwrap(), m.tenant_stats(2).unwrap());
+    let (sa, sb, su) = (
+        m.tenant_stats(0).unwrap(),
+        m.tenant_stats(1).unwrap(),
+        m.tenant_stats(2).unwrap(),
+    );
     show("reader", &sa);
     show("writer", &sb);
     show("uring", &su);
@@ -228,34 +277,70 @@ fn direct_io_is_counted_per_tenant() {
     for layer in [Layer::Syscall, Layer::Block, Layer::Device] {
         let r = sa.get(layer, Op::Read);
         assert_within(&format!("reader {} read ops", layer.name()), r.ops, 4096);
-        assert_within(&format!("reader {} read bytes", layer.name()), r.bytes, 64 * MIB);
+        assert_within(
+            &format!("reader {} read bytes", layer.name()),
+            r.bytes,
+            64 * MIB,
+        );
         // A latency sample per op; at the block layer one can be lost when
         // the in-flight slot could not be claimed (every probed slot busy).
-        assert_within(&format!("reader {} latency samples", layer.name()), r.latency.count(), r.ops);
+        assert_within(
+            &format!("reader {} latency samples", layer.name()),
+            r.latency.count(),
+            r.ops,
+        );
     }
     // Writer: 8192 x 4 KiB.
     for layer in [Layer::Syscall, Layer::Block, Layer::Device] {
         let w = sb.get(layer, Op::Write);
         assert_within(&format!("writer {} write ops", layer.name()), w.ops, 8192);
-        assert_within(&format!("writer {} write bytes", layer.name()), w.bytes, 32 * MIB);
+        assert_within(
+            &format!("writer {} write bytes", layer.name()),
+            w.bytes,
+            32 * MIB,
+        );
     }
     // io_uring tenant: 4096 x 4 KiB through io_uring, none through read(2).
     let ur = su.get(Layer::IoUring, Op::Read);
     assert_within("uring io_uring read ops", ur.ops, 4096);
     assert_within("uring io_uring read bytes", ur.bytes, 16 * MIB);
     assert_within("uring io_uring latency samples", ur.latency.count(), ur.ops);
-    assert_within("uring block read ops", su.get(Layer::Block, Op::Read).ops, 4096);
-    assert!(su.get(Layer::Syscall, Op::Read).bytes < 64 * 1024, "io_uring reads leaked into the syscall layer");
+    assert_within(
+        "uring block read ops",
+        su.get(Layer::Block, Op::Read).ops,
+        4096,
+    );
+    assert!(
+        su.get(Layer::Syscall, Op::Read).bytes < 64 * 1024,
+        "io_uring reads leaked into the syscall layer"
+    );
 
     // Nothing charged to the wrong tenant: no tenant has the other's
     // direction, and the only reads of the writer are dd's own loading
     // (the dynamic loader's read(2)s; block reads only if its binary was
     // evicted despite warm_tools): far below the reader's 64 MiB.
-    assert_eq!(sa.get(Layer::Block, Op::Write).bytes, 0, "reader charged with writes");
-    assert_eq!(sa.get(Layer::Syscall, Op::Write).bytes, 0, "reader charged with writes");
-    assert!(sb.get(Layer::Block, Op::Read).bytes < MIB, "writer charged with the reader's block reads");
-    assert!(sb.get(Layer::Syscall, Op::Read).bytes < 64 * 1024, "writer charged with the reader's reads");
-    assert_eq!(su.get(Layer::Block, Op::Write).bytes + su.get(Layer::IoUring, Op::Write).bytes, 0);
+    assert_eq!(
+        sa.get(Layer::Block, Op::Write).bytes,
+        0,
+        "reader charged with writes"
+    );
+    assert_eq!(
+        sa.get(Layer::Syscall, Op::Write).bytes,
+        0,
+        "reader charged with writes"
+    );
+    assert!(
+        sb.get(Layer::Block, Op::Read).bytes < MIB,
+        "writer charged with the reader's block reads"
+    );
+    assert!(
+        sb.get(Layer::Syscall, Op::Read).bytes < 64 * 1024,
+        "writer charged with the reader's reads"
+    );
+    assert_eq!(
+        su.get(Layer::Block, Op::Write).bytes + su.get(Layer::IoUring, Op::Write).bytes,
+        0
+    );
     // Sampling was off (T = 0): blocks are counted, nothing is sampled.
     assert_within("reader blocks", sa.blocks, 64 * MIB / 4096);
     assert_eq!(sa.sampled + sb.sampled + su.sampled, 0);
@@ -264,7 +349,9 @@ fn direct_io_is_counted_per_tenant() {
 #[test]
 fn writeback_is_charged_to_the_dirtying_tenant() {
     let _g = serial();
-    let Some(env) = env("writeback_is_charged_to_the_dirtying_tenant") else { return };
+    let Some(env) = env("writeback_is_charged_to_the_dirtying_tenant") else {
+        return;
+    };
     let m = &env.metrics;
     let (c1, c2) = (Cg::new("wb1"), Cg::new("wb2"));
     m.set_tenant(0, "wb1", 0).unwrap();
@@ -274,8 +361,14 @@ fn writeback_is_charged_to_the_dirtying_tenant() {
     let (f1, f2) = (env.dir.path().join("wb1"), env.dir.path().join("wb2"));
     // Buffered writes: the dirtiers exit long before their pages reach
     // the disk, from a flusher thread or this process's sync().
-    let a = c1.sh(&format!("dd if=/dev/zero of={} bs=1M count=32 status=none", f1.display()));
-    let b = c2.sh(&format!("dd if=/dev/zero of={} bs=1M count=16 status=none", f2.display()));
+    let a = c1.sh(&format!(
+        "dd if=/dev/zero of={} bs=1M count=32 status=none",
+        f1.display()
+    ));
+    let b = c2.sh(&format!(
+        "dd if=/dev/zero of={} bs=1M count=16 status=none",
+        f2.display()
+    ));
     wait_ok(a, "dd wb1");
     wait_ok(b, "dd wb2");
     let (s1, s2) = (m.tenant_stats(0).unwrap(), m.tenant_stats(1).unwrap());
@@ -286,19 +379,40 @@ fn writeback_is_charged_to_the_dirtying_tenant() {
     let (s1, s2) = (m.tenant_stats(0).unwrap(), m.tenant_stats(1).unwrap());
     show("wb1", &s1);
     show("wb2", &s2);
-    assert_within("wb1 block write bytes", s1.get(Layer::Block, Op::Write).bytes, 32 * MIB);
-    assert_within("wb2 block write bytes", s2.get(Layer::Block, Op::Write).bytes, 16 * MIB);
+    assert_within(
+        "wb1 block write bytes",
+        s1.get(Layer::Block, Op::Write).bytes,
+        32 * MIB,
+    );
+    assert_within(
+        "wb2 block write bytes",
+        s2.get(Layer::Block, Op::Write).bytes,
+        16 * MIB,
+    );
     // Writeback bios exceed the disk's request size and are split; the
     // pieces still reach the device layer charged to the owner.
-    assert_within("wb1 device write bytes", s1.get(Layer::Device, Op::Write).bytes, 32 * MIB);
-    assert_within("wb2 device write bytes", s2.get(Layer::Device, Op::Write).bytes, 16 * MIB);
-    assert!(s1.get(Layer::Block, Op::Write).latency.count() > 0, "writeback bios got no latency");
+    assert_within(
+        "wb1 device write bytes",
+        s1.get(Layer::Device, Op::Write).bytes,
+        32 * MIB,
+    );
+    assert_within(
+        "wb2 device write bytes",
+        s2.get(Layer::Device, Op::Write).bytes,
+        16 * MIB,
+    );
+    assert!(
+        s1.get(Layer::Block, Op::Write).latency.count() > 0,
+        "writeback bios got no latency"
+    );
 }
 
 #[test]
 fn descendants_belong_to_the_mapped_ancestor_until_unmapped() {
     let _g = serial();
-    let Some(env) = env("descendants_belong_to_the_mapped_ancestor_until_unmapped") else { return };
+    let Some(env) = env("descendants_belong_to_the_mapped_ancestor_until_unmapped") else {
+        return;
+    };
     let m = &env.metrics;
     let f = env.dir.path().join("d");
     make_file(&f, 4 * MIB);
@@ -308,15 +422,29 @@ fn descendants_belong_to_the_mapped_ancestor_until_unmapped() {
     m.set_cgroup_tenant(parent.id(), 5, 0).unwrap();
     warm_tools();
     assert_eq!(m.cgroup_mappings().unwrap(), vec![(parent.id(), 5)]);
-    wait_ok(child.io(&["--file", &f_s, "--seq", "256"]), "io in child cgroup");
+    wait_ok(
+        child.io(&["--file", &f_s, "--seq", "256"]),
+        "io in child cgroup",
+    );
     let s = m.tenant_stats(5).unwrap();
     assert_eq!(s.get(Layer::Syscall, Op::Read).ops, 256);
     // Plus, at most, a few page faults of the driver's own code.
-    assert!((256..=260).contains(&s.get(Layer::Block, Op::Read).ops), "{:?}", s.get(Layer::Block, Op::Read));
+    assert!(
+        (256..=260).contains(&s.get(Layer::Block, Op::Read).ops),
+        "{:?}",
+        s.get(Layer::Block, Op::Read)
+    );
 
     assert!(m.unmap_cgroup(parent.id()).unwrap());
-    wait_ok(child.io(&["--file", &f_s, "--seq", "256"]), "io after unmapping");
-    assert_eq!(m.tenant_stats(5).unwrap(), s, "IO counted after the mapping was removed");
+    wait_ok(
+        child.io(&["--file", &f_s, "--seq", "256"]),
+        "io after unmapping",
+    );
+    assert_eq!(
+        m.tenant_stats(5).unwrap(),
+        s,
+        "IO counted after the mapping was removed"
+    );
 
     m.remove_tenant(5).unwrap();
     assert_eq!(m.tenant_config(5).unwrap(), None);
@@ -330,20 +458,37 @@ fn descendants_belong_to_the_mapped_ancestor_until_unmapped() {
 #[test]
 fn syscall_layer_counts_through_either_hook() {
     let _g = serial();
-    let Some(Env { metrics, dir }) = env("syscall_layer_counts_through_either_hook") else { return };
-    let attached = |m: &EbpfMetrics, p: &str| m.probes().iter().any(|s| s.program == p && s.attached);
+    let Some(Env { metrics, dir }) = env("syscall_layer_counts_through_either_hook") else {
+        return;
+    };
+    let attached =
+        |m: &EbpfMetrics, p: &str| m.probes().iter().any(|s| s.program == p && s.attached);
     // Exactly one pair carries the layer.
     assert!(
         attached(&metrics, "lx_sc_enter") != attached(&metrics, "lx_sys_enter"),
         "{:?}",
         metrics.probes()
     );
-    assert_eq!(attached(&metrics, "lx_sc_enter"), attached(&metrics, "lx_sc_exit"));
-    assert_eq!(attached(&metrics, "lx_sys_enter"), attached(&metrics, "lx_sys_exit"));
+    assert_eq!(
+        attached(&metrics, "lx_sc_enter"),
+        attached(&metrics, "lx_sc_exit")
+    );
+    assert_eq!(
+        attached(&metrics, "lx_sys_enter"),
+        attached(&metrics, "lx_sys_exit")
+    );
     assert!(metrics.degraded().is_empty(), "{:?}", metrics.degraded());
     drop(metrics);
-    let raw = EbpfMetrics::load(&LoadOptions { raw_syscalls: true, ..Default::default() }).unwrap();
-    assert!(attached(&raw, "lx_sys_enter") && attached(&raw, "lx_sys_exit"), "{:?}", raw.probes());
+    let raw = EbpfMetrics::load(&LoadOptions {
+        raw_syscalls: true,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(
+        attached(&raw, "lx_sys_enter") && attached(&raw, "lx_sys_exit"),
+        "{:?}",
+        raw.probes()
+    );
     assert!(!attached(&raw, "lx_sc_enter"));
     let default = EbpfMetrics::load(&LoadOptions::default()).unwrap();
 
@@ -356,7 +501,10 @@ fn syscall_layer_counts_through_either_hook() {
     warm_tools();
     wait_ok(cg.io(&["--file", &f_s, "--seq", "256"]), "io");
     wait_ok(cg.io(&["--file", &f_s, "--seq", "128", "--write"]), "io");
-    for (name, m) in [("raw_syscalls", &raw), ("per-syscall tracepoints", &default)] {
+    for (name, m) in [
+        ("raw_syscalls", &raw),
+        ("per-syscall tracepoints", &default),
+    ] {
         let s = m.tenant_stats(3).unwrap();
         let r = s.get(Layer::Syscall, Op::Read);
         let w = s.get(Layer::Syscall, Op::Write);
@@ -370,7 +518,11 @@ fn syscall_layer_counts_through_either_hook() {
 }
 
 /// Poll samples while `child` runs, then drain.
-fn collect_while(reader: &mut SampleReader, mut child: Child, sink: &mut dyn lachesis_ebpf_metrics::SampleSink) {
+fn collect_while(
+    reader: &mut SampleReader,
+    mut child: Child,
+    sink: &mut dyn lachesis_ebpf_metrics::SampleSink,
+) {
     loop {
         reader.poll(Duration::from_millis(100), sink).unwrap();
         if let Some(st) = child.try_wait().unwrap() {
@@ -401,7 +553,12 @@ fn shards_sampling_rate_and_oltp_mrc() {
     let file = env.dir.path().join("oltp.img");
     let t0 = Instant::now();
     make_file(&file, (max_block + 1) * 4096);
-    eprintln!("{test}: {} references, file {} MiB made in {:?}", blocks.len(), (max_block + 1) * 4096 / MIB, t0.elapsed());
+    eprintln!(
+        "{test}: {} references, file {} MiB made in {:?}",
+        blocks.len(),
+        (max_block + 1) * 4096 / MIB,
+        t0.elapsed()
+    );
     let file_s = file.display().to_string();
     let mut reader = SampleReader::new(m).unwrap();
     warm_tools();
@@ -413,9 +570,20 @@ fn shards_sampling_rate_and_oltp_mrc() {
     let n = 120_000u64;
     let mut got: Vec<Sample> = Vec::new();
     let t0 = Instant::now();
-    collect_while(&mut reader, cg.io(&["--file", &file_s, "--random", &n.to_string(), "--engine", "uring", "--qd", "16"]), &mut |s: &Sample| {
-        got.push(*s)
-    });
+    collect_while(
+        &mut reader,
+        cg.io(&[
+            "--file",
+            &file_s,
+            "--random",
+            &n.to_string(),
+            "--engine",
+            "uring",
+            "--qd",
+            "16",
+        ]),
+        &mut |s: &Sample| got.push(*s),
+    );
     let st = m.tenant_stats(0).unwrap();
     let measured = got.len() as f64 / n as f64;
     eprintln!(
@@ -428,22 +596,44 @@ fn shards_sampling_rate_and_oltp_mrc() {
     // One 4 KiB block per 4 KiB IO, give or take the driver's own page
     // faults.
     assert!((n..=n + n / 1000).contains(&st.get(Layer::Block, Op::Read).ops));
-    assert!((n..=n + n / 1000).contains(&st.blocks), "{} blocks for {n} IOs", st.blocks);
+    assert!(
+        (n..=n + n / 1000).contains(&st.blocks),
+        "{} blocks for {n} IOs",
+        st.blocks
+    );
     assert_eq!(st.sample_drops, 0);
-    assert_eq!(st.sampled, got.len() as u64, "samples counted in the kernel vs received");
-    assert!((measured - rate).abs() <= 0.2 * rate, "sampling rate {measured} not within 20% of {rate}");
+    assert_eq!(
+        st.sampled,
+        got.len() as u64,
+        "samples counted in the kernel vs received"
+    );
+    assert!(
+        (measured - rate).abs() <= 0.2 * rate,
+        "sampling rate {measured} not within 20% of {rate}"
+    );
     let mut distinct = HashSet::new();
     for s in &got {
         assert_eq!(s.tenant, 0);
         assert_eq!(s.op, Op::Read);
         assert_eq!(s.io_bytes, 4096);
         assert!(s.hash < t, "sample above the threshold");
-        assert_eq!(lachesis_mrc::hash::sample_value(s.key(), 0), s.hash as u64, "kernel and user-space hashes differ");
+        assert_eq!(
+            lachesis_mrc::hash::sample_value(s.key(), 0),
+            s.hash as u64,
+            "kernel and user-space hashes differ"
+        );
         distinct.insert((s.dev, s.block));
     }
-    assert_eq!(distinct.len(), got.len(), "each distinct block is sampled once");
+    assert_eq!(
+        distinct.len(),
+        got.len(),
+        "each distinct block is sampled once"
+    );
     if let Some(s) = got.first() {
-        eprintln!("{test}: samples are from device {:?}", dev_major_minor(s.dev));
+        eprintln!(
+            "{test}: samples are from device {:?}",
+            dev_major_minor(s.dev)
+        );
     }
 
     // Phase 2: replay OLTP in another tenant, build its MRC from the
@@ -460,11 +650,15 @@ fn shards_sampling_rate_and_oltp_mrc() {
         exact_keys.insert(*b);
     });
     let ws = exact_keys.len() as u64;
-    let grids = [("linear", sizes_over(ws, 100, Spacing::Linear)), ("log", sizes_over(ws, 100, Spacing::Log))];
+    let grids = [
+        ("linear", sizes_over(ws, 100, Spacing::Linear)),
+        ("log", sizes_over(ws, 100, Spacing::Log)),
+    ];
     let mut sinks: Vec<ShardsSinks> = Vec::new();
     for (_, sizes) in &grids {
         let mut s = ShardsSinks::new();
-        s.add_tenant(m, 1, Sizing::FixedRate(rate), sizes.clone()).unwrap();
+        s.add_tenant(m, 1, Sizing::FixedRate(rate), sizes.clone())
+            .unwrap();
         sinks.push(s);
     }
     struct Both<'a>(&'a mut [ShardsSinks]);
@@ -474,7 +668,13 @@ fn shards_sampling_rate_and_oltp_mrc() {
         }
     }
     let t0 = Instant::now();
-    collect_while(&mut reader, cg2.io(&["--file", &file_s, "--arc", OLTP, "--engine", "uring", "--qd", "16"]), &mut Both(&mut sinks));
+    collect_while(
+        &mut reader,
+        cg2.io(&[
+            "--file", &file_s, "--arc", OLTP, "--engine", "uring", "--qd", "16",
+        ]),
+        &mut Both(&mut sinks),
+    );
     let replay = t0.elapsed();
     for s in &mut sinks {
         s.sync(m).unwrap();
@@ -491,7 +691,11 @@ fn shards_sampling_rate_and_oltp_mrc() {
     // Every reference reaches the block layer once; the driver's own page
     // faults (code it first runs at exit) may add a block or two.
     let refs = blocks.len() as u64;
-    assert!((refs..=refs + refs / 1000).contains(&st.blocks), "{} blocks for {refs} references", st.blocks);
+    assert!(
+        (refs..=refs + refs / 1000).contains(&st.blocks),
+        "{} blocks for {refs} references",
+        st.blocks
+    );
     assert_eq!(st.sample_drops, 0);
     assert_eq!(sinks[0].samples(1), st.sampled);
 
@@ -510,7 +714,10 @@ fn shards_sampling_rate_and_oltp_mrc() {
         // the log grid, dominated by caches of a few hundred blocks where a
         // 1% sample holds a handful of keys, is printed for the record.
         if *name == "linear" {
-            assert!(mae <= 0.02, "MRC from eBPF samples: MAE {mae} > 0.02 ({name} grid)");
+            assert!(
+                mae <= 0.02,
+                "MRC from eBPF samples: MAE {mae} > 0.02 ({name} grid)"
+            );
         }
     }
 }
@@ -523,7 +730,9 @@ fn arc_blocks(path: &Path) -> Vec<u64> {
     for line in r.lines() {
         let line = line.unwrap();
         let mut it = line.split_ascii_whitespace();
-        let (Some(s), Some(n)) = (it.next(), it.next()) else { continue };
+        let (Some(s), Some(n)) = (it.next(), it.next()) else {
+            continue;
+        };
         let (s, n): (u64, u64) = (s.parse().unwrap(), n.parse().unwrap());
         out.extend(s..s + n);
     }
@@ -541,13 +750,27 @@ fn pinned_maps_feed_top() {
     }
     // A private bpffs instance, so the test neither needs nor touches
     // /sys/fs/bpf.
-    let mnt = tempfile::Builder::new().prefix("lachesis-bpffs-").tempdir().unwrap();
+    let mnt = tempfile::Builder::new()
+        .prefix("lachesis-bpffs-")
+        .tempdir()
+        .unwrap();
     let c = |s: &str| std::ffi::CString::new(s).unwrap();
     let target = c(mnt.path().to_str().unwrap());
     // SAFETY: valid C strings; bpffs takes no data.
-    let rc = unsafe { libc::mount(c("bpf").as_ptr(), target.as_ptr(), c("bpf").as_ptr(), 0, std::ptr::null()) };
+    let rc = unsafe {
+        libc::mount(
+            c("bpf").as_ptr(),
+            target.as_ptr(),
+            c("bpf").as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
     if rc != 0 {
-        missing(test, &format!("cannot mount bpffs: {}", std::io::Error::last_os_error()));
+        missing(
+            test,
+            &format!("cannot mount bpffs: {}", std::io::Error::last_os_error()),
+        );
         return;
     }
     struct Unmount(std::ffi::CString);
@@ -559,7 +782,10 @@ fn pinned_maps_feed_top() {
     }
     let _u = Unmount(target);
     let pin_dir = mnt.path().join("lachesis");
-    let opts = LoadOptions { pin_dir: Some(pin_dir.clone()), ..Default::default() };
+    let opts = LoadOptions {
+        pin_dir: Some(pin_dir.clone()),
+        ..Default::default()
+    };
     let metrics = match EbpfMetrics::load(&opts) {
         Ok(m) => m,
         Err(e) => {
@@ -567,7 +793,9 @@ fn pinned_maps_feed_top() {
             return;
         }
     };
-    metrics.set_tenant(3, "pinned-tenant", threshold_for_rate(0.05)).unwrap();
+    metrics
+        .set_tenant(3, "pinned-tenant", threshold_for_rate(0.05))
+        .unwrap();
     assert_eq!(metrics.pinned().len(), 4);
 
     // What another process (lachesis-top, `lachesis-agent top`) sees.
@@ -578,7 +806,10 @@ fn pinned_maps_feed_top() {
     let mut out = Vec::new();
     top::run(&other, Duration::from_millis(50), Some(1), false, &mut out).unwrap();
     let out = String::from_utf8(out).unwrap();
-    assert!(out.contains("pinned-tenant") && out.contains("5.0000%"), "{out}");
+    assert!(
+        out.contains("pinned-tenant") && out.contains("5.0000%"),
+        "{out}"
+    );
 
     drop(metrics);
     assert!(!pin_dir.join("stats").exists(), "pins left behind");

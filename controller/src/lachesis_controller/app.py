@@ -23,6 +23,9 @@ from lachesis_controller.allocation import service as allocation_service
 from lachesis_controller.allocation.service import loop_config
 from lachesis_controller.api import (
     allocations,
+    apps_declared_io,
+    apps_tail_latency,
+    apps_two_level,
     audit,
     devices,
     health,
@@ -39,8 +42,6 @@ from lachesis_controller.api import (
     tokens,
     whoami,
 )
-from lachesis_controller.api import apps_declared_io, apps_two_level
-from lachesis_controller.api import apps_tail_latency
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group

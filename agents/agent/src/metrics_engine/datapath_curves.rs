@@ -200,8 +200,12 @@ mod tests {
             }
         }
         let small = c.curve("small", 0).unwrap();
-        assert!(small.miss_ratios[small.sizes.iter().position(|&s| s >= 1 << 20).unwrap()] < 0.1,
-                "{:?} at {:?}", small.miss_ratios, small.sizes);
+        assert!(
+            small.miss_ratios[small.sizes.iter().position(|&s| s >= 1 << 20).unwrap()] < 0.1,
+            "{:?} at {:?}",
+            small.miss_ratios,
+            small.sizes
+        );
         // A KV tenant's curve does not take file blocks (one tenant, one data path).
         c.record("kv", 1, 0, 4096);
         assert_eq!(c.references("kv"), 20_000);

@@ -91,7 +91,10 @@ impl Redis {
             if r.child.try_wait().ok()?.is_some() {
                 return Some(None); // it could not bind
             }
-            let info: String = redis::cmd("INFO").arg("server").query(&mut connect(&r.url)?).ok()?;
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query(&mut connect(&r.url)?)
+                .ok()?;
             info.lines()
                 .find_map(|l| l.strip_prefix("process_id:"))
                 .and_then(|p| p.trim().parse::<u32>().ok())

@@ -109,4 +109,3 @@ pub fn parse(text: &str) -> Result<Scrape, String> {
     }
     Ok(out)
 }
-

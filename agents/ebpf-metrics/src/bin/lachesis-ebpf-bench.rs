@@ -14,15 +14,16 @@
 
 use clap::{Parser, Subcommand};
 use lachesis_device::AlignedBuf;
-use lachesis_mrc::hash::SplitMix64;
 use lachesis_ebpf_metrics::{
-    cgroup2_mount, cgroup_id, threshold_for_rate, EbpfMetrics, Layer, Layers, LoadOptions, Op, Sample, SampleReader,
+    cgroup2_mount, cgroup_id, threshold_for_rate, EbpfMetrics, Layer, Layers, LoadOptions, Op,
+    Sample, SampleReader,
 };
+use lachesis_mrc::hash::SplitMix64;
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::collections::BTreeMap;
 use std::os::fd::FromRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -173,7 +174,9 @@ pub fn arc_blocks(path: &Path) -> BoxResult<Vec<u64>> {
     for (i, line) in reader.lines().enumerate() {
         let line = line?;
         let mut it = line.split_ascii_whitespace();
-        let (Some(start), Some(n)) = (it.next(), it.next()) else { continue };
+        let (Some(start), Some(n)) = (it.next(), it.next()) else {
+            continue;
+        };
         let bad = |what: &str| format!("{}:{}: bad {what}", path.display(), i + 1);
         let start: u64 = start.parse().map_err(|_| bad("start block"))?;
         let n: u64 = n.parse().map_err(|_| bad("block count"))?;
@@ -187,7 +190,8 @@ pub fn arc_blocks(path: &Path) -> BoxResult<Vec<u64>> {
 
 fn join_cgroup(dir: &Path) -> BoxResult<()> {
     let procs = dir.join("cgroup.procs");
-    std::fs::write(&procs, std::process::id().to_string()).map_err(|e| format!("joining {}: {e}", procs.display()))?;
+    std::fs::write(&procs, std::process::id().to_string())
+        .map_err(|e| format!("joining {}: {e}", procs.display()))?;
     Ok(())
 }
 
@@ -202,7 +206,9 @@ fn io_cmd(a: &IoArgs) -> BoxResult<()> {
     if !a.buffered {
         opts.custom_flags(libc::O_DIRECT);
     }
-    let file = opts.open(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let file = opts
+        .open(&a.file)
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let file_blocks = file.metadata()?.len() / bs as u64;
     let blocks: Vec<u64> = if let Some(trace) = &a.arc {
         arc_blocks(trace)?
@@ -223,7 +229,10 @@ fn io_cmd(a: &IoArgs) -> BoxResult<()> {
     };
     if let Some(max) = blocks.iter().max() {
         if *max >= file_blocks {
-            return Err(format!("block {max} is beyond the file's {file_blocks} blocks of {bs} bytes").into());
+            return Err(format!(
+                "block {max} is beyond the file's {file_blocks} blocks of {bs} bytes"
+            )
+            .into());
         }
     }
     if let Some(cg) = &a.cgroup {
@@ -248,7 +257,11 @@ fn io_psync(file: &File, blocks: &[u64], bs: usize, write: bool) -> BoxResult<u6
     let b = &mut buf[..];
     for &blk in blocks {
         let off = blk * bs as u64;
-        let n = if write { file.write_at(b, off)? } else { file.read_at(b, off)? };
+        let n = if write {
+            file.write_at(b, off)?
+        } else {
+            file.read_at(b, off)?
+        };
         if n != bs {
             return Err(format!("short IO at offset {off}: {n} of {bs} bytes").into());
         }
@@ -257,14 +270,27 @@ fn io_psync(file: &File, blocks: &[u64], bs: usize, write: bool) -> BoxResult<u6
 }
 
 /// `blocks` through the device crate's io_uring backend: registered buffers, `qd` in flight.
-fn io_uring_loop(path: &Path, blocks: &[u64], bs: usize, write: bool, qd: u32, direct: bool) -> BoxResult<u64> {
+fn io_uring_loop(
+    path: &Path,
+    blocks: &[u64],
+    bs: usize,
+    write: bool,
+    qd: u32,
+    direct: bool,
+) -> BoxResult<u64> {
     use lachesis_device::uring::{Completion, FixedOp, UringConfig, UringDevice};
     use lachesis_device::PlacementHandle;
     if bs % 4096 != 0 {
         return Err(format!("--engine uring: --bs {bs} must be a multiple of 4096").into());
     }
     let qd = qd.clamp(1, 256);
-    let config = UringConfig { queue_depth: qd, max_io_bytes: bs as u32, direct, block_size: Some(bs as u32), ..Default::default() };
+    let config = UringConfig {
+        queue_depth: qd,
+        max_io_bytes: bs as u32,
+        direct,
+        block_size: Some(bs as u32),
+        ..Default::default()
+    };
     let mut dev = UringDevice::open(path, config)?;
     let op = if write { FixedOp::Write } else { FixedOp::Read };
     let mut free: Vec<usize> = (0..qd as usize).collect();
@@ -274,7 +300,14 @@ fn io_uring_loop(path: &Path, blocks: &[u64], bs: usize, write: bool, qd: u32, d
         while next < blocks.len() {
             let Some(buf) = free.pop() else { break };
             let off = blocks[next] * bs as u64;
-            dev.queue_fixed(op, buf, off, bs as u32, PlacementHandle::DEFAULT, buf as u64)?;
+            dev.queue_fixed(
+                op,
+                buf,
+                off,
+                bs as u32,
+                PlacementHandle::DEFAULT,
+                buf as u64,
+            )?;
             next += 1;
         }
         done_ios.clear();
@@ -304,7 +337,8 @@ struct BenchCgroup(PathBuf);
 impl BenchCgroup {
     fn new(tag: &str) -> BoxResult<Self> {
         let dir = cgroup2_mount()?.join(format!("lachesis-bench-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating cgroup {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("creating cgroup {}: {e}", dir.display()))?;
         Ok(BenchCgroup(dir))
     }
 }
@@ -318,10 +352,19 @@ impl Drop for BenchCgroup {
 /// Create `path` of `mib` MiB with O_DIRECT writes (allocated, not sparse:
 /// reads of holes or unwritten extents never reach the disk).
 fn make_file(path: &Path, mib: u64) -> BoxResult<()> {
-    if path.metadata().map(|m| m.len() == mib << 20).unwrap_or(false) {
+    if path
+        .metadata()
+        .map(|m| m.len() == mib << 20)
+        .unwrap_or(false)
+    {
         return Ok(());
     }
-    let f = OpenOptions::new().create(true).truncate(true).write(true).custom_flags(libc::O_DIRECT).open(path)?;
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
     let mut buf = AlignedBuf::new(1 << 20)?;
     let mut rng = SplitMix64(7);
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
@@ -353,7 +396,11 @@ struct Attached {
 
 impl Attached {
     fn new(cgroup: &Path, rate: f64, layers: Layers, raw_syscalls: bool) -> BoxResult<Self> {
-        let metrics = Arc::new(EbpfMetrics::load(&LoadOptions { layers, raw_syscalls, ..Default::default() })?);
+        let metrics = Arc::new(EbpfMetrics::load(&LoadOptions {
+            layers,
+            raw_syscalls,
+            ..Default::default()
+        })?);
         metrics.set_tenant(0, "bench", threshold_for_rate(rate))?;
         metrics.map_cgroup(cgroup_id(cgroup)?, 0)?;
         let mut reader = SampleReader::new(&metrics)?;
@@ -369,7 +416,12 @@ impl Attached {
             }
             let _ = reader.drain(&mut count);
         });
-        Ok(Attached { metrics, samples, stop, thread: Some(thread) })
+        Ok(Attached {
+            metrics,
+            samples,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     fn finish(mut self) -> u64 {
@@ -405,7 +457,11 @@ fn run_fio(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxResult<(
         a.runtime
     );
     let script = format!("echo $$ > {}/cgroup.procs && {fio}", cgroup.display());
-    let out = Command::new("sh").arg("-c").arg(&script).stderr(Stdio::inherit()).output()?;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()?;
     if !out.status.success() {
         return Err(format!("fio failed ({}); is fio installed?", out.status).into());
     }
@@ -416,7 +472,8 @@ fn run_fio(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxResult<(
     let iops = read["iops"].as_f64().ok_or("no read.iops in fio output")?;
     let ios = read["total_ios"].as_u64().unwrap_or(0);
     let job = &v["jobs"][0];
-    let cpu_pct = job["usr_cpu"].as_f64().unwrap_or(f64::NAN) + job["sys_cpu"].as_f64().unwrap_or(f64::NAN);
+    let cpu_pct =
+        job["usr_cpu"].as_f64().unwrap_or(f64::NAN) + job["sys_cpu"].as_f64().unwrap_or(f64::NAN);
     let runtime_s = job["job_runtime"].as_f64().unwrap_or(f64::NAN) / 1000.0;
     let cpu_us_per_io = cpu_pct / 100.0 * runtime_s * 1e6 / ios.max(1) as f64;
     Ok((iops, ios, cpu_us_per_io))
@@ -431,7 +488,9 @@ fn layers(a: &FioArgs) -> Layers {
 }
 
 fn fio_cmd(a: &FioArgs) -> BoxResult<()> {
-    let file = a.dir.join(format!("lachesis-ebpf-bench-{}.img", std::process::id()));
+    let file = a
+        .dir
+        .join(format!("lachesis-ebpf-bench-{}.img", std::process::id()));
     eprintln!("preparing {} ({} MiB)", file.display(), a.size_mib);
     make_file(&file, a.size_mib)?;
     let cg = BenchCgroup::new("fio")?;
@@ -439,9 +498,17 @@ fn fio_cmd(a: &FioArgs) -> BoxResult<()> {
     let result = (|| -> BoxResult<()> {
         for round in 0..a.rounds {
             for engine in &a.engines {
-                let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+                let order = if round % 2 == 0 {
+                    [false, true]
+                } else {
+                    [true, false]
+                };
                 for attached in order {
-                    let att = if attached { Some(Attached::new(&cg.0, a.rate, layers(a), a.raw_syscalls)?) } else { None };
+                    let att = if attached {
+                        Some(Attached::new(&cg.0, a.rate, layers(a), a.raw_syscalls)?)
+                    } else {
+                        None
+                    };
                     let (iops, ios, cpu_us_per_io) = run_fio(a, &file, &cg.0, engine)?;
                     let (mut app_ops, mut blocks, mut samples) = (0, 0, 0);
                     if let Some(att) = att {
@@ -485,12 +552,22 @@ fn fio_cmd(a: &FioArgs) -> BoxResult<()> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for engine in &a.engines {
-        let pick = |att: bool| -> Vec<&FioRun> { runs.iter().filter(|r| &r.engine == engine && r.attached == att).collect() };
+        let pick = |att: bool| -> Vec<&FioRun> {
+            runs.iter()
+                .filter(|r| &r.engine == engine && r.attached == att)
+                .collect()
+        };
         let (det, att) = (pick(false), pick(true));
-        let med = |v: &[&FioRun], f: fn(&FioRun) -> f64| median(&mut v.iter().map(|r| f(r)).collect::<Vec<_>>());
+        let med = |v: &[&FioRun], f: fn(&FioRun) -> f64| {
+            median(&mut v.iter().map(|r| f(r)).collect::<Vec<_>>())
+        };
         let mut paired: Vec<f64> = att
             .iter()
-            .filter_map(|x| det.iter().find(|y| y.round == x.round).map(|y| x.iops / y.iops))
+            .filter_map(|x| {
+                det.iter()
+                    .find(|y| y.round == x.round)
+                    .map(|y| x.iops / y.iops)
+            })
             .collect();
         let samples: u64 = att.iter().map(|r| r.samples).sum();
         let ops: u64 = att.iter().map(|r| r.app_ops).sum();
@@ -530,7 +607,17 @@ fn fio_cmd(a: &FioArgs) -> BoxResult<()> {
 fn lx_programs() -> BTreeMap<u32, (String, u64, u64, u64)> {
     libbpf_rs::query::ProgInfoIter::default()
         .filter(|p| p.name.to_string_lossy().starts_with("lx_"))
-        .map(|p| (p.id, (p.name.to_string_lossy().into_owned(), p.run_cnt, p.run_time_ns, p.recursion_misses)))
+        .map(|p| {
+            (
+                p.id,
+                (
+                    p.name.to_string_lossy().into_owned(),
+                    p.run_cnt,
+                    p.run_time_ns,
+                    p.recursion_misses,
+                ),
+            )
+        })
         .collect()
 }
 
@@ -543,17 +630,29 @@ fn program_costs(a: &FioArgs, file: &Path, cgroup: &Path, engine: &str) -> BoxRe
     // Ours: what appeared with this load. Taken now, not after the run, so
     // lx_ programs another process loads meanwhile (the kernel tests, a
     // second bench) are not counted as ours.
-    let mine: std::collections::BTreeSet<u32> = lx_programs().into_keys().filter(|id| !before.contains(id)).collect();
+    let mine: std::collections::BTreeSet<u32> = lx_programs()
+        .into_keys()
+        .filter(|id| !before.contains(id))
+        .collect();
     // SAFETY: plain syscall wrapper; the returned fd keeps stats on until
     // closed.
-    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
+    let fd = unsafe {
+        libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+    };
     if fd < 0 {
-        return Err(format!("bpf_enable_stats failed: {}", std::io::Error::last_os_error()).into());
+        return Err(format!(
+            "bpf_enable_stats failed: {}",
+            std::io::Error::last_os_error()
+        )
+        .into());
     }
     // SAFETY: fd is a fresh descriptor we own.
     let stats_fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let (iops, ios, _) = run_fio(a, file, cgroup, engine)?;
-    let progs: Vec<_> = lx_programs().into_iter().filter(|(id, _)| mine.contains(id)).collect();
+    let progs: Vec<_> = lx_programs()
+        .into_iter()
+        .filter(|(id, _)| mine.contains(id))
+        .collect();
     drop(stats_fd);
     att.finish();
     println!("Per-program cost, {engine}, one attached run with BPF statistics on ({iops:.0} IOPS, {ios} IOs):");
@@ -585,7 +684,10 @@ fn self_exe() -> BoxResult<PathBuf> {
 }
 
 fn child_json(args: &[String]) -> BoxResult<serde_json::Value> {
-    let out = Command::new(self_exe()?).args(args).stderr(Stdio::inherit()).output()?;
+    let out = Command::new(self_exe()?)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()?;
     if !out.status.success() {
         return Err(format!("child {args:?} failed: {}", out.status).into());
     }
@@ -593,7 +695,9 @@ fn child_json(args: &[String]) -> BoxResult<serde_json::Value> {
 }
 
 fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
-    let file = a.dir.join(format!("lachesis-ebpf-bench-{}.small", std::process::id()));
+    let file = a
+        .dir
+        .join(format!("lachesis-ebpf-bench-{}.small", std::process::id()));
     std::fs::write(&file, vec![7u8; 1 << 20])?;
     let cg = BenchCgroup::new("sys")?;
     let reads = 1_000_000u64;
@@ -604,13 +708,27 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
     let mut other_ns = [Vec::new(), Vec::new()];
     let result = (|| -> BoxResult<()> {
         for round in 0..a.rounds {
-            let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
             for attached in order {
-                let att = if attached { Some(Attached::new(&cg.0, 0.01, Layers::default(), a.raw_syscalls)?) } else { None };
+                let att = if attached {
+                    Some(Attached::new(
+                        &cg.0,
+                        0.01,
+                        Layers::default(),
+                        a.raw_syscalls,
+                    )?)
+                } else {
+                    None
+                };
                 let spin = child_json(&["spin".into(), "--n".into(), a.n.to_string()])?;
                 // Buffered reads of the file, in the bench's cgroup or not.
                 let buffered_io = |in_cgroup: bool, extra: &[&str]| {
-                    let mut args: Vec<String> = vec!["io".into(), "--file".into(), file.display().to_string()];
+                    let mut args: Vec<String> =
+                        vec!["io".into(), "--file".into(), file.display().to_string()];
                     if in_cgroup {
                         args.extend(["--cgroup".into(), cg.0.display().to_string()]);
                     }
@@ -629,7 +747,8 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
                 }
                 let i = attached as usize;
                 let per_io = |v: &serde_json::Value| {
-                    v["secs"].as_f64().unwrap_or(f64::NAN) * 1e9 / v["ios"].as_f64().unwrap_or(f64::NAN)
+                    v["secs"].as_f64().unwrap_or(f64::NAN) * 1e9
+                        / v["ios"].as_f64().unwrap_or(f64::NAN)
                 };
                 other_ns[i].push(per_io(&other));
                 spin_ns[i].push(spin.as_f64().unwrap_or(f64::NAN));
@@ -645,12 +764,26 @@ fn syscalls_cmd(a: &SyscallArgs) -> BoxResult<()> {
     let [mut sd, mut sa] = spin_ns;
     let [mut pd, mut pa] = pread_ns;
     let [mut od, mut oa] = other_ns;
-    let (sd, sa, pd, pa) = (median(&mut sd), median(&mut sa), median(&mut pd), median(&mut pa));
+    let (sd, sa, pd, pa) = (
+        median(&mut sd),
+        median(&mut sa),
+        median(&mut pd),
+        median(&mut pa),
+    );
     let (od, oa) = (median(&mut od), median(&mut oa));
     println!("| syscall | detached ns/call (median) | attached ns/call (median) | added ns |");
     println!("|---|---:|---:|---:|");
-    println!("| getppid, no tenant | {sd:.1} | {sa:.1} | {:.1} |", sa - sd);
-    println!("| 4 KiB pread (page-cache hit), tenant | {pd:.1} | {pa:.1} | {:.1} |", pa - pd);
-    println!("| 4 KiB pread (page-cache hit), no tenant | {od:.1} | {oa:.1} | {:.1} |", oa - od);
+    println!(
+        "| getppid, no tenant | {sd:.1} | {sa:.1} | {:.1} |",
+        sa - sd
+    );
+    println!(
+        "| 4 KiB pread (page-cache hit), tenant | {pd:.1} | {pa:.1} | {:.1} |",
+        pa - pd
+    );
+    println!(
+        "| 4 KiB pread (page-cache hit), no tenant | {od:.1} | {oa:.1} | {:.1} |",
+        oa - od
+    );
     Ok(())
 }

@@ -11,8 +11,8 @@ from lachesis_controller.schemas.tail_latency import TailLatencyOut, TailLatency
 from lachesis_controller.stages import store
 from lachesis_controller.stages.forwarding import log_name, server_addr
 from lachesis_controller.tail_latency import persist
-from lachesis_controller.tail_latency.loop import endpoint_reports, log_report
 from lachesis_controller.tail_latency.decide import StageState
+from lachesis_controller.tail_latency.loop import endpoint_reports, log_report
 from lachesis_controller.validation import problems
 from lachesis_controller.validation.problems import problem_responses
 

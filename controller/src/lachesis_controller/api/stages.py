@@ -26,7 +26,12 @@ from lachesis_controller.observability.tracing import current_traceparent
 from lachesis_controller.policy.document import Stage as StageSpec
 from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.schemas.stages import (
-    StageChange, StageHost, StageOut, StagePartOut, StagePatch, StagePointOut,
+    StageChange,
+    StageHost,
+    StageOut,
+    StagePartOut,
+    StagePatch,
+    StagePointOut,
 )
 from lachesis_controller.stages import store
 from lachesis_controller.stages.resolve import shipped_stages

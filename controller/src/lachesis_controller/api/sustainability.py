@@ -15,14 +15,14 @@ from lachesis_controller.auth.authz import forbidden, require_tenant
 from lachesis_controller.config import Settings
 from lachesis_controller.models import Tenant
 from lachesis_controller.schemas.sustainability import (
-    SustainabilityAssumptions,
     DeviceSustainability,
-    SustainabilityScenario,
+    DeviceTenantShare,
+    SustainabilityAssumptions,
     SustainabilityComparison,
     SustainabilityDevices,
+    SustainabilityScenario,
     SustainabilityTenants,
     TenantDeviceShare,
-    DeviceTenantShare,
     TenantSustainability,
 )
 from lachesis_controller.sustainability import service

@@ -11,7 +11,6 @@ from lachesis_controller.bus.messages import EnginePart, Name
 from lachesis_controller.schemas.base import RequestModel
 
 
-
 class StreamIn(RequestModel):
     tenant: Name
     part: EnginePart = Field(description="Cache engine part: loc, klog, fwlog, fwsets, fwcold write logs; kset, set-assoc rewrite at random.")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
-
 from datetime import datetime
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 

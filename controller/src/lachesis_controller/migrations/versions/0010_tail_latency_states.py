@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = '0010'
 down_revision: str | None = '0009'
 branch_labels: str | Sequence[str] | None = None
