@@ -58,9 +58,17 @@ def steps(cluster: Cluster, host: str, rollout_id: str) -> list[str]:
     return found
 
 
-def acks_of(cluster: Cluster, rollout_id: str) -> list[dict]:
-    """The agents' acks of the rollout, in the order they entered the ack stream."""
-    return [a for a in cluster.agent_messages("acks") if a.get("rollout_id") == rollout_id]
+def acks_of(cluster: Cluster, rollout: dict) -> list[tuple[str, str]]:
+    """(host, phase) of the agents' acks of the rollout, in the order they entered the ack
+    stream: the order the controller handled them in, read from its log (it reads the stream
+    in order, and deletes the entries it handled, so the stream itself keeps only the newest)."""
+    generations = {t["host_id"]: t["generation"] for t in rollout["targets"]}
+    out = []
+    for line in cluster.processes["controller"].text().splitlines():
+        m = re.search(r"ack from (\S+): generation (\d+) (?:(quiesce) )?\w+", line)
+        if m and generations.get(m.group(1)) == int(m.group(2)):
+            out.append((m.group(1), m.group(3) or "install"))
+    return out
 
 
 def desired(cluster: Cluster, host: str) -> dict:
@@ -73,9 +81,10 @@ def test_moving_a_flow_quiesces_drains_installs_and_resumes_at_every_agent(three
     assert done["state"] == "succeeded", done
     assert done["phase"] == "install"
     assert all(t["phase"] == "install" and t["drained_at"] and t["status"] == "applied" for t in done["targets"])
-    # Nobody installed before everybody drained: in the ack stream (Redis orders its entries)
-    # every agent's drain ack comes before any agent's install ack.
-    acks = [(a["host_id"], a.get("phase") or "install") for a in acks_of(three, rollout_id)]
+    # Nobody installed before everybody drained: in the ack stream (Redis orders its entries,
+    # the controller handles them in that order) every agent's drain ack comes before any
+    # agent's install ack.
+    acks = acks_of(three, done)
     first = {(h, p): acks.index((h, p)) for h in HOSTS for p in ("quiesce", "install") if (h, p) in acks}
     assert len(first) == 2 * len(HOSTS), acks
     assert max(first[h, "quiesce"] for h in HOSTS) < min(first[h, "install"] for h in HOSTS), acks
