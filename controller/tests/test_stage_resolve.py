@@ -69,7 +69,7 @@ def test_qos_becomes_a_rate_limit_only_with_a_limit() -> None:
                 {"name": "qos/low", "kind": "qos", "owner": "batch", "priority": "low"}]
     assert shipped_stages(declared, FLASH, None) == [
         {"kind": "ratelimit", "name": "qos/gold", "owner": "gold", "iops": None, "bytes_per_s": 100}]
-    rules = shipped_rules([to_stage("qos/gold"), to_stage("qos/low")], {s["name"]: s for s in declared}, ["qos/gold"])
+    rules = shipped_rules([to_stage("qos/gold"), to_stage("qos/low")], {s["name"]: s for s in declared}, ["qos/gold"], "host-a")
     assert [r["name"] for r in rules] == ["r-qos-gold"], "a rule left with nothing to do is not shipped"
 
 
@@ -78,13 +78,27 @@ def test_replica_sets_split_reads_from_writes_and_tail_latency_spreads_reads() -
         "replica/l": {"name": "replica/l", "kind": "replica_set", "write_set": ["/a", "/b", "/c"], "read_set": ["/a", "/b"]},
         "route/s": {"name": "route/s", "kind": "tail_latency", "candidates": ["/x", "/y"], "hedge_after_ms": 5},
     }
-    rules = shipped_rules([to_stage("replica/l", tenant="l"), to_stage("route/s", ops=["read"])], declared, [])
+    rules = shipped_rules([to_stage("replica/l", tenant="l"), to_stage("route/s", ops=["read"])], declared, [], "host-a")
     files = {r["name"]: (r["match"].get("ops"), [d["to"]["target"] for d in r["detours"]]) for r in rules}
     assert files == {
         "r-replica-l": (["read"], ["/a", "/b"]),
         "r-replica-l-writes": (["write", "create", "delete"], ["/a", "/b", "/c"]),
         "r-route-s": (["read"], ["/x", "/y"]),
     }
+
+
+def test_a_replica_set_or_tail_latency_stage_scoped_to_other_hosts_sends_nothing_here() -> None:
+    """Neither kind ships a data-plane stage: its rule's detours are its files, so its `hosts`
+    is honoured when the rules are resolved for a host, or not at all."""
+    declared = {
+        "replica/l": {"name": "replica/l", "kind": "replica_set", "write_set": ["/a"], "read_set": ["/a"],
+                      "hosts": ["host-b"]},
+        "route/s": {"name": "route/s", "kind": "tail_latency", "candidates": ["/x", "/y"], "hosts": ["host-b"]},
+    }
+    rules = [to_stage("replica/l", tenant="l"), to_stage("route/s", ops=["read"])]
+    assert shipped_rules(rules, declared, [], "host-a") == []
+    assert {r["name"] for r in shipped_rules(rules, declared, [], "host-b")} == {
+        "r-replica-l", "r-replica-l-writes", "r-route-s"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -94,7 +108,7 @@ def test_every_example_resolves_to_a_valid_desired_state(example: Path, host: Ho
     declared = {s["name"]: s for s in compiled.stages}
     stages = shipped_stages(compiled.stages, host, None)
     rules = shipped_rules(
-        [{k: v for k, v in r.items() if k != "hosts"} for r in compiled.rules], declared, [s["name"] for s in stages]
+        [{k: v for k, v in r.items() if k != "hosts"} for r in compiled.rules], declared, [s["name"] for s in stages], "host-a"
     )
     message = desired(stages, rules)
     shipped = {s.name for s in message.stages}

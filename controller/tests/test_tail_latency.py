@@ -90,7 +90,7 @@ def test_the_contract_puts_a_remote_log_before_the_endpoint_while_forwarding() -
 
     def ship(fwd: dict[str, Forwarding] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         stages = shipped_stages([STAGE], host, None, forwarding=fwd)
-        rules = shipped_rules([rule], declared, [s["name"] for s in stages])
+        rules = shipped_rules([rule], declared, [s["name"] for s in stages], "host-a")
         DesiredState.model_validate({
             "schema": "lachesis.desired-state/v1", "host_id": "host-a", "generation": 1, "rollout_id": None,
             "issued_at": "2026-11-24T10:00:00.000Z", "traceparent": None, "tenants": [], "rules": rules,
@@ -109,7 +109,7 @@ def test_the_contract_puts_a_remote_log_before_the_endpoint_while_forwarding() -
     # Local candidates keep spreading reads as before.
     local = {"name": "route/l", "kind": "tail_latency", "candidates": ["/x", "/y"], "hedge_after_ms": 5}
     rules = shipped_rules([{**rule, "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/l"}}]}],
-                          {"route/l": local}, [])
+                          {"route/l": local}, [], "host-a")
     assert [d["to"]["target"] for d in rules[0]["detours"]] == ["/x", "/y"]
 
 

@@ -84,7 +84,9 @@ class CacheStage(StageBase):
     level: Literal[1, 2] = 1
     parent: str | None = Field(default=None, description="Level-2 cache stage misses go to.")
     eviction: Literal["lru", "fifo", "mrc"] = Field(
-        default="lru", description="mrc: LRU, sized by the tenants' miss-ratio curves."
+        default="lru",
+        description="mrc (one shared stage partitioned by its tenants' miss-ratio curves) is refused until an agent "
+        "can honour it: it would ship as lru.",
     )
     engine: CacheEngine | None = Field(
         default=None, description="null: loc on a host with a flash device, else dram."
@@ -110,6 +112,14 @@ class CacheStage(StageBase):
         description="On a level-1 stage: the allocation loop splits its owner's cache between this stage and the "
         "level-2 stage it names as parent (Moirai's α, Eqs. 5.3-5.7), with these bandwidths.",
     )
+
+    @field_validator("eviction")
+    @classmethod
+    def _no_mrc(cls, value: str) -> str:
+        if value == "mrc":
+            raise ValueError("no agent partitions a shared stage by its tenants' curves yet, so mrc would ship as lru: "
+                             "use lru (an owned stage is sized by its owner's curve with lru)")
+        return value
 
     @model_validator(mode="after")
     def _exclusive_serves(self) -> CacheStage:
@@ -192,9 +202,23 @@ class TailLatencyStage(StageBase):
 
 
 class FdpPlacementStage(StageBase):
+    """The owner's cache stages on `device` write with `placement_handle`. It tags a tenant's
+    own writes only: it needs an owner, and nothing is shared."""
+
     kind: Literal["fdp_placement"]
     device: Name
     placement_handle: int = Field(ge=0, le=65535)
+
+    @model_validator(mode="after")
+    def _one_owner(self) -> FdpPlacementStage:
+        if self.owner is None:
+            raise ValueError("an fdp_placement stage needs an owner: the tenant whose cache writes it tags")
+        return self
+
+    @field_validator("shared_with")
+    @classmethod
+    def _not_shared(cls, value: list[str]) -> list[str]:
+        return _unshared(value, "a placement tags its owner's cache writes only; give each tenant its own stage")
 
 
 class ScrubStage(StageBase):
@@ -220,6 +244,18 @@ class ScrubStage(StageBase):
         "foreground reads; budget: at the agent's whole budget at once.",
     )
     rate_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES, description="Each job's cap under the agent's budget.")
+
+    @field_validator("shared_with")
+    @classmethod
+    def _not_shared(cls, value: list[str]) -> list[str]:
+        return _unshared(value, "a scrub's jobs count every foreground read of its paths, whoever's: there is nothing to share")
+
+
+def _unshared(value: list[str], why: str) -> list[str]:
+    """Refuses `shared_with` on a stage kind no rule targets: it would be accepted and ignored."""
+    if value:
+        raise ValueError(f"shared_with is not honoured here: {why}")
+    return value
 
 
 Stage = Annotated[

@@ -108,7 +108,7 @@ class DesiredInputs:
             **({"caches": self.caches} if self.caches is not None else {}),
             **({"stages": stages} if stages else {}),
             "tenants": self.tenants,
-            "rules": shipped_rules(rule_dicts, self.declared, (s["name"] for s in stages)),
+            "rules": shipped_rules(rule_dicts, self.declared, (s["name"] for s in stages), host_id),
         }
 
 

@@ -242,10 +242,13 @@ def _suffixed(name: str, suffix: str) -> str:
 
 def shipped_rules(
     rules: Iterable[Mapping[str, Any]], declared: Mapping[str, Mapping[str, Any]], shipped: Iterable[str],
+    host_id: str,
 ) -> list[dict[str, Any]]:
-    """The rules as the agents run them: detours to stages that are not data-plane stages
+    """The rules as `host_id` runs them: detours to stages that are not data-plane stages
     resolved to what they stand for (see the module's table). `shipped`: names of the
-    stages in the host's contract."""
+    stages in the host's contract. A detour to a stage scoped to other hosts is dropped here,
+    whatever its kind: a replica set or tail-latency stage has no data-plane stage of its own,
+    so its `hosts` is honoured here or nowhere."""
     shipped = set(shipped)
     out: list[dict[str, Any]] = []
     for rule in rules:
@@ -256,6 +259,8 @@ def shipped_rules(
             stage = declared.get(target) if d["to"]["kind"] == "stage" else None
             if stage is None or target in shipped:
                 detours.append(dict(d))
+            elif not applies_to(stage, host_id):
+                continue
             elif stage["kind"] == "replica_set" and split is None:
                 split = stage
             elif stage["kind"] == "tail_latency" and d["what"] == "io" and stage.get("servers"):
