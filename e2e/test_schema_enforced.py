@@ -14,6 +14,12 @@ Verdicts:
 - `Guarded`: the controller enforces it before shipping (another tenant's rule may target a
   stage only when the stage is shared with it), shown here both ways on a live controller
   (`test_sharing_is_checked_for_every_stage_kind_a_rule_can_target`).
+- `Unit`: decided by a part whose clock or model is an input (when the controller declares a
+  scrub's next job and its deadline, the n-th slow report that starts forwarding, the split an
+  SLA asks for, the agent planner's pace under a job's cap): an e2e test may not depend on how
+  much happens in wall-clock time, so the unit test named drives that input; the walk checks
+  the test exists and names the choice. What the part decides reaches IO through the choices
+  shown above.
 - `Named`: names, descriptions and the document's header: they identify things, there is
   nothing for an agent to do with them.
 - `Gap`: accepted, enforced by the agents' code, and not yet shown end to end by IO. Each says
@@ -29,6 +35,7 @@ import ast
 import json
 import mmap
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +71,12 @@ class Guarded:
 
 
 @dataclass(frozen=True)
+class Unit:
+    tests: tuple[str, ...]  # "controller/tests/test_x.py::test_y" or "agents/c/tests/t.rs::fn_name"
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Named:
     pass
 
@@ -85,10 +98,14 @@ REMOTE = ("e2e/test_fs_remote.py::test_tenant_writes_go_to_the_remote_host_and_r
 ALLOCATION = ("e2e/test_closed_loop.py::test_the_loop_beats_an_equal_split_on_the_real_stages",)
 FS_CGROUP = ("e2e/test_fs.py::test_tenant_by_cgroup_routes_its_writes",)
 EXAMPLES = ("e2e/test_policy_examples.py::test_every_example_policy_installs_on_a_host_with_a_data_path",)
+SCRUB_CLOCK = ("controller/tests/test_declared_io.py::test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs",)
+PLANNER = ("agents/declared/tests/planner.rs::deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_nothing",)
+ENTRY = ("controller/tests/test_tail_latency.py::test_entry_needs_enter_reports_slow_reports_in_a_row",)
+SLA = ("controller/tests/test_two_level_caches.py::test_the_loop_gives_a_two_level_tenant_its_split_and_the_others_their_share",)
 EXAMPLES_FW = ("e2e/test_policy_examples.py::test_the_fairywren_example_caches_a_kv_tenant_in_fairywren",)
 
 # Each choice of the schema (policies/schema/policy.schema.json, walked by `choices`) and its verdict.
-VERDICTS: dict[str, Io | Shown | Refused | Guarded | Named | Gap] = {
+VERDICTS: dict[str, Io | Shown | Refused | Guarded | Unit | Named | Gap] = {
     "apiVersion=lachesis.dev/v1": Named(),
     "kind=Policy": Named(),
     "metadata.name": Named(),
@@ -136,11 +153,11 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Named | Gap] = {
     "stages[cache].two_level.memory_bytes_per_s": Shown(TWO_LEVEL_SPLIT, ("memory_bytes_per_s",)),
     "stages[cache].two_level.network_bytes_per_s": Shown(TWO_LEVEL_SPLIT, ("network_bytes_per_s",)),
     "stages[cache].two_level.storage_bytes_per_s": Shown(TWO_LEVEL_SPLIT, ("storage_bytes_per_s",)),
-    "stages[cache].two_level.sla_bytes_per_s": Gap("the split an SLA asks for, installed on both levels (the split itself: controller/tests/test_allocation_two_level.py)"),
+    "stages[cache].two_level.sla_bytes_per_s": Unit(SLA, ("sla_bytes_per_s",)),  # installed: TWO_LEVEL_SPLIT
     "stages[cache].two_level.server_max_bytes": Shown(TWO_LEVEL_SPLIT, ("server_max_bytes",)),
     "stages[cache].eviction=lru": Io("every IO check here uses lru"),
     "stages[cache].eviction=fifo": Io("re-read blocks are evicted first by a fifo stage, kept by an lru one"),
-    "stages[cache].eviction=mrc": Gap("issue 34: a shared stage sized by its tenants' curves (today it ships as lru at its declared size, as an owned lru stage is sized by the loop)"),
+    "stages[cache].eviction=mrc": Refused("no agent partitions a shared stage by its tenants' curves: it would ship as lru"),
     **{f"stages[cache].engine={e}": Shown(CONFORMANCE, (e,))
        for e in ("dram", "loc", "kangaroo", "hybrid", "fairywren", "hybrid-fairywren")},
     "stages[cache].write_mode=through": Io("a write-through stage counts the writes"),
@@ -169,33 +186,33 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Named | Gap] = {
     "stages[replica_set].read_set": Io("a read under the replica set's rule is served from the read_set replica"),
     "stages[replica_set].owner": Io("the replica set's rule is its owner's"),
     "stages[replica_set].shared_with": Guarded("another tenant's rule may target it only when shared"),
-    "stages[replica_set].hosts": Gap("a replica set scoped to another host is not installed here"),
+    "stages[replica_set].hosts": Io("a replica set scoped to another host sends nothing here: its tenant's writes land in the backing file"),
     "stages[tail_latency].kind=tail_latency": Shown(TAIL, ("tail_latency",)),
     "stages[tail_latency].owner": Shown(TAIL, ("owner",)),
     "stages[tail_latency].servers": Shown(TAIL, ("servers",)),
     "stages[tail_latency].alpha": Shown(TAIL, ("alpha",)),
     "stages[tail_latency].reclaim_bytes_per_s": Shown(TAIL, ("reclaim",)),
-    "stages[tail_latency].enter_reports": Gap("forwarding starts at the n-th slow report, not before"),
-    "stages[tail_latency].candidates": Gap("reads spread over local candidate replicas"),
+    "stages[tail_latency].enter_reports": Unit(ENTRY, ("enter_reports",)),
+    "stages[tail_latency].candidates": Io("O_DIRECT reads under the rule alternate between the candidates' different bytes"),
     "stages[tail_latency].hedge_after_ms": Refused("no agent hedges reads"),
     "stages[tail_latency].shared_with": Guarded("another tenant's rule may target it only when shared"),
-    "stages[tail_latency].hosts": Gap("a tail-latency stage scoped to another host"),
-    "stages[fdp_placement].kind=fdp_placement": Gap("writes tagged with the handle, counted by the device (the guest's FDP drive)"),
-    "stages[fdp_placement].device": Gap("writes tagged on the device named"),
-    "stages[fdp_placement].placement_handle": Gap("writes counted under the handle named"),
-    "stages[fdp_placement].owner": Gap("the owner's writes tagged"),
-    "stages[fdp_placement].shared_with": Gap("another tenant's writes tagged"),
-    "stages[fdp_placement].hosts": Gap("a placement scoped to another host"),
+    "stages[tail_latency].hosts": Io("a tail-latency stage scoped to another host sends nothing here: reads come from the backing file"),
+    "stages[fdp_placement].kind=fdp_placement": Io("the owner's cache writes are counted by the measuring device under the handle"),
+    "stages[fdp_placement].device": Io("the handle's writes are counted by the device named"),
+    "stages[fdp_placement].placement_handle": Io("the owner's cache writes are counted under the handle named, and by no other"),
+    "stages[fdp_placement].owner": Io("the owner's cache writes are tagged (and a placement without an owner is refused)"),
+    "stages[fdp_placement].shared_with": Refused("a placement tags its owner's cache writes only"),
+    "stages[fdp_placement].hosts": Io("a placement scoped to another host tags nothing here: its handle counts no write"),
     "stages[scrub].kind=scrub": Shown(EXAMPLES, ("scrub/archive", "bytes_declared")),
     "stages[scrub].owner": Shown(EXAMPLES, ("scrub/archive",)),
     "stages[scrub].paths": Shown(EXAMPLES, ("archive", "bytes_declared")),
-    "stages[scrub].every_s": Gap("a second job declared after every_s, counted by declarations"),
-    "stages[scrub].window_s": Gap("a job's deadline at window_s after its declaration"),
+    "stages[scrub].every_s": Unit(SCRUB_CLOCK, ("every_s",)),
+    "stages[scrub].window_s": Unit(SCRUB_CLOCK, ("window_s",)),
     "stages[scrub].pace=deadline": Shown(EXAMPLES, ("scrub/archive",)),
     "stages[scrub].pace=budget": Shown(SCRUB, ('"pace": "budget"',)),
-    "stages[scrub].rate_bytes_per_s": Gap("a job's reads capped under the agent's budget"),
-    "stages[scrub].shared_with": Gap("another tenant's foreground reads counted for the scrub"),
-    "stages[scrub].hosts": Gap("a scrub scoped to another host declares no job here"),
+    "stages[scrub].rate_bytes_per_s": Unit(SCRUB_CLOCK + PLANNER, ("rate_bytes_per_s",)),
+    "stages[scrub].shared_with": Refused("a job counts every foreground read of its paths, whoever's"),
+    "stages[scrub].hosts": Io("a scrub scoped to another host declares no job here; one scoped here does"),
 }
 
 
@@ -255,6 +272,9 @@ def choices(schema: dict[str, Any]) -> set[str]:
 
 
 def _tests_of(module: Path) -> set[str]:
+    """The test functions of a Python module, or the `#[test]` functions of a Rust file."""
+    if module.suffix == ".rs":
+        return set(re.findall(r"#\[test\]\s*fn ([a-z0-9_]+)", module.read_text()))
     tree = ast.parse(module.read_text())
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
 
@@ -266,7 +286,7 @@ def test_every_choice_of_the_policy_schema_has_a_verdict() -> None:
     assert not missing, f"choices of the policy schema without a verdict here: {missing}"
     assert not stale, f"verdicts for choices the schema no longer has: {stale}"
     for choice, verdict in VERDICTS.items():
-        if not isinstance(verdict, Shown):
+        if not isinstance(verdict, Shown | Unit):
             continue
         for ref in verdict.tests:
             file, name = ref.split("::")
@@ -289,6 +309,7 @@ def test_the_gaps_are_the_ones_docs_reliability_lists() -> None:
 
 HEADER = "apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: walk}\nspec:\n"
 CACHE = "  stages: [{name: cache/x, kind: cache, engine: dram, size_bytes: 4194304}]\n"
+TWO = "  tenants: [{name: a, classifiers: [{kind: uid, value: '1'}]}, {name: b, classifiers: [{kind: uid, value: '2'}]}]\n"
 REFUSALS: dict[str, tuple[str, str, str]] = {
     # choice: (the policy's spec, the field the refusal names, the problem's type)
     "tenants.classifiers.kind=process": (
@@ -304,7 +325,17 @@ REFUSALS: dict[str, tuple[str, str, str]] = {
         "spec.rules[0].match.ops[1]", "not-enforced"),
     "stages[tail_latency].hedge_after_ms": (
         "  stages: [{name: route/h, kind: tail_latency, candidates: [/a, /b], hedge_after_ms: 5}]\n",
-        "spec.stages[0]", "validation-error"),
+        "spec.stages[0].hedge_after_ms", "validation-error"),
+    "stages[cache].eviction=mrc": (
+        "  stages: [{name: cache/x, kind: cache, engine: dram, size_bytes: 4194304, eviction: mrc}]\n",
+        "spec.stages[0].eviction", "validation-error"),
+    "stages[fdp_placement].shared_with": (
+        TWO + "  stages: [{name: fdp/x, kind: fdp_placement, owner: a, device: flash0, placement_handle: 1,"
+        " shared_with: [b]}]\n",
+        "spec.stages[0].shared_with", "validation-error"),
+    "stages[scrub].shared_with": (
+        TWO + "  stages: [{name: scrub/x, kind: scrub, owner: a, paths: [/a], every_s: 600, shared_with: [b]}]\n",
+        "spec.stages[0].shared_with", "validation-error"),
 }
 
 
@@ -390,16 +421,26 @@ FILE_BYTES = 2 << 20
 BLOCKS = FILE_BYTES // BLOCK
 RANGE_END = 1 << 20
 USER = 4242
+HANDLE, HANDLE_ELSEWHERE = 5, 6  # of the measuring device's 8; no other stage here uses the device
+
+
+def fresh_report(cluster: Cluster) -> dict[str, Any]:
+    """A telemetry report the agent began after the caller's IO returned: the report after
+    the next one (the next may have been under way during the IO)."""
+    seen = len(cluster.agent_messages("telemetry", HOST))
+    return wait_for("two more telemetry reports",
+                    lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
+                    timeout=60)
 
 
 def stage_reports(cluster: Cluster) -> dict[str, dict]:
-    """The stages of a telemetry report the agent began after the caller's IO returned: the
-    report after the next one (the next may have been under way during the IO)."""
-    seen = len(cluster.agent_messages("telemetry", HOST))
-    report = wait_for("two more telemetry reports",
-                      lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
-                      timeout=60)
-    return {s["name"]: s for s in report.get("stages") or []}
+    return {s["name"]: s for s in fresh_report(cluster).get("stages") or []}
+
+
+def handle_writes(report: dict[str, Any], device: str) -> dict[int, int]:
+    """Bytes the measuring device counted per placement handle."""
+    (dev,) = [d for d in report.get("devices") or [] if d["name"] == device]
+    return {h["handle"]: h["host_bytes_written"] for h in dev.get("handles") or []}
 
 
 def read_all(path: Path, as_uid: int | None = None) -> bytes:
@@ -427,14 +468,15 @@ def read_all(path: Path, as_uid: int | None = None) -> bytes:
 
 def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     data, mnt, replicas = home / "data", home / "mnt", cluster.tmp / "replicas"
-    for d in ("web", "webx", "shared", "ranged", "prio", "uid", "rep", "other", "logged", "lru", "fifo"):
+    for d in ("web", "webx", "shared", "ranged", "prio", "uid", "rep", "repx", "other", "logged", "lru", "fifo",
+              "tail", "tailx", "scrubbed"):
         (data / d).mkdir()
         os.chmod(data / d, 0o755)
         payload = os.urandom(FILE_BYTES)
         for name in ("f", "g"):
             (data / d / name).write_bytes(payload)
             os.chmod(data / d / name, 0o644)
-    for r in ("r1", "r2", "log"):
+    for r in ("r1", "r2", "r3", "log", "c1", "c2"):
         (replicas / r).mkdir()
     # The uid tenant's reader must reach the mount: pytest's directories are root's alone.
     for parent in mnt.parents:
@@ -448,6 +490,10 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     - {{name: user, classifiers: [{{kind: uid, value: "{USER}"}}]}}
     - {{name: rep, classifiers: [{{kind: path_prefix, value: /rep}}]}}
     - {{name: logt, classifiers: [{{kind: path_prefix, value: /logged}}]}}
+    - {{name: repx, classifiers: [{{kind: path_prefix, value: /repx}}]}}
+    - {{name: tailt, classifiers: [{{kind: path_prefix, value: /tail}}]}}
+    - {{name: tailx, classifiers: [{{kind: path_prefix, value: /tailx}}]}}
+    - {{name: scrubbed, classifiers: [{{kind: path_prefix, value: /scrubbed}}]}}
   stages:
     - {{name: cache/web, kind: cache, owner: web, engine: loc, device: flash0, size_bytes: {8 << 20},
        eviction: lru, level: 1, write_mode: through, shared_with: [friend]}}
@@ -463,6 +509,16 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     - {{name: log/l, kind: log, owner: logt, dir: "{replicas / 'log'}"}}
     - {{name: log/elsewhere, kind: log, dir: "{replicas / 'log'}", hosts: [host-elsewhere]}}
     - {{name: qos/elsewhere, kind: qos, max_iops: 1000, hosts: [host-elsewhere]}}
+    - {{name: reps/elsewhere, kind: replica_set, owner: repx, write_set: ["{replicas / 'r3'}"],
+       read_set: ["{replicas / 'r3'}"], hosts: [host-elsewhere]}}
+    - {{name: route/tail, kind: tail_latency, owner: tailt, candidates: ["{replicas / 'c1'}", "{replicas / 'c2'}"]}}
+    - {{name: route/elsewhere, kind: tail_latency, owner: tailx, candidates: ["{replicas / 'c1'}", "{replicas / 'c2'}"],
+       hosts: [host-elsewhere]}}
+    - {{name: fdp/web, kind: fdp_placement, owner: web, device: flash0, placement_handle: {HANDLE}}}
+    - {{name: fdp/elsewhere, kind: fdp_placement, owner: web, device: flash0, placement_handle: {HANDLE_ELSEWHERE},
+       hosts: [host-elsewhere]}}
+    - {{name: scrub/here, kind: scrub, owner: scrubbed, paths: [/scrubbed], every_s: 3600, hosts: [{HOST}]}}
+    - {{name: scrub/elsewhere, kind: scrub, owner: scrubbed, paths: [/scrubbed], every_s: 3600, hosts: [host-elsewhere]}}
   rules:
     - {{name: web-io, priority: 10, match: {{tenant: web}}, detours: [{{what: io, to: {{kind: stage, target: cache/web}}}}]}}
     - {{name: friend-reads, priority: 10, match: {{tenant: friend, ops: [read]}},
@@ -484,6 +540,11 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
        detours: [{{what: io, to: {{kind: stage, target: cache/fifo}}}}]}}
     - {{name: log-writes, priority: 10, match: {{tenant: logt, ops: [write]}},
        detours: [{{what: io, to: {{kind: stage, target: log/l}}}}]}}
+    - {{name: repx-io, priority: 10, match: {{tenant: repx}}, detours: [{{what: io, to: {{kind: stage, target: reps/elsewhere}}}}]}}
+    - {{name: tail-reads, priority: 10, match: {{tenant: tailt, ops: [read]}},
+       detours: [{{what: io, to: {{kind: stage, target: route/tail}}}}]}}
+    - {{name: tailx-reads, priority: 10, match: {{tenant: tailx, ops: [read]}},
+       detours: [{{what: io, to: {{kind: stage, target: route/elsewhere}}}}]}}
 """
     # Another host (an agent without a mount) for the choices scoped to it.
     cluster.start_agent("host-elsewhere")
@@ -503,6 +564,7 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     assert before["cache/web"]["installed_bytes"] == 8 << 20, before["cache/web"]  # size_bytes, device
     assert all(before[s]["misses"] == 0 for s in ("cache/web", "cache/ranged", "cache/first", "cache/second",
                                                   "cache/user")), before
+    handles_before = handle_writes(fresh_report(cluster), "flash0")
 
     # A sibling whose name starts like the tenant's prefix is not the tenant's; another host's
     # rule (/other to cache/ranged) is not installed here.
@@ -545,8 +607,15 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
         f.write(new)
     assert (data / "web" / "f").read_bytes()[: len(new)] == new
 
-    after = stage_reports(cluster)
+    report = fresh_report(cluster)
+    after = {st["name"]: st for st in report.get("stages") or []}
     web, ranged = after["cache/web"], after["cache/ranged"]
+    # The placement: web's cache writes (its fills) went to flash0 under its handle, none under
+    # the handle of the placement scoped to another host.
+    handles = handle_writes(report, "flash0")
+    grew = {h: n - handles_before.get(h, 0) for h, n in handles.items() if n > handles_before.get(h, 0)}
+    assert grew.get(HANDLE, 0) >= 2 * FILE_BYTES and HANDLE_ELSEWHERE not in grew, (handles_before, handles)
+    assert set(grew) == {HANDLE}, grew
     # web's own file and friend's: every block missed once; webx's and root's none.
     assert web["misses"] == 2 * BLOCKS, web
     assert web["bytes_written"] >= len(new), web
@@ -586,3 +655,45 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     beside.write_bytes(b"in-r1")
     (data / "rep" / "fresh").write_bytes(b"local")
     assert (mnt / "rep" / "fresh").read_bytes() == b"in-r1"
+
+    # A replica set scoped to another host: its tenant's write lands in the backing file here.
+    (mnt / "repx" / "new").write_bytes(b"not replicated")
+    assert (data / "repx" / "new").read_bytes() == b"not replicated"
+    assert not list((replicas / "r3").rglob("new"))
+
+    # Tail-latency candidates: the same file, different in each candidate and in the backing
+    # directory, laid out in the candidates as the replica set's write laid it out in r1.
+    layout = next(p for p in written if "r1" in p.parts).relative_to(replicas / "r1").parent
+    for name, body in (("c1", b"from c1!" * 512), ("c2", b"from c2!" * 512)):
+        where = replicas / name / layout.parent / "tail"
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "f").write_bytes(body)
+        (replicas / name / layout.parent / "tailx").mkdir(parents=True, exist_ok=True)
+        (replicas / name / layout.parent / "tailx" / "f").write_bytes(body)
+    for d in ("tail", "tailx"):
+        (data / d / "f").write_bytes(b"backing!" * 512)
+
+    def direct_reads(path: Path, n: int) -> set[bytes]:
+        """`n` O_DIRECT reads of the file's first 4 KiB (the page cache would answer re-reads)."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        buf = mmap.mmap(-1, BLOCK)
+        try:
+            return {bytes(buf[: os.preadv(fd, [buf], 0)]) for _ in range(n)}
+        finally:
+            os.close(fd)
+
+    # Reads alternate over the candidates (each read the next one), never the backing file.
+    assert direct_reads(mnt / "tail" / "f", 4) == {b"from c1!" * 512, b"from c2!" * 512}
+    # One scoped to another host sends nothing here: reads come from the backing file.
+    assert direct_reads(mnt / "tailx" / "f", 2) == {b"backing!" * 512}
+
+    # Scrubs: the one scoped here declares its job here (and the agent takes it), the one
+    # scoped to the other host there only.
+    with cluster.api() as api:
+        jobs = wait_for("both scrubs' jobs", lambda: len(j := api.get("/api/v1/apps/declared-io").json()) == 2 and j,
+                        timeout=60)
+    assert {(j["source"], j["host"]) for j in jobs} == {("scrub/here", HOST), ("scrub/elsewhere", "host-elsewhere")}
+    here = next(j["id"] for j in jobs if j["source"] == "scrub/here")
+    wait_for("the agent to report the scrub's job",
+             lambda: any(j["id"] == here for j in (cluster.agent_messages("telemetry", HOST)[-1].get("declared_io") or [])),
+             timeout=60)

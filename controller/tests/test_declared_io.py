@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 from conftest import TENANT, FakeAgent, assert_problem, enroll, snapshot, wait_until
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from lachesis_controller.bus.messages import Telemetry, TelemetryDeclaredJob
 from lachesis_controller.declared_io.jobs import apply_report, mark_missed
+from lachesis_controller.declared_io.loop import declare_due_scrubs
 from lachesis_controller.declared_io.messages import DeclaredIo
 from lachesis_controller.models import DeclaredJob
 
@@ -180,3 +183,49 @@ def test_the_loop_rewrites_a_key_redis_lost(client: TestClient, host: FakeAgent)
     host.redis.delete("lachesis:agent:host-a:declared-io")
     wait_until(lambda: "scrub-1" in key_jobs(host), what="the loop to rewrite the key")
     assert json.loads(host.redis.get("lachesis:agent:host-a:declared-io"))["version"] >= version
+
+
+SCRUBS = """\
+apiVersion: lachesis.dev/v1
+kind: Policy
+metadata: {name: scrubs}
+spec:
+  tenants: [{name: archive, classifiers: [{kind: path_prefix, value: /archive/}]}]
+  stages:
+    - {name: scrub/here, kind: scrub, owner: archive, paths: [/archive], every_s: 600, window_s: 120,
+       pace: budget, rate_bytes_per_s: 1048576, hosts: [host-a]}
+    - {name: scrub/there, kind: scrub, owner: archive, paths: [/archive], every_s: 600, hosts: [host-b]}
+"""
+
+
+def test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs(
+    client: TestClient, host: FakeAgent, agents: Callable[[str], FakeAgent], db: Engine,
+) -> None:
+    """The controller alone decides when a scrub's jobs are declared and by when they are due
+    (the agent runs the job it is given): the clock here is the test's, passed to the loop's
+    step, so `every_s` is shown to the second without waiting for it."""
+    enroll(client, agents("host-b"))
+    applied = client.post("/api/v1/policies", content=SCRUBS.encode(), headers={"content-type": "application/yaml"})
+    assert applied.status_code == 201, applied.text
+    jobs = wait_until(lambda: len(j := client.get(URL).json()) == 2 and j, what="one job per scrub")
+    by_source = {j["source"]: j for j in jobs}
+    here, there = by_source["scrub/here"], by_source["scrub/there"]
+    assert (here["host"], there["host"]) == ("host-a", "host-b")  # hosts
+    assert (here["pace"], here["rate_bytes_per_s"]) == ("budget", 1 << 20)  # shipped as the agent's cap
+    assert key_jobs(host).keys() == {here["id"]}  # host-a's key holds its own scrub's job only
+    with Session(db) as s:
+        first = s.get(DeclaredJob, here["id"])
+        assert first is not None
+        declared_at = first.created_at
+        assert first.deadline - declared_at == timedelta(seconds=120)  # window_s, not every_s
+    report(client, now_z(), progress(here["id"], "done", 1 << 20, 0))
+    wait_until(lambda: client.get(f"{URL}/{here['id']}").json()["state"] == "done", what="done")
+    with Session(db) as s:
+        # every_s after the last declaration, not a second before.
+        assert declare_due_scrubs(s, declared_at + timedelta(seconds=599)) == set()
+        assert declare_due_scrubs(s, declared_at + timedelta(seconds=600)) == {"host-a"}
+        s.commit()
+        made = s.scalars(select(DeclaredJob).where(DeclaredJob.source == "scrub/here")
+                         .order_by(DeclaredJob.created_at)).all()
+    assert [j.id.rsplit("-", 1)[1] for j in made] == ["1", "2"]
+    assert made[1].deadline - made[1].created_at == timedelta(seconds=120)

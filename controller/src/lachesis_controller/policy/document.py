@@ -206,14 +206,9 @@ class FdpPlacementStage(StageBase):
     own writes only: it needs an owner, and nothing is shared."""
 
     kind: Literal["fdp_placement"]
+    owner: Name = Field(description="The tenant whose cache stages' writes on the device carry the handle.")
     device: Name
     placement_handle: int = Field(ge=0, le=65535)
-
-    @model_validator(mode="after")
-    def _one_owner(self) -> FdpPlacementStage:
-        if self.owner is None:
-            raise ValueError("an fdp_placement stage needs an owner: the tenant whose cache writes it tags")
-        return self
 
     @field_validator("shared_with")
     @classmethod
