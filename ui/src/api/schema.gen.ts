@@ -134,7 +134,7 @@ export interface components {
             engine?: ("dram" | "loc" | "kangaroo" | "hybrid" | "fairywren" | "hybrid-fairywren") | null;
             /**
              * Eviction
-             * @description mrc: LRU, sized by the tenants' miss-ratio curves.
+             * @description mrc (one shared stage partitioned by its tenants' miss-ratio curves) is refused until an agent can honour it: it would ship as lru.
              * @default lru
              * @enum {string}
              */
@@ -723,7 +723,11 @@ export interface components {
             /** Redis User */
             redis_user: string;
         };
-        /** FdpPlacementStage */
+        /**
+         * FdpPlacementStage
+         * @description The owner's cache stages on `device` write with `placement_handle`. It tags a tenant's
+         *     own writes only: it needs an owner, and nothing is shared.
+         */
         FdpPlacementStage: {
             /**
              * Device
@@ -747,9 +751,9 @@ export interface components {
             name: string;
             /**
              * Owner
-             * @description Tenant the stage belongs to; null: shared infrastructure.
+             * @description The tenant whose cache stages' writes on the device carry the handle.
              */
-            owner?: string | null;
+            owner: string;
             /** Placement Handle */
             placement_handle: number;
             /**
