@@ -26,8 +26,8 @@ use lachesis_switch::{Match, Rule, StageConfig, Tenant};
 use tracing::{info, warn};
 
 use crate::flow_gate::FlowControl;
-use crate::runner::Installer;
-use crate::state::Applied;
+use crate::install::plan::Plan;
+use crate::install::Part;
 use crate::telemetry::{EndpointTelemetry, StageKindReport, StageTelemetry};
 
 /// `BACKING:MOUNTPOINT`, both existing directories (a mountpoint with a dead FUSE mount on it
@@ -147,6 +147,9 @@ impl Datapath {
                     add(&mut e.dirty_bytes, s.dirty_bytes);
                     add(&mut e.reclaimed_bytes, s.reclaimed_bytes);
                 }
+                if let Some(q) = s.qos {
+                    *e.qos.get_or_insert_with(Default::default) += q;
+                }
                 if !cache {
                     continue;
                 }
@@ -243,6 +246,25 @@ impl Datapath {
             .try_for_each(|s| stale_mount::clear(&s.mountpoint))
     }
 
+    /// The classifier of `tenants` when they changed (None: unchanged, or no switch). A tenant
+    /// the switch cannot recognise refuses the whole generation (nacked with every such
+    /// classifier named) rather than being installed without it, which would leave that
+    /// tenant's IO outside all of its rules.
+    fn classifier(
+        &self,
+        inner: &Inner,
+        tenants: &[Tenant],
+    ) -> Result<Option<lachesis_fs::classify::Classifier>, String> {
+        let no_switch = self.specs.is_empty() && inner.mounts.is_empty();
+        if no_switch || inner.tenants == tenants {
+            return Ok(None);
+        }
+        embed::classifier_of(tenants).map(Some).map_err(|refused| {
+            let named: Vec<String> = refused.iter().map(ToString::to_string).collect();
+            format!("cannot classify these tenants: {}", named.join("; "))
+        })
+    }
+
     /// Installs `rules` in every switch, mounting the namespaces first if not yet mounted.
     /// On error the switches keep their previous rules.
     pub fn install(
@@ -252,21 +274,7 @@ impl Datapath {
         tenants: &[Tenant],
     ) -> Result<(), String> {
         let mut inner = self.lock();
-        // Before anything changes: a tenant the switch cannot recognise refuses the whole
-        // generation (nacked with every such classifier named) rather than being installed
-        // without it, which would leave that tenant's IO outside all of its rules.
-        let no_switch = self.specs.is_empty() && inner.mounts.is_empty();
-        let classifier = if no_switch || inner.tenants == tenants {
-            None
-        } else {
-            Some(embed::classifier_of(tenants).map_err(|refused| {
-                let named: Vec<String> = refused.iter().map(ToString::to_string).collect();
-                format!(
-                    "the FUSE switch cannot classify these tenants: {}",
-                    named.join("; ")
-                )
-            })?)
-        };
+        let classifier = self.classifier(&inner, tenants)?;
         if inner.mounts.is_empty() && !self.specs.is_empty() {
             let classifier = classifier.unwrap_or_default();
             let mut mounts = Vec::new();
@@ -364,14 +372,18 @@ impl Datapath {
     }
 }
 
-impl Installer for Datapath {
-    fn install(&self, applied: &Applied) -> Result<(), String> {
-        Datapath::install(
-            self,
-            applied.table.rules().cloned().collect(),
-            &applied.stages,
-            &applied.tenants,
-        )
+impl Part for Datapath {
+    fn name(&self) -> &'static str {
+        "FUSE switch"
+    }
+
+    fn prepare(&self, plan: &Plan) -> Result<(), String> {
+        self.classifier(&self.lock(), &plan.fs.tenants).map(drop)
+    }
+
+    fn commit(&self, plan: &Plan) -> Result<(), String> {
+        let fs = &plan.fs;
+        Datapath::install(self, fs.rules.clone(), &fs.stages, &fs.tenants)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod declared_link;
 pub mod detour_link;
 pub mod devices;
 pub mod flow_gate;
+pub mod install;
 pub mod kv_front;
 pub mod metrics_engine;
 pub mod metrics_exposition;

@@ -18,7 +18,9 @@ use lachesis_agent::caps::{parse_device_spec, DeviceSpec};
 use lachesis_agent::datapath::{Datapath, MountSpec};
 use lachesis_agent::declared_link;
 use lachesis_agent::detour_link::RedisLink;
-use lachesis_agent::kv_front::{DataPaths, KvFront, KvTenantPort};
+use lachesis_agent::install::plan::Layout;
+use lachesis_agent::install::{Part, TwoPhase};
+use lachesis_agent::kv_front::{KvFront, KvStages, KvTenantPort};
 use lachesis_agent::metrics_engine::datapath_curves::DatapathCurves;
 use lachesis_agent::metrics_engine::{self, EngineOptions, MetricsEngine, TelemetryConfig};
 use lachesis_agent::metrics_http;
@@ -522,30 +524,40 @@ fn run(args: RunArgs) -> ExitCode {
             }
             Some(dp)
         };
-        let paths = DataPaths::new(datapath.clone(), kv.as_ref().map(|k| k.service().clone()),
-                                   &args.kv_tenant_ports);
-        let rest: Option<Arc<dyn lachesis_agent::runner::Installer>> =
-            (datapath.is_some() || kv.is_some()).then(|| paths.clone() as _);
+        let kv_stages = kv.as_ref().map(|k| KvStages::new(k.service().clone()));
         let server = match ServerLevel::start(args.serve_listen.as_deref(), args.serve_root.as_deref(), forward_key,
-                                              server_pools, rest) {
+                                              server_pools) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
         };
-        agent = agent.with_installer(server.clone());
+        // Commit order: the KV front end, the FUSE switches, the server level (install/mod.rs).
+        let mut parts: Vec<Arc<dyn Part>> = Vec::new();
+        if let Some(k) = &kv_stages {
+            parts.push(k.clone());
+        }
+        if let Some(d) = &datapath {
+            parts.push(d.clone());
+        }
+        parts.push(server.clone());
+        let layout = Layout {
+            kv: kv.is_some(),
+            ports: args.kv_tenant_ports.iter().map(|p| (p.port, p.tenant.clone())).collect(),
+        };
+        agent = agent.with_installer(TwoPhase::new(layout, parts));
         if datapath.is_some() || kv.is_some() || args.serve_listen.is_some() {
-            let (fs, all, srv) = (datapath.clone(), paths.clone(), server.clone());
+            let (fs, kvs, srv) = (datapath.clone(), kv_stages.clone(), server.clone());
             telemetry_cfg.stages = Some(Arc::new(move || {
                 let mut r = fs.as_ref().map(|d| d.stage_reports()).unwrap_or_default();
-                r.extend(all.kv_stage_reports());
+                r.extend(kvs.as_ref().map(|k| k.kv_stage_reports()).unwrap_or_default());
                 r.extend(srv.stage_reports());
                 r
             }));
             telemetry_cfg.datapath_curves = Some(curves);
-            let kv_paths = paths.clone();
-            telemetry_cfg.served = Some(Arc::new(move || kv_paths.kv_served()));
+            let kvs = kv_stages.clone();
+            telemetry_cfg.served = Some(Arc::new(move || kvs.as_ref().map(|k| k.kv_served()).unwrap_or_default()));
         }
         if let Some(dp) = datapath.clone() {
             telemetry_cfg.endpoints = Some(Arc::new(move || dp.endpoint_reports()));

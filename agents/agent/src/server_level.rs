@@ -8,17 +8,16 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use lachesis_fs::remote::auth::Key;
 use lachesis_fs::remote::cached_store::CachedStore;
 use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::stage::Devices;
-use lachesis_switch::{CacheConfig, StageConfig};
 use tracing::{info, warn};
 
-use crate::runner::Installer;
-use crate::state::Applied;
+use crate::install::plan::Plan;
+use crate::install::Part;
 use crate::telemetry::{StageKindReport, StageTelemetry};
 
 /// The store of an agent that runs no server: nothing is forwarded to it.
@@ -48,41 +47,6 @@ impl Store for NoStore {
 pub struct ServerLevel {
     store: Arc<CachedStore>,
     serving: bool,
-    /// The data paths the rest of desired state goes to.
-    rest: Option<Arc<dyn Installer>>,
-    /// What the rest last installed, to give it back when the server level refuses.
-    installed: Mutex<Option<Applied>>,
-}
-
-/// The server-level stages of `stages` (with `serves`), and the rest for the FUSE switch and
-/// the KV front end: a level-1 stage's `next` naming a server-level stage is dropped there,
-/// its misses reach that level through the route's remote endpoint.
-pub fn split(stages: &[StageConfig]) -> (Vec<CacheConfig>, Vec<StageConfig>) {
-    let server: Vec<CacheConfig> = stages
-        .iter()
-        .filter_map(|s| match s {
-            StageConfig::Cache(c) if c.serves.is_some() => Some(c.clone()),
-            _ => None,
-        })
-        .collect();
-    let rest = stages
-        .iter()
-        .filter(|s| !matches!(s, StageConfig::Cache(c) if c.serves.is_some()))
-        .map(|s| match s {
-            StageConfig::Cache(c)
-                if c.next
-                    .as_ref()
-                    .is_some_and(|n| server.iter().any(|x| &x.name == n)) =>
-            {
-                StageConfig::Cache(CacheConfig {
-                    next: None,
-                    ..c.clone()
-                })
-            }
-            other => other.clone(),
-        })
-        .collect();
-    (server, rest)
 }
 
 impl ServerLevel {
@@ -93,7 +57,6 @@ impl ServerLevel {
         root: Option<&Path>,
         key: Option<Key>,
         devices: Devices,
-        rest: Option<Arc<dyn Installer>>,
     ) -> Result<Arc<Self>, String> {
         let (store, listener): (Arc<dyn Store>, _) = match (listen, root) {
             (Some(l), Some(r)) => {
@@ -108,8 +71,6 @@ impl ServerLevel {
         let level = Arc::new(ServerLevel {
             store: Arc::new(CachedStore::new(store, devices)),
             serving: listener.is_some(),
-            rest,
-            installed: Mutex::new(None),
         });
         if let Some(listener) = listener {
             let addr = listener
@@ -163,38 +124,27 @@ impl ServerLevel {
     }
 }
 
-impl Installer for ServerLevel {
-    /// The rest first (the FUSE switch shrinks or drops its stages, giving back device space
-    /// the server level may take), then the server level (refused whole, changing nothing);
-    /// if the server level refuses, the rest gets the previous state back.
-    fn install(&self, applied: &Applied) -> Result<(), String> {
-        let (server, rest) = split(&applied.stages);
-        if !server.is_empty() && !self.serving {
-            warn!(stages = ?server.iter().map(|c| &c.name).collect::<Vec<_>>(),
+impl Part for ServerLevel {
+    fn name(&self) -> &'static str {
+        "server level"
+    }
+
+    /// Committed after the FUSE switch and the KV front end, which may have shrunk or dropped
+    /// stages and given back device space the server level takes. All or nothing.
+    fn commit(&self, plan: &Plan) -> Result<(), String> {
+        if !plan.server.is_empty() && !self.serving {
+            warn!(stages = ?plan.server.iter().map(|c| &c.name).collect::<Vec<_>>(),
                   "server-level cache stages built, but this agent runs no forwarding server (--serve-listen): no request reaches them");
         }
-        let mut previous = self.installed.lock().unwrap_or_else(|e| e.into_inner());
-        let rest_applied = Applied {
-            stages: Arc::new(rest),
-            ..applied.clone()
-        };
-        if let Some(r) = &self.rest {
-            r.install(&rest_applied)?;
-        }
-        if let Err(e) = self.store.set_stages(&server) {
-            if let (Some(r), Some(before)) = (&self.rest, previous.as_ref()) {
-                let _ = r.install(before);
-            }
-            return Err(e);
-        }
-        *previous = Some(rest_applied);
-        Ok(())
+        self.store.set_stages(&plan.server)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::install::plan::server_level;
+    use lachesis_switch::StageConfig;
 
     fn stages() -> Vec<StageConfig> {
         let text = std::fs::read_to_string(concat!(
@@ -207,27 +157,9 @@ mod tests {
     }
 
     #[test]
-    fn server_stages_leave_the_switch_and_level_one_no_longer_chains_to_them() {
-        let (server, rest) = split(&stages());
-        assert_eq!(
-            server.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-            ["cache/alpha-l2", "cache/pool-l2"]
-        );
-        assert_eq!(rest.len(), 1);
-        let StageConfig::Cache(l1) = &rest[0] else {
-            unreachable!()
-        };
-        assert_eq!(
-            (l1.name.as_str(), l1.next.as_deref()),
-            ("cache/alpha", None)
-        );
-        lachesis_switch::check_stages(&rest).unwrap();
-    }
-
-    #[test]
     fn an_agent_without_a_server_builds_and_reports_them() {
-        let level = ServerLevel::start(None, None, None, Devices::default(), None).unwrap();
-        let (server, _) = split(&stages());
+        let level = ServerLevel::start(None, None, None, Devices::default()).unwrap();
+        let (server, _) = server_level(&stages());
         level.store.set_stages(&server).unwrap();
         let r = level.stage_reports();
         assert_eq!(r.len(), 2);
@@ -235,7 +167,7 @@ mod tests {
             (r[0].size_bytes, r[0].installed_bytes),
             (Some(402653184), Some(402653184))
         );
-        let e = ServerLevel::start(Some("127.0.0.1:0"), None, None, Devices::default(), None)
+        let e = ServerLevel::start(Some("127.0.0.1:0"), None, None, Devices::default())
             .err()
             .unwrap();
         assert!(e.contains("--serve-root"), "{e}");
