@@ -64,13 +64,19 @@ def test_fdp_placement_overrides_the_broker_for_the_owner() -> None:
     assert only["placement"] == [{"part": "loc", "handle": 6}]
 
 
-def test_qos_becomes_a_rate_limit_only_with_a_limit() -> None:
-    declared = [{"name": "qos/gold", "kind": "qos", "owner": "gold", "max_bandwidth_bytes_per_s": 100, "max_iops": None},
+def test_every_qos_stage_ships_as_a_scheduler_class() -> None:
+    declared = [{"name": "qos/gold", "kind": "qos", "owner": "gold", "max_bandwidth_bytes_per_s": 100, "max_iops": None,
+                 "min_bandwidth_bytes_per_s": 40},
                 {"name": "qos/low", "kind": "qos", "owner": "batch", "priority": "low"}]
     assert shipped_stages(declared, FLASH, None) == [
-        {"kind": "ratelimit", "name": "qos/gold", "owner": "gold", "iops": None, "bytes_per_s": 100}]
-    rules = shipped_rules([to_stage("qos/gold"), to_stage("qos/low")], {s["name"]: s for s in declared}, ["qos/gold"], "host-a")
-    assert [r["name"] for r in rules] == ["r-qos-gold"], "a rule left with nothing to do is not shipped"
+        {"kind": "ratelimit", "name": "qos/gold", "owner": "gold", "iops": None, "bytes_per_s": 100,
+         "priority": "normal", "min_bytes_per_s": 40},
+        {"kind": "ratelimit", "name": "qos/low", "owner": "batch", "iops": None, "bytes_per_s": None, "priority": "low"}]
+    # A priority alone is enforced: the rule through it ships.
+    rules = shipped_rules([to_stage("qos/gold"), to_stage("qos/low")], {s["name"]: s for s in declared},
+                          ["qos/gold", "qos/low"], "host-a")
+    assert [r["name"] for r in rules] == ["r-qos-gold", "r-qos-low"]
+    desired(shipped_stages(declared, FLASH, None), rules)  # the bus contract takes them
 
 
 def test_replica_sets_split_reads_from_writes_and_tail_latency_spreads_reads() -> None:

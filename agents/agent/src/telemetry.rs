@@ -321,6 +321,9 @@ pub struct StageTelemetry {
     /// A server-level stage's hits on blocks held because level 1 demoted them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demotion_hits: Option<u64>,
+    /// Qos stages: what the IO scheduler dispatched of the stage's class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<lachesis_fs::qos::Counters>,
     /// The data path that runs the stage; None: the FUSE switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub front_end: Option<FrontEnd>,

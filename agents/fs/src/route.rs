@@ -140,6 +140,9 @@ pub struct StageRegistry {
     roots: Roots,
     /// How remote endpoints are reached.
     remote: RemoteOptions,
+    /// The IO scheduler every qos stage of this switch puts its tenant's IO through: one per
+    /// switch, so tenants' IO is ordered against each other's.
+    qos: Arc<lachesis_stages::qos::Gate>,
 }
 
 /// The stages an IO detour to stage `name` runs through: the stage, then, for a cache stage
@@ -182,6 +185,11 @@ impl StageRegistry {
 
     pub fn roots(&self) -> &Roots {
         &self.roots
+    }
+
+    /// The switch's IO scheduler (qos stages, the declared-IO dispatcher's reads).
+    pub fn qos(&self) -> &Arc<lachesis_stages::qos::Gate> {
+        &self.qos
     }
 
     /// The stages in force.

@@ -1347,6 +1347,14 @@ fn build_stage(
                 cache: None,
             }
         }
+        // A qos stage is a class of the switch's IO scheduler, shared by all of them.
+        StageConfig::RateLimit(r) => crate::stage::Built {
+            stage: Arc::new(lachesis_stages::qos::QosStage::new(
+                r,
+                registry.qos().clone(),
+            )?),
+            cache: None,
+        },
         _ => crate::stage::build(cfg, devices)?,
     };
     if let StageConfig::Log(l) = cfg {

@@ -51,6 +51,8 @@ fn limit() -> Vec<StageConfig> {
         owner: Some("t".into()),
         iops: Some(5),
         bytes_per_s: None,
+        min_bytes_per_s: None,
+        priority: None,
     })]
 }
 

@@ -8,6 +8,7 @@
 //! Start with [`stage::Stage`] and [`stage::space::Devices`].
 
 pub mod private;
+pub mod qos;
 pub mod rangemap;
 pub mod remote;
 pub mod stage;

@@ -350,6 +350,9 @@ impl CacheConfig {
     }
 }
 
+/// A tenant's class in the host's IO scheduler (dmClock: reservation, weight, limit) and its
+/// limits. Kept as the `ratelimit` kind, which it extends: a stage with limits alone is what
+/// it always was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, try_from = "RawRateLimit")]
 pub struct RateLimitConfig {
@@ -360,9 +363,25 @@ pub struct RateLimitConfig {
     pub iops: Option<u64>,
     #[serde(serialize_with = "ser_opt")]
     pub bytes_per_s: Option<u64>,
+    /// Bytes/s reserved: served ahead of every weight while the stage's IO waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes_per_s: Option<u64>,
+    /// The weight class of what reservations leave. Absent: normal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
 }
 
-/// Deserialized first, then checked for the one cross-field rule (some limit is set).
+/// A qos stage's priority: its weight in the IO scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    High,
+    Normal,
+    Low,
+}
+
+/// Deserialized first, then checked for the cross-field rules (something is set; a
+/// reservation within the byte limit).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRateLimit {
@@ -374,22 +393,44 @@ struct RawRateLimit {
     iops: Option<u64>,
     #[serde(deserialize_with = "de_bytes_per_s")]
     bytes_per_s: Option<u64>,
+    #[serde(default, deserialize_with = "de_min_bytes_per_s")]
+    min_bytes_per_s: Option<u64>,
+    #[serde(default)]
+    priority: Option<Priority>,
+}
+
+fn de_min_bytes_per_s<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_opt_bounded(d, "min_bytes_per_s", MAX_BYTES)
 }
 
 impl TryFrom<RawRateLimit> for RateLimitConfig {
     type Error = String;
     fn try_from(r: RawRateLimit) -> Result<Self, String> {
-        if r.iops.is_none() && r.bytes_per_s.is_none() {
+        if r.iops.is_none()
+            && r.bytes_per_s.is_none()
+            && r.min_bytes_per_s.is_none()
+            && r.priority.is_none()
+        {
             return Err(format!(
-                "ratelimit stage {:?}: set iops, bytes_per_s or both",
+                "ratelimit stage {:?}: set iops, bytes_per_s, min_bytes_per_s or priority",
                 r.name
             ));
+        }
+        if let (Some(min), Some(max)) = (r.min_bytes_per_s, r.bytes_per_s) {
+            if min > max {
+                return Err(format!(
+                    "ratelimit stage {:?}: min_bytes_per_s {min} is above bytes_per_s {max}",
+                    r.name
+                ));
+            }
         }
         Ok(RateLimitConfig {
             name: r.name,
             owner: r.owner,
             iops: r.iops,
             bytes_per_s: r.bytes_per_s,
+            min_bytes_per_s: r.min_bytes_per_s,
+            priority: r.priority,
         })
     }
 }
@@ -672,5 +713,28 @@ mod tests {
             ..a.clone()
         };
         assert!(!a.same_but_size(&other_mode));
+    }
+
+    #[test]
+    fn a_qos_stage_needs_something_to_enforce_and_a_reservation_within_its_limit() {
+        let de = |v: serde_json::Value| serde_json::from_value::<StageConfig>(v);
+        let base = serde_json::json!({"kind": "ratelimit", "name": "qos/a", "owner": null,
+                                      "iops": null, "bytes_per_s": null});
+        let e = de(base.clone()).unwrap_err().to_string();
+        assert!(e.contains("min_bytes_per_s or priority"), "{e}");
+        let mut low = base.clone();
+        low["priority"] = "low".into();
+        let StageConfig::RateLimit(r) = de(low).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(r.priority, Some(Priority::Low));
+        let mut over = base;
+        over["bytes_per_s"] = 1000.into();
+        over["min_bytes_per_s"] = 2000.into();
+        let e = de(over).unwrap_err().to_string();
+        assert!(
+            e.contains("min_bytes_per_s 2000 is above bytes_per_s 1000"),
+            "{e}"
+        );
     }
 }

@@ -67,6 +67,9 @@ pub struct StageStats {
     /// A server-level stage's hits on blocks it holds because level 1 demoted them.
     #[serde(default)]
     pub demotion_hits: u64,
+    /// Qos stages: what the IO scheduler dispatched of the stage's class.
+    #[serde(default)]
+    pub qos: Option<crate::qos::Counters>,
 }
 
 /// What [`Backend::read_lent`] returns: the bytes read, and the lease of a lent block.
@@ -377,6 +380,8 @@ mod tests {
                 owner: None,
                 iops: None,
                 bytes_per_s: Some(1 << 20),
+                min_bytes_per_s: None,
+                priority: None,
             }),
             &devices,
         )

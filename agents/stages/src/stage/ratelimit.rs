@@ -140,6 +140,8 @@ mod tests {
             owner: None,
             iops,
             bytes_per_s,
+            min_bytes_per_s: None,
+            priority: None,
         })
     }
 

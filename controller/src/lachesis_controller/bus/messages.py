@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lachesis_controller.validation.bounds import HostPath
 
@@ -193,13 +193,17 @@ class RateLimitStageConfig(BusModel):
     owner: Name | None
     iops: int | None = Field(ge=1, le=100_000_000)
     bytes_per_s: int | None = Field(ge=1, le=MAX_BYTES)
+    # The IO scheduler's reservation and weight class (absent: none, normal).
+    min_bytes_per_s: int = Field(default=None, ge=1, le=MAX_BYTES)  # type: ignore[assignment]
+    priority: Literal["high", "normal", "low"] = Field(default=None)  # type: ignore[assignment]
 
-    @field_validator("bytes_per_s")
-    @classmethod
-    def _some_limit(cls, value: int | None, info: Any) -> int | None:
-        if value is None and info.data.get("iops") is None:
-            raise ValueError("set iops, bytes_per_s or both")
-        return value
+    @model_validator(mode="after")
+    def _something_set(self) -> RateLimitStageConfig:
+        if self.iops is None and self.bytes_per_s is None and self.min_bytes_per_s is None and self.priority is None:
+            raise ValueError("set iops, bytes_per_s, min_bytes_per_s or priority")
+        if self.min_bytes_per_s is not None and self.bytes_per_s is not None and self.min_bytes_per_s > self.bytes_per_s:
+            raise ValueError("min_bytes_per_s is above bytes_per_s")
+        return self
 
 
 class LogStageConfig(BusModel):
@@ -416,6 +420,18 @@ class TelemetryPart(BusModel):
     dram_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
 
 
+class TelemetryQos(BusModel):
+    """What the data path's IO scheduler dispatched of a qos stage's class."""
+
+    dispatched: Counter
+    dispatched_bytes: Counter
+    reserved_bytes: Counter
+    contended: Counter
+    contended_reserved: Counter
+    limited: Counter
+    limited_bytes: Counter
+
+
 class TelemetryStage(BusModel):
     """One installed stage and its counters; the cache fields only for cache stages."""
 
@@ -442,6 +458,8 @@ class TelemetryStage(BusModel):
     # server level's demoted blocks taken, and its hits on them.
     demoted_blocks: Counter = Field(default=None)  # type: ignore[assignment]
     demotion_hits: Counter = Field(default=None)  # type: ignore[assignment]
+    # Qos stages: the IO scheduler's counts of the stage's class.
+    qos: TelemetryQos = Field(default=None)  # type: ignore[assignment]
     # Absent: the FUSE switch runs it.
     front_end: Literal["fs", "kv"] = Field(default=None)  # type: ignore[assignment]
     parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]

@@ -131,13 +131,24 @@ class CacheStage(StageBase):
 class QosStage(StageBase):
     kind: Literal["qos"]
     priority: Literal["high", "normal", "low"] = Field(
-        default="normal", description="Recorded; not yet enforced by the agents (docs/policies.md)."
+        default="normal",
+        description="The owner's weight in each host's IO scheduler beyond reservations (high 32, normal 8, low 2): "
+        "queued IO of a high tenant goes 4 times as often as a normal one's, 16 times as often as a low one's.",
     )
     min_bandwidth_bytes_per_s: int | None = Field(
-        default=None, ge=1, le=MAX_BYTES, description="Recorded; not yet enforced by the agents (docs/policies.md)."
+        default=None, ge=1, le=MAX_BYTES,
+        description="Bytes/s reserved in each host's IO scheduler: the owner's queued IO is served ahead of every "
+        "weight until it has had this much (dmClock's reservation). At most max_bandwidth_bytes_per_s.",
     )
     max_bandwidth_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES)
     max_iops: int | None = Field(default=None, ge=1, le=100_000_000)
+
+    @model_validator(mode="after")
+    def _reservation_within_limit(self) -> QosStage:
+        low, high = self.min_bandwidth_bytes_per_s, self.max_bandwidth_bytes_per_s
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_bandwidth_bytes_per_s {low} is above max_bandwidth_bytes_per_s {high}")
+        return self
 
 
 class LogStage(StageBase):

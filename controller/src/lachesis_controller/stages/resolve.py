@@ -6,7 +6,7 @@ This is where the policy vocabulary becomes the agents' vocabulary, once, before
 | declared kind | shipped as |
 |---|---|
 | `cache` | a `cache` stage; `size_bytes` is the owner's allocation while one is in force, engine and placement handles are chosen per host; `parent` becomes `next`; with `serves` it is the server level of a two-level cache (run by the host's forwarding server), sized by the owner's (and `shared_with`'s) a2 while a two-level split is in force, while level 1 gets a1; `exclusive` ships with it (it holds what level 1 demotes) |
-| `qos` | a `ratelimit` stage from `max_bandwidth_bytes_per_s` / `max_iops`; without either nothing ships and rules pass over it (priorities and minimums are not enforced yet) |
+| `qos` | a `ratelimit` stage: the owner's class in the host's IO scheduler, `min_bandwidth_bytes_per_s` its reservation, `priority` its weight, `max_bandwidth_bytes_per_s` / `max_iops` its limits |
 | `log` | a `log` stage |
 | `replica_set` | no stage: a rule sending IO there becomes a read rule to `read_set` and a rule for the other ops to `write_set` (file detours) |
 | `tail_latency` | with `candidates`: no stage, reads go to them (file detours; the switch spreads reads over them). With `servers`: IO goes to `servers[0]`; while `stages/forwarding.py` says the owner's writes are forwarded, a remote `log` stage `fwd/NAME` on that server comes first (with `reclaim_bytes_per_s` while reclaiming) |
@@ -178,11 +178,8 @@ def shipped_stages(
     for s in sorted(mine, key=lambda s: s["name"]):
         if s["kind"] == "cache":
             out.append(_cache(s, host, sized.get(s["name"], s["size_bytes"]), fdp))
-        elif s["kind"] == "qos" and (s.get("max_bandwidth_bytes_per_s") or s.get("max_iops")):
-            out.append({
-                "kind": "ratelimit", "name": s["name"], "owner": s.get("owner"),
-                "iops": s.get("max_iops"), "bytes_per_s": s.get("max_bandwidth_bytes_per_s"),
-            })
+        elif s["kind"] == "qos":
+            out.append(_qos(s))
         elif s["kind"] == "log":
             out.append({"kind": "log", "name": s["name"], "owner": s.get("owner"), "dir": s["dir"]})
         elif s["kind"] == "tail_latency" and s.get("servers") and s["name"] in (forwarding or {}):
@@ -219,6 +216,19 @@ def fit_devices(stages: list[dict[str, Any]], host: HostView) -> list[dict[str, 
             for s in on:
                 s["size_bytes"] = int(s["size_bytes"] * scale)
     return stages
+
+
+def _qos(stage: Mapping[str, Any]) -> dict[str, Any]:
+    """A qos stage: its owner's class in the host's IO scheduler (reservation, weight from the
+    priority, limits), so even one without limits ships: its priority is enforced."""
+    out = {
+        "kind": "ratelimit", "name": stage["name"], "owner": stage.get("owner"),
+        "iops": stage.get("max_iops"), "bytes_per_s": stage.get("max_bandwidth_bytes_per_s"),
+        "priority": stage.get("priority") or "normal",
+    }
+    if stage.get("min_bandwidth_bytes_per_s"):
+        out["min_bytes_per_s"] = stage["min_bandwidth_bytes_per_s"]
+    return out
 
 
 def _forward_log(stage: Mapping[str, Any], fwd: Forwarding) -> dict[str, Any]:
@@ -270,7 +280,7 @@ def shipped_rules(
                 detours.extend(_files(stage["servers"][:1]))
             elif stage["kind"] == "tail_latency" and d["what"] == "io":
                 detours.extend(_files(stage["candidates"]))
-            # qos without limits, fdp_placement: nothing on the IO path.
+            # fdp_placement: nothing on the IO path.
         base = {k: v for k, v in rule.items() if k not in ("detours",)}
         if split is None:
             if detours:
