@@ -1,9 +1,9 @@
 //! Executes one parsed command for a connection: routes each key to its tenant's store (or
 //! a remote front end), applies the rate limit, writes memcached's reply.
 
+use lachesis_stages::qos::Permit;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Instant;
 
 use lachesis_switch::Op;
 
@@ -67,15 +67,19 @@ fn route(svc: &Service, conn: &Conn, key: &[u8], op: Op) -> Result<Routed, &'sta
         .ok_or(reply::NO_TENANT)
 }
 
-/// Waits out the route's rate limit for a request of `bytes`.
-async fn limit(r: &Routed, bytes: usize) {
-    if let Some(l) = &r.route.limit {
-        let wait = l.debit(bytes, Instant::now());
-        if !wait.is_zero() {
-            r.counters.rate_limited.fetch_add(1, Relaxed);
-            tokio::time::sleep(wait).await;
-        }
+/// Waits until the route's qos stage lets a request of `bytes` through the front end's IO
+/// scheduler; the slot, held while the request runs (none without a qos stage). The wait is on
+/// a blocking thread: the scheduler's gate blocks, the connection's task must not.
+async fn limit(r: &Routed, bytes: usize) -> Option<Permit> {
+    let q = r.route.limit.clone()?;
+    let slot = tokio::task::spawn_blocking(move || q.admit(bytes as u64))
+        .await
+        .ok()?
+        .ok()?;
+    if slot.limited() {
+        r.counters.rate_limited.fetch_add(1, Relaxed);
     }
+    Some(slot)
 }
 
 fn store_of(r: &Routed) -> Option<&Arc<Store>> {
@@ -205,7 +209,7 @@ async fn get_one(
         out.extend_from_slice(body);
         return Ok(());
     };
-    limit(r, key.len()).await;
+    let _slot = limit(r, key.len()).await;
     let item = match touch {
         Some(t) => store.get_and_touch(&key, t)?,
         None => store.get(&key)?,
@@ -260,7 +264,7 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
             data,
             ..
         } => {
-            limit(&r, key.len() + data.len()).await;
+            let _slot = limit(&r, key.len() + data.len()).await;
             r.counters.sets.fetch_add(1, Relaxed);
             let bytes = (key.len() + data.len()) as u64;
             let (res, _) = store.store(*mode, key, *flags, *exptime, data.clone())?;
@@ -274,7 +278,7 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
             }));
         }
         Command::Delete { key, .. } => {
-            limit(&r, key.len()).await;
+            let _slot = limit(&r, key.len()).await;
             r.counters.deletes.fetch_add(1, Relaxed);
             let res = store.delete(key, None)?;
             svc.observe(
@@ -291,7 +295,7 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
             }));
         }
         Command::Touch { key, exptime, .. } => {
-            limit(&r, key.len()).await;
+            let _slot = limit(&r, key.len()).await;
             line.extend_from_slice(text(if store.touch(key, *exptime)? {
                 reply::TOUCHED
             } else {
@@ -301,7 +305,7 @@ async fn keyed(svc: &Service, conn: &mut Conn, cmd: &Command, line: &mut Vec<u8>
         Command::Arith {
             incr, key, delta, ..
         } => {
-            limit(&r, key.len()).await;
+            let _slot = limit(&r, key.len()).await;
             match store.arith(key, *incr, *delta)?.0 {
                 Arith::NotFound => line.extend_from_slice(text(reply::NOT_FOUND)),
                 Arith::NonNumeric => line.extend_from_slice(text(reply::NON_NUMERIC)),
@@ -389,7 +393,7 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 Err(e) => return bad(out, e),
             };
             r.counters.gets.fetch_add(1, Relaxed);
-            limit(&r, m.key.len()).await;
+            let _slot = limit(&r, m.key.len()).await;
             let item = match touch {
                 Some(t) => store.get_and_touch(&m.key, t)?,
                 None => store.get(&m.key)?,
@@ -432,7 +436,7 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 (Some(b"R" | b"r"), _) => StoreMode::Replace,
                 _ => return bad(out, reply::BAD_TOKEN),
             };
-            limit(&r, m.key.len() + m.data.len()).await;
+            let _slot = limit(&r, m.key.len() + m.data.len()).await;
             r.counters.sets.fetch_add(1, Relaxed);
             let bytes = (m.key.len() + m.data.len()) as u64;
             let (res, cas) = store.store(mode, &m.key, flags, ttl, m.data.clone())?;
@@ -452,7 +456,7 @@ async fn meta(svc: &Service, conn: &mut Conn, m: Meta, out: &mut Vec<u8>) -> R<(
                 Ok(c) => c,
                 Err(e) => return bad(out, e),
             };
-            limit(&r, m.key.len()).await;
+            let _slot = limit(&r, m.key.len()).await;
             r.counters.deletes.fetch_add(1, Relaxed);
             let res = store.delete(&m.key, compare)?;
             svc.observe(

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use lachesis_device::measured::MeasuredStatsReader;
-use lachesis_stages::stage::ratelimit::RateLimit;
+use lachesis_stages::qos::{Gate, QosStage};
 use lachesis_stages::stage::resizes::{resize_all, Resize};
 use lachesis_stages::stage::space::Devices;
 use lachesis_switch::{CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageConfig, Tenant};
@@ -99,6 +99,8 @@ pub struct Service {
     pub(crate) conns: ConnCounters,
     pub(crate) started: u64,
     warm: crate::persist::Warm,
+    /// The IO scheduler the qos stages put their tenants' requests through.
+    qos: Arc<Gate>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -128,6 +130,7 @@ impl Service {
             ports: RwLock::new(HashMap::new()),
             conns: ConnCounters::default(),
             started,
+            qos: Arc::new(Gate::default()),
             warm,
             config,
         };
@@ -205,7 +208,11 @@ impl Service {
                 }
                 Ok(Stage::Cache(self.store(Arc::new(fc))))
             }
-            StageConfig::RateLimit(r) => Ok(Stage::RateLimit(Arc::new(RateLimit::new(r)))),
+            // A qos stage is a class of the front end's IO scheduler, shared by all of them.
+            StageConfig::RateLimit(r) => Ok(Stage::RateLimit(Arc::new(QosStage::new(
+                r,
+                self.qos.clone(),
+            )?))),
             StageConfig::Log(l) => Err(format!(
                 "log stage {:?} does not apply to KV requests",
                 l.name

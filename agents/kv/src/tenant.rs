@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use lachesis_stages::qos::QosStage;
 use lachesis_stages::remote::RemoteTarget;
-use lachesis_stages::stage::ratelimit::RateLimit;
 use lachesis_switch::{
     ClassifierKind, DetourKind, IoHeader, Op, Rule, RuleTable, StageConfig, Tenant,
 };
@@ -36,7 +36,8 @@ pub enum Target {
 /// What a rule (or a tenant's default) compiles to.
 #[derive(Clone)]
 pub struct Route {
-    pub limit: Option<Arc<RateLimit>>,
+    /// The qos stage the route's requests wait at (its tenant's scheduler class).
+    pub limit: Option<Arc<QosStage>>,
     pub target: Target,
 }
 
@@ -52,7 +53,7 @@ pub struct Routed {
 #[derive(Clone)]
 pub enum Stage {
     Cache(Arc<Store>),
-    RateLimit(Arc<RateLimit>),
+    RateLimit(Arc<QosStage>),
 }
 
 pub struct Routing {

@@ -7,8 +7,8 @@
 //! and priorities would mean nothing. Depth 1 orders every IO; more lets IO of one class
 //! overlap at the cost of coarser ordering.
 
-use std::collections::HashSet;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::mclock::{Counters, Next, Params, Scheduler, UnknownClass};
@@ -24,8 +24,9 @@ pub enum ClassKey {
 struct Inner {
     sched: Scheduler<ClassKey, u64>,
     in_flight: usize,
-    /// Tickets dispatched whose threads have not picked them up yet.
-    granted: HashSet<u64>,
+    /// Tickets dispatched whose threads have not picked them up yet, and whether their
+    /// class's limits held them.
+    granted: HashMap<u64, bool>,
     next_ticket: u64,
 }
 
@@ -37,12 +38,21 @@ pub struct Gate {
     epoch: Instant,
 }
 
-/// Held while a request's IO runs; dropping it lets the next one go.
-pub struct Permit<'a> {
-    gate: &'a Gate,
+/// Held while a request's IO runs; dropping it lets the next one go. Owned, so an async front
+/// end can wait for it on a blocking thread and hold it across its own code.
+pub struct Permit {
+    gate: Arc<Gate>,
+    limited: bool,
 }
 
-impl Drop for Permit<'_> {
+impl Permit {
+    /// Whether the class's limits held the request past its arrival.
+    pub fn limited(&self) -> bool {
+        self.limited
+    }
+}
+
+impl Drop for Permit {
     fn drop(&mut self) {
         let mut inner = self.gate.lock();
         inner.in_flight -= 1;
@@ -53,7 +63,7 @@ impl Drop for Permit<'_> {
 impl Default for Gate {
     /// [`super::DEPTH`] slots on the real clock.
     fn default() -> Self {
-        Gate::new(super::DEPTH, std::sync::Arc::new(Instant::now))
+        Gate::new(super::DEPTH, Arc::new(Instant::now))
     }
 }
 
@@ -65,7 +75,7 @@ impl Gate {
             inner: Mutex::new(Inner {
                 sched: Scheduler::new(),
                 in_flight: 0,
-                granted: HashSet::new(),
+                granted: HashMap::new(),
                 next_ticket: 0,
             }),
             cv: Condvar::new(),
@@ -101,8 +111,8 @@ impl Gate {
         let mut wait = None;
         while inner.in_flight < self.depth {
             match inner.sched.dispatch(self.now()) {
-                Next::Dispatch { item, .. } => {
-                    inner.granted.insert(item);
+                Next::Dispatch { item, limited, .. } => {
+                    inner.granted.insert(item, limited);
                     inner.in_flight += 1;
                     woke = true;
                 }
@@ -121,7 +131,7 @@ impl Gate {
 
     /// Queues a request of `cost` bytes in `class` and blocks until the scheduler dispatches
     /// it.
-    pub fn acquire(&self, class: &ClassKey, cost: u64) -> Result<Permit<'_>, UnknownClass> {
+    pub fn acquire(self: &Arc<Self>, class: &ClassKey, cost: u64) -> Result<Permit, UnknownClass> {
         let mut inner = self.lock();
         let ticket = inner.next_ticket;
         inner.next_ticket += 1;
@@ -129,8 +139,11 @@ impl Gate {
         inner.sched.enqueue(class, cost, ticket, now)?;
         loop {
             let wait = self.pump(&mut inner);
-            if inner.granted.remove(&ticket) {
-                return Ok(Permit { gate: self });
+            if let Some(limited) = inner.granted.remove(&ticket) {
+                return Ok(Permit {
+                    gate: self.clone(),
+                    limited,
+                });
             }
             inner = match wait {
                 // Only time frees the head (a limit or a reservation not yet due): sleep
@@ -151,7 +164,6 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn fixed_clock() -> Clock {
         let t = Instant::now();
@@ -200,7 +212,7 @@ mod tests {
 
     #[test]
     fn an_unknown_class_is_refused() {
-        let gate = Gate::new(1, fixed_clock());
+        let gate = Arc::new(Gate::new(1, fixed_clock()));
         assert!(gate.acquire(&ClassKey::Declared, 1).is_err());
         // Nothing was left holding a slot.
         gate.set_class(

@@ -159,12 +159,12 @@ pub enum Next<K, T> {
         class: K,
         item: T,
         phase: Phase,
+        /// Whether the class's limits held the request past its arrival.
+        limited: bool,
     },
     /// Requests are queued but none may go before this time (limits, or reservations alone
     /// while every other class is at its limit).
-    Wait {
-        until: f64,
-    },
+    Wait { until: f64 },
     /// Nothing queued.
     Idle,
 }
@@ -303,7 +303,8 @@ impl<K: Ord + Clone + std::fmt::Debug, T> Scheduler<K, T> {
         if busy > 1 {
             n.contended += 1;
         }
-        if req.l > req.arrived {
+        let limited = req.l > req.arrived;
+        if limited {
             n.limited += 1;
             n.limited_bytes += req.cost;
         }
@@ -329,6 +330,7 @@ impl<K: Ord + Clone + std::fmt::Debug, T> Scheduler<K, T> {
             class: key,
             item: req.item,
             phase,
+            limited,
         }
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use lachesis_switch::{Priority, RateLimitConfig};
 
-use super::gate::{ClassKey, Gate};
-use super::mclock::{Params, ParamsError};
+use super::gate::{ClassKey, Gate, Permit};
+use super::mclock::{Params, ParamsError, UnknownClass};
 use crate::stage::{Backend, Stage, StageStats};
 
 /// Weights of the priorities: a high tenant's queued IO goes 4 times as often as a normal
@@ -59,11 +59,14 @@ impl QosStage {
         })
     }
 
+    /// Waits until the scheduler lets a request of `bytes` of this stage's class go; the slot
+    /// it holds while it runs (the KV front end's requests, which run in its own code).
+    pub fn admit(&self, bytes: u64) -> Result<Permit, UnknownClass> {
+        self.gate.acquire(&self.key, bytes)
+    }
+
     fn pass<R>(&self, bytes: usize, io: impl FnOnce() -> R) -> io::Result<R> {
-        let _slot = self
-            .gate
-            .acquire(&self.key, bytes as u64)
-            .map_err(io::Error::other)?;
+        let _slot = self.admit(bytes as u64).map_err(io::Error::other)?;
         Ok(io())
     }
 }
