@@ -55,6 +55,10 @@ class Settings:
     allocation_interval_s: float = 5.0
     allocation_reaction_s: float = 15.0
     allocation_gain: float = 0.01
+    # Sizes in whole units of the stages' region (allocation/units.py), and the seconds a new
+    # allocation is expected to hold, over which refilling the space it moves is paid back.
+    allocation_unit_bytes: int = 1 << 20
+    allocation_refill_horizon_s: float = 60.0
     # How long writes must be quiet before the read-set application restores a flow's
     # replica reads (detours/apps.py; 30 s as in the sRoute paper).
     readset_quiet_s: float = 30.0
@@ -105,6 +109,8 @@ class Settings:
             allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
             allocation_reaction_s=positive_float(env, "LACHESIS_ALLOCATION_REACTION_S", 15.0),
             allocation_gain=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
+            allocation_unit_bytes=positive_int(env, "LACHESIS_ALLOCATION_UNIT_BYTES", 1 << 20),
+            allocation_refill_horizon_s=positive_float(env, "LACHESIS_ALLOCATION_REFILL_HORIZON_S", 60.0),
             readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
             lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),

@@ -16,6 +16,13 @@ one: an operator may apply another (`POST /api/v1/allocations/apply`, as `./lach
 at the start of each phase). Measured against its own last rollout, the loop saw no gain in
 going back to it and left the operator's allocation in place for good.
 
+Two more brakes keep the sizes still (issue 34; Moirai §5.5.5): sizes are whole units of the
+stages (`unit_bytes`, `units.py`), so a rollout changes what is installed only by whole regions
+and never by rounding; and moving space costs the misses of refilling it, so the gain must
+clear the threshold after the refill cost, `refill_block_bytes`-sized blocks for every byte a
+tenant gains, spread over the time the new allocation is expected to hold
+(`refill_horizon_s`): `gain − moved blocks / (Σ weight · horizon) > threshold`.
+
 Dependencies are injected (curve source, clock, publisher, the allocation in force) so the loop
 runs against fakes in unit tests and against the telemetry store and the database in the
 controller.
@@ -30,7 +37,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
@@ -45,6 +52,7 @@ from lachesis_controller.allocation.allocate import (
 )
 from lachesis_controller.allocation.curves import Curve
 from lachesis_controller.allocation.two_level import TwoLevelSpec, TwoLevelSplit, split_allocation
+from lachesis_controller.allocation.units import in_units
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,12 @@ class LoopConfig:
     # Silent this long: idle, its space reclaimed. None: the reaction time.
     idle_after_s: float | None = None
     method: Method = "optimal"
+    # Sizes in whole units of this many bytes (the stages' region); None: as the solver says.
+    unit_bytes: float | None = None
+    # Refill cost: the seconds a new allocation is expected to hold and the block a miss
+    # fetches (the weights' unit); None: moving space costs nothing.
+    refill_horizon_s: float | None = None
+    refill_block_bytes: float = 4096.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,8 @@ class Decision:
     idle: list[str] = field(default_factory=list)
     # Two-level tenants: their split (Moirai §5.3.5); `proposal.sizes` holds their a1.
     levels: dict[str, TwoLevelSplit] = field(default_factory=dict)
+    # What refilling the space that moves costs, in the gain's unit (see the module's doc).
+    refill_cost: float = 0.0
 
 
 class AllocationLoop:
@@ -96,6 +112,7 @@ class AllocationLoop:
         capacity: Callable[[], float | None] | None = None,
         two_level: Callable[[], Mapping[str, TwoLevelSpec]] = dict,
         in_force: Callable[[], Mapping[str, float] | None] | None = None,
+        after_step: Callable[[], Any] | None = None,
     ) -> None:
         self._curves, self._publish, self.config = curves, publish, config
         self._clock, self._guarantees, self._two_level = clock, guarantees, two_level
@@ -104,6 +121,8 @@ class AllocationLoop:
         # The sizes in force whoever decided them, asked every step when given (None: none
         # yet); without it the loop's own last rollout is taken to be in force.
         self._in_force = in_force
+        # Run after every step (the controller checks the curves against the stages there).
+        self._after_step = after_step
         # The loop's own last rollout.
         self.current: dict[str, float] | None = None
         self._active_set: frozenset[str] = frozenset()
@@ -156,6 +175,10 @@ class AllocationLoop:
             return self.last
         try:
             proposal = allocate(demands, capacity, epsilon=cfg.epsilon_fraction * capacity, method=cfg.method)
+            active_n = sum(1 for d in demands.values() if not d.idle)
+            # A cache without a unit for each tenant cannot be cut into units (toy capacities).
+            if cfg.unit_bytes and capacity >= cfg.unit_bytes * max(active_n, 1):
+                proposal = self._in_units(demands, proposal, capacity, cfg.unit_bytes)
             specs = {n: s for n, s in self._two_level().items() if n in demands and not demands[n].idle}
             levels = split_allocation(
                 proposal.sizes, {n: demands[n].curve for n in specs}, dict(specs), cfg.epsilon_fraction * capacity,
@@ -170,6 +193,7 @@ class AllocationLoop:
         baseline = dict(in_force) if in_force is not None else self.current
         before = weighted_hit_rate(demands, baseline) if baseline is not None else 0.0
         gain = (proposal.utility - before) / total_weight
+        refill = self._refill_cost(demands, proposal.sizes, baseline, total_weight)
         active = frozenset(n for n, d in demands.items() if not d.idle)
         if self.current is None:
             go, reason = True, "first allocation"
@@ -177,17 +201,39 @@ class AllocationLoop:
             go, reason = False, f"within the reaction time ({cfg.reaction_time_s:g} s) of the last rollout"
         elif active != self._active_set:
             go, reason = True, "tenants went idle or came back"
-        elif gain > cfg.gain_threshold:
-            go, reason = True, f"predicted gain {gain:.4f} above the threshold {cfg.gain_threshold:g}"
+        elif gain - refill > cfg.gain_threshold:
+            go, reason = True, (f"predicted gain {gain:.4f} less refill cost {refill:.4f} above the threshold "
+                                f"{cfg.gain_threshold:g}")
         else:
-            go, reason = False, f"predicted gain {gain:.4f} not above the threshold {cfg.gain_threshold:g}"
-        decision = Decision(now, proposal, baseline, gain, go, reason, idle, levels)
+            go, reason = False, (f"predicted gain {gain:.4f} less refill cost {refill:.4f} not above the threshold "
+                                 f"{cfg.gain_threshold:g}")
+        decision = Decision(now, proposal, baseline, gain, go, reason, idle, levels, refill)
         if go:
             self.current = dict(proposal.sizes)
             self._active_set = active
             self._last_rollout = now
         self.last = decision
         return decision
+
+    @staticmethod
+    def _in_units(demands: Mapping[str, TenantDemand], proposal: Allocation, capacity: float,
+                  unit: float) -> Allocation:
+        sizes = in_units(demands, proposal.sizes, capacity, unit)
+        hit = {n: (0.0 if demands[n].idle else float(demands[n].curve.hit_ratio(sizes[n]))) for n in sizes}
+        utility = weighted_hit_rate(demands, sizes)
+        return replace(proposal, sizes=sizes, hit_ratios=hit, utility=utility,
+                       upper_bound=max(proposal.upper_bound, utility), step=unit)
+
+    def _refill_cost(self, demands: Mapping[str, TenantDemand], sizes: Mapping[str, float],
+                     baseline: Mapping[str, float] | None, total_weight: float) -> float:
+        """Blocks the tenants that grow must fetch to fill what they gain, over the hits the
+        cache serves in the horizon (0 without a horizon or an allocation in force)."""
+        cfg = self.config
+        if cfg.refill_horizon_s is None or baseline is None:
+            return 0.0
+        grown = sum(max(0.0, sizes.get(n, 0.0) - baseline.get(n, 0.0))
+                    for n, d in demands.items() if not d.idle)
+        return grown / cfg.refill_block_bytes / (total_weight * cfg.refill_horizon_s)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -197,6 +243,8 @@ class AllocationLoop:
                     result = self._publish(decision)
                     if inspect.isawaitable(result):
                         await result
+                if self._after_step is not None:
+                    self._after_step()
             except Exception:  # the loop outlives one bad interval (a broken curve, a bus hiccup)
                 log.exception("allocation loop iteration failed")
             try:

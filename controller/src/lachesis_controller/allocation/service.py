@@ -12,7 +12,13 @@ The loop does nothing until an operator has stated the cache's capacity with a f
 rolls out is a new (one-phase) generation for every host, carrying the sizes as `caches`.
 
 Its timing comes from the environment (`config.Settings`, `loop_config`): LACHESIS_ALLOCATION_INTERVAL_S,
-LACHESIS_ALLOCATION_REACTION_S (the reaction time, default 15 s), LACHESIS_ALLOCATION_GAIN.
+LACHESIS_ALLOCATION_REACTION_S (the reaction time, default 15 s), LACHESIS_ALLOCATION_GAIN, and
+its brakes: LACHESIS_ALLOCATION_UNIT_BYTES (sizes in whole regions, default 1 MiB) and
+LACHESIS_ALLOCATION_REFILL_HORIZON_S (what moving space costs, default 60 s; see `loop.py`).
+
+Every interval it also checks each tenant's curve against its stage's measured hit ratio
+(`curve_check.py`) and sets the metrics `lachesis_tenant_curve_error` and
+`lachesis_tenant_curve_off`; `GET /api/v1/allocations` serves the same check.
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ from lachesis_controller.allocation.allocate import (
     MinHitRatio,
     TenantDemand,
 )
+from lachesis_controller.allocation.curve_check import CheckConfig, CurveCheck, check_curves
 from lachesis_controller.allocation.curves import Curve, CurveError
 from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopConfig, TenantCurve
 from lachesis_controller.allocation.two_level import TwoLevelSpec, TwoLevelSplit
 from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AllocationGuarantee, CacheAllocation
+from lachesis_controller.observability import metrics
 from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.stages import store as stage_store
 
@@ -98,6 +106,39 @@ class CurveStore(Protocol):
     def tenant_rates(self) -> Mapping[str, Any]: ...
 
 
+class StageStore(CurveStore, Protocol):
+    def stages(self) -> list[Any]: ...
+
+
+def curve_checks(store: StageStore, config: CheckConfig = CheckConfig()) -> dict[str, CurveCheck]:
+    """Per tenant with a cache stage: its curve against the stage's measured hit ratio."""
+    curves = {}
+    for name, c in store.latest_curves().items():
+        try:
+            curves[name] = Curve.from_points(c.sizes, c.miss_ratios)
+        except CurveError:
+            continue
+    return check_curves(store.stages(), curves, config)
+
+
+def export_curve_checks(checks: Mapping[str, CurveCheck], exported: set[str]) -> None:
+    """The checks as metrics; tenants no longer checked are dropped from them (`exported`:
+    the tenants set last time, updated)."""
+    for name in exported - set(checks):
+        for gauge in (metrics.TENANT_CURVE_ERROR, metrics.TENANT_CURVE_OFF):
+            try:
+                gauge.remove(name)
+            except KeyError:
+                pass
+    exported.clear()
+    for name, c in checks.items():
+        if c.off is None or c.measured_hit_ratio is None or c.predicted_hit_ratio is None:
+            continue
+        metrics.TENANT_CURVE_ERROR.labels(name).set(c.measured_hit_ratio - c.predicted_hit_ratio)
+        metrics.TENANT_CURVE_OFF.labels(name).set(1.0 if c.off else 0.0)
+        exported.add(name)
+
+
 def telemetry_curves(store: CurveStore) -> Callable[[], dict[str, TenantCurve]]:
     """Each tenant's latest curve, weighted by its current rate of 4 KiB block references
     (IOPS for reports that carry no block-reference counter)."""
@@ -146,6 +187,8 @@ def loop_config(settings: Settings) -> LoopConfig:
         interval_s=settings.allocation_interval_s,
         reaction_time_s=settings.allocation_reaction_s,
         gain_threshold=settings.allocation_gain,
+        unit_bytes=float(settings.allocation_unit_bytes),
+        refill_horizon_s=settings.allocation_refill_horizon_s,
     )
 
 
@@ -216,7 +259,15 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
         if bus is not None:
             await bus.publish(publications, source="allocation")
 
+    exported: set[str] = set()
+    stages = getattr(store, "stages", None)
+
+    def check() -> None:
+        # A store without stage reports (the unit tests' fakes) has no curves to check.
+        if stages is not None:
+            export_curve_checks(curve_checks(store), exported)  # type: ignore[arg-type]
+
     loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity,
-                          two_level=side.two_level, in_force=side.in_force)
+                          two_level=side.two_level, in_force=side.in_force, after_step=check)
     holder["loop"] = loop
     return asyncio.create_task(loop.run(stop), name="allocation-loop")

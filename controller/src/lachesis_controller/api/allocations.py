@@ -3,6 +3,8 @@ hit-ratio curve that share sits on, and the guarantees that come first (allocati
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,7 +19,7 @@ from lachesis_controller.allocation import (
     allocate,
     weighted_hit_rate,
 )
-from lachesis_controller.allocation.service import guarantee_of
+from lachesis_controller.allocation.service import curve_checks, guarantee_of
 from lachesis_controller.allocation.service import shares as tenant_shares
 from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
@@ -32,6 +34,7 @@ from lachesis_controller.rollout import engine as rollouts
 from lachesis_controller.schemas.allocations import (
     AllocationSummary,
     BandwidthIn,
+    CurveCheckOut,
     FixedSizeIn,
     GuaranteeBody,
     GuaranteeOut,
@@ -102,6 +105,8 @@ def _tenant_names(session: Session) -> set[str]:
 async def list_allocations(
     request: Request, response: Response, session: SessionDep, principal: PrincipalDep, page: PageDep
 ) -> list[TenantAllocationOut]:
+    store = getattr(request.app.state, "telemetry", None)
+    checks = curve_checks(store) if store is not None else {}
     with session.begin():
         rows = {r.state: r for r in session.scalars(select(CacheAllocation))}
         guarantees = {g.tenant: g for g in session.scalars(select(AllocationGuarantee))}
@@ -117,6 +122,7 @@ async def list_allocations(
                 current=TenantShare.model_validate(shares[CURRENT]) if shares[CURRENT] else None,
                 proposed=TenantShare.model_validate(shares[PROPOSED]) if shares[PROPOSED] else None,
                 guarantee=_guarantee_in(g) if g else None,
+                curve_check=CurveCheckOut.model_validate(asdict(checks[name])) if name in checks else None,
             ))
     return page.cut(out, request, response)
 

@@ -37,3 +37,14 @@ CONTROLLER_LEADER = Gauge(
     "lachesis_controller_leader",
     "1 while this controller replica holds the leader lease (runs the allocation loop, reconciler and consumers)",
 )
+TENANT_CURVE_ERROR = Gauge(
+    "lachesis_tenant_curve_error",
+    "A tenant's cache stage's measured hit ratio minus its curve's prediction at the installed size, "
+    "once enough references were counted after the warm-up (allocation/curve_check.py)",
+    ["tenant"],
+)
+TENANT_CURVE_OFF = Gauge(
+    "lachesis_tenant_curve_off",
+    "1 while a tenant's curve is off its stage's measured hit ratio by more than the tolerance, 0 while within",
+    ["tenant"],
+)

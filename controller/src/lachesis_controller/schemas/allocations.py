@@ -79,11 +79,26 @@ class TenantShare(BaseModel):
     curve_point: AllocationCurvePoint
 
 
+class CurveCheckOut(BaseModel):
+    """The tenant's curve against its cache stage's measured hit ratio (allocation/curve_check.py)."""
+
+    installed_bytes: int = Field(description="The size the stage is installed at, where the curve is read.")
+    measured_hit_ratio: float | None = Field(
+        description="Hits over the references counted at this size after the warm-up; null until enough.")
+    predicted_hit_ratio: float | None = Field(description="1 - the curve's miss ratio at installed_bytes.")
+    references: int = Field(description="References measured (after the warm-up).")
+    off: bool | None = Field(
+        description="The curve is off the measurement by more than the tolerance; null: no verdict yet.")
+    reason: str
+
+
 class TenantAllocationOut(BaseModel):
     tenant: str
     current: TenantShare | None
     proposed: TenantShare | None
     guarantee: GuaranteeIn | None
+    curve_check: CurveCheckOut | None = Field(
+        default=None, description="Is the tenant's curve right? Null: it has no reporting cache stage.")
 
 
 class AllocationSummary(BaseModel):
