@@ -224,6 +224,39 @@ export interface components {
             /** Value */
             value: string;
         };
+        /**
+         * CurveCheckOut
+         * @description The tenant's curve against its cache stage's measured hit ratio (allocation/curve_check.py).
+         */
+        CurveCheckOut: {
+            /**
+             * Installed Bytes
+             * @description The size the stage is installed at, where the curve is read.
+             */
+            installed_bytes: number;
+            /**
+             * Measured Hit Ratio
+             * @description Hits over the references counted at this size after the warm-up; null until enough.
+             */
+            measured_hit_ratio: number | null;
+            /**
+             * Off
+             * @description The curve is off the measurement by more than the tolerance; null: no verdict yet.
+             */
+            off: boolean | null;
+            /**
+             * Predicted Hit Ratio
+             * @description 1 - the curve's miss ratio at installed_bytes.
+             */
+            predicted_hit_ratio: number | null;
+            /** Reason */
+            reason: string;
+            /**
+             * References
+             * @description References measured (after the warm-up).
+             */
+            references: number;
+        };
         /** CurveIn */
         CurveIn: {
             /**
@@ -1170,7 +1203,7 @@ export interface components {
             max_iops?: number | null;
             /**
              * Min Bandwidth Bytes Per S
-             * @description Recorded; not yet enforced by the agents (docs/policies.md).
+             * @description Bytes/s reserved in each host's IO scheduler: the owner's queued IO is served ahead of every weight until it has had this much (dmClock's reservation). At most max_bandwidth_bytes_per_s.
              */
             min_bandwidth_bytes_per_s?: number | null;
             /**
@@ -1185,7 +1218,7 @@ export interface components {
             owner?: string | null;
             /**
              * Priority
-             * @description Recorded; not yet enforced by the agents (docs/policies.md).
+             * @description The owner's weight in each host's IO scheduler beyond reservations (high 32, normal 8, low 2): queued IO of a high tenant goes 4 times as often as a normal one's, 16 times as often as a low one's.
              * @default normal
              * @enum {string}
              */
@@ -2011,6 +2044,8 @@ export interface components {
         /** TenantAllocationOut */
         TenantAllocationOut: {
             current: components["schemas"]["TenantShare"] | null;
+            /** @description Is the tenant's curve right? Null: it has no reporting cache stage. */
+            curve_check?: components["schemas"]["CurveCheckOut"] | null;
             /** Guarantee */
             guarantee: (components["schemas"]["MinHitRatioIn"] | components["schemas"]["BandwidthIn"] | components["schemas"]["FixedSizeIn"]) | null;
             proposed: components["schemas"]["TenantShare"] | null;
