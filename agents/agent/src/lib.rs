@@ -7,6 +7,7 @@
 pub mod bus;
 pub mod bus_lag;
 pub mod caps;
+pub mod cli;
 pub mod datapath;
 pub mod declared_link;
 pub mod detour_link;
@@ -21,6 +22,7 @@ pub mod otel;
 pub mod persist;
 pub mod runner;
 pub mod server_level;
+pub mod start;
 pub mod state;
 pub mod telemetry;
 
