@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -49,8 +49,16 @@ Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
 Traceparent = Annotated[str | None, Field(pattern=TRACEPARENT_PATTERN)]
 RolloutId = Annotated[str | None, Field(min_length=1, max_length=64)]
 Op = Literal["read", "write", "create", "delete"]
-# Absent (None) only as the unset default: the schemas allow no null here.
 Phase = Literal["quiesce", "install"]
+
+_T = TypeVar("_T")
+# An optional field the schemas allow no null in: `x: Absent[int] = Field(default=None)` is
+# None when the message left it out, and validates as `int` (an explicit null is refused, the
+# JSON Schema has no null). The type checker sees `int | None`, which it is once parsed.
+if TYPE_CHECKING:
+    Absent: TypeAlias = _T | None
+else:
+    Absent = Annotated[_T, "absent: None only as the unset default"]
 
 
 class BusModel(BaseModel):
@@ -105,7 +113,7 @@ class Match(BusModel):
     tenant: Name | None = None
     # Absent means any op. The schema allows no null here, so None is only the "unset"
     # default and an explicit null is rejected by the list type.
-    ops: list[Op] = Field(default=None, json_schema_extra=_ops_schema)  # type: ignore[assignment]
+    ops: Absent[list[Op]] = Field(default=None, json_schema_extra=_ops_schema)
     path_prefix: str | None = Field(default=None, min_length=1)
     key_prefix: str | None = Field(default=None, min_length=1)
     range: ByteRange | None = None
@@ -194,8 +202,8 @@ class RateLimitStageConfig(BusModel):
     iops: int | None = Field(ge=1, le=100_000_000)
     bytes_per_s: int | None = Field(ge=1, le=MAX_BYTES)
     # The IO scheduler's reservation and weight class (absent: none, normal).
-    min_bytes_per_s: int = Field(default=None, ge=1, le=MAX_BYTES)  # type: ignore[assignment]
-    priority: Literal["high", "normal", "low"] = Field(default=None)  # type: ignore[assignment]
+    min_bytes_per_s: Absent[int] = Field(default=None, ge=1, le=MAX_BYTES)
+    priority: Absent[Literal["high", "normal", "low"]] = Field(default=None)
 
     @model_validator(mode="after")
     def _something_set(self) -> RateLimitStageConfig:
@@ -230,15 +238,15 @@ class DesiredState(BusModel):
     issued_at: Timestamp
     traceparent: Traceparent
     # Two-phase rollouts (api-schemas/README.md): absent means a one-phase install.
-    phase: Phase = None  # type: ignore[assignment]
-    quiesce: list[Match] = Field(default=None)  # type: ignore[assignment]
-    restores: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    phase: Absent[Phase] = None
+    quiesce: Absent[list[Match]] = Field(default=None)
+    restores: Absent[int] = Field(default=None, ge=0)
     # Absent: no allocation (agents keep no per-tenant cache sizes).
-    caches: list[CacheSize] = Field(default=None)  # type: ignore[assignment]
+    caches: Absent[list[CacheSize]] = Field(default=None)
     tenants: list[Tenant]
     rules: list[Rule]
     # Absent: no stages.
-    stages: list[StageConfig] = Field(default=None, max_length=1024)  # type: ignore[assignment]
+    stages: Absent[list[StageConfig]] = Field(default=None, max_length=1024)
 
 
 class Device(BusModel):
@@ -248,7 +256,7 @@ class Device(BusModel):
     size_bytes: int = Field(ge=0)
     fdp: bool
     placement_handles: int = Field(ge=0)
-    reclaim_unit_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    reclaim_unit_bytes: Absent[int] = Field(default=None, ge=0)
 
 
 class Kernel(BusModel):
@@ -282,7 +290,7 @@ class DataPath(BusModel):
         max_length=5, json_schema_extra=_unique_items
     )
     # Absent: an agent from before operations were registered (not judged).
-    ops: Annotated[list[Op], AfterValidator(_unique_ops)] = Field(  # type: ignore[assignment]
+    ops: Absent[Annotated[list[Op], AfterValidator(_unique_ops)]] = Field(
         default=None, max_length=4, json_schema_extra=_unique_items
     )
 
@@ -290,8 +298,10 @@ class DataPath(BusModel):
 class DataPaths(BusModel):
     """The data paths the agent runs; one not listed is not run."""
 
-    fuse: DataPath = Field(default=None, description="The FUSE switch (--mount): file IO, classified at open.")  # type: ignore[assignment]
-    kv: DataPath = Field(  # type: ignore[assignment]
+    fuse: Absent[DataPath] = Field(
+        default=None, description="The FUSE switch (--mount): file IO, classified at open."
+    )
+    kv: Absent[DataPath] = Field(
         default=None, description="The key-value front end (--kv-listen): requests, classified by key or port."
     )
 
@@ -301,7 +311,7 @@ class Capabilities(BusModel):
     devices: list[Device]
     kernel: Kernel
     # Absent: an agent from before data paths were registered (policy/enforced.py).
-    data_paths: DataPaths = Field(default=None)  # type: ignore[assignment]
+    data_paths: Absent[DataPaths] = Field(default=None)
 
 
 class Registration(BusModel):
@@ -326,11 +336,11 @@ class Ack(BusModel):
     host_id: HostId
     generation: int = Field(ge=1)
     rollout_id: RolloutId
-    phase: Phase = None  # type: ignore[assignment]
+    phase: Absent[Phase] = None
     status: Literal["applied", "rejected"]
     reason: str | None
     rules_installed: int = Field(ge=0)
-    drained: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    drained: Absent[int] = Field(default=None, ge=0)
     acked_at: Timestamp
     traceparent: Traceparent
 
@@ -387,7 +397,7 @@ class TelemetryTenant(BusModel):
     latency_us_p99: LatencyP99 | None
     curve: TelemetryCurve | None
     # Absent: no cache size allocated to the tenant at this host.
-    cache: TelemetryCache = Field(default=None)  # type: ignore[assignment]
+    cache: Absent[TelemetryCache] = Field(default=None)
 
 
 class TelemetryHandle(BusModel):
@@ -401,10 +411,10 @@ class TelemetryDevice(BusModel):
     host_bytes_written: Counter
     media_bytes_written: Counter | None
     # Absent from agents that do not know them (older agents, plain devices).
-    kind: Literal["file", "block", "nvme", "measured"] = Field(default=None)  # type: ignore[assignment]
-    placement_handles: int = Field(default=None, ge=0)  # type: ignore[assignment]
-    reclaim_unit_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
-    handles: list[TelemetryHandle] = Field(default=None, max_length=65536)  # type: ignore[assignment]
+    kind: Absent[Literal["file", "block", "nvme", "measured"]] = Field(default=None)
+    placement_handles: Absent[int] = Field(default=None, ge=0)
+    reclaim_unit_bytes: Absent[int] = Field(default=None, ge=0)
+    handles: Absent[list[TelemetryHandle]] = Field(default=None, max_length=65536)
 
 
 class TelemetryPart(BusModel):
@@ -417,7 +427,7 @@ class TelemetryPart(BusModel):
     hits: Counter
     flash_bytes_written: Counter
     # Absent from agents that do not report it.
-    dram_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    dram_bytes: Absent[int] = Field(default=None, ge=0)
 
 
 class TelemetryQos(BusModel):
@@ -438,31 +448,31 @@ class TelemetryStage(BusModel):
     name: StageName
     kind: Literal["cache", "ratelimit", "log"]
     owner: Name | None
-    engine: CacheEngine = Field(default=None)  # type: ignore[assignment]
-    size_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
-    installed_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
-    hits: Counter = Field(default=None)  # type: ignore[assignment]
-    misses: Counter = Field(default=None)  # type: ignore[assignment]
-    bytes_read_hit: Counter = Field(default=None)  # type: ignore[assignment]
-    bytes_read_miss: Counter = Field(default=None)  # type: ignore[assignment]
-    bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
+    engine: Absent[CacheEngine] = Field(default=None)
+    size_bytes: Absent[int] = Field(default=None, ge=0)
+    installed_bytes: Absent[int] = Field(default=None, ge=0)
+    hits: Absent[Counter] = Field(default=None)
+    misses: Absent[Counter] = Field(default=None)
+    bytes_read_hit: Absent[Counter] = Field(default=None)
+    bytes_read_miss: Absent[Counter] = Field(default=None)
+    bytes_written: Absent[Counter] = Field(default=None)
     # The flash engine's ALWA: bytes asked to store, bytes written to the device.
-    app_bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
-    flash_bytes_written: Counter = Field(default=None)  # type: ignore[assignment]
-    evictions: Counter = Field(default=None)  # type: ignore[assignment]
-    writebacks: Counter = Field(default=None)  # type: ignore[assignment]
-    dirty_bytes: int = Field(default=None, ge=0)  # type: ignore[assignment]
+    app_bytes_written: Absent[Counter] = Field(default=None)
+    flash_bytes_written: Absent[Counter] = Field(default=None)
+    evictions: Absent[Counter] = Field(default=None)
+    writebacks: Absent[Counter] = Field(default=None)
+    dirty_bytes: Absent[int] = Field(default=None, ge=0)
     # Log stages: bytes copied back to the route (tail-latency reclaim).
-    reclaimed_bytes: Counter = Field(default=None)  # type: ignore[assignment]
+    reclaimed_bytes: Absent[Counter] = Field(default=None)
     # Two-level caches with demotion: level 1's evictions queued for the server level / the
     # server level's demoted blocks taken, and its hits on them.
-    demoted_blocks: Counter = Field(default=None)  # type: ignore[assignment]
-    demotion_hits: Counter = Field(default=None)  # type: ignore[assignment]
+    demoted_blocks: Absent[Counter] = Field(default=None)
+    demotion_hits: Absent[Counter] = Field(default=None)
     # Qos stages: the IO scheduler's counts of the stage's class.
-    qos: TelemetryQos = Field(default=None)  # type: ignore[assignment]
+    qos: Absent[TelemetryQos] = Field(default=None)
     # Absent: the FUSE switch runs it.
-    front_end: Literal["fs", "kv"] = Field(default=None)  # type: ignore[assignment]
-    parts: list[TelemetryPart] = Field(default=None, max_length=8)  # type: ignore[assignment]
+    front_end: Absent[Literal["fs", "kv"]] = Field(default=None)
+    parts: Absent[list[TelemetryPart]] = Field(default=None, max_length=8)
 
 
 class TelemetryDeclaredFile(BusModel):
@@ -483,7 +493,7 @@ class TelemetryDeclaredJob(BusModel):
     shared_bytes: Counter
     error: str | None = Field(max_length=4096)
     # Once done: each range's checksum.
-    files: list[TelemetryDeclaredFile] = Field(default=None, max_length=1024)  # type: ignore[assignment]
+    files: Absent[list[TelemetryDeclaredFile]] = Field(default=None, max_length=1024)
 
 
 class TelemetryEndpoint(BusModel):
@@ -504,8 +514,8 @@ class Telemetry(BusModel):
     tenants: list[TelemetryTenant]
     devices: list[TelemetryDevice]
     # Absent: the agent has no data path.
-    stages: list[TelemetryStage] = Field(default=None, max_length=1024)  # type: ignore[assignment]
+    stages: Absent[list[TelemetryStage]] = Field(default=None, max_length=1024)
     # Absent: the agent has no data path.
-    declared_io: list[TelemetryDeclaredJob] = Field(default=None, max_length=256)  # type: ignore[assignment]
+    declared_io: Absent[list[TelemetryDeclaredJob]] = Field(default=None, max_length=256)
     # Absent: the agent has no data path.
-    endpoints: list[TelemetryEndpoint] = Field(default=None, max_length=256)  # type: ignore[assignment]
+    endpoints: Absent[list[TelemetryEndpoint]] = Field(default=None, max_length=256)
