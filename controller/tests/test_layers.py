@@ -26,6 +26,7 @@ LAYERS: list[str | set[str]] = [
     "db",
     "config",
     "validation",
+    "contracts",
 ]
 # What may stand at the package's top level besides package folders.
 TOP_LEVEL_MODULES = {"__init__", "app", "main", "config", "db", "models"}

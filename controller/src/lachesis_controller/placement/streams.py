@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
-Pattern = Literal["sequential", "random"]
+from lachesis_controller.contracts.engine_parts import PART_PATTERNS as PART_PATTERNS
+from lachesis_controller.contracts.engine_parts import Pattern
 
-# Engine parts and how they write (Kangaroo: KLog is a log, KSet sets are rewritten in place;
-# FairyWREN's FwLog and FwSets' hot and cold subsets are all logs on flash).
-PART_PATTERNS: dict[str, Pattern] = {
-    "loc": "sequential",
-    "klog": "sequential",
-    "fwlog": "sequential",
-    "fwsets": "sequential",
-    "fwcold": "sequential",
-    "kset": "random",
-    "set-assoc": "random",
-}
+# PART_PATTERNS: engine parts and how they write (Kangaroo: KLog is a log, KSet sets are
+# rewritten in place; FairyWREN's FwLog and FwSets' hot and cold subsets are all logs on
+# flash), as the stage contract says it (api-schemas/bus/common.schema.json, x-write-pattern).
 
 
 @dataclass(frozen=True)

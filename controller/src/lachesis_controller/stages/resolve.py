@@ -22,18 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lachesis_controller.contracts.engine_parts import ENGINE_PARTS
 from lachesis_controller.placement import Placement, Stream, assign
 from lachesis_controller.stages.forwarding import LOG_ROOT, Forwarding, log_name, server_addr
 
-# Engine -> the write streams it has (placement/streams.py names the same parts).
-ENGINE_PARTS: dict[str, tuple[str, ...]] = {
-    "dram": (),
-    "loc": ("loc",),
-    "kangaroo": ("klog", "kset"),
-    "hybrid": ("klog", "kset", "loc"),
-    "fairywren": ("fwlog", "fwsets", "fwcold"),
-    "hybrid-fairywren": ("fwlog", "fwsets", "fwcold", "loc"),
-}
 MAX_NAME = 63
 
 

@@ -1,0 +1,3 @@
+"""Modules generated from the contracts in api-schemas/ (the bottom layer: they import nothing
+of the controller). Each has a generator beside it and a test that the committed module is
+what the generator writes from the contract today."""
