@@ -98,6 +98,9 @@ REMOTE = ("e2e/test_fs_remote.py::test_tenant_writes_go_to_the_remote_host_and_r
 ALLOCATION = ("e2e/test_closed_loop.py::test_the_loop_beats_an_equal_split_on_the_real_stages",)
 FS_CGROUP = ("e2e/test_fs.py::test_tenant_by_cgroup_routes_its_writes",)
 EXAMPLES = ("e2e/test_policy_examples.py::test_every_example_policy_installs_on_a_host_with_a_data_path",)
+QOS_PRIORITY = ("e2e/test_qos_scheduler.py::test_a_high_tenant_goes_first",)
+QOS_RESERVATION = ("e2e/test_qos_scheduler.py::test_a_reservation_goes_ahead_of_a_heavier_tenant",)
+QOS_CAP = ("e2e/test_qos_scheduler.py::test_a_cap_holds_a_tenant_below_it",)
 SCRUB_CLOCK = ("controller/tests/test_declared_io.py::test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs",)
 PLANNER = ("agents/declared/tests/planner.rs::deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_nothing",)
 ENTRY = ("controller/tests/test_tail_latency.py::test_entry_needs_enter_reports_slow_reports_in_a_row",)
@@ -171,11 +174,11 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Unit | Named | Gap] = {
     "stages[qos].shared_with": Guarded("another tenant's rule may target it only when shared"),
     "stages[qos].hosts": Io("a limiter scoped to another host is shipped there, not here"),
     "stages[qos].max_iops": Shown(KV, ("max_iops",)),
-    "stages[qos].max_bandwidth_bytes_per_s": Gap("the limiter's count of bytes delayed for a tenant over its bandwidth"),
-    "stages[qos].min_bandwidth_bytes_per_s": Gap("issue 34: reservations in an IO scheduler (dmClock)"),
-    "stages[qos].priority=high": Gap("issue 34: a prioritised tenant's isolated cache and IO served first"),
-    "stages[qos].priority=normal": Named(),
-    "stages[qos].priority=low": Gap("issue 34: a low-priority class"),
+    "stages[qos].max_bandwidth_bytes_per_s": Shown(QOS_CAP, ("max_bandwidth_bytes_per_s",)),
+    "stages[qos].min_bandwidth_bytes_per_s": Shown(QOS_RESERVATION, ("min_bandwidth_bytes_per_s",)),
+    "stages[qos].priority=high": Shown(QOS_PRIORITY, ("priority: high",)),
+    "stages[qos].priority=normal": Shown(QOS_CAP, ("priority: normal",)),
+    "stages[qos].priority=low": Shown(QOS_PRIORITY, ("priority: low",)),
     "stages[log].kind=log": Io("the tenant's writes land in log files under dir and read back through the mount"),
     "stages[log].owner": Io("the log stage is its owner's: its writes go there"),
     "stages[log].shared_with": Guarded("another tenant's rule may target it only when shared"),
