@@ -362,6 +362,16 @@ def output_demo(result: dict[str, Any]) -> str:
         for t in phase["tenants"]:
             lines.append(f"  {t['name']:<28} {t['requests']:>9} {mib(t['allocated_bytes'])} {mib(t['installed_bytes'])}"
                          f" {pct(t['hit_ratio']):>7} {pct(t['predicted_hit_ratio']):>9}")
+    c = result.get("comparison")
+    if c:
+        share = "-" if c["gain_share"] is None else f"{100 * c['gain_share']:.0f}%"
+        lines.append(f"loop vs equal split: measured gain {pct(c['measured_gain'])} "
+                     f"({pct(c['measured_gain_same_weights']).strip()} weighted as the prediction), the curves predict "
+                     f"{pct(c['predicted_gain'])} ({share} of it); installed = allocated: {c['installed_equals_allocated']}")
+    changes = result["loop"].get("size_changes") or []
+    lines.append(f"size changes under the loop: {len(changes)}"
+                 + "".join(f"\n  {x['at_s']:6.1f} s {x['tenant']}: {mib(x['from_bytes']).strip()} -> "
+                           f"{mib(x['to_bytes']).strip()} MiB" for x in changes))
     lines.append("devices:")
     for d in result["devices"]:
         dlwa = "-" if d["dlwa"] is None else f"{d['dlwa']:.3f}"

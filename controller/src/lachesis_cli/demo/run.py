@@ -35,6 +35,9 @@ from ..errors import EXIT_FAILED, CliError
 from . import traces
 
 BLOCK = 4096
+# The cache stages' unit (a region of the measuring device): the equal split is cut to whole
+# ones, as the allocation loop's sizes are, so that installed = allocated in both phases.
+REGION = 1 << 20
 # References per second the replays may issue together through FUSE on a small host; the
 # scaling rate is picked so a phase replays each trace about once.
 REPLAY_IOPS = 4000
@@ -173,8 +176,7 @@ class Demo:
         """The allocation set to the equal split, pinned there by fixed-size guarantees (`equal`)
         or left to the loop, and a fresh stage per tenant, installed; returns when the equal
         split was computed (`computed_at` of the current allocation the loop starts from)."""
-        n = len(self.tenants)
-        share = self.cache_bytes // n
+        share = self.equal_share()
         for t in self.tenants:
             if equal:
                 self.client.request("PUT", f"/api/v1/allocations/guarantees/{t.name}",
@@ -203,6 +205,10 @@ class Demo:
                 self.client.request("DELETE", f"/api/v1/stages/{old}", ok=(404,))
         self._wait_installed()
         return datetime.fromisoformat(applied["computed_at"])
+
+    def equal_share(self) -> int:
+        """Each tenant's share of the equal split, in whole regions."""
+        return max(self.cache_bytes // len(self.tenants) // REGION, 1) * REGION
 
     def _wait_installed(self) -> None:
         deadline = time.monotonic() + 120
@@ -268,12 +274,22 @@ class Demo:
     def _replay(self) -> dict[str, dict[str, int]]:
         procs = self._start_replays(time.time() + self.seconds)
         start = time.time()
+        self.size_changes = []
+        last: dict[str, int] = {}
+        stage_of = {t.stage: t.name for t in self.tenants}
         while any(p.poll() is None for p in procs.values()):
             time.sleep(1.0)
-            done = int(time.time() - start)
+            at = round(time.time() - start, 1)
+            sizes = {stage_of[n]: s.get("allocated_bytes") for n, s in self._stage_counters().items() if n in stage_of}
+            # Every change of a tenant's size, for the stability check (once per reaction time).
+            for name, size in sizes.items():
+                if size is not None and last.get(name, size) != size:
+                    self.size_changes.append({"at_s": at, "tenant": name, "from_bytes": last[name], "to_bytes": size})
+                if size is not None:
+                    last[name] = size
+            done = int(at)
             if done % 10 == 0 and done:
-                sizes = {n: s.get("allocated_bytes") for n, s in self._stage_counters().items()}
-                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) >> 20}MiB' for n, v in sorted(sizes.items()))}")
+                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) / (1 << 20):g}MiB' for n, v in sorted(sizes.items()))}")
         return self._results(procs)
 
     @contextmanager
@@ -304,7 +320,17 @@ class Demo:
             })
         hits = sum(r["hits"] for r in rows)
         total = hits + sum(r["misses"] for r in rows)
-        return {"hit_ratio": hits / total if total else None, "tenants": rows}
+        return {"hit_ratio": hits / total if total else None, "tenants": rows,
+                "size_changes": list(getattr(self, "size_changes", []))}
+
+    def predicted_aggregate(self, sizes: dict[str, int | None], weights: dict[str, int]) -> float | None:
+        """The curves' aggregate hit ratio at `sizes`, tenants weighted by `weights` (their
+        requests): what the allocator expects of an allocation."""
+        total = sum(weights.values())
+        preds = {n: self._predicted(n, s) for n, s in sizes.items()}
+        if not total or any(p is None for p in preds.values()):
+            return None
+        return sum(weights[n] * p for n, p in preds.items() if p is not None) / total
 
     def _predicted(self, tenant: str, size: int | None) -> float | None:
         """The tenant's curve at its allocated size: what the allocator expected."""
@@ -335,6 +361,31 @@ class Demo:
             self.client.request("DELETE", f"/api/v1/allocations/guarantees/{t.name}", ok=(404,))
 
 
+def comparison(demo: Demo, equal: dict[str, Any], loop: dict[str, Any]) -> dict[str, Any]:
+    """The loop's measured gain over the equal split against the gain the curves predict,
+    both allocations read on the same (latest) curves, tenants weighted by the loop phase's
+    requests so only the sizes differ."""
+    weights = {r["name"]: r["requests"] for r in loop["tenants"]}
+    share = demo.equal_share()
+    predicted_equal = demo.predicted_aggregate({n: share for n in weights}, weights)
+    predicted_loop = demo.predicted_aggregate({r["name"]: r["allocated_bytes"] for r in loop["tenants"]}, weights)
+    measured = None if loop["hit_ratio"] is None or equal["hit_ratio"] is None else loop["hit_ratio"] - equal["hit_ratio"]
+    predicted = None if predicted_equal is None or predicted_loop is None else predicted_loop - predicted_equal
+    # The phases' aggregates weigh tenants by the requests each replayed, which moves with the
+    # hit ratios themselves (a tenant that misses everything replays faster from the page
+    # cache); the same tenants' hit ratios weighted as the prediction is show the sizes alone.
+    ratios = {p: {r["name"]: r["hit_ratio"] for r in phase["tenants"]} for p, phase in (("equal", equal), ("loop", loop))}
+    same = None
+    if all(v is not None for r in ratios.values() for v in r.values()) and sum(weights.values()):
+        same = sum(weights[n] * (ratios["loop"][n] - ratios["equal"][n]) for n in weights) / sum(weights.values())
+    return {
+        "measured_gain": measured, "measured_gain_same_weights": same, "predicted_gain": predicted,
+        "predicted_equal": predicted_equal, "predicted_loop": predicted_loop,
+        "gain_share": measured / predicted if measured is not None and predicted else None,
+        "installed_equals_allocated": all(r["installed_bytes"] == r["allocated_bytes"] for r in loop["tenants"]),
+    }
+
+
 def run(client: Client, home: Path, paths: list[Path], seconds: float, cache_bytes: int, compare: bool,
         progress: Callable[[str], None] = log) -> dict[str, Any]:
     demo = Demo(client, home, seconds, cache_bytes)
@@ -349,6 +400,8 @@ def run(client: Client, home: Path, paths: list[Path], seconds: float, cache_byt
     finally:
         demo.clean_up()
     result["tenants"] = loop["tenants"]
-    result["loop"] = {"hit_ratio": loop["hit_ratio"]}
+    result["loop"] = {"hit_ratio": loop["hit_ratio"], "size_changes": loop["size_changes"]}
+    if compare:
+        result["comparison"] = comparison(demo, result["equal_split"], loop)
     result["devices"] = devices
     return result
