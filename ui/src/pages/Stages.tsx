@@ -58,6 +58,8 @@ function usePrediction(stage: StageOut, stages: StageOut[], hostId: string) {
 
 function StageHostRow({ stage, stages, h, host }: { stage: StageOut; stages: StageOut[]; h: StageHost; host: HostOut | undefined }) {
   const predicted = usePrediction(stage, stages, h.host_id);
+  // The controller's check of the owner's curve against its stage (allocation/curve_check.py).
+  const check = allocationFor(useAllocations().data, stage.owner ?? "")?.curve_check;
   const reads = (h.hits ?? 0) + (h.misses ?? 0);
   return (
     <tr data-testid={`stage-host-${h.host_id}`}>
@@ -80,6 +82,14 @@ function StageHostRow({ stage, stages, h, host }: { stage: StageOut; stages: Sta
             <small className="muted">
               ({predicted.source === "curve" ? `curve at ${bytes(predicted.size_bytes)}` : "allocation"})
             </small>
+            {check?.off ? (
+              <>
+                {" "}
+                <Badge tone="warn" testId="stage-curve-off">
+                  curve off: {check.reason}
+                </Badge>
+              </>
+            ) : null}
           </>
         ) : (
           "—"

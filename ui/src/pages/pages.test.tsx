@@ -214,6 +214,17 @@ const LOOP = {
 };
 
 describe("cache stages page", () => {
+  it("marks a stage whose owner's curve the controller found off its measured hit ratio", async () => {
+    const check = { installed_bytes: 64 * MiB, measured_hit_ratio: 0.75, predicted_hit_ratio: 0.4, references: 20000, off: true, reason: "measured 0.750, curve 0.400: off 0.1" };
+    const routes = { ...LOOP, "/api/v1/allocations": [{ ...LOOP["/api/v1/allocations"][0], curve_check: check }, LOOP["/api/v1/allocations"][1]] };
+    signedIn("#/stages");
+    render(wrap(<App />, fakeController({ routes })));
+    const stage = await screen.findByTestId("stage-cache/analytics");
+    const row = within(stage).getByTestId("stage-host-host-a");
+    await waitFor(() => expect(within(row).getByTestId("stage-curve-off").textContent).toBe("curve off: measured 0.750, curve 0.400: off 0.1"));
+    expect(within(screen.getByTestId("stage-cache/db")).queryByTestId("stage-curve-off")).toBeNull();
+  });
+
   it("shows per tenant and per host the allocated and installed size, the measured and predicted hit ratio, and their history", async () => {
     signedIn("#/stages");
     render(wrap(<App />, fakeController({ routes: LOOP })));
