@@ -22,6 +22,14 @@ class ConfigError(ValueError):
     """A LACHESIS_* variable holds a value the controller cannot use."""
 
 
+# The dashboard's build output; in a checkout that is ui/dist beside controller/.
+_UI_DIR = Path(__file__).resolve().parents[3] / "ui" / "dist"
+
+
+def _default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str
@@ -42,8 +50,7 @@ class Settings:
     # Connections to Redis the controller may hold at once (REST calls, publications and one
     # per blocking consumer); callers beyond it wait for one (bus.make_redis).
     redis_max_connections: int = 64
-    # The dashboard's build output; in a checkout that is ui/dist beside controller/.
-    ui_dir: Path = Path(__file__).resolve().parents[3] / "ui" / "dist"
+    ui_dir: Path = _UI_DIR
     log_level: str = "INFO"
     # Spans to stderr as well (observability/tracing.py).
     otel_console: bool = False
@@ -68,7 +75,7 @@ class Settings:
     # or checked, and this replica's name (its own telemetry consumer group; unique per
     # process by default).
     lease_interval_s: float = 1.0
-    replica_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    replica_id: str = field(default_factory=_default_replica_id)
     # The sustainability model's flash assumptions (sustainability/model.py, docs/sustainability.md).
     # Rated endurance: the FairyWREN paper's ZNS SSD, "3.5 device writes per day for an
     # expected 5-year lifetime" (FairyWREN §6.1; McAllister thesis §5.4.1).
@@ -102,7 +109,7 @@ class Settings:
             max_body_depth=positive_int(env, "LACHESIS_MAX_BODY_DEPTH", MAX_BODY_DEPTH),
             endpoint_roots=_roots(env, "LACHESIS_ENDPOINT_ROOTS"),
             redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
-            **({"ui_dir": Path(env["LACHESIS_UI_DIR"])} if env.get("LACHESIS_UI_DIR") else {}),
+            ui_dir=Path(env["LACHESIS_UI_DIR"]) if env.get("LACHESIS_UI_DIR") else _UI_DIR,
             log_level=_log_level(env, "LACHESIS_LOG_LEVEL"),
             otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
             otlp_traces_endpoint=_otlp_traces_endpoint(env),
@@ -114,7 +121,9 @@ class Settings:
             readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
             lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),
-            **({"replica_id": _replica_id(env["LACHESIS_REPLICA_ID"])} if env.get("LACHESIS_REPLICA_ID") else {}),
+            replica_id=(
+                _replica_id(env["LACHESIS_REPLICA_ID"]) if env.get("LACHESIS_REPLICA_ID") else _default_replica_id()
+            ),
             flash_rated_dwpd=positive_float(env, "LACHESIS_FLASH_RATED_DWPD", 3.5),
             flash_rated_years=positive_float(env, "LACHESIS_FLASH_RATED_YEARS", 5.0),
             flash_service_years=positive_float(env, "LACHESIS_FLASH_SERVICE_YEARS", 5.0),

@@ -104,7 +104,8 @@ def _route_refusal(principal: Principal, method: str, path: str) -> str | None:
 
 
 def _bearer(scope: Scope) -> bytes | None:
-    for name, value in scope.get("headers", []):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])  # ASGI: (name, value), lower-case names
+    for name, value in headers:
         if name == b"authorization":
             scheme, _, credentials = value.partition(b" ")
             if scheme.lower() != b"bearer" or not credentials.strip():

@@ -21,11 +21,13 @@ async def _session(request: Request) -> AsyncIterator[Session]:
 
 
 async def _bus(request: Request) -> Bus:
-    return request.app.state.bus
+    bus: Bus = request.app.state.bus
+    return bus
 
 
 async def _settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 SessionDep = Annotated[Session, Depends(_session)]
@@ -35,7 +37,8 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 
 async def _principal(request: Request) -> Principal:
     # Set by BearerAuthMiddleware for every /api/v1 request.
-    return request.state.principal
+    principal: Principal = request.state.principal
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(_principal)]

@@ -40,7 +40,7 @@ from lachesis_controller.validation.problems import ProblemError, conflict, inva
 router = APIRouter(prefix="/stages", tags=["stages"])
 
 WRITE_ERRORS = problem_responses(400, 401, 403, 404, 409, 415, 422)
-STAGE_SPEC: TypeAdapter[Any] = TypeAdapter(StageSpec)
+STAGE_SPEC: TypeAdapter[StageSpec] = TypeAdapter(StageSpec)
 
 
 
@@ -54,7 +54,8 @@ STAGE_SPEC: TypeAdapter[Any] = TypeAdapter(StageSpec)
 
 
 def _telemetry(request: Request) -> TelemetryStore:
-    return request.app.state.telemetry  # type: ignore[no-any-return]
+    telemetry: TelemetryStore = request.app.state.telemetry
+    return telemetry
 
 
 def shipped_by_host(session: Session) -> dict[str, dict[str, dict[str, Any]]]:
@@ -144,7 +145,7 @@ def _rollout(session: Session, settings: Settings, cause: str, spec: dict[str, A
 
 def _validated(body: dict[str, Any]) -> dict[str, Any]:
     try:
-        return STAGE_SPEC.validate_python(body).model_dump(mode="json")  # type: ignore[no-any-return]
+        return STAGE_SPEC.validate_python(body).model_dump(mode="json")
     except ValidationError as exc:
         raise invalid(
             (".".join(str(p) for p in e["loc"]) or "body", e["msg"]) for e in exc.errors()

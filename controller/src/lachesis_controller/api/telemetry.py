@@ -40,7 +40,8 @@ router = APIRouter(tags=["telemetry"])
 
 
 def _store(request: Request) -> TelemetryStore:
-    return request.app.state.telemetry
+    store: TelemetryStore = request.app.state.telemetry
+    return store
 
 
 @router.get(

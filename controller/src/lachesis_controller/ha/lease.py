@@ -126,7 +126,10 @@ class AdvisoryLease:
         # object is collected (a minute and more under load, with no replica leading). Shutting
         # its socket down fails that call now and makes the server end the session at once.
         with contextlib.suppress(Exception):
-            fd = connection.connection.dbapi_connection.fileno()
+            dbapi = connection.connection.dbapi_connection
+            if dbapi is None:  # already detached from its DBAPI connection: no socket to shut
+                return
+            fd = dbapi.fileno()
             with socket.socket(fileno=os.dup(fd)) as sock:
                 sock.shutdown(socket.SHUT_RDWR)
 

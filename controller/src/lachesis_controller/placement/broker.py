@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lachesis_controller.contracts.engine_parts import Pattern
 from lachesis_controller.placement.dlwa import placement_dlwa
-from lachesis_controller.placement.streams import Pattern, Stream
+from lachesis_controller.placement.streams import Stream
 
 
 class PlacementError(ValueError):
@@ -99,7 +100,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
     they can (see `_numbers`); without it they are numbered in order."""
     validate(streams, handles)
     if len(streams) <= handles:
-        groups = [[s] for s in streams]
+        groups: list[list[Stream]] = [[s] for s in streams]
         numbers = _numbers(groups, handles, previous or {})
         return Placement({s.name: numbers[i] for i, s in enumerate(streams)}, [],
                          placement_dlwa(groups, overprovisioning))
@@ -108,9 +109,11 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
         by_pattern.setdefault(s.pattern, []).append(s)
     patterns = sorted(by_pattern)
     if handles < len(patterns):
-        placement = {s.name: 0 for s in streams}
-        shared = [SharedHandle(0, [s.name for s in streams],
-                               "one handle for logs and random rewrites alike: the device has only one")]
+        placement: dict[str, int] = {s.name: 0 for s in streams}
+        shared: list[SharedHandle] = [
+            SharedHandle(0, [s.name for s in streams],
+                         "one handle for logs and random rewrites alike: the device has only one")
+        ]
         return Placement(placement, shared, placement_dlwa([list(streams)], overprovisioning))
 
     members = {p: sorted(by_pattern[p], key=lambda s: (s.log_rate, s.name)) for p in patterns}
@@ -120,7 +123,7 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
     }
     best: tuple[float, float, list[list[Stream]]] | None = None
     for split in _splits(handles, [len(by_pattern[p]) for p in patterns]):
-        groups: list[list[Stream]] = []
+        groups = []
         spread = 0.0
         for p, k in zip(patterns, split, strict=True):
             cost, cut = tables[p]
@@ -134,8 +137,8 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
             best = (dlwa, spread, groups)
     assert best is not None
     dlwa, _, groups = best
-    placement: dict[str, int] = {}
-    shared: list[SharedHandle] = []
+    placement = {}
+    shared = []
     for h, g in zip(_numbers(groups, handles, previous or {}), groups, strict=True):
         for s in g:
             placement[s.name] = h

@@ -80,4 +80,5 @@ def run(body: Mapping[str, Any], *, binary: Path | None = None, timeout_s: float
         raise DevsimFailed(f"cannot run {exe}: {e}") from None
     if proc.returncode != 0:
         raise DevsimFailed(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
-    return json.loads(proc.stdout)
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result

@@ -87,6 +87,8 @@ def check_classifiers(
         for c_index, classifier in enumerate(tenant.get("classifiers", [])):
             kind = classifier["kind"]
             path = DATA_PATH_OF.get(kind)
+            if path is None:  # a kind no data path decides
+                continue
             refusing = sorted(h for h, paths in decided.items() if path in paths and kind not in paths[path].classifiers)
             if not refusing:
                 continue

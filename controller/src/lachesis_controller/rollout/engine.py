@@ -40,7 +40,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from lachesis_controller.auth import audit
-from lachesis_controller.bus.client import Publication
+from lachesis_controller.bus.client import Publication as Publication  # re-exported: what the engine returns
 from lachesis_controller.bus.messages import Ack, DesiredState
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant

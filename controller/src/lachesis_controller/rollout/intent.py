@@ -79,7 +79,8 @@ def _row(kind: Kind, obj: Base) -> Row:
 
 
 def _key(kind: Kind, obj: Base) -> list[Any]:
-    return [getattr(obj, c.key) for c in inspect(kind.model).primary_key]
+    mapper = inspect(kind.model)
+    return [getattr(obj, mapper.get_property_by_column(c).key) for c in mapper.primary_key]
 
 
 def name_of(change: Change) -> str:
@@ -110,7 +111,7 @@ def diff(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) ->
             if was is not None and now is not None and was["row"] == now["row"]:
                 continue
             changes.append({
-                "kind": kind.name, "key": (now or was)["key"],
+                "kind": kind.name, "key": (new[name] if name in new else old[name])["key"],
                 "before": None if was is None else was["row"],
                 "after": None if now is None else now["row"],
             })
