@@ -12,7 +12,7 @@
 //! state's tenants to the mounted classifier (new opens are classified by them, open files
 //! keep the tenant they were opened as).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -220,8 +220,22 @@ impl Datapath {
 
     /// Tells `planner` of the reads through the switches mounted from now on (before the
     /// first install), mount `i` being the `i`th `--mount`.
-    pub fn set_declared(&self, planner: Arc<lachesis_declared::Planner>) {
+    pub fn set_declared(self: &Arc<Self>, planner: Arc<lachesis_declared::Planner>) {
+        // The dispatcher's reads wait at the IO scheduler of the switch over their file.
+        planner.set_admit(Arc::new(crate::declared_link::Schedulers(Arc::downgrade(
+            self,
+        ))));
         self.lock().declared = Some(planner);
+    }
+
+    /// The IO scheduler of the switch whose backing directory holds `backing_file`.
+    pub fn scheduler_of(&self, backing_file: &Path) -> Option<Arc<lachesis_fs::qos::Gate>> {
+        let inner = self.lock();
+        inner
+            .mounts
+            .iter()
+            .find(|m| backing_file.starts_with(&m.spec.backing))
+            .map(|m| m.switch.qos())
     }
 
     /// Confines what rules make the switches mounted from now on write (file endpoints,

@@ -18,6 +18,22 @@ use tracing::{info, warn};
 /// How often the key is read.
 pub const POLL: Duration = Duration::from_secs(1);
 
+/// The switches' IO schedulers, for the dispatcher's reads: each waits as the declared-IO
+/// class (the lowest weight) at the scheduler of the switch over its file, so tenants' IO
+/// through qos stages goes ahead of maintenance (issue 34). Weak: the planner outlives no
+/// data path, and must not keep one alive.
+pub struct Schedulers(pub std::sync::Weak<crate::datapath::Datapath>);
+
+impl lachesis_declared::Admit for Schedulers {
+    fn admit(&self, backing: &std::path::Path, bytes: u64) -> Option<Box<dyn Send>> {
+        let gate = self.0.upgrade()?.scheduler_of(backing)?;
+        let slot = gate
+            .acquire(&lachesis_fs::qos::ClassKey::Declared, bytes)
+            .ok()?;
+        Some(Box::new(slot))
+    }
+}
+
 /// The key the controller keeps the host's jobs in.
 pub fn key(host_id: &str) -> String {
     format!("lachesis:agent:{host_id}:declared-io")

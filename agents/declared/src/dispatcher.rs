@@ -18,6 +18,9 @@ pub const QUANTUM: Duration = Duration::from_millis(100);
 /// Reads one planned block; errors are the planner's (the job fails, saying why).
 pub fn run_work(planner: &Planner, w: &Work) {
     let mut buf = vec![0u8; w.claim.len as usize];
+    // The read waits its turn at the IO scheduler of the switch over the file (as a class of
+    // low weight) and holds the slot while it runs.
+    let _slot = planner.admit(&w.backing, w.claim.len);
     let read = std::fs::File::open(&w.backing).and_then(|f| f.read_exact_at(&mut buf, w.claim.off));
     match read {
         Ok(()) => planner.complete(w, &buf),

@@ -12,4 +12,4 @@ pub mod message;
 pub mod planner;
 
 pub use message::{DeclaredIo, JobReport, JobSpec, JobState, Pace};
-pub use planner::{Mount, Planner, Work};
+pub use planner::{Admit, Mount, Planner, Work};

@@ -98,9 +98,20 @@ struct State {
 pub struct Planner {
     mounts: Vec<Mount>,
     budget: u64,
+    /// Where the dispatcher's reads wait for the data path's IO scheduler (none: they go at
+    /// once, paced by the budget alone).
+    admit: std::sync::RwLock<Option<std::sync::Arc<dyn Admit>>>,
     /// Whether any job has blocks left: foreground reads skip the lock otherwise.
     active: AtomicBool,
     state: Mutex<State>,
+}
+
+/// The data path's IO scheduler, as the dispatcher sees it: its reads are maintenance IO, a
+/// class of low weight there, so tenants' IO goes ahead of them (issue 34).
+pub trait Admit: Send + Sync {
+    /// Waits until a read of `bytes` of the backing file `backing` may go; the slot it holds
+    /// while it runs (None: no scheduler for that file).
+    fn admit(&self, backing: &Path, bytes: u64) -> Option<Box<dyn Send>>;
 }
 
 impl Planner {
@@ -109,6 +120,7 @@ impl Planner {
         Planner {
             mounts,
             budget,
+            admit: Default::default(),
             active: AtomicBool::new(false),
             state: Mutex::new(State::default()),
         }
@@ -116,6 +128,17 @@ impl Planner {
 
     pub fn budget(&self) -> u64 {
         self.budget
+    }
+
+    /// Makes the dispatcher's reads wait for `admit` (the agent's IO schedulers).
+    pub fn set_admit(&self, admit: std::sync::Arc<dyn Admit>) {
+        *self.admit.write().unwrap_or_else(|e| e.into_inner()) = Some(admit);
+    }
+
+    /// Waits until the read of `bytes` of `backing` may go; what holds its slot meanwhile.
+    pub fn admit(&self, backing: &Path, bytes: u64) -> Option<Box<dyn Send>> {
+        let admit = self.admit.read().unwrap_or_else(|e| e.into_inner()).clone();
+        admit.and_then(|a| a.admit(backing, bytes))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -241,6 +241,12 @@ impl Backend for End<'_> {
 }
 
 impl Switch {
+    /// The switch's IO scheduler: its qos stages' classes, and the declared-IO dispatcher's
+    /// reads of files under this switch's backing directory.
+    pub fn qos(&self) -> Arc<lachesis_stages::qos::Gate> {
+        self.registry.qos().clone()
+    }
+
     pub fn new(opts: SwitchOptions) -> Result<Self, String> {
         Self::build(opts, None)
     }

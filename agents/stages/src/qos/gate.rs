@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use super::mclock::{Counters, Next, Params, Scheduler, UnknownClass};
@@ -28,6 +29,8 @@ struct Inner {
     /// class's limits held them.
     granted: HashMap<u64, bool>,
     next_ticket: u64,
+    /// Threads holding a slot taken by [`Gate::enter`], and how many times they entered.
+    holders: HashMap<ThreadId, usize>,
 }
 
 pub struct Gate {
@@ -43,6 +46,9 @@ pub struct Gate {
 pub struct Permit {
     gate: Arc<Gate>,
     limited: bool,
+    /// Taken by [`Gate::enter`] on this thread; `nested`: inside a slot it already held.
+    holder: Option<ThreadId>,
+    nested: bool,
 }
 
 impl Permit {
@@ -55,8 +61,18 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let mut inner = self.gate.lock();
-        inner.in_flight -= 1;
-        self.gate.pump(&mut inner);
+        if let Some(t) = self.holder {
+            if let Some(n) = inner.holders.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    inner.holders.remove(&t);
+                }
+            }
+        }
+        if !self.nested {
+            inner.in_flight -= 1;
+            self.gate.pump(&mut inner);
+        }
     }
 }
 
@@ -71,12 +87,18 @@ impl Gate {
     /// A gate letting `depth` (at least 1) requests pass at once, on `clock`.
     pub fn new(depth: usize, clock: Clock) -> Gate {
         let epoch = clock();
+        let mut sched = Scheduler::new();
+        // The declared-IO dispatcher's maintenance reads: below every tenant's weight.
+        let declared = Params::new(0.0, super::stage::DECLARED_WEIGHT, None, None)
+            .expect("a weight of at least 1 and no rates");
+        sched.set_class(ClassKey::Declared, declared);
         Gate {
             inner: Mutex::new(Inner {
-                sched: Scheduler::new(),
+                sched,
                 in_flight: 0,
                 granted: HashMap::new(),
                 next_ticket: 0,
+                holders: HashMap::new(),
             }),
             cv: Condvar::new(),
             depth: depth.max(1),
@@ -129,6 +151,29 @@ impl Gate {
         wait
     }
 
+    /// [`Gate::acquire`] for IO that runs on the calling thread (the FUSE switch's): a thread
+    /// that already holds a slot (its route passes a second qos stage) goes on inside it, as
+    /// waiting for a second slot while holding the only one would never end.
+    pub fn enter(self: &Arc<Self>, class: &ClassKey, cost: u64) -> Result<Permit, UnknownClass> {
+        let me = std::thread::current().id();
+        {
+            let mut inner = self.lock();
+            if let Some(n) = inner.holders.get_mut(&me) {
+                *n += 1;
+                return Ok(Permit {
+                    gate: self.clone(),
+                    limited: false,
+                    holder: Some(me),
+                    nested: true,
+                });
+            }
+        }
+        let mut p = self.acquire(class, cost)?;
+        *self.lock().holders.entry(me).or_insert(0) += 1;
+        p.holder = Some(me);
+        Ok(p)
+    }
+
     /// Queues a request of `cost` bytes in `class` and blocks until the scheduler dispatches
     /// it.
     pub fn acquire(self: &Arc<Self>, class: &ClassKey, cost: u64) -> Result<Permit, UnknownClass> {
@@ -143,6 +188,8 @@ impl Gate {
                 return Ok(Permit {
                     gate: self.clone(),
                     limited,
+                    holder: None,
+                    nested: false,
                 });
             }
             inner = match wait {
@@ -213,13 +260,65 @@ mod tests {
     #[test]
     fn an_unknown_class_is_refused() {
         let gate = Arc::new(Gate::new(1, fixed_clock()));
-        assert!(gate.acquire(&ClassKey::Declared, 1).is_err());
-        // Nothing was left holding a slot.
-        gate.set_class(
-            ClassKey::Declared,
-            Params::new(0.0, 1.0, None, None).unwrap(),
+        let nobody = ClassKey::Stage("qos/nobody".into());
+        assert!(gate.acquire(&nobody, 1).is_err());
+        // Nothing was left holding a slot: the declared class (always there) gets through.
+        drop(gate.acquire(&ClassKey::Declared, 1).unwrap());
+        drop(gate.acquire(&ClassKey::Declared, 1).unwrap());
+    }
+
+    /// The declared-IO dispatcher's reads wait behind a low tenant's (weight 1 against 2):
+    /// of equal reads queued together, the tenant's two go for each of the dispatcher's.
+    #[test]
+    fn declared_io_goes_after_even_a_low_tenant() {
+        let gate = Arc::new(Gate::new(1, fixed_clock()));
+        let low = ClassKey::Stage("qos/low".into());
+        let config = lachesis_switch::RateLimitConfig {
+            name: "qos/low".into(),
+            owner: None,
+            iops: None,
+            bytes_per_s: None,
+            min_bytes_per_s: None,
+            priority: Some(lachesis_switch::Priority::Low),
+        };
+        gate.set_class(low.clone(), super::super::stage::params(&config).unwrap());
+        let mut inner = gate.lock();
+        for i in 0..4 {
+            inner
+                .sched
+                .enqueue(&ClassKey::Declared, 4096, i, 0.0)
+                .unwrap();
+            inner.sched.enqueue(&low, 4096, 10 + i, 0.0).unwrap();
+        }
+        let mut order = Vec::new();
+        while let Next::Dispatch { class, .. } = inner.sched.dispatch(0.0) {
+            order.push(class == ClassKey::Declared);
+        }
+        // Ties (the tenant's 2nd and the dispatcher's 1st) go to the tenant (Stage < Declared).
+        assert_eq!(order, [false, false, true, false, false, true, true, true]);
+    }
+
+    /// A route through two qos stages: the second is entered inside the first's slot instead
+    /// of waiting forever for a second one.
+    #[test]
+    fn a_thread_inside_a_slot_enters_again_without_waiting() {
+        let gate = Arc::new(Gate::new(1, fixed_clock()));
+        let a = ClassKey::Stage("qos/a".into());
+        gate.set_class(a.clone(), Params::new(0.0, 1.0, None, None).unwrap());
+        let outer = gate.enter(&a, 10).unwrap();
+        let inner = gate.enter(&ClassKey::Declared, 10).unwrap();
+        drop(inner);
+        drop(outer);
+        // Both slots given back: another thread gets in.
+        let g = gate.clone();
+        std::thread::spawn(move || drop(g.enter(&a, 10).unwrap()))
+            .join()
+            .unwrap();
+        assert_eq!(
+            gate.counters(&ClassKey::Stage("qos/a".into()))
+                .unwrap()
+                .dispatched,
+            2
         );
-        drop(gate.acquire(&ClassKey::Declared, 1).unwrap());
-        drop(gate.acquire(&ClassKey::Declared, 1).unwrap());
     }
 }

@@ -66,7 +66,10 @@ impl QosStage {
     }
 
     fn pass<R>(&self, bytes: usize, io: impl FnOnce() -> R) -> io::Result<R> {
-        let _slot = self.admit(bytes as u64).map_err(io::Error::other)?;
+        let _slot = self
+            .gate
+            .enter(&self.key, bytes as u64)
+            .map_err(io::Error::other)?;
         Ok(io())
     }
 }
