@@ -330,7 +330,7 @@ class TelemetryStore:
     def stages(self) -> list[HostStage]:
         """Every stage's latest report, by host then name; reports older than the agent's
         last one (a stage it no longer runs) are left out."""
-        last = {}
+        last: dict[str, datetime] = {}
         for (host, _), e in self._stages.items():
             last[host] = max(e.at, last.get(host, e.at))
         return [e for (host, _), e in sorted(self._stages.items()) if e.at == last[host]]

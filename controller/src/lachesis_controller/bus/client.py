@@ -292,7 +292,7 @@ class Bus:
         return beats
 
 
-def _generation_of(raw: str | None) -> int | None:
+def _generation_of(raw: str | bytes | None) -> int | None:
     if raw is None:
         return None
     try:
@@ -302,7 +302,7 @@ def _generation_of(raw: str | None) -> int | None:
     return generation if isinstance(generation, int) else None
 
 
-def _version_of(raw: str | None) -> tuple[int, str] | None:
+def _version_of(raw: str | bytes | None) -> tuple[int, str] | None:
     generation = _generation_of(raw)
     if generation is None or raw is None:
         return None
@@ -310,7 +310,7 @@ def _version_of(raw: str | None) -> tuple[int, str] | None:
     return generation, phase if isinstance(phase, str) else "install"
 
 
-def _heartbeat_of(host_id: str, raw: str | None) -> Heartbeat | None:
+def _heartbeat_of(host_id: str, raw: str | bytes | None) -> Heartbeat | None:
     if raw is None:
         return None
     try:
@@ -318,7 +318,9 @@ def _heartbeat_of(host_id: str, raw: str | None) -> Heartbeat | None:
     except ValidationError as exc:
         # The key exists, so the agent is alive even if it wrote something odd.
         log.warning("invalid heartbeat of %s: %s", host_id, exc.errors()[0].get("msg"))
-        return Heartbeat.model_construct(host_id=host_id, sent_at="", generation=0, uptime_s=0)
+        return Heartbeat.model_construct(
+            schema_="lachesis.heartbeat/v1", host_id=host_id, sent_at="", generation=0, uptime_s=0
+        )
     if beat.host_id != host_id:
         log.warning("heartbeat key of %s holds host_id %s", host_id, beat.host_id)
     return beat

@@ -35,6 +35,10 @@ BACKOFF_MAX_S = 5.0
 # Idle reads (of up to BLOCK_MS each) between two re-reads of this consumer's pending entries.
 RECHECK_PENDING_EVERY = 30
 
+# One XREADGROUP's entries as the bus' Redis client answers (RESP2, decoded: make_redis):
+# (stream, [(entry id, fields; None if the entry was deleted meanwhile), ...]) per stream.
+Read = list[tuple[str, list[tuple[str, dict[str, str] | None]]]]
+
 
 class StreamConsumer:
     """Reads one kind of agent stream (bus.AGENT_STREAM_KINDS) of every enrolled host: one
@@ -90,7 +94,10 @@ class StreamConsumer:
                 reply = await redis.xreadgroup(
                     self.group, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
                 )
-                read = [(stream, entries) for stream, entries in reply or []]
+                if isinstance(reply, dict):
+                    raise TypeError("XREADGROUP answered in RESP3; the bus speaks RESP2 (client.make_redis)")
+                # None when the block timed out.
+                read: Read = [(stream, entries) for stream, entries in reply or []]
                 self._recheck_when_idle(read)
                 for stream, entries in read:
                     if self._next.get(stream) == "0" and not entries:
@@ -128,7 +135,7 @@ class StreamConsumer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _recheck_when_idle(self, read: list[tuple[str, list[Any]]]) -> None:
+    def _recheck_when_idle(self, read: Read) -> None:
         """After `recheck_every` reads that found nothing, read this consumer's pending
         entries ("0") again. They are normally none; but a leader that lost its lease may
         still have been delivered entries under the shared name (bus.client.CONSUMER) until
@@ -173,9 +180,7 @@ class StreamConsumer:
                 self._next[stream] = "0"
         return streams
 
-    async def _process(
-        self, read: list[tuple[str, list[tuple[str, dict[str, str] | None]]]], hosts: dict[str, str]
-    ) -> None:
+    async def _process(self, read: Read, hosts: dict[str, str]) -> None:
         messages = []
         for stream, entries in read:
             for entry_id, fields in entries:

@@ -5,6 +5,7 @@ telemetry store what was written (measure.py), model.py the arithmetic."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -96,14 +97,15 @@ def devices(session: Session, store: TelemetryStore, a: FlashAssumptions, window
 
 
 def _placement_dlwa(
-    asked: DevicePlacement | None, streams: list[Stream], previous: object, device: str, handles: int
+    asked: DevicePlacement | None, streams: list[Stream], previous: Mapping[tuple[str, str, str], int], device: str,
+    handles: int,
 ) -> tuple[float | None, float | None]:
     if asked is not None:
         streams = [Stream(s["tenant"], s["part"], s["space"], s["writes"], s.get("trimmed", False)) for s in asked.streams]
         by_handle = {f"{s['tenant']}/{s['part']}": int(s["handle"]) for s in asked.streams}
         op = asked.overprovisioning
     else:
-        by_handle = {f"{t}/{p}": h for (d, t, p), h in dict(previous).items() if d == device}  # type: ignore[call-overload]
+        by_handle = {f"{t}/{p}": h for (d, t, p), h in previous.items() if d == device}
         op = AUTO_OVERPROVISIONING
     if handles < 2 or not streams or any(s.name not in by_handle for s in streams):
         return None, None
@@ -177,10 +179,15 @@ def compare(tenant: TenantView, a: FlashAssumptions) -> list[Scenario]:
             [with_tenant_media(w, tenant.name, w.tenant_media_bytes.get(tenant.name, 0.0) * factor) for _, w in written], a,
         ))
     if written and all(v.separate_dlwa is not None for v, _ in written):
-        for name, pick in (("separate handles", lambda v: v.separate_dlwa), ("one handle", lambda v: v.one_handle_dlwa)):
+        for name, dlwas in (
+            ("separate handles", [v.separate_dlwa for v, _ in written]),
+            ("one handle", [v.one_handle_dlwa for v, _ in written]),
+        ):
+            windows = [with_dlwa(w, d) for (_, w), d in zip(written, dlwas, strict=True) if d is not None]
+            if len(windows) < len(written):  # no finite DLWA on some device (_placement_dlwa): no scenario
+                continue
             out.append(_scenario(
-                name, "modelled: placement closed form (FDP in CacheLib, Theorem 1)", engine, tenant,
-                [with_dlwa(w, pick(v)) for v, w in written], a,
+                name, "modelled: placement closed form (FDP in CacheLib, Theorem 1)", engine, tenant, windows, a,
             ))
     return out
 
