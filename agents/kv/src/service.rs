@@ -416,6 +416,13 @@ impl Service {
         out
     }
 
+    /// What the IO scheduler dispatched of qos stage `stage`'s class (None: no such stage
+    /// was ever built).
+    pub fn qos_counters(&self, stage: &str) -> Option<lachesis_stages::qos::Counters> {
+        self.qos
+            .counters(&lachesis_stages::qos::ClassKey::Stage(stage.into()))
+    }
+
     pub fn stats(&self) -> KvStats {
         let routing = self.routing();
         let built = locked(&self.built);
