@@ -179,12 +179,14 @@ def _line(node: yaml.Node | None) -> int | None:
 
 def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
+        pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
+        for key_node, value_node in pairs:
             if key_node.value == key:
                 return value_node
         return None
     if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-        return node.value[key]
+        items: list[yaml.Node] = node.value
+        return items[key]
     return None
 
 

@@ -149,11 +149,11 @@ class Demo:
                 f.truncate(max(mini.blocks, 1) * BLOCK)
             self.tenants.append(Tenant(name, t.path, mini, cgroup, mount / "demo" / f"{name}.dat"))
             log(f"  {name}: {mini.refs.size:,} of {mini.full_references:,} references, {mini.blocks:,} blocks")
-        for t in self.tenants:
-            body = {"name": t.name, "classifiers": [{"kind": "cgroup", "value": f"/{DEMO}/{t.name}"}],
-                    "description": f"lachesis demo: {t.trace.name}"}
+        for tenant in self.tenants:
+            body = {"name": tenant.name, "classifiers": [{"kind": "cgroup", "value": f"/{DEMO}/{tenant.name}"}],
+                    "description": f"lachesis demo: {tenant.trace.name}"}
             if self.client.request("POST", "/api/v1/tenants", json=body, ok=(409,)).status_code == 409:
-                self.client.request("PUT", f"/api/v1/tenants/{t.name}", json=body)
+                self.client.request("PUT", f"/api/v1/tenants/{tenant.name}", json=body)
 
     def _host(self) -> str:
         hosts = [h for h in self.client.get("/api/v1/hosts") if h.get("alive", True)]

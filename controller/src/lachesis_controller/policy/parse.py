@@ -61,8 +61,9 @@ class BoundedLoader(yaml.SafeLoader):
         # Per composed node: (nodes it expands to, levels it nests), aliases included.
         self._extent: dict[int, tuple[int, int]] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        mark = self.peek_event().start_mark
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # types-PyYAML leaves Parser.peek_event unannotated (it returns the next yaml.Event).
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
@@ -92,7 +93,7 @@ class BoundedLoader(yaml.SafeLoader):
             raise _TooBig(f"expands beyond {MAX_EXPANDED_NODES} nodes through its aliases", mark)
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
+def _children(node: yaml.Node | None) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [child for pair in node.value for child in pair]
     if isinstance(node, yaml.SequenceNode):

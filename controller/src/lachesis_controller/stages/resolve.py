@@ -155,10 +155,12 @@ def shipped_stages(
     """The stage contract for `host`: every declared data-plane stage that applies to it.
     `server`: tenant -> a2 of the two-level splits in force (sizes the server-level stages)."""
     mine = [s for s in declared if applies_to(s, host.host_id)]
+    # Stream names are "tenant/part" (placement.Stream.name).
     auto = {
-        (device, *name.split("/")): handle
+        (device, tenant, part): handle
         for device, placement in auto_placements(mine, host).items()
         for name, handle in placement.handles.items()
+        for tenant, _, part in [name.partition("/")]
     }
     host = HostView(host.host_id, host.devices, {**auto, **host.handles}, host.geometry, host.previous)
     sized = {**_owner_shares(mine, allocation or {}), **_server_shares(mine, server or {})}

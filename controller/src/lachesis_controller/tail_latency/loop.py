@@ -117,10 +117,10 @@ def start(sessions: sessionmaker[Session], store: TelemetryStore, stop: asyncio.
                             traceparent=None,
                         )
                         for n in changed:
-                            st = app.states.get(n)
-                            if st is not None and st.state != NORMAL and st.since_rollout is None:
-                                st.since_rollout = rollout.id
-                                persist.save(s, st, reclaim_rate(declared[n]), now)
+                            tracked = app.states.get(n)
+                            if tracked is not None and tracked.state != NORMAL and tracked.since_rollout is None:
+                                tracked.since_rollout = rollout.id
+                                persist.save(s, tracked, reclaim_rate(declared[n]), now)
                         log.info("tail latency: %s", "; ".join(f"{n}: {app.states[n].history[-1]}" for n in changed if n in app.states))
                 if publications and bus is not None:
                     await bus.publish(publications, source="tail-latency")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -122,7 +122,7 @@ def _summary(errors: Sequence[FieldError]) -> str:
     return f"{first.field}: {first.message}{more}"
 
 
-def field_message(error: dict[str, Any]) -> str:
+def field_message(error: Mapping[str, Any]) -> str:
     """A pydantic error's message as a user should read it."""
     kind = error.get("type")
     if kind == "extra_forbidden":
