@@ -147,7 +147,7 @@ fn a_high_tenant_goes_ahead_of_a_low_one() {
         .iter()
         .map(|t| {
             Rule::new(
-                &format!("{t}-io"),
+                format!("{t}-io"),
                 1,
                 Match::any().tenant(*t),
                 vec![Detour::new(
