@@ -84,9 +84,13 @@ def _guarantee(spec: MinHitRatioIn | BandwidthIn | FixedSizeIn) -> Guarantee:
     return guarantee_of(spec.kind, spec.model_dump())
 
 
+_GUARANTEES_IN: dict[str, type[MinHitRatioIn | BandwidthIn | FixedSizeIn]] = {
+    "min_hit_ratio": MinHitRatioIn, "bandwidth": BandwidthIn, "fixed_size": FixedSizeIn,
+}
+
+
 def _guarantee_in(row: AllocationGuarantee) -> MinHitRatioIn | BandwidthIn | FixedSizeIn:
-    cls = {"min_hit_ratio": MinHitRatioIn, "bandwidth": BandwidthIn, "fixed_size": FixedSizeIn}[row.kind]
-    return cls.model_validate(row.spec)  # type: ignore[no-any-return]
+    return _GUARANTEES_IN[row.kind].model_validate(row.spec)
 
 
 def _summary(row: CacheAllocation) -> AllocationSummary:
@@ -210,12 +214,12 @@ async def propose(spec: ProposalRequest, session: SessionDep, principal: Princip
         if current is not None:
             sizes = {n: float(s["size_bytes"]) for n, s in current.tenants.items()}
             gain = result.utility - weighted_hit_rate(demands, sizes)
-        row = session.merge(CacheAllocation(
+        proposal = session.merge(CacheAllocation(
             state=PROPOSED, capacity_bytes=spec.capacity_bytes, epsilon_bytes=epsilon, method=spec.method,
             utility=result.utility, upper_bound=result.upper_bound, optimal=result.optimal, tenants=shares,
             computed_at=now, computed_by=principal.actor,
         ))
-        summary = _summary(row)
+        summary = _summary(proposal)
         audit.record(
             session, principal, "allocation.propose", kind="allocation", name=PROPOSED, tenant=None,
             before=None, after={"utility": result.utility, "capacity_bytes": spec.capacity_bytes,
