@@ -202,3 +202,37 @@ def test_each_owner_gets_the_stage_with_the_most_references() -> None:
     # A tenant without a curve gets a measurement and no verdict.
     none = check_curves([Entry(big[-1][1], big)], {}, CFG)
     assert none["t"].off is None and none["t"].measured_hit_ratio == pytest.approx(0.75)
+
+
+def step_curve(knee: float) -> Curve:
+    """All or nothing: a loop over `knee` bytes."""
+    return Curve.from_points([0, knee - 1, knee, 64 * MiB], [1, 1, 0.02, 0.02])
+
+
+def test_rates_that_follow_the_allocation_do_not_flip_it_back_and_forth() -> None:
+    """The looping tenant replays faster while it misses (its rate depends on its allocation,
+    as a closed-loop replayer's does); under the rate it has when given its working set the
+    other allocation looks best, and back. With the hold, the loop changes its mind at most
+    once per hold period; without, every reaction time."""
+    def run(hold: float) -> int:
+        clock, published = Clock(), []
+        loop: AllocationLoop
+
+        def source() -> dict[str, TenantCurve]:
+            given = (loop.current or {}).get("loop", 0.0) >= 20 * MiB
+            return {"loop": TenantCurve(step_curve(20 * MiB), 1000.0 if given else 8000.0),
+                    "zipf": TenantCurve(curve(32 * MiB), 4000.0)}
+
+        cfg = LoopConfig(capacity=32 * MiB, interval_s=5, reaction_time_s=15, idle_after_s=1e9, unit_bytes=MiB,
+                         refill_horizon_s=60.0, hold_reaction_times=hold)
+        loop = AllocationLoop(source, lambda _: None, cfg, clock=clock)
+        for _ in range(36):  # 36 intervals: 12 reaction times
+            if loop.step().rolled_out:
+                published.append(dict(loop.current or {}))
+            clock.now += cfg.interval_s
+        return len(published)
+
+    flipping, held = run(0.0), run(4.0)
+    assert flipping >= 5
+    # The first allocation, then at most one change per four reaction times.
+    assert held <= 1 + 12 // 4, held

@@ -66,6 +66,8 @@ class Settings:
     # allocation is expected to hold, over which refilling the space it moves is paid back.
     allocation_unit_bytes: int = 1 << 20
     allocation_refill_horizon_s: float = 60.0
+    # Reaction times after a rollout during which a move must be a gain under its weights too.
+    allocation_hold_reaction_times: float = 4.0
     # How long writes must be quiet before the read-set application restores a flow's
     # replica reads (detours/apps.py; 30 s as in the sRoute paper).
     readset_quiet_s: float = 30.0
@@ -118,6 +120,7 @@ class Settings:
             allocation_gain=positive_float(env, "LACHESIS_ALLOCATION_GAIN", 0.01),
             allocation_unit_bytes=positive_int(env, "LACHESIS_ALLOCATION_UNIT_BYTES", 1 << 20),
             allocation_refill_horizon_s=positive_float(env, "LACHESIS_ALLOCATION_REFILL_HORIZON_S", 60.0),
+            allocation_hold_reaction_times=positive_float(env, "LACHESIS_ALLOCATION_HOLD_REACTION_TIMES", 4.0),
             readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
             lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),

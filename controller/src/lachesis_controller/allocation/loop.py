@@ -23,6 +23,16 @@ clear the threshold after the refill cost, `refill_block_bytes`-sized blocks for
 tenant gains, spread over the time the new allocation is expected to hold
 (`refill_horizon_s`): `gain − moved blocks / (Σ weight · horizon) > threshold`.
 
+A tenant's request rate depends on its hit ratio (a replayer waits for each IO; misses and hits
+do not take the same time), so the weights move because the allocation moved: a tenant whose
+all-or-nothing curve was given its working set slows or speeds up, and under its new rate the
+allocation it had looks best again, and the loop flips between the two every reaction time
+(issue 34's second run on synthetic traces: four flips in 90 s). So for `hold_reaction_times`
+reaction times after a rollout, a move must be a gain both under the weights now and under the
+weights the rollout was made with (same curves): the workload changing reverses a decision,
+the decision's own effect on the rates does not. Tenants going idle or coming back are not
+held.
+
 Dependencies are injected (curve source, clock, publisher, the allocation in force) so the loop
 runs against fakes in unit tests and against the telemetry store and the database in the
 controller.
@@ -82,6 +92,9 @@ class LoopConfig:
     # fetches (the weights' unit); None: moving space costs nothing.
     refill_horizon_s: float | None = None
     refill_block_bytes: float = 4096.0
+    # For this many reaction times after a rollout a move must also be a gain under the
+    # weights that justified the rollout (see the module's doc); 0: no such hold.
+    hold_reaction_times: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,8 @@ class AllocationLoop:
         self.current: dict[str, float] | None = None
         self._active_set: frozenset[str] = frozenset()
         self._last_rollout = -math.inf
+        # The demands (weights) the last rollout was decided with.
+        self._rollout_demands: dict[str, TenantDemand] | None = None
         self._last_active: dict[str, float] = {}
         self._known: dict[str, TenantCurve] = {}
         self._rates: dict[str, deque[tuple[float, float]]] = {}
@@ -194,6 +209,7 @@ class AllocationLoop:
         before = weighted_hit_rate(demands, baseline) if baseline is not None else 0.0
         gain = (proposal.utility - before) / total_weight
         refill = self._refill_cost(demands, proposal.sizes, baseline, total_weight)
+        held_gain = self._gain_under_rollout_weights(demands, proposal.sizes, baseline, now)
         active = frozenset(n for n, d in demands.items() if not d.idle)
         if self.current is None:
             go, reason = True, "first allocation"
@@ -201,6 +217,9 @@ class AllocationLoop:
             go, reason = False, f"within the reaction time ({cfg.reaction_time_s:g} s) of the last rollout"
         elif active != self._active_set:
             go, reason = True, "tenants went idle or came back"
+        elif gain - refill > cfg.gain_threshold and held_gain is not None and held_gain - refill <= cfg.gain_threshold:
+            go, reason = False, (f"predicted gain {gain:.4f} less refill cost {refill:.4f}, but {held_gain:.4f} under the "
+                                 f"weights of the last rollout: held for {cfg.hold_reaction_times:g} reaction times")
         elif gain - refill > cfg.gain_threshold:
             go, reason = True, (f"predicted gain {gain:.4f} less refill cost {refill:.4f} above the threshold "
                                 f"{cfg.gain_threshold:g}")
@@ -212,6 +231,7 @@ class AllocationLoop:
             self.current = dict(proposal.sizes)
             self._active_set = active
             self._last_rollout = now
+            self._rollout_demands = dict(demands)
         self.last = decision
         return decision
 
@@ -223,6 +243,19 @@ class AllocationLoop:
         utility = weighted_hit_rate(demands, sizes)
         return replace(proposal, sizes=sizes, hit_ratios=hit, utility=utility,
                        upper_bound=max(proposal.upper_bound, utility), step=unit)
+
+    def _gain_under_rollout_weights(self, demands: Mapping[str, TenantDemand], sizes: Mapping[str, float],
+                                    baseline: Mapping[str, float] | None, now: float) -> float | None:
+        """The proposal's gain over `baseline` with today's curves and the last rollout's
+        weights; None when no hold applies (none configured, expired, or no baseline)."""
+        cfg = self.config
+        then = self._rollout_demands
+        if (not cfg.hold_reaction_times or then is None or baseline is None
+                or now - self._last_rollout >= cfg.hold_reaction_times * cfg.reaction_time_s):
+            return None
+        weighted = {n: replace(d, weight=then[n].weight if n in then else d.weight) for n, d in demands.items()}
+        total = sum(d.weight for d in weighted.values() if not d.idle) or 1.0
+        return (weighted_hit_rate(weighted, sizes) - weighted_hit_rate(weighted, baseline)) / total
 
     def _refill_cost(self, demands: Mapping[str, TenantDemand], sizes: Mapping[str, float],
                      baseline: Mapping[str, float] | None, total_weight: float) -> float:

@@ -14,7 +14,9 @@ rolls out is a new (one-phase) generation for every host, carrying the sizes as 
 Its timing comes from the environment (`config.Settings`, `loop_config`): LACHESIS_ALLOCATION_INTERVAL_S,
 LACHESIS_ALLOCATION_REACTION_S (the reaction time, default 15 s), LACHESIS_ALLOCATION_GAIN, and
 its brakes: LACHESIS_ALLOCATION_UNIT_BYTES (sizes in whole regions, default 1 MiB) and
-LACHESIS_ALLOCATION_REFILL_HORIZON_S (what moving space costs, default 60 s; see `loop.py`).
+LACHESIS_ALLOCATION_REFILL_HORIZON_S (what moving space costs, default 60 s) and
+LACHESIS_ALLOCATION_HOLD_REACTION_TIMES (how long a rollout's weights must agree with a move, 4;
+see `loop.py`).
 
 Every interval it also checks each tenant's curve against its stage's measured hit ratio
 (`curve_check.py`) and sets the metrics `lachesis_tenant_curve_error` and
@@ -189,6 +191,7 @@ def loop_config(settings: Settings) -> LoopConfig:
         gain_threshold=settings.allocation_gain,
         unit_bytes=float(settings.allocation_unit_bytes),
         refill_horizon_s=settings.allocation_refill_horizon_s,
+        hold_reaction_times=settings.allocation_hold_reaction_times,
     )
 
 
