@@ -251,7 +251,10 @@ impl KvStages {
                         }
                     }
                 }
-                StageConfig::RateLimit(_) => r.kind = StageKindReport::Ratelimit,
+                StageConfig::RateLimit(_) => {
+                    r.kind = StageKindReport::Ratelimit;
+                    r.qos = self.service.qos_counters(s.name());
+                }
                 StageConfig::Log(_) => r.kind = StageKindReport::Log,
             }
             out.push(r);
