@@ -4,12 +4,24 @@ carries copies of it to the agents."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from lachesis_controller.db import UTCDateTime
+
+# The values of the string columns that hold one of a few (the REST schemas serve them as
+# these types). The columns stay String(16): the names are the code's, not the database's.
+RolloutState = Literal["pending", "succeeded", "failed", "timed_out"]
+RolloutPhase = Literal["quiesce", "hold", "install"]
+TargetStatus = Literal["pending", "applied", "rejected"]
+TargetPhase = Literal["quiesce", "drained", "install"]
+Role = Literal["admin", "operator", "viewer"]
+AllocationState = Literal["current", "proposed"]
+PredictedBy = Literal["simulator", "model"]
+Pace = Literal["deadline", "budget"]
+JobState = Literal["pending", "running", "paused", "done", "missed", "failed", "cancelled"]
 
 
 class Base(DeclarativeBase):
@@ -69,16 +81,15 @@ class Rollout(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     cause: Mapped[str] = mapped_column(Text)
     traceparent: Mapped[str | None] = mapped_column(String(55))
-    # pending | succeeded | failed | timed_out
-    state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[RolloutState] = mapped_column(String(16), index=True)
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(index=True)
     deadline: Mapped[datetime]
     # The time it was given (deadline - created_at when made); its rollback gets as long.
     timeout_s: Mapped[float | None] = mapped_column(Float)
     completed_at: Mapped[datetime | None]
-    # Two-phase rollouts (a change that moves flows): quiesce | install; null: one phase.
-    phase: Mapped[str | None] = mapped_column(String(16))
+    # Two-phase rollouts (a change that moves flows): quiesce | hold | install; null: one phase.
+    phase: Mapped[RolloutPhase | None] = mapped_column(String(16))
     # The rollout that rolled this one's hosts back after it failed or timed out.
     rolled_back_by: Mapped[str | None] = mapped_column(String(36))
     # While pending: what this rollout ships that the one before it did not (rollout/intent.py's
@@ -107,8 +118,7 @@ class RolloutTarget(Base):
     )
     host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True)
     generation: Mapped[int] = mapped_column(Integer)
-    # pending | applied | rejected
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[TargetStatus] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
     acked_at: Mapped[datetime | None]
     # The state this generation ships, shared with every target shipping the same state;
@@ -118,7 +128,7 @@ class RolloutTarget(Base):
         ForeignKey("desired_states.id", ondelete="SET NULL"), index=True
     )
     # quiesce (phase 1 sent) | drained (phase 1 acked) | install (one-phase, or phase 2 sent)
-    phase: Mapped[str] = mapped_column(String(16), server_default="install")
+    phase: Mapped[TargetPhase] = mapped_column(String(16), server_default="install")
     # The flows phase 1 quiesces (two-phase rollouts only).
     quiesce: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     # A rollback's target: the generation whose state it restores.
@@ -163,8 +173,7 @@ class ApiToken(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
-    # admin | operator | viewer
-    role: Mapped[str] = mapped_column(String(16))
+    role: Mapped[Role] = mapped_column(String(16))
     # Set: the token sees and changes only this tenant. No foreign key on purpose: a token
     # may be made for a tenant before its policy creates it, and deleting a tenant must not
     # silently widen or delete its tokens.
@@ -262,7 +271,7 @@ class CacheAllocation(Base):
 
     __tablename__ = "cache_allocations"
 
-    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    state: Mapped[AllocationState] = mapped_column(String(16), primary_key=True)
     capacity_bytes: Mapped[float] = mapped_column(Float)
     epsilon_bytes: Mapped[float] = mapped_column(Float)
     method: Mapped[str] = mapped_column(String(16))
@@ -289,7 +298,7 @@ class DevicePlacement(Base):
     streams: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     shared: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     predicted_dlwa: Mapped[float] = mapped_column(Float)
-    predicted_by: Mapped[str] = mapped_column(String(16))
+    predicted_by: Mapped[PredictedBy] = mapped_column(String(16))
     model_dlwa: Mapped[float] = mapped_column(Float)
     warnings: Mapped[list[str]] = mapped_column(JSON)
     computed_at: Mapped[datetime]
@@ -325,13 +334,13 @@ class DeclaredJob(Base):
     # [{path, offset, length}] as declared (length null: to the file's end).
     files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     deadline: Mapped[datetime]
-    pace: Mapped[str] = mapped_column(String(16))
+    pace: Mapped[Pace] = mapped_column(String(16))
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     rate_bytes_per_s: Mapped[int | None] = mapped_column(BigInteger)
     # The policy or REST stage of kind scrub that declared it; None: declared through REST.
     source: Mapped[str | None] = mapped_column(String(128), index=True)
     # pending (not reported yet), running, paused, done, missed, failed, cancelled.
-    state: Mapped[str] = mapped_column(String(16))
+    state: Mapped[JobState] = mapped_column(String(16))
     bytes_declared: Mapped[int | None] = mapped_column(BigInteger)
     dispatched_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     foreground_bytes: Mapped[int] = mapped_column(BigInteger, default=0)

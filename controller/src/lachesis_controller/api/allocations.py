@@ -95,7 +95,7 @@ def _guarantee_in(row: AllocationGuarantee) -> MinHitRatioIn | BandwidthIn | Fix
 
 def _summary(row: CacheAllocation) -> AllocationSummary:
     return AllocationSummary(
-        state=row.state, capacity_bytes=row.capacity_bytes, epsilon_bytes=row.epsilon_bytes,  # type: ignore[arg-type]
+        state=row.state, capacity_bytes=row.capacity_bytes, epsilon_bytes=row.epsilon_bytes,
         method=row.method, utility=row.utility, upper_bound=row.upper_bound, optimal=row.optimal,
         computed_at=row.computed_at, computed_by=row.computed_by,
     )

@@ -48,8 +48,8 @@ async def _tell(session: SessionDep, bus: Bus, host: str) -> None:
 def job_out(job: DeclaredJob) -> DeclaredJobOut:
     return DeclaredJobOut(
         id=job.id, host=job.host_id, tenant=job.tenant,
-        files=[DeclaredFile.model_validate(f) for f in job.files], deadline=job.deadline, pace=job.pace,  # type: ignore[arg-type]
-        paused=job.paused, rate_bytes_per_s=job.rate_bytes_per_s, source=job.source, state=job.state,  # type: ignore[arg-type]
+        files=[DeclaredFile.model_validate(f) for f in job.files], deadline=job.deadline, pace=job.pace,
+        paused=job.paused, rate_bytes_per_s=job.rate_bytes_per_s, source=job.source, state=job.state,
         bytes_declared=job.bytes_declared, dispatched_bytes=job.dispatched_bytes,
         foreground_bytes=job.foreground_bytes, shared_bytes=job.shared_bytes,
         covered_bytes=job.dispatched_bytes + job.foreground_bytes + job.shared_bytes, error=job.error,

@@ -5,7 +5,7 @@ blocks level 1 demoted to it and its hits on them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 
@@ -21,7 +21,7 @@ from lachesis_controller.validation.problems import problem_responses
 router = APIRouter(prefix="/apps/two-level", tags=["apps"])
 
 
-def _level(level: str, name: str, reports: list[HostStage], shipped: dict[str, dict[str, dict[str, Any]]],
+def _level(level: Literal["host", "server"], name: str, reports: list[HostStage], shipped: dict[str, dict[str, dict[str, Any]]],
            exclusive: bool = False) -> LevelOut:
     mine = [r for r in reports if r.counters.name == name]
     sizes = [h[name]["size_bytes"] for h in shipped.values() if name in h]
@@ -33,7 +33,7 @@ def _level(level: str, name: str, reports: list[HostStage], shipped: dict[str, d
     hits, misses = total("hits"), total("misses")
     reads = (hits or 0) + (misses or 0)
     return LevelOut(
-        level=level, stage=name, shipped_bytes=max(sizes) if sizes else None,  # type: ignore[arg-type]
+        level=level, stage=name, shipped_bytes=max(sizes) if sizes else None,
         installed_bytes=total("installed_bytes"), hits=hits, misses=misses,
         hit_ratio=(hits or 0) / reads if reads else None, demoted_blocks=total("demoted_blocks"),
         demotion_hits=total("demotion_hits"), exclusive=exclusive, hosts=sorted(r.host_id for r in mine),

@@ -42,7 +42,7 @@ def _out(row: DevicePlacement, principal: Principal) -> DevicePlacementOut:
         host_id=row.host_id, device=row.device, handles=row.handles, overprovisioning=row.overprovisioning,
         streams=[StreamOut.model_validate(s) for s in row.streams if principal.sees_tenant(s["tenant"])],
         shared=[SharedOut.model_validate(s) for s in row.shared] if principal.tenant is None else [],
-        predicted_dlwa=row.predicted_dlwa, predicted_by=row.predicted_by,  # type: ignore[arg-type]
+        predicted_dlwa=row.predicted_dlwa, predicted_by=row.predicted_by,
         model_dlwa=row.model_dlwa, warnings=row.warnings if principal.tenant is None else [],
         computed_at=row.computed_at,
     )

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 
 from lachesis_controller.api.deps import PrincipalDep, SessionDep
 from lachesis_controller.auth.authz import Principal
@@ -26,10 +26,10 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         state, reason, completed_at = engine.TIMED_OUT, engine.timeout_reason(rollout), rollout.deadline
     return RolloutOut(
         id=rollout.id,
-        state=state,  # type: ignore[arg-type]
+        state=state,
         reason=reason,
         cause=rollout.cause,
-        phase=rollout.phase,  # type: ignore[arg-type]
+        phase=rollout.phase,
         rolled_back_by=rollout.rolled_back_by,
         restored=[RestoredResource.model_validate(r) for r in rollout.restored]
         if rollout.restored is not None else None,
@@ -39,8 +39,8 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         completed_at=completed_at,
         targets=[
             RolloutTargetOut(
-                host_id=t.host_id, generation=t.generation, status=t.status,  # type: ignore[arg-type]
-                phase=t.phase, drained_at=t.drained_at,  # type: ignore[arg-type]
+                host_id=t.host_id, generation=t.generation, status=t.status,
+                phase=t.phase, drained_at=t.drained_at,
                 acked_at=t.acked_at, reason=t.reason,
             )
             for t in rollout.targets
@@ -48,7 +48,7 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
     )
 
 
-def _of_tenant(principal: Principal):  # type: ignore[no-untyped-def]
+def _of_tenant(principal: Principal) -> ColumnElement[bool]:
     # A rollout is a tenant's when one of its audited causes is: enrollment and changes to
     # rules of all tenants ship other tenants' state too and stay out of its view.
     return Rollout.id.in_(

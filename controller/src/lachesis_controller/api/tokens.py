@@ -23,7 +23,7 @@ router = APIRouter(prefix="/tokens", tags=["tokens"])
 
 def token_out(token: ApiToken) -> TokenOut:
     return TokenOut(
-        id=token.id, name=token.name, role=token.role, tenant=token.tenant,  # type: ignore[arg-type]
+        id=token.id, name=token.name, role=token.role, tenant=token.tenant,
         created_at=token.created_at, created_by=token.created_by, revoked_at=token.revoked_at,
     )
 

@@ -19,4 +19,4 @@ router = APIRouter(prefix="/whoami", tags=["auth"])
 async def whoami(principal: PrincipalDep) -> WhoAmI:
     # The middleware's own check on a write, so the answer cannot drift from what it enforces.
     refusal = _route_refusal(principal, "POST", "/api/v1/rules")
-    return WhoAmI(actor=principal.actor, role=principal.role, tenant=principal.tenant, write_refusal=refusal)  # type: ignore[arg-type]
+    return WhoAmI(actor=principal.actor, role=principal.role, tenant=principal.tenant, write_refusal=refusal)

@@ -9,17 +9,21 @@ tenant apply to every tenant's IO, so they are not any one tenant's to see or ch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
+from lachesis_controller.models import Role
 from lachesis_controller.validation.problems import ProblemError
 
-ADMIN, OPERATOR, VIEWER = "admin", "operator", "viewer"
+ADMIN: Final = "admin"
+OPERATOR: Final = "operator"
+VIEWER: Final = "viewer"
 ROLES = (ADMIN, OPERATOR, VIEWER)
 
 
 @dataclass(frozen=True)
 class Principal:
     actor: str
-    role: str
+    role: Role
     tenant: str | None
     token_id: str | None
 

@@ -11,7 +11,8 @@ tenants) are not confined here; the agent confines every target to its own roots
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -21,12 +22,12 @@ from lachesis_controller.validation.bounds import REMOTE_ENDPOINT, under
 from lachesis_controller.validation.problems import invalid
 
 
-def file_targets(detours: Iterable[dict[str, object]], field: str) -> list[tuple[str, str]]:
+def file_targets(detours: Iterable[Mapping[str, Any]], field: str) -> list[tuple[str, str]]:
     """(field, path) of each detour to a host path (remote tcp:// endpoints are not one)."""
     return [
-        (f"{field}[{index}].to.target", str(detour["to"]["target"]))  # type: ignore[index]
+        (f"{field}[{index}].to.target", str(detour["to"]["target"]))
         for index, detour in enumerate(detours)
-        if detour["to"]["kind"] == "file" and not REMOTE_ENDPOINT.fullmatch(str(detour["to"]["target"]))  # type: ignore[index]
+        if detour["to"]["kind"] == "file" and not REMOTE_ENDPOINT.fullmatch(str(detour["to"]["target"]))
     ]
 
 

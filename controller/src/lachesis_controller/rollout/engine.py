@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -52,13 +52,20 @@ from lachesis_controller.stages.resolve import shipped_rules, shipped_stages
 
 log = logging.getLogger(__name__)
 
-PENDING, SUCCEEDED, FAILED, TIMED_OUT = "pending", "succeeded", "failed", "timed_out"
-APPLIED, REJECTED = "applied", "rejected"
+# Final: each its own Literal type, the columns' (models.RolloutState, TargetStatus, ...).
+PENDING: Final = "pending"
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+TIMED_OUT: Final = "timed_out"
+APPLIED: Final = "applied"
+REJECTED: Final = "rejected"
 # Phases of a target (RolloutTarget.phase) and of a two-phase rollout (Rollout.phase).
-QUIESCE, DRAINED, INSTALL = "quiesce", "drained", "install"
+QUIESCE: Final = "quiesce"
+DRAINED: Final = "drained"
+INSTALL: Final = "install"
 # A rollout made by a switch operation (api/quiesce.py): quiesced flows stay quiesced, after
 # the drain, until an explicit resume.
-HOLD = "hold"
+HOLD: Final = "hold"
 
 
 def rfc3339(moment: datetime) -> str:

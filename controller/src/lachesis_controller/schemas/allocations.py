@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from lachesis_controller.bus.messages import Name
+from lachesis_controller.models import AllocationState
 from lachesis_controller.schemas.base import RequestModel
 from lachesis_controller.validation.bounds import MAX_TENANTS
 
@@ -102,7 +103,7 @@ class TenantAllocationOut(BaseModel):
 
 
 class AllocationSummary(BaseModel):
-    state: Literal["current", "proposed"]
+    state: AllocationState
     capacity_bytes: float
     epsilon_bytes: float
     method: str

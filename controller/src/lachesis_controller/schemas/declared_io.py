@@ -4,17 +4,15 @@ change may alter, and what is shown back with its progress."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
 from lachesis_controller.bus.messages import HostId, Name
+from lachesis_controller.models import JobState, Pace
 from lachesis_controller.schemas.base import RequestModel
 from lachesis_controller.validation.bounds import HostPath
 
 MAX_BYTES = 1 << 50
-Pace = Literal["deadline", "budget"]
-JobState = Literal["pending", "running", "paused", "done", "missed", "failed", "cancelled"]
 
 
 class DeclaredFile(RequestModel):

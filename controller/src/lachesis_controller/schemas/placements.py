@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from lachesis_controller.bus.messages import EnginePart, Name
+from lachesis_controller.models import PredictedBy
 from lachesis_controller.schemas.base import RequestModel
 
 
@@ -49,7 +49,7 @@ class DevicePlacementOut(BaseModel):
     streams: list[StreamOut]
     shared: list[SharedOut] = Field(description="Handles more than one stream writes with, and why.")
     predicted_dlwa: float
-    predicted_by: Literal["simulator", "model"]
+    predicted_by: PredictedBy
     model_dlwa: float = Field(description="The FDP paper's closed form for the same placement.")
     warnings: list[str]
     computed_at: datetime

@@ -7,13 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-RolloutState = Literal["pending", "succeeded", "failed", "timed_out"]
-
-
-TargetStatus = Literal["pending", "applied", "rejected"]
-
-
-TargetPhase = Literal["quiesce", "drained", "install"]
+from lachesis_controller.models import RolloutPhase, RolloutState, TargetPhase, TargetStatus
 
 
 class RolloutTargetOut(BaseModel):
@@ -39,7 +33,7 @@ class RolloutOut(BaseModel):
     state: RolloutState
     reason: str | None
     cause: str
-    phase: Literal["quiesce", "hold", "install"] | None = Field(
+    phase: RolloutPhase | None = Field(
         description="Two-phase rollouts (changes that move flows, switch operations): the phase "
         "reached; hold: a switch quiesce waiting for its resume. Null: one phase."
     )

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from lachesis_controller.bus.messages import Name
+from lachesis_controller.models import Role
 from lachesis_controller.schemas.base import RequestModel
-
-Role = Literal["admin", "operator", "viewer"]
 
 
 class TokenSpec(RequestModel):
