@@ -72,6 +72,10 @@ impl Drop for Permit {
         if !self.nested {
             inner.in_flight -= 1;
             self.gate.pump(&mut inner);
+            // Waiters that queued while the slot was taken wait for a signal, not a time; if
+            // what freed the slot granted nothing (the head waits for its limit), they must
+            // learn that only time stands in the way now, and wait for it.
+            self.gate.cv.notify_all();
         }
     }
 }
@@ -320,5 +324,27 @@ mod tests {
                 .dispatched,
             2
         );
+    }
+
+    /// A request that queued while the slot was taken and whose class's limit holds it once
+    /// the slot frees still goes, when the limit lets it (nothing else happens to wake it).
+    #[test]
+    fn a_limited_request_queued_behind_a_held_slot_goes_when_its_limit_allows() {
+        let gate = Arc::new(Gate::new(1, Arc::new(Instant::now)));
+        let capped = ClassKey::Stage("qos/capped".into());
+        // 10 bytes each at 1,000 bytes/s: the second may go 10 ms after the first.
+        gate.set_class(
+            capped.clone(),
+            Params::new(0.0, 1.0, Some(1000.0), None).unwrap(),
+        );
+        let first = gate.acquire(&capped, 10).unwrap();
+        let (g, c) = (gate.clone(), capped.clone());
+        let second = std::thread::spawn(move || g.acquire(&c, 10).unwrap().limited());
+        while gate.lock().sched.queued(&capped) == 0 {
+            std::thread::yield_now();
+        }
+        drop(first);
+        assert!(second.join().unwrap(), "held by the limit, then let go");
+        assert_eq!(gate.counters(&capped).unwrap().dispatched, 2);
     }
 }
