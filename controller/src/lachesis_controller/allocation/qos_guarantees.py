@@ -43,11 +43,11 @@ def qos_guarantees(
             f"{memory_bytes_per_s:g} B/s (Eq. 5.2 divides by their difference)"
         )
     stages = list(declared)
-    cached = {s["owner"] for s in stages if s.get("kind") == "cache" and s.get("owner")}
+    cached: set[str] = {o for s in stages if s.get("kind") == "cache" and isinstance(o := s.get("owner"), str)}
     sla: dict[str, float] = {}
     for s in stages:
         owner, minimum = s.get("owner"), s.get("min_bandwidth_bytes_per_s")
-        if s.get("kind") == "qos" and owner in cached and minimum:
+        if s.get("kind") == "qos" and isinstance(owner, str) and owner in cached and minimum:
             sla[owner] = max(sla.get(owner, 0.0), float(minimum))
     out: dict[str, Guarantee] = {
         t: BandwidthSLA(b, storage_bytes_per_s, memory_bytes_per_s) for t, b in sorted(sla.items())
