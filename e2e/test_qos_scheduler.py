@@ -115,8 +115,9 @@ def run_until(cluster: Cluster, mnt: Path, paths: list[str], what: str, done: An
 
 def test_a_high_tenant_goes_first(cluster: Cluster, home: Path) -> None:
     """`priority: high` against `priority: low`: of the requests dispatched while the other's
-    IO waited, the high tenant's outnumber the low one's 16 to 1 by the weights (asserted: at
-    least 4 to 1), and the low one is not starved."""
+    IO waited, the high tenant's outnumber the low one's (weights 32:2, 16 to 1 for requests of
+    one size; the mount's reads vary in size, and 5.6 to 10 to 1 were counted; asserted: at
+    least 3 to 1, where equal weights give 1 to 1), and the low one is not starved."""
     data, mnt = home / "data", home / "mnt"
     paths = files(data, "hi", READERS) + files(data, "lo", READERS)
     apply(cluster, policy({"hi": "priority: high", "lo": "priority: low"}))
@@ -124,7 +125,7 @@ def test_a_high_tenant_goes_first(cluster: Cluster, home: Path) -> None:
                   lambda q: q.get("qos/hi", {}).get("contended", 0) >= 800 and q.get("qos/lo", {}).get("contended", 0) >= 1)
     print("qos counters", q)  # noqa: T201 - the figures, with -s
     hi, lo = q["qos/hi"], q["qos/lo"]
-    assert hi["contended"] >= 4 * lo["contended"], q
+    assert hi["contended"] >= 3 * lo["contended"], q
     assert lo["dispatched"] > 0 and lo["contended"] > 0, "the low tenant was starved"
     # Neither has a reservation or a limit: nothing went by reservation, nothing was held.
     assert hi["reserved_bytes"] == lo["reserved_bytes"] == hi["limited"] == lo["limited"] == 0, q
