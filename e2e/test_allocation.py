@@ -124,6 +124,9 @@ def tenants(fast_telemetry: tuple[Path, Path], tmp_path: Path, monkeypatch: pyte
     require((TRACES / "arc" / "P3.lis.zst").exists(), f"the traces in {TRACES}")
     monkeypatch.setenv("LACHESIS_ALLOCATION_INTERVAL_S", str(INTERVAL_S))
     monkeypatch.setenv("LACHESIS_ALLOCATION_REACTION_S", str(REACTION_S))
+    # The caches here are the agent's shadow caches, whose unit is a 4 KiB block (no stage, no
+    # 1 MiB region): the loop's sizes are whole blocks, and C/4 is one.
+    monkeypatch.setenv("LACHESIS_ALLOCATION_UNIT_BYTES", str(BLOCK))
     parent, _ = fast_telemetry
     data = Path(os.environ.get("LACHESIS_TEST_DIR", "/var/tmp")) / f"lachesis-e2e-alloc-{os.getpid()}"
     data.mkdir()

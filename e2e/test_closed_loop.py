@@ -5,7 +5,7 @@ flash cache stage.
 
 - The allocation moves off the equal split, and the real stages' aggregate hit ratio under
   the loop beats the equal split's, same traces, same test.
-- After each allocation, every stage's installed size equals its allocation (to one region).
+- After each allocation, every stage's installed size equals its allocation exactly (whole regions).
 - A tenant that stops has its space given to the others within two allocation decisions.
 - Shrinking a write-back stage under writes loses no acknowledged write (checksums).
 - The device reports measured DLWA and the broker's prediction.
@@ -81,7 +81,6 @@ def test_the_loop_beats_an_equal_split_on_the_real_stages(loop_cluster: Cluster)
         # No timed phase: the seconds are the CLI's, unused here.
         demo = demo_run.Demo(api, loop_cluster.home, 0.0, CACHE)  # type: ignore[attr-defined]
         demo.prepare(TRACES, rate=RATE)
-        n = len(demo.tenants)
         # Reads of one pass of each tenant's trace: the unit of warm-up and of measurement.
         per_pass = {t.name: int((~t.mini.writes).sum()) for t in demo.tenants}
 
@@ -107,13 +106,15 @@ def test_the_loop_beats_an_equal_split_on_the_real_stages(loop_cluster: Cluster)
         report = f"per pass {per_pass}\nequal split {equal}\nloop {loop}"
         print(report)
 
+        # Sizes are whole regions (the equal split's and the loop's): installed = allocated exactly.
         for t in equal["tenants"].values():
-            assert all(abs(s - CACHE // n) <= REGION for s in t["allocated_bytes"]), f"not the equal split\n{report}"
-            assert all(abs(i - a) <= REGION for i, a in zip(t["installed_bytes"], t["allocated_bytes"], strict=True)), report
+            assert all(s == demo.equal_share() for s in t["allocated_bytes"]), f"not the equal split\n{report}"
+            assert t["installed_bytes"] == t["allocated_bytes"], report
         sizes = list(allocation.values())
         assert max(sizes) - min(sizes) > REGION, f"the loop did not move off the equal split\n{report}"
         for name, s in installed.items():
-            assert abs(s["installed_bytes"] - s["allocated_bytes"]) <= REGION, f"{name}: {s}\n{report}"
+            assert s["installed_bytes"] == s["allocated_bytes"], f"{name}: {s}\n{report}"
+            assert s["allocated_bytes"] % REGION == 0, f"{name}: {s}\n{report}"
         assert loop["hit_ratio"] > equal["hit_ratio"], report
 
         devices = demo.devices()
@@ -266,7 +267,8 @@ def test_a_stopped_tenant_gives_its_space_within_two_decisions(loop_cluster: Clu
         # All of it to the others: the whole cache is theirs (to the byte, one per tenant).
         assert abs(sum(sizes.values()) - CACHE) <= n, report
         for name, s in installed.items():
-            assert abs(s["installed_bytes"] - s["allocated_bytes"]) <= REGION, f"{name}: {s}\n{report}"
+            assert s["installed_bytes"] == s["allocated_bytes"], f"{name}: {s}\n{report}"
+            assert s["allocated_bytes"] % REGION == 0, f"{name}: {s}\n{report}"
         assert installed[stopped]["allocated_bytes"] == 0, report
         demo.clean_up()
 
