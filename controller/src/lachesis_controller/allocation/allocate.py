@@ -146,8 +146,8 @@ def allocate(
     total_reserved = sum(reserved.values())
     if not unmet and total_reserved > capacity * (1 + 1e-12):
         unmet = [
-            Unmet(n, demands[n].guarantee, reserved[n], f"needs {reserved[n]:.0f} B")  # type: ignore[arg-type]
-            for n in active if demands[n].guarantee is not None and reserved[n] > 0
+            Unmet(n, g, reserved[n], f"needs {reserved[n]:.0f} B")
+            for n in active if (g := demands[n].guarantee) is not None and reserved[n] > 0
         ]
         unmet.append(Unmet("(all)", FixedSize(total_reserved), total_reserved,
                            f"together {total_reserved:.0f} B, more than the cache ({capacity:.0f} B)"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -45,10 +46,20 @@ class Curve:
             s, m = np.concatenate(([0.0], s)), np.concatenate(([1.0], m))
         return cls(s, np.minimum.accumulate(m))
 
-    def miss_ratio(self, size: float | np.ndarray) -> np.ndarray:
-        return np.interp(size, self.sizes, self.miss_ratios)
+    # A size gives a ratio (np.float64, a float), an array of sizes an array of ratios.
+    @overload
+    def miss_ratio(self, size: float) -> np.float64: ...
+    @overload
+    def miss_ratio(self, size: np.ndarray) -> np.ndarray: ...
+    def miss_ratio(self, size: float | np.ndarray) -> np.float64 | np.ndarray:
+        ratios: np.float64 | np.ndarray = np.interp(size, self.sizes, self.miss_ratios)
+        return ratios
 
-    def hit_ratio(self, size: float | np.ndarray) -> np.ndarray:
+    @overload
+    def hit_ratio(self, size: float) -> np.float64: ...
+    @overload
+    def hit_ratio(self, size: np.ndarray) -> np.ndarray: ...
+    def hit_ratio(self, size: float | np.ndarray) -> np.float64 | np.ndarray:
         return 1.0 - self.miss_ratio(size)
 
     @property

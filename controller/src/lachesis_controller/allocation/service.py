@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from sqlalchemy import select
@@ -108,6 +108,7 @@ class CurveStore(Protocol):
     def tenant_rates(self) -> Mapping[str, Any]: ...
 
 
+@runtime_checkable
 class StageStore(CurveStore, Protocol):
     def stages(self) -> list[Any]: ...
 
@@ -263,12 +264,12 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
             await bus.publish(publications, source="allocation")
 
     exported: set[str] = set()
-    stages = getattr(store, "stages", None)
+    # A store without stage reports (the unit tests' fakes) has no curves to check.
+    stage_store = store if isinstance(store, StageStore) else None
 
     def check() -> None:
-        # A store without stage reports (the unit tests' fakes) has no curves to check.
-        if stages is not None:
-            export_curve_checks(curve_checks(store), exported)  # type: ignore[arg-type]
+        if stage_store is not None:
+            export_curve_checks(curve_checks(stage_store), exported)
 
     loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity,
                           two_level=side.two_level, in_force=side.in_force, after_step=check)

@@ -12,6 +12,7 @@ then the one using less hypervisor memory (the scarcer of the two).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -29,11 +30,19 @@ class TwoLevelSplit:
     bandwidth: float
 
 
+@overload
+def bandwidth(curve: Curve, a1: float, a2: float,
+              memory: float, network: float, storage: float) -> np.float64: ...
+@overload
+def bandwidth(curve: Curve, a1: np.ndarray, a2: np.ndarray,
+              memory: float, network: float, storage: float) -> np.ndarray: ...
 def bandwidth(curve: Curve, a1: np.ndarray | float, a2: np.ndarray | float,
-              memory: float, network: float, storage: float) -> np.ndarray:
+              memory: float, network: float, storage: float) -> np.float64 | np.ndarray:
+    """Sizes give a bandwidth, arrays of sizes (broadcast) an array of them."""
     u1 = curve.hit_ratio(a1)
     u = curve.hit_ratio(np.asarray(a1) + np.asarray(a2))
-    return u1 * memory + (u - u1) * network + (1.0 - u) * storage
+    out: np.float64 | np.ndarray = u1 * memory + (u - u1) * network + (1.0 - u) * storage
+    return out
 
 
 def split_two_level(
