@@ -81,7 +81,7 @@ fn trace(shape: Shape, blocks: u64, passes: u64, seed: u64) -> Vec<u64> {
             let hot = (blocks / 10).max(1);
             let mut scan = hot;
             while (out.len() as u64) < total {
-                if rng.next_u64() % 4 == 0 {
+                if rng.next_u64().is_multiple_of(4) {
                     out.push(scatter(scan));
                     scan = if scan + 1 == blocks { hot } else { scan + 1 };
                 } else {
