@@ -153,7 +153,7 @@ def parse_prove(output: str, returncode: int, tests_dir: Path) -> ProveResult:
     prefix = str(tests_dir).rstrip("/") + "/"
 
     def rel(path: str) -> str:
-        return path[len(prefix):] if path.startswith(prefix) else path
+        return path[len(prefix) :] if path.startswith(prefix) else path
 
     messages: dict[str, dict[int, str]] = {}
     current: str | None = None
@@ -196,7 +196,9 @@ def parse_prove(output: str, returncode: int, tests_dir: Path) -> ProveResult:
     # Files whose only trouble is a passing TODO check are not failures.
     res.failing = {k: v for k, v in res.failing.items() if v.failed or v.problems}
     if not res.result and returncode != 0:
-        res.failing.setdefault("(prove)", ProveFile("(prove)", problems=[f"exit {returncode}, no summary: {output[-500:]}"]))
+        res.failing.setdefault(
+            "(prove)", ProveFile("(prove)", problems=[f"exit {returncode}, no summary: {output[-500:]}"])
+        )
     return res
 
 
@@ -204,13 +206,22 @@ def run_prove(cwd: Path, tests: list[Path], jobs: int, timeout: float, tests_dir
     """prove -v (as root) from `cwd`, a directory on the file system under test."""
     argv = ["prove", "-v", f"-j{jobs}", "-r", *map(str, tests)]
     try:
-        p = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           errors="replace", timeout=timeout)
+        p = subprocess.run(
+            argv,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+        )
         return parse_prove(p.stdout, p.returncode, tests_dir)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         res = parse_prove(out, 1, tests_dir)
-        res.failing["(prove)"] = ProveFile("(prove)", problems=[f"no end within {timeout:.0f} s (a hang); last output: {out[-300:]}"])
+        res.failing["(prove)"] = ProveFile(
+            "(prove)", problems=[f"no end within {timeout:.0f} s (a hang); last output: {out[-300:]}"]
+        )
         return res
 
 
@@ -294,14 +305,23 @@ class FsxRun:
         lines = self.output.splitlines()
         dump_at = next((i for i, l in enumerate(lines) if l.startswith("LOG DUMP")), len(lines))
         # fsx's own complaints: not its progress lines (-p), notes or the bad-data table.
-        head = [l for l in lines[:dump_at] if l.strip() and not BAD_ROW.match(l) and not PROGRESS.match(l)
-                and not l.startswith(("operation# ", "OFFSET", "Seed set", "skipping ", "Will begin"))
-                and "largest ever" not in l and "disabling!" not in l]
-        ops = [m.group(2).strip() for l in lines[dump_at + 1:] if (m := LOG_OP.match(l))]
+        head = [
+            l
+            for l in lines[:dump_at]
+            if l.strip()
+            and not BAD_ROW.match(l)
+            and not PROGRESS.match(l)
+            and not l.startswith(("operation# ", "OFFSET", "Seed set", "skipping ", "Will begin"))
+            and "largest ever" not in l
+            and "disabling!" not in l
+        ]
+        ops = [m.group(2).strip() for l in lines[dump_at + 1 :] if (m := LOG_OP.match(l))]
         # The dump holds the last operations (at most fsx's log size, 10,000) oldest first, the
         # failing one last; past its log size fsx prints the older ones' numbers 10,000 too
         # high, so they are numbered here by position.
-        total = int(t.group(1)) if dump_at < len(lines) and (t := re.search(r"\((\d+) total", lines[dump_at])) else len(ops)
+        total = (
+            int(t.group(1)) if dump_at < len(lines) and (t := re.search(r"\((\d+) total", lines[dump_at])) else len(ops)
+        )
         ops = [(total - len(ops) + 1 + i, op) for i, op in enumerate(ops)]
         out = [f"exit {self.returncode}: " + " | ".join(head[:4])[:600]]
         if ops:
@@ -333,8 +353,17 @@ class FsxRun:
         return "\n  ".join(out)
 
 
-def fsx_argv(fsx: Path, path: Path, *, seed: int, ops: int, maxlen: int, logdir: Path,
-             direct: bool = False, extra: list[str] = ()) -> list[str]:
+def fsx_argv(
+    fsx: Path,
+    path: Path,
+    *,
+    seed: int,
+    ops: int,
+    maxlen: int,
+    logdir: Path,
+    direct: bool = False,
+    extra: list[str] = (),
+) -> list[str]:
     """Every operation class on (no -F -H -z -C -I -E); with `direct`, O_DIRECT IO aligned as
     ext4 needs it (-r/-w 4096), mapped reads and writes still on (a mix of the page cache and
     O_DIRECT on one file)."""
@@ -347,8 +376,9 @@ def fsx_argv(fsx: Path, path: Path, *, seed: int, ops: int, maxlen: int, logdir:
 def run_fsx(label: str, argv: list[str], seed: int, timeout: float) -> FsxRun:
     run = FsxRun(label, argv, seed)
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                           timeout=timeout)
+        p = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout
+        )
         run.output, run.returncode = p.stdout, p.returncode
     except subprocess.TimeoutExpired as e:
         run.output = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")

@@ -60,7 +60,9 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 30.0, int
         except Exception as exc:  # the thing we wait for may not be up yet
             last_error = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else "")
+    )
 
 
 @dataclass
@@ -76,7 +78,9 @@ class Process:
         with self.log.open("ab") as out:
             out.write(f"--- start {' '.join(self.argv)}\n".encode())
             out.flush()
-            self.popen = subprocess.Popen(self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.popen = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
         if self.popen is None or self.popen.poll() is not None:
@@ -143,10 +147,16 @@ class Cluster:
         """The messages on the agents' streams of `kind` (acks, registrations, telemetry,
         detours): one host's in stream order, or every host's ordered by entry id."""
         r = self.redis()
-        streams = ([f"lachesis:agent:{host_id}:{kind}"] if host_id
-                   else list(r.scan_iter(match=f"lachesis:agent:*:{kind}", _type="stream")))
-        entries = [(tuple(map(int, entry_id.split("-"))), fields)
-                   for stream in streams for entry_id, fields in r.xrange(stream)]
+        streams = (
+            [f"lachesis:agent:{host_id}:{kind}"]
+            if host_id
+            else list(r.scan_iter(match=f"lachesis:agent:*:{kind}", _type="stream"))
+        )
+        entries = [
+            (tuple(map(int, entry_id.split("-"))), fields)
+            for stream in streams
+            for entry_id, fields in r.xrange(stream)
+        ]
         return [json.loads(fields["msg"]) for _, fields in sorted(entries, key=lambda e: e[0])]
 
     def api(self) -> httpx.Client:
@@ -162,15 +172,30 @@ class Cluster:
         data.mkdir(exist_ok=True)
         proc = self.processes.get("redis") or self._add(
             "redis",
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port), "--dir", str(data),
-             "--appendonly", "yes", "--save", "", "--daemonize", "no",
-             *(["--requirepass", self.redis_password] if self.secure else [])],
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.redis_port),
+                "--dir",
+                str(data),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                *(["--requirepass", self.redis_password] if self.secure else []),
+            ],
         )
         proc.start()
         wait_for("redis-server to answer PING", lambda: self.redis().ping())
         return proc
 
-    def start_controller(self, name: str = "controller", port: int | None = None, env: dict[str, str] | None = None) -> Process:
+    def start_controller(
+        self, name: str = "controller", port: int | None = None, env: dict[str, str] | None = None
+    ) -> Process:
         """A controller serving on `port` (the cluster's api_port by default); another `name`
         and port start another replica on the same database and Redis."""
         port = port or self.api_port
@@ -186,7 +211,11 @@ class Cluster:
             },
         )
         proc.start()
-        wait_for(f"{name}'s /readyz", lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, timeout=60)
+        wait_for(
+            f"{name}'s /readyz",
+            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200,
+            timeout=60,
+        )
         return proc
 
     def start_agent(self, host_id: str) -> Process:
@@ -195,12 +224,24 @@ class Cluster:
             self.enroll(host_id)
         proc = self.processes.get(name) or self._add(
             name,
-            [str(AGENT_BIN), "run", "--host-id", host_id,
-             "--redis-url", self.agent_urls.get(host_id, self.redis_url),
-             *([] if "--device" in self.agent_args.get(host_id, [])
-               else ["--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB"]),
-             *self.agent_args.get(host_id, []),
-             "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
+            [
+                str(AGENT_BIN),
+                "run",
+                "--host-id",
+                host_id,
+                "--redis-url",
+                self.agent_urls.get(host_id, self.redis_url),
+                *(
+                    []
+                    if "--device" in self.agent_args.get(host_id, [])
+                    else ["--device", f"flash0={self.tmp / (host_id + '-flash0.img')}:64MiB"]
+                ),
+                *self.agent_args.get(host_id, []),
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "3",
+            ],
             {"RUST_LOG": "info"},
         )
         proc.start()
@@ -267,8 +308,11 @@ def start_hosts(cluster: Cluster, hosts: tuple[str, ...] | list[str], timeout: f
     for host in hosts:
         cluster.start_agent(host)
     for host in hosts:
-        wait_for(f"{host} to enrol and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
-                 timeout=timeout)
+        wait_for(
+            f"{host} to enrol and ack",
+            lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
+            timeout=timeout,
+        )
     return cluster
 
 
@@ -287,9 +331,13 @@ def start_with_datapath(cluster: Cluster, device_size: str, extra_args: list[str
     home = cluster.tmp / "home"
     (home / "data").mkdir(parents=True)
     (home / "mnt").mkdir()
-    cluster.agent_args[HOST] = ["--mount", f"{home / 'data'}:{home / 'mnt'}",
-                                "--device", f"flash0={home / 'flash0.img'}:{device_size}",
-                                *(extra_args or [])]
+    cluster.agent_args[HOST] = [
+        "--mount",
+        f"{home / 'data'}:{home / 'mnt'}",
+        "--device",
+        f"flash0={home / 'flash0.img'}:{device_size}",
+        *(extra_args or []),
+    ]
     start_hosts(cluster, [HOST], timeout=60)
     return home
 

@@ -65,11 +65,18 @@ def decode(body: bytes) -> list[Span]:
         resource = _attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
-                spans.append(Span(
-                    service=str(resource.get("service.name", "")), resource=resource,
-                    trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_span_id=s.parent_span_id.hex(),
-                    name=s.name, kind=s.kind, attributes=_attributes(s.attributes),
-                ))
+                spans.append(
+                    Span(
+                        service=str(resource.get("service.name", "")),
+                        resource=resource,
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_span_id=s.parent_span_id.hex(),
+                        name=s.name,
+                        kind=s.kind,
+                        attributes=_attributes(s.attributes),
+                    )
+                )
     return spans
 
 

@@ -21,10 +21,13 @@ from conftest import HOST, Cluster, mounted, wait_for
 WRITER_UID = 4321
 
 
-
 def to_file(name: str, prefix: str, target: Path | str) -> dict:
-    return {"name": name, "priority": 10, "match": {"path_prefix": prefix},
-            "detours": [{"what": "io", "to": {"kind": "file", "target": str(target)}}]}
+    return {
+        "name": name,
+        "priority": 10,
+        "match": {"path_prefix": prefix},
+        "detours": [{"what": "io", "to": {"kind": "file", "target": str(target)}}],
+    }
 
 
 def publish_as_controller(cluster: Cluster, rules: list[dict]) -> int:
@@ -68,7 +71,9 @@ def as_writer(directory: Path, name: str, data: bytes) -> None:
     assert os.waitstatus_to_exitcode(status) == 0, f"the writer could not create {name}"
 
 
-def test_endpoints_outside_the_roots_are_refused_and_copies_belong_to_the_writer(cluster: Cluster, confined_home: Path) -> None:
+def test_endpoints_outside_the_roots_are_refused_and_copies_belong_to_the_writer(
+    cluster: Cluster, confined_home: Path
+) -> None:
     endpoint = cluster.tmp / "endpoints" / "shared"
     mnt = confined_home / "mnt"
     with cluster.api() as api:

@@ -25,8 +25,11 @@ def scrape(addr: str) -> dict[tuple[str, frozenset], float]:
     r = httpx.get(f"http://{addr}/metrics", timeout=5)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/openmetrics-text"), r.headers
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(r.text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels: str) -> float | None:
@@ -58,11 +61,21 @@ def test_agent_metrics_agree_with_the_controllers_telemetry(metrics_agent) -> No
         # opens of the cgroup's processes.
         tenant = {"name": "ddjob", "classifiers": [{"kind": "cgroup", "value": "/" + cgroup.name}]}
         assert api.post("/api/v1/tenants", json=tenant).status_code == 201
-        stage = {"name": STAGE, "kind": "cache", "owner": "ddjob", "size_bytes": 16 << 20,
-                 "engine": "loc", "write_mode": "through"}
+        stage = {
+            "name": STAGE,
+            "kind": "cache",
+            "owner": "ddjob",
+            "size_bytes": 16 << 20,
+            "engine": "loc",
+            "write_mode": "through",
+        }
         assert api.post("/api/v1/stages", json=stage).status_code == 201
-        rule = {"name": "dd", "priority": 5, "match": {"tenant": "ddjob"},
-                "detours": [{"what": "io", "to": {"kind": "stage", "target": STAGE}}]}
+        rule = {
+            "name": "dd",
+            "priority": 5,
+            "match": {"tenant": "ddjob"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": STAGE}}],
+        }
         created = api.post("/api/v1/rules", json=rule)
         assert created.status_code == 201, created.text
         cluster.wait_rollout_done(created.json()["rollout_id"], timeout=60)
@@ -70,6 +83,7 @@ def test_agent_metrics_agree_with_the_controllers_telemetry(metrics_agent) -> No
     # The generation the controller saw acked is the one the agent says it applied and the
     # desired key holds; nothing waits in the inbox.
     acked = cluster.host(HOST)["acked_generation"]
+
     def at_acked() -> dict | None:
         s = scrape(addr)
         return s if value(s, "lachesis_bus_applied_generation") == acked else None
@@ -109,7 +123,8 @@ def test_agent_metrics_agree_with_the_controllers_telemetry(metrics_agent) -> No
             "dlwa": value(s, "lachesis_device_dlwa", device="flash0"),
         }
         theirs = {k: st[k] for k in ("misses", "hits", "installed_bytes")} | {
-            k: dev[k] for k in ("host_bytes_written", "media_bytes_written", "dlwa")}
+            k: dev[k] for k in ("host_bytes_written", "media_bytes_written", "dlwa")
+        }
         return {"s": s, "ours": ours, "theirs": theirs} if ours == theirs else None
 
     got = wait_for("the agent's metrics and the controller's telemetry to agree", agreed, timeout=60)

@@ -25,8 +25,12 @@ from conftest import HOST, Cluster, mounted, wait_for
 
 
 def data_rule(endpoint: Path) -> dict:
-    return {"name": "data-to-endpoint", "priority": 10, "match": {"path_prefix": "/data"},
-            "detours": [{"what": "io", "to": {"kind": "file", "target": str(endpoint)}}]}
+    return {
+        "name": "data-to-endpoint",
+        "priority": 10,
+        "match": {"path_prefix": "/data"},
+        "detours": [{"what": "io", "to": {"kind": "file", "target": str(endpoint)}}],
+    }
 
 
 ACKS = f"lachesis:agent:{HOST}:acks"
@@ -36,8 +40,9 @@ def acks_of(cluster: Cluster, generation: int, after: str = "-") -> list[dict]:
     """The agent's acks of `generation` in its ack stream after entry `after`. The controller
     deletes the entries it handled but the newest, so the newest ack stays to be seen."""
     start = f"({after}" if after != "-" else "-"
-    return [a for _, f in cluster.redis().xrange(ACKS, min=start)
-            if (a := json.loads(f["msg"]))["generation"] == generation]
+    return [
+        a for _, f in cluster.redis().xrange(ACKS, min=start) if (a := json.loads(f["msg"]))["generation"] == generation
+    ]
 
 
 def newest_entry(cluster: Cluster) -> str:
@@ -48,7 +53,7 @@ def newest_entry(cluster: Cluster) -> str:
 def since_last_start(cluster: Cluster) -> list[str]:
     """The agent's log lines since its latest start."""
     text = cluster.processes[f"agent-{HOST}"].text()
-    return text[text.rindex("--- start"):].splitlines()
+    return text[text.rindex("--- start") :].splitlines()
 
 
 def write(path: Path, data: bytes) -> None:
@@ -60,7 +65,9 @@ def write(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def test_a_killed_agent_comes_back_over_its_dead_mount_with_its_acked_rules(cluster: Cluster, confined_home: Path) -> None:
+def test_a_killed_agent_comes_back_over_its_dead_mount_with_its_acked_rules(
+    cluster: Cluster, confined_home: Path
+) -> None:
     endpoint = cluster.tmp / "endpoints" / "a"
     mnt = confined_home / "mnt"
     with cluster.api() as api:
@@ -114,17 +121,32 @@ def test_a_killed_agent_comes_back_over_its_dead_mount_with_its_acked_rules(clus
     assert not any(" install " in line for line in lines), "the resync installs nothing new"
     heartbeat = wait_for("the heartbeat", lambda: cluster.redis().get(f"lachesis:agent:{HOST}:heartbeat"))
     assert json.loads(heartbeat)["generation"] == acked
-    wait_for("the controller to see the agent at its generation",
-             lambda: (h := cluster.host(HOST)) and h["acked_generation"] == acked, timeout=60)
+    wait_for(
+        "the controller to see the agent at its generation",
+        lambda: (h := cluster.host(HOST)) and h["acked_generation"] == acked,
+        timeout=60,
+    )
 
 
 def test_an_agent_refuses_to_mount_over_a_live_fuse_mount(cluster: Cluster, confined_home: Path) -> None:
     mnt = confined_home / "mnt"
     wait_for("the FUSE mount", lambda: mounted(mnt), timeout=60)
     second = subprocess.run(
-        [cluster.processes[f"agent-{HOST}"].argv[0], "run", "--host-id", "host-b", "--no-ebpf",
-         "--redis-url", cluster.redis_url, "--mount", f"{confined_home / 'data'}:{mnt}"],
-        capture_output=True, text=True, timeout=60)
+        [
+            cluster.processes[f"agent-{HOST}"].argv[0],
+            "run",
+            "--host-id",
+            "host-b",
+            "--no-ebpf",
+            "--redis-url",
+            cluster.redis_url,
+            "--mount",
+            f"{confined_home / 'data'}:{mnt}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode == 2, second.stderr
     assert f"mountpoint {mnt} is a live FUSE mount" in second.stderr, second.stderr
     assert cluster.processes[f"agent-{HOST}"].running and (mnt / ".").stat()

@@ -96,10 +96,26 @@ class Tenant:
     def start(self, start_at: float, passes: int) -> None:
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("miniature.py")), "replay", "--refs", str(self.refs),
-                 "--file", str(self.file), "--cgroup", str(self.cgroup), "--start-at", repr(start_at),
-                 "--pass-s", str(PASS_S), "--passes", str(passes)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("miniature.py")),
+                    "replay",
+                    "--refs",
+                    str(self.refs),
+                    "--file",
+                    str(self.file),
+                    "--cgroup",
+                    str(self.cgroup),
+                    "--start-at",
+                    repr(start_at),
+                    "--pass-s",
+                    str(PASS_S),
+                    "--passes",
+                    str(passes),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
 
     def stop(self) -> None:
@@ -110,14 +126,20 @@ class Tenant:
     def check_running(self) -> None:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise AssertionError(f"replayer of {self.name} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            raise AssertionError(
+                f"replayer of {self.name} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}"
+            )
 
     def lags(self) -> list[float]:
         return [json.loads(line)["lag_s"] for line in self.log.read_text().splitlines() if line.startswith("{")]
 
 
 @pytest.fixture
-def tenants(fast_telemetry: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Tenant]]:  # noqa: F811
+def tenants(
+    fast_telemetry: tuple[Path, Path],  # noqa: F811 - the fixture imported above, by name
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[list[Tenant]]:
     """Four tenants (cgroups under the test's cgroup, files of their blocks); the controller
     started after this fixture runs its loop every INTERVAL_S with a REACTION_S reaction."""
     require(shutil.which("zstd") is not None, "zstd (apt install zstd)")
@@ -177,11 +199,19 @@ def first_pass_after(report: dict[str, dict], t: Tenant) -> int:
 
 def wait_for_sizes(cluster: Cluster, tenants: list[Tenant], sizes: dict[str, int], after: int = 0) -> dict[str, dict]:
     """The first report (from the `after`th on) in which every tenant's shadow cache runs at `sizes`."""
+
     def found() -> dict[str, dict] | None:
         for t in tenants:
             t.check_running()
-        return next((m for m in telemetry_messages(cluster)[after:]
-                     if all(m.get(t.name, {}).get("cache", {}).get("size_bytes") == sizes[t.name] for t in tenants)), None)
+        return next(
+            (
+                m
+                for m in telemetry_messages(cluster)[after:]
+                if all(m.get(t.name, {}).get("cache", {}).get("size_bytes") == sizes[t.name] for t in tenants)
+            ),
+            None,
+        )
+
     return wait_for(f"the shadow caches at {sizes}", found, timeout=120, interval=0.5)
 
 
@@ -197,6 +227,7 @@ def measure(cluster: Cluster, tenants: list[Tenant], passes: dict[str, int]) -> 
     """Total hit rate of the shadow caches over each tenant's pass `passes[name]`, from the
     cumulative counters of the reports around it (waiting until every such pass has been
     reported whole), and the sizes the reports inside each pass show."""
+
     def windows() -> tuple[list[dict[str, dict]], dict[str, tuple[int, int]]] | None:
         for t in tenants:
             t.check_running()
@@ -214,7 +245,9 @@ def measure(cluster: Cluster, tenants: list[Tenant], passes: dict[str, int]) -> 
         h, r = last["hits"] - first["hits"], last["hits"] + last["misses"] - first["hits"] - first["misses"]
         hits, refs = hits + h, refs + r
         per[t.name] = h / r if r else float("nan")
-        sizes[t.name] = {m[t.name]["cache"]["size_bytes"] for m in msgs[a + 1:b + 1] if m.get(t.name, {}).get("cache")}
+        sizes[t.name] = {
+            m[t.name]["cache"]["size_bytes"] for m in msgs[a + 1 : b + 1] if m.get(t.name, {}).get("cache")
+        }
     return Window(hits / refs, per, sizes, passes)
 
 
@@ -247,8 +280,9 @@ def loop_pass(cluster: Cluster, tenants: list[Tenant], equal: dict[str, int]) ->
     seen: list[dict[str, int]] = []
     while True:
         reported = len(telemetry_messages(cluster))
-        _, allocated = wait_for("the loop's allocation at the agent",
-                                lambda: (d := desired_caches(cluster))[1] != equal and d, timeout=60)
+        _, allocated = wait_for(
+            "the loop's allocation at the agent", lambda: (d := desired_caches(cluster))[1] != equal and d, timeout=60
+        )
         seen.append(allocated)
         at = wait_for_sizes(cluster, tenants, allocated, after=reported)
         window = measure(cluster, tenants, {t.name: first_pass_after(at, t) for t in tenants})
@@ -265,13 +299,20 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
     capacity = 4 * BLOCK * round(CACHE_SHARE * sum(t.mini.blocks for t in tenants) / 4)
     with running.api() as api:
         for t in tenants:
-            r = api.post("/api/v1/tenants", json={"name": t.name, "classifiers": [
-                {"kind": "cgroup", "value": f"/{t.cgroup.parent.name}/{t.cgroup.name}"}]})
+            r = api.post(
+                "/api/v1/tenants",
+                json={
+                    "name": t.name,
+                    "classifiers": [{"kind": "cgroup", "value": f"/{t.cgroup.parent.name}/{t.cgroup.name}"}],
+                },
+            )
             assert r.status_code == 201, r.text
             running.wait_rollout_done(r.json()["rollout_id"], timeout=30)
             # The equal split: each tenant pinned to a quarter.
-            r = api.put(f"/api/v1/allocations/guarantees/{t.name}",
-                        json={"guarantee": {"kind": "fixed_size", "size_bytes": capacity / 4}})
+            r = api.put(
+                f"/api/v1/allocations/guarantees/{t.name}",
+                json={"guarantee": {"kind": "fixed_size", "size_bytes": capacity / 4}},
+            )
             assert r.status_code == 200, r.text
 
     # The replayers start together and pace their passes (the request rates are the
@@ -287,8 +328,13 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
             bodies = {n: api.get(f"/api/v1/tenants/{n}/telemetry").json() for n in names}
         if not all(b["curve"] for b in bodies.values()):
             return None
-        return {n: {"sizes": [p["size_bytes"] for p in b["curve"]["points"]],
-                    "miss_ratios": [p["miss_ratio"] for p in b["curve"]["points"]]} for n, b in bodies.items()}
+        return {
+            n: {
+                "sizes": [p["size_bytes"] for p in b["curve"]["points"]],
+                "miss_ratios": [p["miss_ratio"] for p in b["curve"]["points"]],
+            }
+            for n, b in bodies.items()
+        }
 
     measured = wait_for("curves of all four tenants", curves, timeout=120, interval=0.5)
     with running.api() as api:
@@ -299,7 +345,9 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
 
     # A pass under the equal split; once every tenant's is reported whole, the guarantees go
     # and the loop allocates.
-    eq = measure(running, tenants, {t.name: first_pass_after(wait_for_sizes(running, tenants, equal), t) for t in tenants})
+    eq = measure(
+        running, tenants, {t.name: first_pass_after(wait_for_sizes(running, tenants, equal), t) for t in tenants}
+    )
     with running.api() as api:
         for n in names:
             assert api.delete(f"/api/v1/allocations/guarantees/{n}").status_code == 204
@@ -307,9 +355,11 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
 
     with running.api() as api:
         summary = api.get("/api/v1/allocations/summary").json()["current"]
-    report = (f"equal split {eq.hit_rate:.4f} {eq.per_tenant} (passes {eq.passes}); allocation {opt.hit_rate:.4f} "
-              f"{opt.per_tenant} (passes {opt.passes}); sizes {allocated}; predicted utility {summary['utility']:.1f}; "
-              f"lags {({t.name: t.lags() for t in tenants})}")
+    report = (
+        f"equal split {eq.hit_rate:.4f} {eq.per_tenant} (passes {eq.passes}); allocation {opt.hit_rate:.4f} "
+        f"{opt.per_tenant} (passes {opt.passes}); sizes {allocated}; predicted utility {summary['utility']:.1f}; "
+        f"lags { ({t.name: t.lags() for t in tenants}) }"
+    )
     print(report)
     assert all(s == {capacity // 4} for s in eq.sizes.values()), eq.sizes
     assert allocated != equal and sum(allocated.values()) == pytest.approx(capacity, abs=len(names)), allocated
@@ -325,22 +375,32 @@ def test_allocation_beats_an_equal_split_and_reclaims_a_stopped_tenant(tenants: 
     held = desired_caches(running)[1][stopped]
     victim = next(t for t in tenants if t.name == stopped)
     victim.stop()
-    after = wait_for(f"{stopped}'s space to be reclaimed",
-                     lambda: (c := current_sizes(running))[stopped]["size_bytes"] == 0 and c,
-                     timeout=GUARD_S, interval=0.25)
+    after = wait_for(
+        f"{stopped}'s space to be reclaimed",
+        lambda: (c := current_sizes(running))[stopped]["size_bytes"] == 0 and c,
+        timeout=GUARD_S,
+        interval=0.25,
+    )
     assert after[stopped]["idle"]
     others = [n for n in names if n != stopped]
     moved = sum(after[n]["size_bytes"] - before[n]["size_bytes"] for n in others)
     assert moved == pytest.approx(before[stopped]["size_bytes"], abs=len(names))
     assert sum(after[n]["size_bytes"] for n in others) == pytest.approx(capacity, abs=len(names))
-    generation, caches = wait_for("the new sizes in the agent's desired state",
-                                  lambda: (d := desired_caches(running))[1][stopped] == 0 and d, timeout=120)
+    generation, caches = wait_for(
+        "the new sizes in the agent's desired state",
+        lambda: (d := desired_caches(running))[1][stopped] == 0 and d,
+        timeout=120,
+    )
     assert caches == {n: max(0, round(after[n]["size_bytes"])) for n in names}
     since_stop = [(g, c) for g, c in inbox_caches(running)[sent_before:] if g <= generation]
     assert since_stop and since_stop[-1][0] == generation, since_stop
-    assert all(c[stopped] == held for _, c in since_stop[:-1]), \
+    assert all(c[stopped] == held for _, c in since_stop[:-1]), (
         f"{stopped}'s space moved before it was idle: {since_stop}"
+    )
     wait_for("the agent to ack it", lambda: running.host(HOST)["acked_generation"] >= generation, timeout=120)
     # The agent's shadow caches run at the new sizes.
-    wait_for("telemetry at the new sizes", lambda: all(
-        telemetry_messages(running)[-1][n]["cache"]["size_bytes"] == caches[n] for n in names), timeout=120)
+    wait_for(
+        "telemetry at the new sizes",
+        lambda: all(telemetry_messages(running)[-1][n]["cache"]["size_bytes"] == caches[n] for n in names),
+        timeout=120,
+    )

@@ -32,7 +32,7 @@ def digest(data: bytes, start: int = 0) -> int:
     off = start
     while off < start + len(data):
         end = min((off // BLOCK + 1) * BLOCK, start + len(data))
-        crcs += struct.pack("<I", zlib.crc32(data[off - start:end - start]))
+        crcs += struct.pack("<I", zlib.crc32(data[off - start : end - start]))
         off = end
     return zlib.crc32(crcs)
 
@@ -51,8 +51,15 @@ def test_a_declared_scrub_counts_the_foreground_and_reads_the_rest(datapath: tup
         (home / "data" / "set" / name).write_bytes(data)
     mnt = home / "mnt" / "set"
     deadline = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    job = {"id": "scrub-set", "host": HOST, "tenant": "archive", "deadline": deadline, "pace": "budget",
-           "paused": True, "files": [{"path": str(mnt / name)} for name in FILES]}
+    job = {
+        "id": "scrub-set",
+        "host": HOST,
+        "tenant": "archive",
+        "deadline": deadline,
+        "pace": "budget",
+        "paused": True,
+        "files": [{"path": str(mnt / name)} for name in FILES],
+    }
 
     with cluster.api() as api:
         created = api.post("/api/v1/tenants", json={"name": "archive", "classifiers": [{"kind": "uid", "value": "0"}]})
@@ -61,9 +68,12 @@ def test_a_declared_scrub_counts_the_foreground_and_reads_the_rest(datapath: tup
         wait_for("the FUSE mount", lambda: mounted(home / "mnt"), timeout=60)
 
         # Bad declarations: 4xx problems, and nothing declared anywhere.
-        for bad, field in [({**job, "host": "elsewhere"}, "host"), ({**job, "tenant": "nobody"}, "tenant"),
-                           ({**job, "deadline": (datetime.now(UTC) - timedelta(minutes=1)).isoformat()}, "deadline"),
-                           ({**job, "files": []}, "files")]:
+        for bad, field in [
+            ({**job, "host": "elsewhere"}, "host"),
+            ({**job, "tenant": "nobody"}, "tenant"),
+            ({**job, "deadline": (datetime.now(UTC) - timedelta(minutes=1)).isoformat()}, "deadline"),
+            ({**job, "files": []}, "files"),
+        ]:
             refused = api.post(URL, json=bad)
             assert refused.status_code == 422 and field in refused.text, refused.text
             assert refused.headers["content-type"].startswith("application/problem+json")
@@ -74,8 +84,12 @@ def test_a_declared_scrub_counts_the_foreground_and_reads_the_rest(datapath: tup
         created = api.post(URL, json=job)
         assert created.status_code == 201, created.text
         declared = sum(FILES.values())
-        accepted = wait_for("the agent to accept the job", lambda: (
-            (j := api.get(f"{URL}/scrub-set").json())["state"] == "paused" and j["bytes_declared"] == declared and j))
+        accepted = wait_for(
+            "the agent to accept the job",
+            lambda: (
+                (j := api.get(f"{URL}/scrub-set").json())["state"] == "paused" and j["bytes_declared"] == declared and j
+            ),
+        )
         assert accepted["dispatched_bytes"] == 0
 
         # The foreground reads two of the files through the mount.
@@ -84,14 +98,19 @@ def test_a_declared_scrub_counts_the_foreground_and_reads_the_rest(datapath: tup
             with open(mnt / name, "rb") as f:
                 assert f.read() == contents[name]
             share += FILES[name]
-        covered = wait_for("the foreground reads to count", lambda: (
-            (j := api.get(f"{URL}/scrub-set").json())["foreground_bytes"] >= share and j))
+        covered = wait_for(
+            "the foreground reads to count",
+            lambda: ((j := api.get(f"{URL}/scrub-set").json())["foreground_bytes"] >= share and j),
+        )
         assert covered["dispatched_bytes"] == 0
 
         # Resumed: the dispatcher reads the rest.
         assert api.patch(f"{URL}/scrub-set", json={"paused": False}).status_code == 200
-        done = wait_for("the job done", lambda: (
-            (j := api.get(f"{URL}/scrub-set").json())["state"] in ("done", "missed", "failed") and j), timeout=120)
+        done = wait_for(
+            "the job done",
+            lambda: ((j := api.get(f"{URL}/scrub-set").json())["state"] in ("done", "missed", "failed") and j),
+            timeout=120,
+        )
 
     assert done["state"] == "done", done
     assert done["bytes_declared"] == declared
@@ -101,7 +120,10 @@ def test_a_declared_scrub_counts_the_foreground_and_reads_the_rest(datapath: tup
     assert done["foreground_bytes"] >= share
     assert done["dispatched_bytes"] <= declared - share
     assert {c["path"]: c["crc32"] for c in done["checksums"]} == {
-        str(mnt / name): digest(data) for name, data in contents.items()}
+        str(mnt / name): digest(data) for name, data in contents.items()
+    }
     # Done jobs leave the host's key.
-    wait_for("the job to leave the key", lambda: "scrub-set" not in (
-        cluster.redis().get(f"lachesis:agent:{HOST}:declared-io") or ""))
+    wait_for(
+        "the job to leave the key",
+        lambda: "scrub-set" not in (cluster.redis().get(f"lachesis:agent:{HOST}:declared-io") or ""),
+    )

@@ -68,20 +68,41 @@ def world(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     e, f = free_port(), free_port()
     cluster.start_redis()
     cluster.start_controller()
-    cluster._add("serve-e", [str(FS), "serve", "--listen", f"127.0.0.1:{e}", "--root", str(e_root),
-                             "--test-delay-file", str(delay)], {"RUST_LOG": "info"}).start()
-    cluster._add("serve-f", [str(FS), "serve", "--listen", f"127.0.0.1:{f}", "--root", str(f_root)],
-                 {"RUST_LOG": "info"}).start()
+    cluster._add(
+        "serve-e",
+        [str(FS), "serve", "--listen", f"127.0.0.1:{e}", "--root", str(e_root), "--test-delay-file", str(delay)],
+        {"RUST_LOG": "info"},
+    ).start()
+    cluster._add(
+        "serve-f", [str(FS), "serve", "--listen", f"127.0.0.1:{f}", "--root", str(f_root)], {"RUST_LOG": "info"}
+    ).start()
     cluster._add(
         "agent-node-1",
-        [str(AGENT), "run", "--host-id", "node-1", "--redis-url", cluster.enroll("node-1"), "--no-ebpf",
-         "--mount", f"{backing}:{mnt}", "--endpoint-root", str(cluster.tmp),
-         "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "30"],
+        [
+            str(AGENT),
+            "run",
+            "--host-id",
+            "node-1",
+            "--redis-url",
+            cluster.enroll("node-1"),
+            "--no-ebpf",
+            "--mount",
+            f"{backing}:{mnt}",
+            "--endpoint-root",
+            str(cluster.tmp),
+            "--heartbeat-interval-ms",
+            "500",
+            "--heartbeat-ttl-s",
+            "30",
+        ],
         {"RUST_LOG": "info"},
     ).start()
     try:
-        wait_for("node-1 to register and ack", lambda: (x := cluster.host("node-1")) and x["acked_generation"] >= 1,
-                 timeout=30)
+        wait_for(
+            "node-1 to register and ack",
+            lambda: (x := cluster.host("node-1")) and x["acked_generation"] >= 1,
+            timeout=30,
+        )
         wait_for("node-1's FUSE mount", lambda: mounted(mnt), timeout=30)
         yield {"mnt": mnt, "e": e, "f": f, "e_root": e_root, "f_root": f_root, "delay": delay}
     finally:
@@ -120,8 +141,9 @@ def read_all(path: Path) -> bytes:
 
 def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: Cluster, world: dict) -> None:
     with cluster.api() as api:
-        r = api.post("/api/v1/policies", content=policy(world["e"], world["f"]),
-                     headers={"content-type": "application/yaml"})
+        r = api.post(
+            "/api/v1/policies", content=policy(world["e"], world["f"]), headers={"content-type": "application/yaml"}
+        )
         assert r.status_code == 201, r.text
     assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
     f = world["mnt"] / "db" / "v"
@@ -131,8 +153,11 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
     write_blocks(f, range(BLOCKS), 0)
     on_e = world["e_root"] / "store" / "db" / "v"
     assert on_e.read_bytes() == read_all(f)
-    wait_for("the controller to see E's baseline", lambda: (s := app(cluster))["requests"] and s["requests"] >= BLOCKS,
-             timeout=60)
+    wait_for(
+        "the controller to see E's baseline",
+        lambda: (s := app(cluster))["requests"] and s["requests"] >= BLOCKS,
+        timeout=60,
+    )
     assert app(cluster)["state"] == "normal"
 
     # E slow: writes keep going until the controller forwards (each write then waits 20 ms).
@@ -160,7 +185,7 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
     assert log.stat().st_size > len(forwarded) * BLOCK
     want = bytearray(e_before)
     for b in forwarded:
-        want[b * BLOCK:(b + 1) * BLOCK] = bytes([(7 + b) % 256]) * BLOCK
+        want[b * BLOCK : (b + 1) * BLOCK] = bytes([(7 + b) % 256]) * BLOCK
     assert read_all(f) == bytes(want)
     wait_for("the log's counters", lambda: (app(cluster)["forwarded_bytes"] or 0) >= len(forwarded) * BLOCK, timeout=60)
 
@@ -175,7 +200,9 @@ def test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed(cluster: 
         assert r.status_code == 201, r.text
     assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
     assert on_e.read_bytes() == e_before
-    wait_for("the new controller to resume the forwarding", lambda: app(cluster)["forwarded_to"] is not None, timeout=60)
+    wait_for(
+        "the new controller to resume the forwarding", lambda: app(cluster)["forwarded_to"] is not None, timeout=60
+    )
     wait_for("the log's counters after the restart", lambda: app(cluster)["held_bytes"] is not None, timeout=60)
     s = app(cluster)
     assert (s["state"], s["forwards"], s["forwarded_to"]) == ("forwarding", 1, f"tcp://127.0.0.1:{world['f']}/spill")

@@ -51,10 +51,18 @@ def trace_blocks() -> np.ndarray:
 def policy(port: int, levels: int, exclusive: bool = False, two_level: bool = False) -> str:
     l1_parent = "      parent: cache/media-l2\n" if levels == 2 else ""
     if two_level:
-        l1_parent += ("      two_level: {memory_bytes_per_s: 10000000000, network_bytes_per_s: 1250000000,"
-                      f" storage_bytes_per_s: 200000000, server_max_bytes: {SERVER_MAX}}}\n")
-    l2 = (f"    - {{name: cache/media-l2, kind: cache, owner: media, level: 2, engine: dram, size_bytes: {L2_BYTES},"
-          f" serves: [store], hosts: [storage-1]{', exclusive: true' if exclusive else ''}}}\n") if levels == 2 else ""
+        l1_parent += (
+            "      two_level: {memory_bytes_per_s: 10000000000, network_bytes_per_s: 1250000000,"
+            f" storage_bytes_per_s: 200000000, server_max_bytes: {SERVER_MAX}}}\n"
+        )
+    l2 = (
+        (
+            f"    - {{name: cache/media-l2, kind: cache, owner: media, level: 2, engine: dram, size_bytes: {L2_BYTES},"
+            f" serves: [store], hosts: [storage-1]{', exclusive: true' if exclusive else ''}}}\n"
+        )
+        if levels == 2
+        else ""
+    )
     return f"""apiVersion: lachesis.dev/v1
 kind: Policy
 metadata: {{name: media-cache}}
@@ -99,14 +107,29 @@ def world(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     for host, extra in agents.items():
         cluster._add(
             f"agent-{host}",
-            [str(BIN), "run", "--host-id", host, "--redis-url", cluster.enroll(host), "--no-ebpf", *extra,
-             "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "30"],
+            [
+                str(BIN),
+                "run",
+                "--host-id",
+                host,
+                "--redis-url",
+                cluster.enroll(host),
+                "--no-ebpf",
+                *extra,
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "30",
+            ],
             {"RUST_LOG": "info"},
         ).start()
     try:
         for host in agents:
-            wait_for(f"{host} to register and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
-                     timeout=30)
+            wait_for(
+                f"{host} to register and ack",
+                lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
+                timeout=30,
+            )
         wait_for("node-1's FUSE mount", lambda: mounted(mnt), timeout=30)
         yield {"mnt": mnt, "port": port, "serve_root": serve_root}
     finally:
@@ -164,7 +187,12 @@ def measured_pass(cluster: Cluster, path: Path, blocks: np.ndarray, stages: dict
     def after() -> dict[str, dict] | None:
         now = {s: stats(cluster, s, h) for s, h in stages.items()}
         l1, l1_before = now["cache/media-l1"], before["cache/media-l1"]
-        seen = (l1.get("hits") or 0) + (l1.get("misses") or 0) - (l1_before.get("hits") or 0) - (l1_before.get("misses") or 0)
+        seen = (
+            (l1.get("hits") or 0)
+            + (l1.get("misses") or 0)
+            - (l1_before.get("hits") or 0)
+            - (l1_before.get("misses") or 0)
+        )
         return now if seen >= len(blocks) else None
 
     now = wait_for("level 1 to report the pass's reads", after, timeout=60)
@@ -177,6 +205,7 @@ def measured_pass(cluster: Cluster, path: Path, blocks: np.ndarray, stages: dict
             if seen < delta["cache/media-l1"]["misses"]:
                 return None
             return {k: (l2.get(k) or 0) - (l2_before.get(k) or 0) for k in COUNTERS}
+
         delta["cache/media-l2"] = wait_for("the server level to report level 1's misses", server_after, timeout=60)
     return delta
 
@@ -230,19 +259,24 @@ def test_two_levels_count_hits_at_both_and_read_less_from_the_servers_store(clus
     wait_for("the exclusive server level to report the warm pass", rebuilt_level_reported, timeout=60)
     demoting = measured_pass(cluster, f, blocks, two)
     assert demoting["cache/media-l1"]["demoted_blocks"] > 0, demoting
-    assert demoting["cache/media-l2"]["demoted_blocks"] > 0 and demoting["cache/media-l2"]["demotion_hits"] > 0, demoting
+    assert demoting["cache/media-l2"]["demoted_blocks"] > 0 and demoting["cache/media-l2"]["demotion_hits"] > 0, (
+        demoting
+    )
     from_store_demoting = demoting["cache/media-l2"]["bytes_read_miss"]
     assert from_store_demoting < from_store_two, (double, demoting)
     l2 = stats(cluster, "cache/media-l2", "storage-1")
     assert (l2["allocated_bytes"], l2["installed_bytes"]) == (L2_BYTES, L2_BYTES)
-    print(f"bytes from the store per warm pass: one level {from_store_one}, two levels {from_store_two}, "
-          f"with demotion {from_store_demoting}")
+    print(
+        f"bytes from the store per warm pass: one level {from_store_one}, two levels {from_store_two}, "
+        f"with demotion {from_store_demoting}"
+    )
 
 
 def split_in_force(cluster: Cluster) -> dict:
     """Proposes an allocation from the tenant's curve (once it shows reuse), then waits for the
     loop's split to be recorded, shipped and installed at both levels; returns the tenant's
     /apps/two-level entry then."""
+
     # The tenant's reads go through the FUSE switch to the remote endpoint and the agent runs
     # without eBPF: its curve is the switch's.
     def curve() -> dict | None:
@@ -254,7 +288,9 @@ def split_in_force(cluster: Cluster) -> dict:
 
     measured = wait_for("media's curve from node-1's switch", curve, timeout=120)
     with cluster.api() as api:
-        r = api.post("/api/v1/allocations/proposals", json={"capacity_bytes": SPLIT_CAPACITY, "curves": {"media": measured}})
+        r = api.post(
+            "/api/v1/allocations/proposals", json={"capacity_bytes": SPLIT_CAPACITY, "curves": {"media": measured}}
+        )
         assert r.status_code == 200, r.text
 
     def installed() -> tuple[dict, dict, dict] | None:
@@ -284,7 +320,9 @@ def split_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LACHESIS_ALLOCATION_REACTION_S", "5")
 
 
-def test_the_installed_sizes_are_the_split_the_controller_reports(split_loop: None, cluster: Cluster, world: dict) -> None:
+def test_the_installed_sizes_are_the_split_the_controller_reports(
+    split_loop: None, cluster: Cluster, world: dict
+) -> None:
     blocks = trace_blocks()
     apply(cluster, policy(world["port"], levels=2, exclusive=True, two_level=True))
     f = media_file(world)
@@ -318,5 +356,10 @@ def test_the_installed_sizes_are_the_split_the_controller_reports(split_loop: No
     assert (host["hosts"], server["hosts"], server["exclusive"]) == (["node-1"], ["storage-1"], True)
     # The same moment's telemetry, per host: each level's stage shipped and installed at its
     # part of the split, and serving at it (hits at both levels, level 1 demoting).
-    assert (l1["allocated_bytes"], l1["installed_bytes"], l2["allocated_bytes"], l2["installed_bytes"]) == (a1, a1, a2, a2)
+    assert (l1["allocated_bytes"], l1["installed_bytes"], l2["allocated_bytes"], l2["installed_bytes"]) == (
+        a1,
+        a1,
+        a2,
+        a2,
+    )
     assert l1["hits"] > 0 and l2["hits"] > 0, (l1, l2)

@@ -36,13 +36,28 @@ def test_real_agents_ack_and_forgeries_from_their_credentials_are_refused(two: C
     wait_for("node-1's own ack", lambda: targets(cluster, rollout_id) == {"node-1": "applied", "node-2": "pending"})
 
     desired = json.loads(cluster.redis().get("lachesis:agent:node-2:desired"))
-    ack = {"schema": "lachesis.ack/v1", "host_id": "node-2", "generation": desired["generation"],
-           "rollout_id": desired["rollout_id"], "status": "applied", "reason": None,
-           "rules_installed": 0, "acked_at": "2026-11-24T12:00:00Z", "traceparent": desired["traceparent"]}
-    registration = {"schema": "lachesis.registration/v1", "host_id": "ghost", "agent_version": "6.6.6",
-                    "started_at": "2026-11-24T12:00:00Z",
-                    "capabilities": {"cpus": 1, "devices": [],
-                                     "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True}}}
+    ack = {
+        "schema": "lachesis.ack/v1",
+        "host_id": "node-2",
+        "generation": desired["generation"],
+        "rollout_id": desired["rollout_id"],
+        "status": "applied",
+        "reason": None,
+        "rules_installed": 0,
+        "acked_at": "2026-11-24T12:00:00Z",
+        "traceparent": desired["traceparent"],
+    }
+    registration = {
+        "schema": "lachesis.registration/v1",
+        "host_id": "ghost",
+        "agent_version": "6.6.6",
+        "started_at": "2026-11-24T12:00:00Z",
+        "capabilities": {
+            "cpus": 1,
+            "devices": [],
+            "kernel": {"release": "6.1.0", "btf": True, "io_uring": True, "fuse": True},
+        },
+    }
     # Redis refuses node-1's user anything but its own streams ...
     for stream in ("lachesis:agent:node-2:acks", "lachesis:acks", "lachesis:registrations"):
         with pytest.raises(redis.exceptions.NoPermissionError):
@@ -51,8 +66,11 @@ def test_real_agents_ack_and_forgeries_from_their_credentials_are_refused(two: C
     forger.xadd("lachesis:agent:node-1:acks", {"msg": json.dumps(ack)})
     forger.xadd("lachesis:agent:node-1:registrations", {"msg": json.dumps(registration)})
     log = cluster.processes["controller"].text
-    wait_for("both forgeries rejected", lambda: "acks stream of node-1: rejected a message that names host node-2" in log()
-             and "registrations stream of node-1: rejected a message that names host ghost" in log())
+    wait_for(
+        "both forgeries rejected",
+        lambda: "acks stream of node-1: rejected a message that names host node-2" in log()
+        and "registrations stream of node-1: rejected a message that names host ghost" in log(),
+    )
     assert targets(cluster, rollout_id) == {"node-1": "applied", "node-2": "pending"}
     assert cluster.rollout(rollout_id)["state"] == "pending"
     assert cluster.host("ghost") is None

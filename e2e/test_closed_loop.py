@@ -40,7 +40,9 @@ from lachesis_cli.client import Client
 from lachesis_cli.demo import run as demo_run
 from lachesis_cli.settings import Target
 
-TRACES = sorted((ROOT.parent / "shared" / "traces").glob("*.csv")) + sorted((ROOT.parent / "shared" / "traces" / "arc").glob("*.lis.zst"))
+TRACES = sorted((ROOT.parent / "shared" / "traces").glob("*.csv")) + sorted(
+    (ROOT.parent / "shared" / "traces" / "arc").glob("*.lis.zst")
+)
 # The miniatures' sampling rate (a pass of P3 is ~78 K reads, OLTP ~18 K,
 # CloudPhysics ~2 K), fixed rather than fitted to a time.
 RATE = 0.02
@@ -87,8 +89,12 @@ def test_the_loop_beats_an_equal_split_on_the_real_stages(loop_cluster: Cluster)
         demo.start_phase("equal", equal=True)
         with demo.replaying() as check:
             warm = counted(demo, check, per_pass, "a pass of every tenant on the equal split")
-            end = counted(demo, check, {k: reads(warm[k]) + per_pass[k] for k in per_pass},
-                          "a measured pass of every tenant on the equal split")
+            end = counted(
+                demo,
+                check,
+                {k: reads(warm[k]) + per_pass[k] for k in per_pass},
+                "a measured pass of every tenant on the equal split",
+            )
         equal = window(warm, end, per_pass)
 
         applied_at = demo.start_phase("loop", equal=False)
@@ -97,8 +103,12 @@ def test_the_loop_beats_an_equal_split_on_the_real_stages(loop_cluster: Cluster)
             # tenant active is made from them. Measured once every tenant has replayed a pass on
             # the stages at the loop's latest allocation.
             allocation, warm = loop_allocation_warm(api, demo, check, applied_at, per_pass)
-            end = counted(demo, check, {k: reads(warm[k]) + per_pass[k] for k in per_pass},
-                          "a measured pass of every tenant under the loop")
+            end = counted(
+                demo,
+                check,
+                {k: reads(warm[k]) + per_pass[k] for k in per_pass},
+                "a measured pass of every tenant under the loop",
+            )
             # Installed = allocated once the agent acked every generation (the loop's included).
             installed = acked_stages(api, demo, check)
         loop = window(warm, end, per_pass)
@@ -163,15 +173,20 @@ def window(first: dict[str, dict], last: dict[str, dict], per_pass: dict[str, in
     for name in first:
         a, b = first[name], last[name]
         hits, total = b["hits"] - a["hits"], reads(b) - reads(a)
-        tenants[name] = {"reads": total, "hits": hits, "hit_ratio": hits / total,
-                         "allocated_bytes": [a["allocated_bytes"], b["allocated_bytes"]],
-                         "installed_bytes": [a["installed_bytes"], b["installed_bytes"]]}
+        tenants[name] = {
+            "reads": total,
+            "hits": hits,
+            "hit_ratio": hits / total,
+            "allocated_bytes": [a["allocated_bytes"], b["allocated_bytes"]],
+            "installed_bytes": [a["installed_bytes"], b["installed_bytes"]],
+        }
     ratio = sum(per_pass[k] * t["hit_ratio"] for k, t in tenants.items()) / sum(per_pass.values())
     return {"hit_ratio": ratio, "tenants": tenants}
 
 
-def loop_allocation_warm(api: Client, demo: demo_run.Demo, check: Callable[[], None], applied_at: datetime,
-                         per_pass: dict[str, int]) -> tuple[dict[str, float], dict[str, dict]]:
+def loop_allocation_warm(
+    api: Client, demo: demo_run.Demo, check: Callable[[], None], applied_at: datetime, per_pass: dict[str, int]
+) -> tuple[dict[str, float], dict[str, dict]]:
     """The loop's allocation made after `applied_at` with every tenant active, once every
     tenant has replayed per_pass reads on its stage at that allocation, installed (started
     over when the loop allocates again meanwhile); the stages' reports then."""
@@ -182,8 +197,11 @@ def loop_allocation_warm(api: Client, demo: demo_run.Demo, check: Callable[[], N
         current = api.get("/api/v1/allocations/summary")["current"]
         if current is not None:
             seen.setdefault(current["computed_at"], None)
-        if (current is None or current["computed_by"] != "allocation-loop"
-                or datetime.fromisoformat(current["computed_at"]) <= applied_at):
+        if (
+            current is None
+            or current["computed_by"] != "allocation-loop"
+            or datetime.fromisoformat(current["computed_at"]) <= applied_at
+        ):
             return None
         shares = {a["tenant"]: a["current"] for a in api.get("/api/v1/allocations")}
         seen[current["computed_at"]] = {n: (round(sh["size_bytes"]), sh["idle"]) for n, sh in shares.items() if sh}
@@ -193,8 +211,11 @@ def loop_allocation_warm(api: Client, demo: demo_run.Demo, check: Callable[[], N
         if since.get("at") != current["computed_at"]:
             # Counted from the first report with every stage installed at this allocation.
             if len(stages) < len(demo.tenants) or not all(
-                    s["installed_bytes"] is not None and abs(s["allocated_bytes"] - shares[name]["size_bytes"]) <= 1
-                    and abs(s["installed_bytes"] - s["allocated_bytes"]) <= REGION for name, s in stages.items()):
+                s["installed_bytes"] is not None
+                and abs(s["allocated_bytes"] - shares[name]["size_bytes"]) <= 1
+                and abs(s["installed_bytes"] - s["allocated_bytes"]) <= REGION
+                for name, s in stages.items()
+            ):
                 return None
             since.clear()
             since.update(at=current["computed_at"], reads={name: reads(s) for name, s in stages.items()})
@@ -202,12 +223,19 @@ def loop_allocation_warm(api: Client, demo: demo_run.Demo, check: Callable[[], N
             return {name: shares[name]["size_bytes"] for name in per_pass}, stages
         return None
 
-    return until(lambda: (f"the loop's allocation after {applied_at} with every tenant active, and a pass of "
-                          f"every tenant on it; allocations seen (size, idle): {seen}"), warmed, check)  # type: ignore[no-any-return]
+    return until(
+        lambda: (
+            f"the loop's allocation after {applied_at} with every tenant active, and a pass of "
+            f"every tenant on it; allocations seen (size, idle): {seen}"
+        ),
+        warmed,
+        check,
+    )  # type: ignore[no-any-return]
 
 
 def acked_stages(api: Client, demo: demo_run.Demo, check: Callable[[], None]) -> dict[str, dict]:
     """The stages' reports sent after the agent had acked the latest generation."""
+
     def settled() -> dict[str, dict] | None:
         host = api.get(f"/api/v1/hosts/{HOST}")
         if host["acked_generation"] != host["desired_generation"]:
@@ -254,12 +282,16 @@ def test_a_stopped_tenant_gives_its_space_within_two_decisions(loop_cluster: Clu
             decisions = loop_decisions(api, loop_cluster, before)
             # The agent acked it and reports every stage at its new size.
             installed = acked_stages(api, demo, replays)
-        report = (f"{stopped} stopped holding {held} (generation {before}); loop decisions since: {decisions}; "
-                  f"allocation: { {k: (v['size_bytes'], v['idle']) for k, v in shares.items() if v} }; "
-                  f"installed: { {k: (v['allocated_bytes'], v['installed_bytes']) for k, v in installed.items()} }")
+        report = (
+            f"{stopped} stopped holding {held} (generation {before}); loop decisions since: {decisions}; "
+            f"allocation: { {k: (v['size_bytes'], v['idle']) for k, v in shares.items() if v} }; "
+            f"installed: { {k: (v['allocated_bytes'], v['installed_bytes']) for k, v in installed.items()} }"
+        )
         print(report)
 
-        assert all(not shares[t.name]["idle"] for t in demo.tenants if t.name != stopped), f"another tenant idle\n{report}"
+        assert all(not shares[t.name]["idle"] for t in demo.tenants if t.name != stopped), (
+            f"another tenant idle\n{report}"
+        )
         given = [i for i, (_, sizes) in enumerate(decisions) if sizes.get(stage) == 0]
         assert given, f"{stopped} kept its space\n{report}"
         assert given[0] < 2, f"{stopped}'s space went only at allocation decision {given[0] + 1}\n{report}"
@@ -289,8 +321,13 @@ def cache_sizes(state: dict) -> dict[str, int]:
 def loop_decisions(api: Client, cluster: Cluster, after: int) -> list[tuple[int, dict[str, int]]]:
     """(generation, cache stage -> size) of every allocation the loop rolled out to the agent
     in a generation after `after`, in order (from its rollouts and the agent's inbox)."""
-    loop = {t["generation"] for r in api.get("/api/v1/rollouts?limit=500")
-            if r["cause"].startswith("cache allocation: ") for t in r["targets"] if t["host_id"] == HOST}
+    loop = {
+        t["generation"]
+        for r in api.get("/api/v1/rollouts?limit=500")
+        if r["cause"].startswith("cache allocation: ")
+        for t in r["targets"]
+        if t["host_id"] == HOST
+    }
     out = {}
     for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:inbox"):
         state = json.loads(fields["msg"])
@@ -315,21 +352,37 @@ os.close(fd)
 def test_shrinking_a_write_back_stage_under_writes_loses_no_acknowledged_write(loop_cluster: Cluster) -> None:
     home: Path = loop_cluster.home  # type: ignore[attr-defined]
     with loop_cluster.api() as api:
-        assert api.post("/api/v1/tenants", json={"name": "writer", "classifiers": [
-            {"kind": "path_prefix", "value": "/wb/"}]}).status_code == 201
-        stage = {"name": "cache/wb", "kind": "cache", "owner": "writer", "size_bytes": 32 << 20,
-                 "engine": "loc", "write_mode": "back", "max_dirty_bytes": 16 << 20}
+        assert (
+            api.post(
+                "/api/v1/tenants", json={"name": "writer", "classifiers": [{"kind": "path_prefix", "value": "/wb/"}]}
+            ).status_code
+            == 201
+        )
+        stage = {
+            "name": "cache/wb",
+            "kind": "cache",
+            "owner": "writer",
+            "size_bytes": 32 << 20,
+            "engine": "loc",
+            "write_mode": "back",
+            "max_dirty_bytes": 16 << 20,
+        }
         assert api.post("/api/v1/stages", json=stage).status_code == 201, "stage"
-        rule = {"name": "wb", "priority": 5, "match": {"tenant": "writer"},
-                "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/wb"}}]}
+        rule = {
+            "name": "wb",
+            "priority": 5,
+            "match": {"tenant": "writer"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/wb"}}],
+        }
         created = api.post("/api/v1/rules", json=rule)
         assert created.status_code == 201, created.text
         loop_cluster.wait_rollout_done(created.json()["rollout_id"], timeout=60)
         (home / "mnt" / "wb").mkdir()
         target = home / "mnt" / "wb" / "data.bin"
         blocks = 6000  # 23 MiB: more than the stage will shrink to
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(blocks), "1"],
-                                  stdout=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(target), str(blocks), "1"], stdout=subprocess.PIPE, text=True
+        )
         assert writer.stdout is not None
         acked = 0
         for line in writer.stdout:
@@ -340,17 +393,20 @@ def test_shrinking_a_write_back_stage_under_writes_loses_no_acknowledged_write(l
                 assert r.status_code == 200, r.text
         assert writer.wait(timeout=300) == 0
         assert acked == blocks
-        wait_for("the shrunk stage installed", lambda: installed(api, "cache/wb") is not None
-                 and installed(api, "cache/wb") <= (2 << 20) + REGION, timeout=60)
+        wait_for(
+            "the shrunk stage installed",
+            lambda: installed(api, "cache/wb") is not None and installed(api, "cache/wb") <= (2 << 20) + REGION,
+            timeout=60,
+        )
         expect = [hashlib.sha256(f"1-{i}".encode()).digest() * 128 for i in range(blocks)]
         data = target.read_bytes()
-        bad = [i for i in range(blocks) if data[i * 4096:(i + 1) * 4096] != expect[i]]
+        bad = [i for i in range(blocks) if data[i * 4096 : (i + 1) * 4096] != expect[i]]
         assert not bad, f"{len(bad)} blocks differ through the mount, first {bad[:5]}"
         # The backing file has every acknowledged write once the stage wrote back (sync).
         with open(target, "rb+") as f:
             os.fsync(f.fileno())
         backing = (home / "data" / "wb" / "data.bin").read_bytes()
-        bad = [i for i in range(blocks) if backing[i * 4096:(i + 1) * 4096] != expect[i]]
+        bad = [i for i in range(blocks) if backing[i * 4096 : (i + 1) * 4096] != expect[i]]
         assert not bad, f"{len(bad)} blocks differ in the backing file, first {bad[:5]}"
 
 

@@ -63,8 +63,14 @@ from test_fs import FS_BIN, Mount, stage_rule
 MiB = 1 << 20
 # The smallest sizes the engines install something at with 1 MiB regions (agents/fs/README.md:
 # a log needs 2 regions, a hybrid 3, FairyWREN 11 erase units, its hybrid 2 more), DRAM small.
-ENGINES = {"dram": 2 * MiB, "loc": 2 * MiB, "kangaroo": 2 * MiB, "hybrid": 3 * MiB,
-           "fairywren": 11 * MiB, "hybrid-fairywren": 13 * MiB}
+ENGINES = {
+    "dram": 2 * MiB,
+    "loc": 2 * MiB,
+    "kangaroo": 2 * MiB,
+    "hybrid": 3 * MiB,
+    "fairywren": 11 * MiB,
+    "hybrid-fairywren": 13 * MiB,
+}
 MODES = ("through", "back", "around")
 FSX_OPS = int(os.environ.get("LACHESIS_FSX_OPS", "20000"))
 # The file fsx works on may grow to this many times its stage's size.
@@ -76,8 +82,11 @@ SHM = Path("/dev/shm")
 # Generous guards that only turn a hang into a failure.
 FSX_TIMEOUT = 900.0
 PROVE_TIMEOUT = 1800.0
-PJD_DIRS = {"plain": "a directory no rule touches", "wt": "a write-through DRAM cache stage",
-            "wb": "a write-back flash cache stage (loc)"}
+PJD_DIRS = {
+    "plain": "a directory no rule touches",
+    "wt": "a write-through DRAM cache stage",
+    "wb": "a write-back flash cache stage (loc)",
+}
 
 
 def seed_for(name: str) -> int:
@@ -91,9 +100,19 @@ def seed_for(name: str) -> int:
 
 def stage(name: str, engine: str, size: int, mode: str, max_dirty: int | None = None) -> dict:
     """A cache stage in the stage contract's shape (api-schemas: common.schema.json#/$defs/stage)."""
-    return {"kind": "cache", "name": name, "owner": None, "engine": engine, "size_bytes": size,
-            "write_mode": mode, "eviction": "lru", "max_dirty_bytes": max_dirty or max(size // 2, 4096),
-            "device": None, "placement": [], "next": None}
+    return {
+        "kind": "cache",
+        "name": name,
+        "owner": None,
+        "engine": engine,
+        "size_bytes": size,
+        "write_mode": mode,
+        "eviction": "lru",
+        "max_dirty_bytes": max_dirty or max(size // 2, 4096),
+        "device": None,
+        "placement": [],
+        "next": None,
+    }
 
 
 def stage_stats(m: Mount, name: str, fresh: bool = True) -> dict | None:
@@ -129,9 +148,15 @@ def tools() -> Iterator[Path]:
     require(FS_BIN.exists(), f"{FS_BIN} (cd agents && cargo build --release -p lachesis-fs, or set LACHESIS_FS_BIN)")
     require(os.path.exists("/dev/fuse"), "/dev/fuse")
     require(os.geteuid() == 0, "root (pjdfstest changes owners; FUSE mounts)")
-    require((CONFORMANCE / "build.sh").exists(), f"{CONFORMANCE / 'build.sh'} (the shared conformance sources next to the checkout)")
+    require(
+        (CONFORMANCE / "build.sh").exists(),
+        f"{CONFORMANCE / 'build.sh'} (the shared conformance sources next to the checkout)",
+    )
     for tool in (*BUILD_TOOLS, "fio", "fusermount3"):
-        require(shutil.which(tool) is not None, f"{tool} (./lachesis install: gcc make libc6-dev autoconf automake perl fio fuse3)")
+        require(
+            shutil.which(tool) is not None,
+            f"{tool} (./lachesis install: gcc make libc6-dev autoconf automake perl fio fuse3)",
+        )
     d = Path(tempfile.mkdtemp(prefix="lachesis-conformance-build-"))
     try:
         yield build(d)
@@ -164,12 +189,14 @@ class Lab:
 
     def submit(self, pool: ThreadPoolExecutor, label: str, fn, *args) -> Future:
         """fn(*args) on `pool`, its start and end noted for the module's timing summary."""
+
         def timed():
             t0 = time.monotonic()
             try:
                 return fn(*args)
             finally:
                 self.timings.append((label, t0 - self.t0, time.monotonic() - t0))
+
         return pool.submit(timed)
 
     def dir(self, name: str) -> Path:
@@ -196,7 +223,9 @@ class Lab:
         """The operation classes fsx switches off on the backing file system itself."""
         if direct not in self._baseline:
             d = self.dir(f"ext4-baseline{'-direct' if direct else ''}")
-            run = run_fsx("baseline", fsx_argv(self.fsx, d / "f", seed=1, ops=1, maxlen=MiB, logdir=d, direct=direct), 1, 60)
+            run = run_fsx(
+                "baseline", fsx_argv(self.fsx, d / "f", seed=1, ops=1, maxlen=MiB, logdir=d, direct=direct), 1, 60
+            )
             assert run.ok, f"fsx on the backing file system: {run.describe()}"
             self._baseline[direct] = run.disabled()
         return self._baseline[direct]
@@ -212,7 +241,9 @@ class Lab:
                 tests = self.tools / "pjdfstest" / "tests"
                 t0 = time.monotonic()
                 res = run_prove(d, [tests / n for n in todo], PROVE_JOBS, PROVE_TIMEOUT, tests)
-                self.timings.append((f"pjdfstest: {len(todo)} files again on the backing fs", t0 - self.t0, time.monotonic() - t0))
+                self.timings.append(
+                    (f"pjdfstest: {len(todo)} files again on the backing fs", t0 - self.t0, time.monotonic() - t0)
+                )
                 for n in todo:
                     self._ref[n] = res.failing.get(n)
             return {n: self._ref[n] for n in names}
@@ -222,7 +253,9 @@ class Lab:
         self.prove_pool.shutdown(wait=True, cancel_futures=True)
         self.ref_pool.shutdown(wait=True, cancel_futures=True)
         # Where the module's time went (printed with -s; nothing is asserted on it).
-        lines = [f"{start:7.1f} s +{secs:6.1f} s  {what}" for what, start, secs in sorted(self.timings, key=lambda t: t[1])]
+        lines = [
+            f"{start:7.1f} s +{secs:6.1f} s  {what}" for what, start, secs in sorted(self.timings, key=lambda t: t[1])
+        ]
         lines.append(f"module: {time.monotonic() - self.t0:.1f} s")
         (self.base / "timings.txt").write_text("\n".join(lines) + "\n")
         print("\nconformance timings (start, duration):\n" + "\n".join(lines))
@@ -265,12 +298,21 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
         return
     lab.launched = True
     mine = [i for i in items if i.module is not None and i.module.__name__ == __name__ and hasattr(i, "callspec")]
-    fsx = [(i.callspec.params["engine"], i.callspec.params["mode"], i.callspec.params["direct"])
-           for i in mine if i.originalname == "test_fsx"]
+    fsx = [
+        (i.callspec.params["engine"], i.callspec.params["mode"], i.callspec.params["direct"])
+        for i in mine
+        if i.originalname == "test_fsx"
+    ]
     pjd = [i.callspec.params["where"] for i in mine if i.originalname == "test_pjdfstest"]
     if pjd:
-        m = lab.mount("pjdfstest", [stage_rule("wt", 10, stage("cache/wt", "dram", 4 * MiB, "through"), prefix="/wt"),
-                                    stage_rule("wb", 10, stage("cache/wb", "loc", 4 * MiB, "back"), prefix="/wb")], flash=True)
+        m = lab.mount(
+            "pjdfstest",
+            [
+                stage_rule("wt", 10, stage("cache/wt", "dram", 4 * MiB, "through"), prefix="/wt"),
+                stage_rule("wb", 10, stage("cache/wb", "loc", 4 * MiB, "back"), prefix="/wb"),
+            ],
+            flash=True,
+        )
         for where in pjd:
             (m.mnt / where).mkdir(exist_ok=True)
             lab.pjd_runs[where] = (m, lab.submit(lab.prove_pool, f"pjdfstest /{where}", pjdfstest, lab, m.mnt / where))
@@ -282,8 +324,13 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
     for (engine, direct), modes in groups.items():
         mounts[(engine, direct)] = m = lab.mount(
             f"fsx-{engine}{'-direct' if direct else ''}",
-            [stage_rule(mode, 10, stage(f"cache/{mode}", engine, ENGINES[engine], mode), prefix=f"/{mode}") for mode in modes],
-            flash=engine != "dram", extra=["--dirty-expire-ms", "500"])
+            [
+                stage_rule(mode, 10, stage(f"cache/{mode}", engine, ENGINES[engine], mode), prefix=f"/{mode}")
+                for mode in modes
+            ],
+            flash=engine != "dram",
+            extra=["--dirty-expire-ms", "500"],
+        )
         for mode in modes:
             (m.mnt / mode).mkdir()
     # The slowest first (the tiny-object engines store a block as four objects), so the pool
@@ -291,9 +338,19 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
     for engine, mode, direct in sorted(fsx, key=lambda p: (p[2], SLOWEST_FIRST.index(p[0]))):
         m, name = mounts[(engine, direct)], fsx_id(engine, mode, direct)
         seed = seed_for(name)
-        argv = fsx_argv(lab.fsx, m.mnt / mode / "f", seed=seed, ops=FSX_OPS, maxlen=FILE_TIMES_STAGE * ENGINES[engine],
-                        logdir=lab.dir(f"fsx-logs/{name}"), direct=direct)
-        lab.fsx_runs[(engine, mode, direct)] = (m, lab.submit(lab.fsx_pool, f"fsx {name}", run_fsx, name, argv, seed, FSX_TIMEOUT))
+        argv = fsx_argv(
+            lab.fsx,
+            m.mnt / mode / "f",
+            seed=seed,
+            ops=FSX_OPS,
+            maxlen=FILE_TIMES_STAGE * ENGINES[engine],
+            logdir=lab.dir(f"fsx-logs/{name}"),
+            direct=direct,
+        )
+        lab.fsx_runs[(engine, mode, direct)] = (
+            m,
+            lab.submit(lab.fsx_pool, f"fsx {name}", run_fsx, name, argv, seed, FSX_TIMEOUT),
+        )
 
 
 def pjdfstest(lab: Lab, where: Path) -> ProveResult:
@@ -322,9 +379,13 @@ def background(lab: Lab, request: pytest.FixtureRequest) -> Lab:
 # ---------------------------------------------------------------- fsx while the stage changes
 
 
-def fsx_with_changes(label: str, argv: list[str], seed: int,
-                     changes: list[tuple[int, str, Callable[[], Callable[[], bool]]]],
-                     window: int) -> tuple[FsxRun, list[str], str | None]:
+def fsx_with_changes(
+    label: str,
+    argv: list[str],
+    seed: int,
+    changes: list[tuple[int, str, Callable[[], Callable[[], bool]]]],
+    window: int,
+) -> tuple[FsxRun, list[str], str | None]:
     """Runs fsx (`argv` with -p 1) and makes each change when fsx reports its operation count:
     `make()` makes it and returns whether it is in force yet, which must hold before fsx is
     `window` operations further. fsx's output is not read meanwhile, so it blocks on its
@@ -373,12 +434,14 @@ def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded
     then fsx's output is not read, so fsx blocks writing it (no clock involved)."""
     lab = background
     name = "cache/live"
-    changes = [(2000, "grown to 6 MiB", stage(name, "loc", 6 * MiB, "back")),
-               (5000, "shrunk to 2 MiB", stage(name, "loc", 2 * MiB, "back")),
-               (8000, "rebuilt as kangaroo (engine change)", stage(name, "kangaroo", 4 * MiB, "back")),
-               (11000, "rule and stage removed", None),
-               (14000, "rule and stage added again (loc)", stage(name, "loc", 4 * MiB, "back")),
-               (17000, "rebuilt as dram write-through", stage(name, "dram", 4 * MiB, "through"))]
+    changes = [
+        (2000, "grown to 6 MiB", stage(name, "loc", 6 * MiB, "back")),
+        (5000, "shrunk to 2 MiB", stage(name, "loc", 2 * MiB, "back")),
+        (8000, "rebuilt as kangaroo (engine change)", stage(name, "kangaroo", 4 * MiB, "back")),
+        (11000, "rule and stage removed", None),
+        (14000, "rule and stage added again (loc)", stage(name, "loc", 4 * MiB, "back")),
+        (17000, "rebuilt as dram write-through", stage(name, "dram", 4 * MiB, "through")),
+    ]
     window = 500
     rules = lambda st: [] if st is None else [stage_rule("live", 10, st, prefix="/live")]  # noqa: E731
     m = lab.mount("live", rules(stage(name, "loc", 4 * MiB, "back")), flash=True, extra=["--dirty-expire-ms", "500"])
@@ -388,10 +451,15 @@ def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded
     logs = lab.dir("fsx-logs/live")
     # The same run on the backing file system: the file fsx leaves there is what the mount's must hold.
     ref_dir = lab.dir("live-ref")
-    ref_argv = fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=FSX_OPS, maxlen=maxlen, logdir=ref_dir,
-                        extra=FUSE_KERNEL_REFUSES_FLAGS)
-    ref = lab.submit(lab.ref_pool, "fsx live (reference on the backing fs)", run_fsx, "live-ref", ref_argv, seed, FSX_TIMEOUT)
-    argv = fsx_argv(lab.fsx, m.mnt / "live" / "f", seed=seed, ops=FSX_OPS, maxlen=maxlen, logdir=logs, extra=["-p", "1"])
+    ref_argv = fsx_argv(
+        lab.fsx, ref_dir / "f", seed=seed, ops=FSX_OPS, maxlen=maxlen, logdir=ref_dir, extra=FUSE_KERNEL_REFUSES_FLAGS
+    )
+    ref = lab.submit(
+        lab.ref_pool, "fsx live (reference on the backing fs)", run_fsx, "live-ref", ref_argv, seed, FSX_TIMEOUT
+    )
+    argv = fsx_argv(
+        lab.fsx, m.mnt / "live" / "f", seed=seed, ops=FSX_OPS, maxlen=maxlen, logdir=logs, extra=["-p", "1"]
+    )
     how = f"reproduce: {reproduce('while_the_stage', seed)}\n  fsx: {' '.join(argv)}"
 
     def in_force(st: dict | None) -> bool:
@@ -405,19 +473,30 @@ def test_fsx_while_the_stage_is_resized_rebuilt_and_its_rule_removed_and_readded
             before = m.reloads()
             m.set_rules(rules(st))
             return lambda: m.reloads() > before and in_force(st)
+
         return make
 
-    run, done, pending = fsx_with_changes("live", argv, seed, [(at, what, change(st)) for at, what, st in changes], window)
+    run, done, pending = fsx_with_changes(
+        "live", argv, seed, [(at, what, change(st)) for at, what, st in changes], window
+    )
     report = "\n    ".join(done) or "(none)"
     ok = run.ok
-    assert ok, (f"fsx (seed {seed}) through a stage changed under it:\n  {run.describe()}\n  changes made before it:\n    {report}\n"
-                    f"  stage: {brief(stage_stats(m, name) if m.proc.poll() is None else None)}\n  {mount_state(m)}\n  {how}")
-    assert len(done) == len(changes) and not pending, f"only {len(done)} of {len(changes)} changes were made while fsx ran:\n    {report}"
+    assert ok, (
+        f"fsx (seed {seed}) through a stage changed under it:\n  {run.describe()}\n  changes made before it:\n    {report}\n"
+        f"  stage: {brief(stage_stats(m, name) if m.proc.poll() is None else None)}\n  {mount_state(m)}\n  {how}"
+    )
+    assert len(done) == len(changes) and not pending, (
+        f"only {len(done)} of {len(changes)} changes were made while fsx ran:\n    {report}"
+    )
     r = ref.result()
     assert r.ok, f"fsx on the backing file system (the reference): {r.describe()}"
     want = sha256(ref_dir / "f")
-    assert sha256(m.mnt / "live" / "f") == want, f"the file through the mount differs from the same fsx run's on the backing file system\n  {how}"
-    assert sha256(m.backing / "live" / "f") == want, f"the backing file differs from the same fsx run's on the backing file system\n  {how}"
+    assert sha256(m.mnt / "live" / "f") == want, (
+        f"the file through the mount differs from the same fsx run's on the backing file system\n  {how}"
+    )
+    assert sha256(m.backing / "live" / "f") == want, (
+        f"the backing file differs from the same fsx run's on the backing file system\n  {how}"
+    )
 
 
 # ---------------------------------------------------------------- fsx across two-phase rollouts
@@ -431,16 +510,26 @@ def rollout_policy(target: str | None, priority: int = 10, resized: int = 0) -> 
     stages = "".join(
         f"    - {{name: {n}, kind: cache, owner: live, engine: {e}, write_mode: {w}, "
         f"size_bytes: {(4 << 20) + (resized if n == 'cache/b' else 0)}, max_dirty_bytes: {2 << 20}}}\n"
-        for n, (e, w) in ROLLOUT_STAGES.items())
-    rule = (f"    - {{name: live-io, priority: {priority}, match: {{tenant: live}},"
-            f" detours: [{{what: io, to: {{kind: stage, target: {target}}}}}]}}\n") if target else ""
-    return ("apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: live}\nspec:\n"
-            "  tenants:\n    - {name: live, classifiers: [{kind: path_prefix, value: /live}]}\n"
-            f"  stages:\n{stages}  rules:\n{rule or '    []'}")
+        for n, (e, w) in ROLLOUT_STAGES.items()
+    )
+    rule = (
+        (
+            f"    - {{name: live-io, priority: {priority}, match: {{tenant: live}},"
+            f" detours: [{{what: io, to: {{kind: stage, target: {target}}}}}]}}\n"
+        )
+        if target
+        else ""
+    )
+    return (
+        "apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: live}\nspec:\n"
+        "  tenants:\n    - {name: live, classifiers: [{kind: path_prefix, value: /live}]}\n"
+        f"  stages:\n{stages}  rules:\n{rule or '    []'}"
+    )
 
 
-def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, cluster: Cluster,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fsx_across_two_phase_rollouts_of_the_agents_mount(
+    background: Lab, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fsx through a real agent's mount while the controller moves the file's flow between
     write-back and write-through stages of three engines (two-phase rollouts: quiesce, drain,
     install, resume), resizes a stage under it, removes the rule and adds it again. Each
@@ -457,12 +546,27 @@ def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, clus
     seed = seed_for("two-phase")
     maxlen = FILE_TIMES_STAGE * 4 * MiB
     ref_dir = lab.dir("two-phase-ref")
-    ref_argv = fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=ops, maxlen=maxlen, logdir=ref_dir,
-                        extra=FUSE_KERNEL_REFUSES_FLAGS)
-    ref = lab.submit(lab.ref_pool, "fsx two-phase (reference on the backing fs)", run_fsx, "two-phase-ref", ref_argv,
-                     seed, FSX_TIMEOUT)
-    argv = fsx_argv(lab.fsx, mnt / "live" / "f", seed=seed, ops=ops, maxlen=maxlen,
-                    logdir=lab.dir("fsx-logs/two-phase"), extra=["-p", "1"])
+    ref_argv = fsx_argv(
+        lab.fsx, ref_dir / "f", seed=seed, ops=ops, maxlen=maxlen, logdir=ref_dir, extra=FUSE_KERNEL_REFUSES_FLAGS
+    )
+    ref = lab.submit(
+        lab.ref_pool,
+        "fsx two-phase (reference on the backing fs)",
+        run_fsx,
+        "two-phase-ref",
+        ref_argv,
+        seed,
+        FSX_TIMEOUT,
+    )
+    argv = fsx_argv(
+        lab.fsx,
+        mnt / "live" / "f",
+        seed=seed,
+        ops=ops,
+        maxlen=maxlen,
+        logdir=lab.dir("fsx-logs/two-phase"),
+        extra=["-p", "1"],
+    )
     how = f"reproduce: {reproduce('two_phase', seed)}\n  fsx: {' '.join(argv)}"
     rollouts: list[dict] = []
 
@@ -479,6 +583,7 @@ def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, clus
             assert got["state"] == "succeeded", got
             rollouts.append(got)
             return True
+
         return done
 
     first = apply(rollout_policy("cache/a"))
@@ -494,8 +599,9 @@ def test_fsx_across_two_phase_rollouts_of_the_agents_mount(background: Lab, clus
     ]
     run, done, pending = fsx_with_changes("two-phase", argv, seed, changes, 500)
     report = "\n    ".join(done) or "(none)"
-    assert run.ok, (f"fsx (seed {seed}) across rollouts:\n  {run.describe()}\n  changes made before it:\n    {report}\n"
-                    f"  {how}")
+    assert run.ok, (
+        f"fsx (seed {seed}) across rollouts:\n  {run.describe()}\n  changes made before it:\n    {report}\n  {how}"
+    )
     assert len(done) == len(changes) and not pending, f"only {len(done)} of {len(changes)} changes made:\n    {report}"
     # The moves were two-phase: their rollouts quiesced the flow first.
     phases = [r["phase"] for r in rollouts]
@@ -519,8 +625,12 @@ def switched_off_by_the_mount(lab: Lab, run: FsxRun, flags: list[str]) -> set[st
     """What `run` switched off that fsx with the same `flags` does not switch off on the
     backing file system (atomic writes without -Z, ...), nor the kernel's FUSE module refuses."""
     ref_dir = lab.dir(f"{run.label}-baseline")
-    baseline = run_fsx(f"{run.label}-baseline", fsx_argv(lab.fsx, ref_dir / "f", seed=run.seed, ops=1, maxlen=MiB,
-                                                         logdir=ref_dir, extra=flags), run.seed, FSX_TIMEOUT)
+    baseline = run_fsx(
+        f"{run.label}-baseline",
+        fsx_argv(lab.fsx, ref_dir / "f", seed=run.seed, ops=1, maxlen=MiB, logdir=ref_dir, extra=flags),
+        run.seed,
+        FSX_TIMEOUT,
+    )
     return run.disabled_by_the_mount(baseline.disabled())
 
 
@@ -543,13 +653,20 @@ spec:
 def two_level_rule(port: int) -> dict:
     """Every IO of /media (root's) through level 1 to the remote endpoint (REST: a policy's rule
     may only send writes to endpoints a stage declares)."""
-    return {"name": "media-remote", "priority": 10, "match": {"tenant": "media", "path_prefix": "/media"},
-            "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/l1"}},
-                        {"what": "io", "to": {"kind": "file", "target": f"tcp://127.0.0.1:{port}/store"}}]}
+    return {
+        "name": "media-remote",
+        "priority": 10,
+        "match": {"tenant": "media", "path_prefix": "/media"},
+        "detours": [
+            {"what": "io", "to": {"kind": "stage", "target": "cache/l1"}},
+            {"what": "io", "to": {"kind": "file", "target": f"tcp://127.0.0.1:{port}/store"}},
+        ],
+    }
 
 
-def test_fsx_through_both_levels_of_a_two_level_cache(background: Lab, cluster: Cluster,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fsx_through_both_levels_of_a_two_level_cache(
+    background: Lab, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fsx on a file whose IO goes through a level-1 DRAM stage, over the network to another
     agent's forwarding server, through its exclusive server level (holding what level 1
     demotes) to the server's store: every read fsx checks is the last write, through both
@@ -566,37 +683,64 @@ def test_fsx_through_both_levels_of_a_two_level_cache(background: Lab, cluster: 
     port = free_port()
     cluster.start_redis()
     cluster.start_controller()
-    agents = {"node-1": ["--mount", f"{backing}:{mnt}", "--endpoint-root", str(cluster.tmp)],
-              "storage-1": ["--serve-listen", f"127.0.0.1:{port}", "--serve-root", str(serve_root)]}
+    agents = {
+        "node-1": ["--mount", f"{backing}:{mnt}", "--endpoint-root", str(cluster.tmp)],
+        "storage-1": ["--serve-listen", f"127.0.0.1:{port}", "--serve-root", str(serve_root)],
+    }
     for host, extra in agents.items():
-        cluster._add(f"agent-{host}", [str(AGENT_BIN), "run", "--host-id", host, "--redis-url", cluster.enroll(host),
-                                       "--no-ebpf", *extra, "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "30"],
-                     {"RUST_LOG": "info"}).start()
+        cluster._add(
+            f"agent-{host}",
+            [
+                str(AGENT_BIN),
+                "run",
+                "--host-id",
+                host,
+                "--redis-url",
+                cluster.enroll(host),
+                "--no-ebpf",
+                *extra,
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "30",
+            ],
+            {"RUST_LOG": "info"},
+        ).start()
     try:
         for host in agents:
             wait_for(f"{host} to ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1, timeout=60)
         with cluster.api() as api:
-            r = api.post("/api/v1/policies", content=two_level_policy().encode(),
-                         headers={"content-type": "application/yaml"})
+            r = api.post(
+                "/api/v1/policies", content=two_level_policy().encode(), headers={"content-type": "application/yaml"}
+            )
             assert r.status_code == 201, r.text
             assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
             r = api.post("/api/v1/rules", json=two_level_rule(port))
             assert r.status_code == 201, r.text
             assert cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)["state"] == "succeeded"
         seed = seed_for("two-level")
-        argv = fsx_argv(lab.fsx, mnt / "media" / "f", seed=seed, ops=max(FSX_OPS // 2, 6000),
-                        maxlen=FILE_TIMES_STAGE * (3 << 20), logdir=lab.dir("fsx-logs/two-level"),
-                        extra=ENDPOINT_REFUSES_FLAGS)
+        argv = fsx_argv(
+            lab.fsx,
+            mnt / "media" / "f",
+            seed=seed,
+            ops=max(FSX_OPS // 2, 6000),
+            maxlen=FILE_TIMES_STAGE * (3 << 20),
+            logdir=lab.dir("fsx-logs/two-level"),
+            extra=ENDPOINT_REFUSES_FLAGS,
+        )
         run = run_fsx("two-level", argv, seed, FSX_TIMEOUT)
         how = f"reproduce: {reproduce('two_level', seed)}\n  fsx: {' '.join(argv)}"
         assert run.ok, f"fsx (seed {seed}) through both levels:\n  {run.describe()}\n  {how}"
         refused = switched_off_by_the_mount(lab, run, ENDPOINT_REFUSES_FLAGS)
         assert refused == set(), f"fsx switched off {sorted(refused)}\n  {how}"
+
         # Both levels took part: level 1 demoted blocks it evicted, the server level served reads.
         def levels() -> dict | None:
             with cluster.api() as api:
-                got = {n: next((x for x in api.get(f"/api/v1/stages/{n}/stats").json() if x.get("reported_at")), {})
-                       for n in ("cache/l1", "cache/l2")}
+                got = {
+                    n: next((x for x in api.get(f"/api/v1/stages/{n}/stats").json() if x.get("reported_at")), {})
+                    for n in ("cache/l1", "cache/l2")
+                }
             l1, l2 = got["cache/l1"], got["cache/l2"]
             return got if l1.get("demoted_blocks") and (l2.get("hits", 0) + l2.get("misses", 0)) else None
 
@@ -613,12 +757,21 @@ def test_fsx_through_a_log_stage(background: Lab) -> None:
     classes are off, the mount refuses them for such a file (EOPNOTSUPP, docs/reliability.md)."""
     lab = background
     log_dir = lab.dir("log-stage")
-    rule = stage_rule("logged", 10, {"kind": "log", "name": "log/l", "owner": None, "dir": str(log_dir)}, prefix="/logged")
+    rule = stage_rule(
+        "logged", 10, {"kind": "log", "name": "log/l", "owner": None, "dir": str(log_dir)}, prefix="/logged"
+    )
     m = lab.mount("log", [rule], flash=False)
     (m.mnt / "logged").mkdir()
     seed = seed_for("log-stage")
-    argv = fsx_argv(lab.fsx, m.mnt / "logged" / "f", seed=seed, ops=max(FSX_OPS // 2, 6000), maxlen=8 * MiB,
-                    logdir=lab.dir("fsx-logs/log-stage"), extra=ENDPOINT_REFUSES_FLAGS)
+    argv = fsx_argv(
+        lab.fsx,
+        m.mnt / "logged" / "f",
+        seed=seed,
+        ops=max(FSX_OPS // 2, 6000),
+        maxlen=8 * MiB,
+        logdir=lab.dir("fsx-logs/log-stage"),
+        extra=ENDPOINT_REFUSES_FLAGS,
+    )
     run = run_fsx("log-stage", argv, seed, FSX_TIMEOUT)
     how = f"reproduce: {reproduce('log_stage', seed)}\n  fsx: {' '.join(argv)}"
     assert run.ok, f"fsx (seed {seed}) through a log stage:\n  {run.describe()}\n  {mount_state(m)}\n  {how}"
@@ -636,7 +789,11 @@ def mutate(fds: list[int], rng: random.Random, count: int, size: int, writes_onl
     truncate (not collapse or insert range: the kernel's FUSE module refuses them). Returns
     the file's size."""
     for _ in range(count):
-        kind = "write" if writes_only else rng.choice(["write", "write", "write", "punch", "zero", "keep", "copy", "truncate"])
+        kind = (
+            "write"
+            if writes_only
+            else rng.choice(["write", "write", "write", "punch", "zero", "keep", "copy", "truncate"])
+        )
         off, length = rng.randrange(0, max(size, 1) + 65536), rng.randrange(1, 65536)
         if kind == "write":
             data = rng.randbytes(length)
@@ -644,8 +801,11 @@ def mutate(fds: list[int], rng: random.Random, count: int, size: int, writes_onl
                 assert os.pwrite(fd, data, off) == length
             size = max(size, off + length)
         elif kind in ("punch", "zero", "keep"):
-            mode = {"punch": FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "zero": FALLOC_FL_ZERO_RANGE,
-                    "keep": FALLOC_FL_KEEP_SIZE}[kind]
+            mode = {
+                "punch": FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                "zero": FALLOC_FL_ZERO_RANGE,
+                "keep": FALLOC_FL_KEEP_SIZE,
+            }[kind]
             for fd in fds:
                 fallocate(fd, mode, off, length)
             if kind == "zero":
@@ -678,20 +838,29 @@ def test_fsx_and_fsynced_writes_survive_kill_9_of_the_mount(background: Lab) -> 
     fails with all that went wrong."""
     lab = background
     name = "cache/wb"
-    m = lab.mount("kill", [stage_rule("wb", 10, stage(name, "loc", 4 * MiB, "back", max_dirty=4 * MiB), prefix="/wb")],
-                  flash=True, extra=["--dirty-expire-ms", "3600000"])
+    m = lab.mount(
+        "kill",
+        [stage_rule("wb", 10, stage(name, "loc", 4 * MiB, "back", max_dirty=4 * MiB), prefix="/wb")],
+        flash=True,
+        extra=["--dirty-expire-ms", "3600000"],
+    )
     (m.mnt / "wb").mkdir()
     seed = seed_for("kill")
     path, ref_dir, logs = m.mnt / "wb" / "f", lab.dir("kill-ref"), lab.dir("fsx-logs/kill")
     maxlen = FILE_TIMES_STAGE * 4 * MiB
     ops = FSX_OPS // 2
     problems: list[str] = []
-    ref_argv = fsx_argv(lab.fsx, ref_dir / "f", seed=seed, ops=ops, maxlen=maxlen, logdir=ref_dir,
-                        extra=FUSE_KERNEL_REFUSES_FLAGS)
-    ref = lab.submit(lab.ref_pool, "fsx kill (reference on the backing fs)", run_fsx, "kill-ref", ref_argv, seed, FSX_TIMEOUT)
+    ref_argv = fsx_argv(
+        lab.fsx, ref_dir / "f", seed=seed, ops=ops, maxlen=maxlen, logdir=ref_dir, extra=FUSE_KERNEL_REFUSES_FLAGS
+    )
+    ref = lab.submit(
+        lab.ref_pool, "fsx kill (reference on the backing fs)", run_fsx, "kill-ref", ref_argv, seed, FSX_TIMEOUT
+    )
     run = run_fsx("kill", fsx_argv(lab.fsx, path, seed=seed, ops=ops, maxlen=maxlen, logdir=logs), seed, FSX_TIMEOUT)
     if not run.ok:
-        problems.append(f"fsx (seed {seed}) through the write-back loc stage, before the kill:\n  {run.describe()}\n  fsx: {run.command()}")
+        problems.append(
+            f"fsx (seed {seed}) through the write-back loc stage, before the kill:\n  {run.describe()}\n  fsx: {run.command()}"
+        )
     r = ref.result()
     assert r.ok, f"fsx on the backing file system (the reference): {r.describe()}"
     if run.ok and sha256(path) != sha256(ref_dir / "f"):
@@ -707,7 +876,9 @@ def test_fsx_and_fsynced_writes_survive_kill_9_of_the_mount(background: Lab) -> 
         size = mutate([fd, fd_ref], rng, 300, os.fstat(fd_ref).st_size)
         mutate([fd, fd_ref], rng, 40, size, writes_only=True)
         dirty = stage_stats(m, name)
-        assert dirty and dirty["dirty_bytes"] > 0, f"the stage held nothing dirty before the fsync ({brief(dirty)}): nothing to show"
+        assert dirty and dirty["dirty_bytes"] > 0, (
+            f"the stage held nothing dirty before the fsync ({brief(dirty)}): nothing to show"
+        )
         os.fsync(fd)
         want = sha256(ref_dir / "f")
         m.proc.kill()
@@ -729,7 +900,9 @@ def test_fsx_and_fsynced_writes_survive_kill_9_of_the_mount(background: Lab) -> 
     if not after.ok:
         problems.append(f"fsx (seed {seed + 1}, -k) after the restart:\n  {after.describe()}\n  fsx: {after.command()}")
     clean = not problems
-    assert clean, ("\n".join(f"- {p}" for p in problems) + f"\n{mount_state(m)}\nreproduce: {reproduce('survive_kill_9', seed)}")
+    assert clean, (
+        "\n".join(f"- {p}" for p in problems) + f"\n{mount_state(m)}\nreproduce: {reproduce('survive_kill_9', seed)}"
+    )
 
 
 def test_a_write_back_stage_holding_more_dirty_bytes_than_its_size(background: Lab) -> None:
@@ -739,13 +912,19 @@ def test_a_write_back_stage_holding_more_dirty_bytes_than_its_size(background: L
     written and read back, then rewritten shorter through O_TRUNC and read back."""
     lab = background
     name = "cache/dirty"
-    m = lab.mount("dirty", [stage_rule("dirty", 10, stage(name, "loc", 2 * MiB, "back", max_dirty=64 * MiB), prefix="/dirty")],
-                  flash=True)
+    m = lab.mount(
+        "dirty",
+        [stage_rule("dirty", 10, stage(name, "loc", 2 * MiB, "back", max_dirty=64 * MiB), prefix="/dirty")],
+        flash=True,
+    )
     (m.mnt / "dirty").mkdir()
     rng = random.Random(seed_for("dirty"))
     path = m.mnt / "dirty" / "f"
     problems = []
-    for step, data in (("10 MiB written", rng.randbytes(10 * MiB)), ("rewritten with 6.5 MiB through O_TRUNC", rng.randbytes(6 * MiB + 12345))):
+    for step, data in (
+        ("10 MiB written", rng.randbytes(10 * MiB)),
+        ("rewritten with 6.5 MiB through O_TRUNC", rng.randbytes(6 * MiB + 12345)),
+    ):
         with open(path, "wb") as f:
             f.write(data)
         got = path.read_bytes()
@@ -753,8 +932,11 @@ def test_a_write_back_stage_holding_more_dirty_bytes_than_its_size(background: L
             at = next((i for i in range(min(len(got), len(data))) if got[i] != data[i]), min(len(got), len(data)))
             problems.append(f"{step}: read back {len(got)} bytes, {len(data)} written, first difference at {at:#x}")
     clean = not problems
-    assert clean, ("a 2 MiB write-back loc stage with max_dirty_bytes 64 MiB:\n  " + "\n  ".join(problems)
-                   + f"\n  stage: {brief(stage_stats(m, name) if m.proc.poll() is None else None)}\n  {mount_state(m)}")
+    assert clean, (
+        "a 2 MiB write-back loc stage with max_dirty_bytes 64 MiB:\n  "
+        + "\n  ".join(problems)
+        + f"\n  stage: {brief(stage_stats(m, name) if m.proc.poll() is None else None)}\n  {mount_state(m)}"
+    )
 
 
 # ---------------------------------------------------------------- fio verify, stage resized
@@ -789,8 +971,13 @@ def test_fio_verify_4_jobs_while_the_write_back_stage_is_resized(background: Lab
                         return
                 before = m.reloads()
                 m.set_rules(rules(size))
-                wait_for(f"the resize to {size // MiB} MiB", lambda: m.reloads() > before and
-                         (st := stage_stats(m, name, fresh=False)) and st["installed_bytes"] == size, timeout=120)
+                wait_for(
+                    f"the resize to {size // MiB} MiB",
+                    lambda: m.reloads() > before
+                    and (st := stage_stats(m, name, fresh=False))
+                    and st["installed_bytes"] == size,
+                    timeout=120,
+                )
                 mark = written()
                 done.append(f"{size // MiB} MiB in force after {mark // MiB} MiB written")
             finished.set()
@@ -805,23 +992,39 @@ def test_fio_verify_4_jobs_while_the_write_back_stage_is_resized(background: Lab
         for rnd in range(12):
             if finished.is_set():
                 break
-            argv = ["fio", "--name=wb", f"--directory={m.mnt / 'fio'}", "--numjobs=4", "--size=8M", "--rw=randwrite",
-                    "--bsrange=4k-32k", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
-                    "--verify_backlog=64", "--verify_state_save=0", f"--randseed={seed_for('fio') + rnd}",
-                    "--output-format=json"]
+            argv = [
+                "fio",
+                "--name=wb",
+                f"--directory={m.mnt / 'fio'}",
+                "--numjobs=4",
+                "--size=8M",
+                "--rw=randwrite",
+                "--bsrange=4k-32k",
+                "--ioengine=psync",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_fatal=1",
+                "--verify_backlog=64",
+                "--verify_state_save=0",
+                f"--randseed={seed_for('fio') + rnd}",
+                "--output-format=json",
+            ]
             p = subprocess.run(argv, capture_output=True, text=True, timeout=FSX_TIMEOUT)
-            jobs = json.loads(p.stdout[p.stdout.index("{"):])["jobs"] if "{" in p.stdout else []
+            jobs = json.loads(p.stdout[p.stdout.index("{") :])["jobs"] if "{" in p.stdout else []
             bad = [j for j in jobs if j["error"]] if jobs else ["no output"]
             ok = p.returncode == 0 and not bad and len(jobs) == 4
             assert ok, (
                 f"fio round {rnd} (randseed {seed_for('fio') + rnd}) through a write-back loc stage being resized: exit {p.returncode}\n"
-                f"  {p.stderr[-2000:]}\n  resizes in force: {done}\n  {mount_state(m)}\n  fio: {' '.join(argv)}")
+                f"  {p.stderr[-2000:]}\n  resizes in force: {done}\n  {mount_state(m)}\n  fio: {' '.join(argv)}"
+            )
             rounds.append(sum(j["read"]["io_bytes"] for j in jobs))
     finally:
         stop.set()
         t.join()
     assert not errors, f"resizing: {errors}; in force: {done}"
-    assert len(done) == len(sizes), f"{len(done)} of {len(sizes)} resizes in force after {len(rounds)} fio rounds: {done}"
+    assert len(done) == len(sizes), (
+        f"{len(done)} of {len(sizes)} resizes in force after {len(rounds)} fio rounds: {done}"
+    )
     assert all(r == 4 * 8 * MiB for r in rounds), f"fio verified {rounds} bytes per round, not all 32 MiB"
 
 
@@ -833,17 +1036,25 @@ def test_fsx(background: Lab, engine: str, mode: str, direct: bool) -> None:
     m, future = background.fsx_runs[(engine, mode, direct)]
     run: FsxRun = future.result()
     st = stage_stats(m, f"cache/{mode}") if m.proc.poll() is None else None
-    what = (f"fsx through a {engine} stage of {ENGINES[engine] // MiB} MiB, write mode {mode}"
-            f"{', O_DIRECT (-Z)' if direct else ''}, seed {run.seed}, file up to {FILE_TIMES_STAGE * ENGINES[engine] // MiB} MiB")
+    what = (
+        f"fsx through a {engine} stage of {ENGINES[engine] // MiB} MiB, write mode {mode}"
+        f"{', O_DIRECT (-Z)' if direct else ''}, seed {run.seed}, file up to {FILE_TIMES_STAGE * ENGINES[engine] // MiB} MiB"
+    )
     how = f"reproduce: {reproduce(f'test_fsx and {fsx_id(engine, mode, direct)}', run.seed)}\n  fsx: {run.command()}"
     ok = run.ok  # (a plain bool: pytest would print the whole run's repr)
     assert ok, f"{what}:\n  {run.describe()}\n  stage: {brief(st)}\n  {mount_state(m)}\n  {how}"
     off = run.disabled_by_the_mount(background.fsx_baseline(direct))
-    assert not off, f"{what}: fsx switched off {sorted(off)} through the mount, which the backing file system does\n  {how}"
+    assert not off, (
+        f"{what}: fsx switched off {sorted(off)} through the mount, which the backing file system does\n  {how}"
+    )
     f = Path(run.argv[-1])
     backing = m.backing / f.parent.name / f.name
-    assert sha256(f) == sha256(backing), f"{what}: after fsx closed the file, it reads back other bytes than its backing file holds\n  {how}"
-    assert st and st["installed_bytes"] > 0, f"{what}: the stage installed nothing ({brief(st)}): the run tested no cache"
+    assert sha256(f) == sha256(backing), (
+        f"{what}: after fsx closed the file, it reads back other bytes than its backing file holds\n  {how}"
+    )
+    assert st and st["installed_bytes"] > 0, (
+        f"{what}: the stage installed nothing ({brief(st)}): the run tested no cache"
+    )
 
 
 # ---------------------------------------------------------------- pjdfstest
@@ -865,8 +1076,13 @@ def test_pjdfstest(background: Lab, where: str) -> None:
         ref = backing.get(name)
         if ref is not None:
             theirs.append(ref.line())
-            f = ProveFile(f.name, f.tests, [n for n in f.failed if n not in set(ref.failed)],
-                          [p for p in f.problems if p not in ref.problems], f.messages)
+            f = ProveFile(
+                f.name,
+                f.tests,
+                [n for n in f.failed if n not in set(ref.failed)],
+                [p for p in f.problems if p not in ref.problems],
+                f.messages,
+            )
         if f.failed or f.problems:
             mine.append(f)
     causes = "\n".join(f"  {n:5d}  {c}" for c, n in res.causes().most_common(12))
@@ -880,4 +1096,5 @@ def test_pjdfstest(background: Lab, where: str) -> None:
         + "\n".join(f.line() for f in mine)
         + ("\nfailing on the backing file system too (not the mount's):\n" + "\n".join(theirs) if theirs else "")
         + f"\n{mount_state(m)}\nreproduce: cd MOUNT/{where} && prove -v -r BUILD/pjdfstest/tests/FILE "
-        f"(BUILD: {CONFORMANCE / 'build.sh'} DIR; the mount as in this test's launch())")
+        f"(BUILD: {CONFORMANCE / 'build.sh'} DIR; the mount as in this test's launch())"
+    )

@@ -13,14 +13,16 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "policies" / "examples" / "tenan
 
 def test_a_policy_reaches_the_agent_and_a_tenant_token_stays_in_its_tenant(running: Cluster) -> None:
     with running.api() as api:
-        dry = api.post("/api/v1/policies?dry_run=true", content=EXAMPLE.read_bytes(),
-                       headers={"content-type": "application/yaml"})
+        dry = api.post(
+            "/api/v1/policies?dry_run=true", content=EXAMPLE.read_bytes(), headers={"content-type": "application/yaml"}
+        )
         assert dry.status_code == 200, dry.text
         added = dry.json()["diff"]["hosts"][HOST]["rules"]["added"]
         assert [r["name"] for r in added] == ["alpha-cached", "beta-cached"]
 
-        applied = api.post("/api/v1/policies", content=EXAMPLE.read_bytes(),
-                           headers={"content-type": "application/yaml"})
+        applied = api.post(
+            "/api/v1/policies", content=EXAMPLE.read_bytes(), headers={"content-type": "application/yaml"}
+        )
         assert applied.status_code == 201, applied.text
         rollout = running.wait_rollout_done(applied.json()["rollout_id"], timeout=30)
         assert rollout["state"] == "succeeded", rollout

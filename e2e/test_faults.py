@@ -33,8 +33,12 @@ TENANT = {"name": "analytics", "classifiers": [{"kind": "uid", "value": "1001"}]
 
 
 def rule(target: str) -> dict:
-    return {"name": "analytics-reads", "priority": 10, "match": {"tenant": "analytics", "ops": ["read"]},
-            "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}]}
+    return {
+        "name": "analytics-reads",
+        "priority": 10,
+        "match": {"tenant": "analytics", "ops": ["read"]},
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}],
+    }
 
 
 @pytest.fixture
@@ -69,9 +73,11 @@ def hold_in_quiesce(cluster: Cluster) -> str:
         r = api.put("/api/v1/rules/analytics-reads", json=rule("cache/analytics-2"))
         assert r.status_code == 200, r.text
     rollout_id = r.json()["rollout_id"]
-    wait_for("the leader to drain while the laggard has not",
-             lambda: phases(cluster, rollout_id) == {LEADER: ("drained", "pending"), LAGGARD: ("quiesce", "pending")},
-             timeout=60)
+    wait_for(
+        "the leader to drain while the laggard has not",
+        lambda: phases(cluster, rollout_id) == {LEADER: ("drained", "pending"), LAGGARD: ("quiesce", "pending")},
+        timeout=60,
+    )
     return rollout_id
 
 
@@ -81,9 +87,12 @@ def hold_drained(cluster: Cluster) -> str:
         r = api.post("/api/v1/switch/quiesce", json={"flow": {"tenant": "analytics"}})
         assert r.status_code == 202, r.text
     rollout_id = r.json()["id"]
-    wait_for("every host to drain and the rollout to hold",
-             lambda: (o := cluster.rollout(rollout_id))["phase"] == "hold"
-             and all(t["phase"] == "drained" for t in o["targets"]), timeout=60)
+    wait_for(
+        "every host to drain and the rollout to hold",
+        lambda: (o := cluster.rollout(rollout_id))["phase"] == "hold"
+        and all(t["phase"] == "drained" for t in o["targets"]),
+        timeout=60,
+    )
     return rollout_id
 
 
@@ -95,9 +104,11 @@ def hold_in_install(cluster: Cluster) -> str:
     with cluster.api() as api:
         r = api.post("/api/v1/switch/resume", json={"flow": {"tenant": "analytics"}})
         assert r.status_code == 200, r.text
-    wait_for("the leader to install while the laggard has not",
-             lambda: phases(cluster, rollout_id) == {LEADER: ("install", "applied"), LAGGARD: ("install", "pending")},
-             timeout=60)
+    wait_for(
+        "the leader to install while the laggard has not",
+        lambda: phases(cluster, rollout_id) == {LEADER: ("install", "applied"), LAGGARD: ("install", "pending")},
+        timeout=60,
+    )
     return rollout_id
 
 
@@ -158,7 +169,9 @@ def agreement(cluster: Cluster) -> None:
 
 @pytest.mark.parametrize("victim", ["agent", "controller", "redis"])
 @pytest.mark.parametrize("phase", list(HOLDS))
-def test_kill_during_a_two_phase_rollout_recovers_to_one_consistent_state(two: Cluster, phase: str, victim: str) -> None:
+def test_kill_during_a_two_phase_rollout_recovers_to_one_consistent_state(
+    two: Cluster, phase: str, victim: str
+) -> None:
     rollout_id = HOLDS[phase](two)
     kill_and_restart(two, victim)
     thaw(two, LAGGARD)
@@ -169,6 +182,7 @@ def test_kill_during_a_two_phase_rollout_recovers_to_one_consistent_state(two: C
             with two.api() as api:
                 code = api.post("/api/v1/switch/resume", json={"flow": {"tenant": "analytics"}}).status_code
             return code in (200, 409)
+
         wait_for("the held quiesce to be resumed", resumed, timeout=60)
     wait_for("the system to settle", lambda: consistent(two) is None, timeout=120)
     assert consistent(two) is None
@@ -233,5 +247,7 @@ def test_kill_9_of_the_agent_under_fsynced_writes_keeps_every_fsynced_file(clust
     wait_for("the restarted agent to mount again", lambda: (mnt / "w" / "f000000").exists(), timeout=60)
     for name, digest in sorted(reported.items()):
         assert hashlib.sha256((mnt / "w" / name).read_bytes()).hexdigest() == digest, f"{name} read through the mount"
-        assert hashlib.sha256((home / "data" / "w" / name).read_bytes()).hexdigest() == digest, f"{name} in the backing dir"
+        assert hashlib.sha256((home / "data" / "w" / name).read_bytes()).hexdigest() == digest, (
+            f"{name} in the backing dir"
+        )
     assert len(reported) >= 200

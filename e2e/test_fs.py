@@ -27,15 +27,38 @@ FS_BIN = Path(os.environ.get("LACHESIS_FS_BIN", ROOT / "agents" / "target" / "re
 MiB = 1 << 20
 
 
-def cache(name: str, size: int, mode: str = "through", engine: str = "dram", owner: str | None = None,
-          max_dirty: int = 16 * 1024 * 1024) -> dict:
+def cache(
+    name: str,
+    size: int,
+    mode: str = "through",
+    engine: str = "dram",
+    owner: str | None = None,
+    max_dirty: int = 16 * 1024 * 1024,
+) -> dict:
     """A cache stage in the stage contract's shape (api-schemas: common.schema.json#/$defs/stage)."""
-    return {"kind": "cache", "name": name, "owner": owner, "engine": engine, "size_bytes": size,
-            "write_mode": mode, "eviction": "lru", "max_dirty_bytes": max_dirty, "device": None,
-            "placement": [], "next": None}
+    return {
+        "kind": "cache",
+        "name": name,
+        "owner": owner,
+        "engine": engine,
+        "size_bytes": size,
+        "write_mode": mode,
+        "eviction": "lru",
+        "max_dirty_bytes": max_dirty,
+        "device": None,
+        "placement": [],
+        "next": None,
+    }
 
 
-def stage_rule(name: str, prio: int, stage: dict, tenant: str | None = None, prefix: str | None = None, ops: list[str] | None = None) -> tuple[dict, dict]:
+def stage_rule(
+    name: str,
+    prio: int,
+    stage: dict,
+    tenant: str | None = None,
+    prefix: str | None = None,
+    ops: list[str] | None = None,
+) -> tuple[dict, dict]:
     """A rule sending its IO through `stage`, with the stage (the mount's rules file declares both)."""
     match: dict = {}
     if tenant:
@@ -44,7 +67,12 @@ def stage_rule(name: str, prio: int, stage: dict, tenant: str | None = None, pre
         match["path_prefix"] = prefix
     if ops:
         match["ops"] = ops
-    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "stage", "target": stage["name"]}}]}, stage
+    return {
+        "name": name,
+        "priority": prio,
+        "match": match,
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": stage["name"]}}],
+    }, stage
 
 
 def rules_file(items: list) -> list | dict:
@@ -68,7 +96,12 @@ def replace_rules_file(path: Path, rules: list) -> None:
 
 
 def file_rule(name: str, prio: int, dirs: list[str], **match) -> dict:
-    return {"name": name, "priority": prio, "match": match, "detours": [{"what": "io", "to": {"kind": "file", "target": d}} for d in dirs]}
+    return {
+        "name": name,
+        "priority": prio,
+        "match": match,
+        "detours": [{"what": "io", "to": {"kind": "file", "target": d}} for d in dirs],
+    }
 
 
 class Mount:
@@ -105,7 +138,18 @@ class Mount:
         wait_for("the mount to reload its rules", lambda: self.reloads() > before)
 
     def start(self) -> None:
-        argv = [str(FS_BIN), "mount", "--backing", str(self.backing), "--mountpoint", str(self.mnt), "--rules", str(self.rules_file), "--stats", str(self.stats_file)]
+        argv = [
+            str(FS_BIN),
+            "mount",
+            "--backing",
+            str(self.backing),
+            "--mountpoint",
+            str(self.mnt),
+            "--rules",
+            str(self.rules_file),
+            "--stats",
+            str(self.stats_file),
+        ]
         for t in self.tenants:
             argv += ["--tenant", t]
         argv += self.extra
@@ -136,8 +180,9 @@ class Mount:
         already but n + 2 is taken after this call."""
         now = self.read_stats()
         after = now["snapshot"] + 2 if now else 1
-        return wait_for("a stats snapshot taken after the call",
-                        lambda: (s := self.read_stats()) and s["snapshot"] >= after and s)
+        return wait_for(
+            "a stats snapshot taken after the call", lambda: (s := self.read_stats()) and s["snapshot"] >= after and s
+        )
 
     def stage(self, tenant: str | None) -> dict:
         (s,) = [s["stats"] for s in self.stats()["stages"] if s["tenant"] == tenant and s["stats"]["kind"] == "cache"]
@@ -198,7 +243,9 @@ def test_large_files_cp_cat_sha256(base: Path, mounts: list[Mount]) -> None:
     run("cp", str(src), str(m.mnt / "wb" / "u.bin"))
     for p in (m.mnt / "pt.bin", m.mnt / "wb" / "u.bin"):
         assert run("sha256sum", str(p)).stdout.split()[0] == want
-        assert hashlib.sha256(subprocess.run(["cat", str(p)], capture_output=True, check=True).stdout).hexdigest() == want
+        assert (
+            hashlib.sha256(subprocess.run(["cat", str(p)], capture_output=True, check=True).stdout).hexdigest() == want
+        )
     # The passthrough copy never went through user space; the stage copy did.
     assert after_pt["user_bytes_written"] == before["user_bytes_written"]
     assert m.stats()["user_bytes_written"] - after_pt["user_bytes_written"] == 96 * MiB
@@ -226,7 +273,9 @@ def test_sqlite_write_heavy_integrity(base: Path, mounts: list[Mount]) -> None:
                         del expect[k]
                     else:
                         n = rng.randrange(1 << 30)
-                        con.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (k, rng.randbytes(rng.randrange(50, 900)), n))
+                        con.execute(
+                            "INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (k, rng.randbytes(rng.randrange(50, 900)), n)
+                        )
                         expect[k] = n
         con.close()
         con = sqlite3.connect(path)
@@ -241,11 +290,32 @@ def test_sqlite_write_heavy_integrity(base: Path, mounts: list[Mount]) -> None:
 
 def test_fio_verify_crc32c(base: Path, mounts: list[Mount]) -> None:
     require(shutil.which("fio") is not None, "fio")
-    m = mount(mounts, base, [stage_rule("wt", 10, cache("cache/wt", 8 * MiB), prefix="/cache"), file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep")])
+    m = mount(
+        mounts,
+        base,
+        [
+            stage_rule("wt", 10, cache("cache/wt", 8 * MiB), prefix="/cache"),
+            file_rule("ep", 20, [str(base / "ep")], path_prefix="/ep"),
+        ],
+    )
     for d in ("cache", "ep", "pt"):
         (m.mnt / d).mkdir()
-        p = run("fio", "--name=v", f"--filename={m.mnt / d / 'f'}", "--size=24M", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0", "--ioengine=psync", "--direct=1", "--output-format=json")
-        job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+        p = run(
+            "fio",
+            "--name=v",
+            f"--filename={m.mnt / d / 'f'}",
+            "--size=24M",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            "--verify_state_save=0",
+            "--ioengine=psync",
+            "--direct=1",
+            "--output-format=json",
+        )
+        job = json.loads(p.stdout[p.stdout.index("{") :])["jobs"][0]
         assert job["error"] == 0, d
         assert job["read"]["io_bytes"] == 24 * MiB, d
 
@@ -265,7 +335,9 @@ def test_endpoint_routing_with_delegates_never_stale(base: Path, mounts: list[Mo
     acked.chmod(0o666)
     stop = base / "stop-writer"
     writer = subprocess.Popen(
-        ["python3", "-c", WRITER, str(m.mnt / "f"), str(acked), str(blocks), str(stop)], user=1001, stderr=subprocess.PIPE
+        ["python3", "-c", WRITER, str(m.mnt / "f"), str(acked), str(blocks), str(stop)],
+        user=1001,
+        stderr=subprocess.PIPE,
     )
     seen_versions = 0
     reads = 0
@@ -353,7 +425,13 @@ def _hit_ratio_of_a(m: Mount, tenant_of_a: str | None) -> float:
         if rnd > 0:
             hits += s1["hits"] - s0["hits"]
             misses += s1["misses"] - s0["misses"]
-        run("python3", "-c", f"import sys\nf=open(sys.argv[1],'rb',buffering=0)\nf.seek({rnd * 12 * MiB})\nfor _ in range(96): f.read(1<<17)\n", str(m.mnt / "scan"), user=1002)
+        run(
+            "python3",
+            "-c",
+            f"import sys\nf=open(sys.argv[1],'rb',buffering=0)\nf.seek({rnd * 12 * MiB})\nfor _ in range(96): f.read(1<<17)\n",
+            str(m.mnt / "scan"),
+            user=1002,
+        )
     return hits / (hits + misses)
 
 
@@ -366,7 +444,13 @@ def test_two_tenants_isolated_in_their_own_cache_stages(base: Path, mounts: list
 
     device = ["--device", f"flash0={base / 'flash0.img'}:64MiB"] if engine == "flash" else []
     tenants = ["a=uid:1001", "b=uid:1002"]
-    m = mount(mounts, base, [stage_rule("a", 10, target("a"), tenant="a"), stage_rule("b", 10, target("b"), tenant="b")], tenants, extra=device)
+    m = mount(
+        mounts,
+        base,
+        [stage_rule("a", 10, target("a"), tenant="a"), stage_rule("b", 10, target("b"), tenant="b")],
+        tenants,
+        extra=device,
+    )
     (m.mnt / "ws").write_bytes(os.urandom(2 * MiB))
     (m.mnt / "scan").write_bytes(os.urandom(48 * MiB))
     isolated = _hit_ratio_of_a(m, "a")
@@ -386,15 +470,22 @@ def test_path_tenants_from_flag_and_file_most_specific_prefix_wins(base: Path, m
     most specific path tenant's whoever opens it, component-wise (/webx is nobody's)."""
     tenants = base / "tenants"
     tenants.write_text("deep=path:/web/deep\n")
-    rules = [stage_rule("web", 10, cache("cache/web", 8 * MiB, owner="web"), tenant="web", ops=["read"]),
-             stage_rule("deep", 10, cache("cache/deep", 8 * MiB, owner="deep"), tenant="deep", ops=["read"])]
+    rules = [
+        stage_rule("web", 10, cache("cache/web", 8 * MiB, owner="web"), tenant="web", ops=["read"]),
+        stage_rule("deep", 10, cache("cache/deep", 8 * MiB, owner="deep"), tenant="deep", ops=["read"]),
+    ]
     m = mount(mounts, base, rules, ["web=path:/web"], extra=["--tenants-file", str(tenants)])
     for d in ("web/deep", "webx"):
         (m.backing / d).mkdir(parents=True)
     for name, blocks in (("web/a", 16), ("web/deep/b", 32), ("webx/c", 64)):
         (m.backing / name).write_bytes(os.urandom(blocks * 4096))
-        run("python3", "-c", "import sys\nf=open(sys.argv[1],'rb',buffering=0)\nwhile f.read(1<<16): pass\n",
-            str(m.mnt / name), user=1001)
+        run(
+            "python3",
+            "-c",
+            "import sys\nf=open(sys.argv[1],'rb',buffering=0)\nwhile f.read(1<<16): pass\n",
+            str(m.mnt / name),
+            user=1001,
+        )
     web, deep = m.stage("web"), m.stage("deep")
     assert (web["misses"], web["bytes_read_miss"] + web["bytes_read_hit"]) == (16, 16 * 4096), web
     assert (deep["misses"], deep["bytes_read_miss"] + deep["bytes_read_hit"]) == (32, 32 * 4096), deep
@@ -431,11 +522,43 @@ def test_bad_rules_exit_2_with_a_message(base: Path) -> None:
     (base / "b").mkdir()
     (base / "m").mkdir()
     bad = base / "rules.json"
-    bad.write_text(json.dumps([{"name": "x", "priority": 1, "match": {}, "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/undeclared"}}]}]))
-    p = subprocess.run([str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad)], capture_output=True, text=True, timeout=10)
+    bad.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "x",
+                    "priority": 1,
+                    "match": {},
+                    "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/undeclared"}}],
+                }
+            ]
+        )
+    )
+    p = subprocess.run(
+        [str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert p.returncode == 2
-    assert "rule \"x\"" in p.stderr and "cache/undeclared" in p.stderr
-    p = subprocess.run([str(FS_BIN), "mount", "--backing", str(base / "b"), "--mountpoint", str(base / "m"), "--rules", str(bad), "--tenant", "a=gid:3"], capture_output=True, text=True, timeout=10)
+    assert 'rule "x"' in p.stderr and "cache/undeclared" in p.stderr
+    p = subprocess.run(
+        [
+            str(FS_BIN),
+            "mount",
+            "--backing",
+            str(base / "b"),
+            "--mountpoint",
+            str(base / "m"),
+            "--rules",
+            str(bad),
+            "--tenant",
+            "a=gid:3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert p.returncode == 2 and "uid:N or cgroup:PATH" in p.stderr
     assert not os.path.ismount(base / "m")
 
@@ -455,10 +578,21 @@ def test_tenant_by_cgroup_routes_its_writes(base: Path, mounts: list[Mount]) -> 
     cg.mkdir()
     try:
         ep = base / "ep"
-        m = mount(mounts, base, [file_rule("cg", 10, [str(ep)], tenant="jobs", ops=["write"])], tenants=[f"jobs=cgroup:/{cg.name}"])
+        m = mount(
+            mounts,
+            base,
+            [file_rule("cg", 10, [str(ep)], tenant="jobs", ops=["write"])],
+            tenants=[f"jobs=cgroup:/{cg.name}"],
+        )
         writer = "import sys\nopen(sys.argv[1], 'wb').write(b'from the cgroup' * 1000)\n"
         # The same program, inside and outside the tenant's cgroup.
-        run("python3", "-c", writer, str(m.mnt / "in.bin"), preexec_fn=lambda: (cg / "cgroup.procs").write_text(str(os.getpid())))
+        run(
+            "python3",
+            "-c",
+            writer,
+            str(m.mnt / "in.bin"),
+            preexec_fn=lambda: (cg / "cgroup.procs").write_text(str(os.getpid())),
+        )
         run("python3", "-c", writer, str(m.mnt / "out.bin"))
         want = b"from the cgroup" * 1000
         assert (m.mnt / "in.bin").read_bytes() == want and (m.mnt / "out.bin").read_bytes() == want
@@ -487,7 +621,20 @@ def test_o_direct_reaches_the_backing_file_without_the_page_cache(base: Path, mo
     m = mount(mounts, base, [stage_rule("wt", 10, cache("cache/wt", 4 * MiB), prefix="/u")])
     (m.mnt / "u").mkdir()
     for name, direct in (("direct", 1), ("buffered", 0)):
-        run("fio", "--name=d", f"--filename={m.mnt / 'u' / name}", "--size=8M", "--rw=write", "--bs=64k", f"--direct={direct}", "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0")
+        run(
+            "fio",
+            "--name=d",
+            f"--filename={m.mnt / 'u' / name}",
+            "--size=8M",
+            "--rw=write",
+            "--bs=64k",
+            f"--direct={direct}",
+            "--ioengine=psync",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            "--verify_state_save=0",
+        )
     direct, buffered = resident_bytes(m.backing / "u" / "direct"), resident_bytes(m.backing / "u" / "buffered")
     assert buffered >= 4 * MiB, f"control: buffered IO leaves the file cached ({buffered})"
     assert direct == 0, f"O_DIRECT IO went through the page cache below the switch ({direct} bytes cached)"
@@ -501,11 +648,27 @@ def test_o_direct_reaches_the_backing_file_without_the_page_cache(base: Path, mo
 
 
 def test_write_back_reaches_the_backing_file_without_a_sync(base: Path, mounts: list[Mount]) -> None:
-    m = mount(mounts, base, [stage_rule("wb", 10, cache("cache/wb", 16 * MiB, "back"), prefix="/wb")], extra=["--dirty-expire-ms", "300"])
+    m = mount(
+        mounts,
+        base,
+        [stage_rule("wb", 10, cache("cache/wb", 16 * MiB, "back"), prefix="/wb")],
+        extra=["--dirty-expire-ms", "300"],
+    )
     (m.mnt / "wb").mkdir()
     data = os.urandom(MiB)
     # The writer keeps the file open (no close, no fsync) until told to exit.
-    writer = subprocess.Popen(["python3", "-c", "import sys\nf=open(sys.argv[1],'wb',buffering=0)\nf.write(sys.stdin.buffer.read(%d))\nprint('written', flush=True)\nsys.stdin.read()\n" % MiB, str(m.mnt / "wb" / "f")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=False)
+    writer = subprocess.Popen(
+        [
+            "python3",
+            "-c",
+            "import sys\nf=open(sys.argv[1],'wb',buffering=0)\nf.write(sys.stdin.buffer.read(%d))\nprint('written', flush=True)\nsys.stdin.read()\n"
+            % MiB,
+            str(m.mnt / "wb" / "f"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=False,
+    )
     try:
         writer.stdin.write(data)
         writer.stdin.flush()

@@ -64,14 +64,33 @@ def node(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     cluster.start_controller()
     cluster._add(
         f"agent-{HOST}",
-        [str(BIN), "run", "--host-id", HOST, "--redis-url", cluster.enroll(HOST), "--no-ebpf",
-         "--mount", f"{paths['backing']}:{paths['mnt']}", "--detour-deadline-ms", str(DEADLINE_MS),
-         "--endpoint-root", str(cluster.tmp),
-         "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"],
+        [
+            str(BIN),
+            "run",
+            "--host-id",
+            HOST,
+            "--redis-url",
+            cluster.enroll(HOST),
+            "--no-ebpf",
+            "--mount",
+            f"{paths['backing']}:{paths['mnt']}",
+            "--detour-deadline-ms",
+            str(DEADLINE_MS),
+            "--endpoint-root",
+            str(cluster.tmp),
+            "--heartbeat-interval-ms",
+            "500",
+            "--heartbeat-ttl-s",
+            "3",
+        ],
         {"RUST_LOG": "info"},
     ).start()
     try:
-        wait_for("the agent to register and ack", lambda: (x := cluster.host(HOST)) and x["acked_generation"] >= 1, timeout=30)
+        wait_for(
+            "the agent to register and ack",
+            lambda: (x := cluster.host(HOST)) and x["acked_generation"] >= 1,
+            timeout=30,
+        )
         wait_for("the FUSE mount", lambda: mounted(paths["mnt"]), timeout=30)
         yield paths
     finally:
@@ -92,11 +111,22 @@ def read_set(cluster: Cluster) -> list[str]:
 
 def test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes_back(cluster: Cluster, node) -> None:
     r1, r2 = node["r1"], node["r2"]
-    reads = {"name": "data-reads", "priority": 20, "match": {"ops": ["read"], "path_prefix": "/data"},
-             "detours": [file_detour(r1), file_detour(r2)]}
-    ask = {"name": "data-writes", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/data"},
-           "detours": [{"what": "header", "to": {"kind": "controller", "target": "readset"}},
-                       file_detour(r1), file_detour(r2)]}
+    reads = {
+        "name": "data-reads",
+        "priority": 20,
+        "match": {"ops": ["read"], "path_prefix": "/data"},
+        "detours": [file_detour(r1), file_detour(r2)],
+    }
+    ask = {
+        "name": "data-writes",
+        "priority": 10,
+        "match": {"ops": ["write"], "path_prefix": "/data"},
+        "detours": [
+            {"what": "header", "to": {"kind": "controller", "target": "readset"}},
+            file_detour(r1),
+            file_detour(r2),
+        ],
+    }
     with cluster.api() as api:
         for body in (reads, ask):
             created = api.post("/api/v1/rules", json=body)
@@ -138,7 +168,7 @@ def test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes
             headers = api.get("/api/v1/detours").json()
         assert 1 <= len(headers) <= 2, headers
         assert all(h["verdict"] == "proceed" and h["rule"] == "data-writes" for h in headers)
-        assert (r2 / "data" / "f").read_bytes()[2 * BLOCK:3 * BLOCK] == b"W" * BLOCK
+        assert (r2 / "data" / "f").read_bytes()[2 * BLOCK : 3 * BLOCK] == b"W" * BLOCK
 
         # Write-free for the quiet time: the read set is every replica again.
         wait_for("the read set to come back", lambda: read_set(cluster) == [str(r1), str(r2)], timeout=QUIET_S + 30)
@@ -157,9 +187,15 @@ def test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes
         assert (node["backing"] / "data" / "f").stat().st_size == size
         # It was held: its header went out to the controller, and the agent gave up on the
         # verdict at the deadline it was configured with.
-        wait_for("the held write's header on the bus", lambda: cluster.redis().xlen(f"lachesis:agent:{HOST}:detours") > requests_before)
-        timeouts = [line for line in cluster.processes[f"agent-{HOST}"].text().splitlines()
-                    if "no verdict from the controller" in line]
+        wait_for(
+            "the held write's header on the bus",
+            lambda: cluster.redis().xlen(f"lachesis:agent:{HOST}:detours") > requests_before,
+        )
+        timeouts = [
+            line
+            for line in cluster.processes[f"agent-{HOST}"].text().splitlines()
+            if "no verdict from the controller" in line
+        ]
         assert len(timeouts) == 1 and f"deadline_ms={DEADLINE_MS}" in timeouts[0], timeouts
     finally:
         os.close(fd)

@@ -53,7 +53,21 @@ class NetnsPair:
         sh("ip", "netns", "add", self.server)
         sh("ip", "netns", "add", self.client)
         veth_s, veth_c = f"lfs{tag}s", f"lfs{tag}c"
-        sh("ip", "link", "add", veth_s, "netns", self.server, "type", "veth", "peer", "name", veth_c, "netns", self.client)
+        sh(
+            "ip",
+            "link",
+            "add",
+            veth_s,
+            "netns",
+            self.server,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            veth_c,
+            "netns",
+            self.client,
+        )
         for ns, dev, ip in ((self.server, veth_s, SERVER_IP), (self.client, veth_c, CLIENT_IP)):
             sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
             sh("ip", "-n", ns, "link", "set", dev, "up")
@@ -138,11 +152,14 @@ def world() -> Iterator[dict]:
 def rules(on: bool) -> list[dict]:
     if not on:
         return []
-    return [{
-        "name": "to-remote", "priority": 1,
-        "match": {"tenant": "remote", "ops": ["write"]},
-        "detours": [{"what": "io", "to": {"kind": "file", "target": f"tcp://{SERVER_IP}:{PORT}/ep"}}],
-    }]
+    return [
+        {
+            "name": "to-remote",
+            "priority": 1,
+            "match": {"tenant": "remote", "ops": ["write"]},
+            "detours": [{"what": "io", "to": {"kind": "file", "target": f"tcp://{SERVER_IP}:{PORT}/ep"}}],
+        }
+    ]
 
 
 def set_rules(path: Path, r: list[dict]) -> None:
@@ -161,11 +178,47 @@ def start(w: dict) -> tuple[Path, Path, Path]:
         d.mkdir()
         d.chmod(0o777)
     log = (base / "serve.log").open("ab")
-    procs.append(subprocess.Popen(["ip", "netns", "exec", ns.server, str(FS_BIN), "serve", "--listen", f"{SERVER_IP}:{PORT}", "--root", str(remote_root)], stdout=log, stderr=subprocess.STDOUT))
+    procs.append(
+        subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns.server,
+                str(FS_BIN),
+                "serve",
+                "--listen",
+                f"{SERVER_IP}:{PORT}",
+                "--root",
+                str(remote_root),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    )
     rules_file = base / "rules.json"
     rules_file.write_text(json.dumps(rules(True)))
     mlog = (base / "mount.log").open("ab")
-    mount = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns.client}", str(FS_BIN), "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(rules_file), "--tenant", f"remote=uid:{TENANT_UID}", "--remote-timeout-ms", str(REMOTE_TIMEOUT_MS)], stdout=mlog, stderr=subprocess.STDOUT)
+    mount = subprocess.Popen(
+        [
+            "nsenter",
+            f"--net=/run/netns/{ns.client}",
+            str(FS_BIN),
+            "mount",
+            "--backing",
+            str(backing),
+            "--mountpoint",
+            str(mnt),
+            "--rules",
+            str(rules_file),
+            "--tenant",
+            f"remote=uid:{TENANT_UID}",
+            "--remote-timeout-ms",
+            str(REMOTE_TIMEOUT_MS),
+        ],
+        stdout=mlog,
+        stderr=subprocess.STDOUT,
+    )
     procs.append(mount)
     wait_for("the FUSE mount", lambda: os.path.ismount(mnt) or mount.poll() is not None)
     assert mount.poll() is None, (base / "mount.log").read_text()
@@ -210,7 +263,13 @@ def test_tenant_writes_go_to_the_remote_host_and_reads_follow_them(world: dict) 
             os.close(fd)
 
     def run_writer(rounds: int, seed: int) -> None:
-        p = subprocess.Popen([TENANT_PY, "-c", WRITER, str(f), str(rounds), str(seed)], user=TENANT_UID, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [TENANT_PY, "-c", WRITER, str(f), str(rounds), str(seed)],
+            user=TENANT_UID,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for line in p.stdout:
             b, v = map(int, line.split())
             with lock:
@@ -238,7 +297,7 @@ def test_tenant_writes_go_to_the_remote_host_and_reads_follow_them(world: dict) 
     # Every block reads back at its newest acknowledged version through the mount.
     content = f.read_bytes()
     for b in range(BLOCKS):
-        assert parse(content[b * BLOCK:(b + 1) * BLOCK]) == (b, acked[b]), f"block {b}"
+        assert parse(content[b * BLOCK : (b + 1) * BLOCK]) == (b, acked[b]), f"block {b}"
 
     # Where the bytes live: the tenant's last writes on the remote host, not in the backing file;
     # blocks it never wrote are served locally (the remote copy has a hole there).
@@ -247,8 +306,8 @@ def test_tenant_writes_go_to_the_remote_host_and_reads_follow_them(world: dict) 
     on_remote = 0
     for b in range(BLOCKS):
         want = pattern(b, acked[b])
-        r = remote[b * BLOCK:(b + 1) * BLOCK]
-        l_ = local[b * BLOCK:(b + 1) * BLOCK]
+        r = remote[b * BLOCK : (b + 1) * BLOCK]
+        l_ = local[b * BLOCK : (b + 1) * BLOCK]
         if b >= BLOCKS // 2:
             assert l_ == want and r.strip(b"\0") == b"", f"untouched block {b} must stay local"
         elif r == want:
@@ -272,8 +331,13 @@ print("ok")
 
 
 def tenant_pwrite(path: Path, byte: str) -> str:
-    p = subprocess.run([TENANT_PY, "-c", PWRITE, str(path), byte], user=TENANT_UID, capture_output=True, text=True,
-                       timeout=REMOTE_TIMEOUT_MS / 1000 + 90)
+    p = subprocess.run(
+        [TENANT_PY, "-c", PWRITE, str(path), byte],
+        user=TENANT_UID,
+        capture_output=True,
+        text=True,
+        timeout=REMOTE_TIMEOUT_MS / 1000 + 90,
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout.strip()
 
@@ -326,18 +390,63 @@ def start_scatter(w: dict, mount_key: str) -> tuple[Path, Path, Path, Path, list
     servers = []
     for root, port in ((root_a, PORT), (root_b, SECOND_PORT)):
         log = (base / f"serve-{port}.log").open("ab")
-        p = subprocess.Popen(["ip", "netns", "exec", ns.server, str(FS_BIN), "serve", "--listen", f"{SERVER_IP}:{port}", "--root", str(root), "--forward-key-file", str(base / "key")], stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns.server,
+                str(FS_BIN),
+                "serve",
+                "--listen",
+                f"{SERVER_IP}:{port}",
+                "--root",
+                str(root),
+                "--forward-key-file",
+                str(base / "key"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         procs.append(p)
         servers.append(p)
     rules_file = base / "rules.json"
     targets = [f"tcp://{SERVER_IP}:{PORT}/ep", str(local_ep), f"tcp://{SERVER_IP}:{SECOND_PORT}/ep"]
-    rules_file.write_text(json.dumps([{
-        "name": "scatter", "priority": 1,
-        "match": {"tenant": "remote", "ops": ["write"]},
-        "detours": [{"what": "io", "to": {"kind": "file", "target": t}} for t in targets],
-    }]))
+    rules_file.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "scatter",
+                    "priority": 1,
+                    "match": {"tenant": "remote", "ops": ["write"]},
+                    "detours": [{"what": "io", "to": {"kind": "file", "target": t}} for t in targets],
+                }
+            ]
+        )
+    )
     mlog = (base / "mount.log").open("ab")
-    mount = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns.client}", str(FS_BIN), "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(rules_file), "--tenant", f"remote=uid:{TENANT_UID}", "--remote-timeout-ms", str(REMOTE_TIMEOUT_MS), "--forward-key-file", str(base / mount_key)], stdout=mlog, stderr=subprocess.STDOUT)
+    mount = subprocess.Popen(
+        [
+            "nsenter",
+            f"--net=/run/netns/{ns.client}",
+            str(FS_BIN),
+            "mount",
+            "--backing",
+            str(backing),
+            "--mountpoint",
+            str(mnt),
+            "--rules",
+            str(rules_file),
+            "--tenant",
+            f"remote=uid:{TENANT_UID}",
+            "--remote-timeout-ms",
+            str(REMOTE_TIMEOUT_MS),
+            "--forward-key-file",
+            str(base / mount_key),
+        ],
+        stdout=mlog,
+        stderr=subprocess.STDOUT,
+    )
     procs.append(mount)
     wait_for("the FUSE mount", lambda: os.path.ismount(mnt) or mount.poll() is not None)
     assert mount.poll() is None, (base / "mount.log").read_text()
@@ -349,7 +458,9 @@ def test_scatter_over_two_remote_agents_and_a_local_replica(world: dict) -> None
     f: Path = world["mnt"] / "data"
     f.write_bytes(b"".join(pattern(b, 1) for b in range(BLOCKS)))
     f.chmod(0o666)
-    p = subprocess.run([TENANT_PY, "-c", WRITER, str(f), "200", "1"], user=TENANT_UID, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [TENANT_PY, "-c", WRITER, str(f), "200", "1"], user=TENANT_UID, capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     newest = {b: 1 for b in range(BLOCKS)}
     for line in p.stdout.split("\n"):
@@ -360,15 +471,19 @@ def test_scatter_over_two_remote_agents_and_a_local_replica(world: dict) -> None
     written = [b for b in range(BLOCKS) if newest[b] > 1]
     assert len(written) > 20
     for b in range(BLOCKS):
-        assert parse(content[b * BLOCK:(b + 1) * BLOCK]) == (b, newest[b]), f"block {b}"
+        assert parse(content[b * BLOCK : (b + 1) * BLOCK]) == (b, newest[b]), f"block {b}"
     # Every replica of the write set holds every acknowledged block; the backing file none.
-    copies = {"A": (root_a / "ep" / "data").read_bytes(), "local": (local_ep / "data").read_bytes(), "B": (root_b / "ep" / "data").read_bytes()}
+    copies = {
+        "A": (root_a / "ep" / "data").read_bytes(),
+        "local": (local_ep / "data").read_bytes(),
+        "B": (root_b / "ep" / "data").read_bytes(),
+    }
     local = (backing / "data").read_bytes()
     for b in written:
         want = pattern(b, newest[b])
         for who, c in copies.items():
-            assert c[b * BLOCK:(b + 1) * BLOCK] == want, f"block {b} missing on {who}"
-        assert local[b * BLOCK:(b + 1) * BLOCK] != want
+            assert c[b * BLOCK : (b + 1) * BLOCK] == want, f"block {b} missing on {who}"
+        assert local[b * BLOCK : (b + 1) * BLOCK] != want
     # One replica gone: a write is not acknowledged (EIO), as not every replica has it.
     servers[1].send_signal(signal.SIGTERM)
     servers[1].wait(timeout=10)
@@ -383,6 +498,9 @@ def test_a_mount_with_the_wrong_key_is_refused_and_writes_nothing(world: dict) -
     f.chmod(0o666)
     assert tenant_pwrite(f, "2") == "5"  # EIO
     assert not (root_a / "ep" / "x").exists() and not (root_b / "ep" / "x").exists()
-    wait_for("the server's refusal in its log", lambda: "refused unauthenticated peer" in (base / f"serve-{PORT}.log").read_text())
+    wait_for(
+        "the server's refusal in its log",
+        lambda: "refused unauthenticated peer" in (base / f"serve-{PORT}.log").read_text(),
+    )
     assert "the forwarding keys differ" in (base / f"serve-{PORT}.log").read_text()
     assert "does not hold our forwarding key" in (base / "mount.log").read_text()

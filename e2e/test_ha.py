@@ -27,7 +27,9 @@ HOSTS = ["node-1", "node-2"]
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[object]:
-    spec = importlib.util.spec_from_file_location("controller_test_support", ROOT / "controller" / "tests" / "conftest.py")
+    spec = importlib.util.spec_from_file_location(
+        "controller_test_support", ROOT / "controller" / "tests" / "conftest.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -47,8 +49,11 @@ def leads(port: int) -> bool:
 
 def applied_generations(cluster: Cluster, host: str) -> list[int]:
     """Generations the agent logged as applied, in log order."""
-    return [int(m.group(1)) for line in cluster.processes[f"agent-{host}"].text().splitlines()
-            if "applied desired state" in line and (m := re.search(r"\bgeneration=(\d+)", line))]
+    return [
+        int(m.group(1))
+        for line in cluster.processes[f"agent-{host}"].text().splitlines()
+        if "applied desired state" in line and (m := re.search(r"\bgeneration=(\d+)", line))
+    ]
 
 
 def test_the_survivor_finishes_a_rollout_whose_leader_was_killed(cluster: Cluster, postgres: object) -> None:

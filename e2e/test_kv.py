@@ -75,10 +75,14 @@ def kv(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> tuple[Cluster, int,
     monkeypatch.setenv("LACHESIS_TELEMETRY_INTERVAL_MS", "500")
     port, catalog_port = free_port(), free_port()
     cluster.agent_args[HOST] = [
-        "--device", f"flash0={cluster.tmp / 'flash0.img'}:1GiB",
-        "--state-dir", str(cluster.tmp / "agent-state"),
-        "--kv-listen", f"127.0.0.1:{port}",
-        "--kv-tenant-port", f"catalog={catalog_port}",
+        "--device",
+        f"flash0={cluster.tmp / 'flash0.img'}:1GiB",
+        "--state-dir",
+        str(cluster.tmp / "agent-state"),
+        "--kv-listen",
+        f"127.0.0.1:{port}",
+        "--kv-tenant-port",
+        f"catalog={catalog_port}",
     ]
     start_hosts(cluster, [HOST], timeout=60)
     return cluster, port, catalog_port
@@ -112,9 +116,18 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     # memcslap on the catalogue's own port: its keys (no prefix) are the catalogue's.
     before = stat(port, "tenant:catalog:sets")
     for test in ("set", "get"):
-        run = subprocess.run(["memcslap", f"--servers=127.0.0.1:{catalog_port}", f"--test={test}",
-                              "--execute-number=300", "--concurrency=2"],
-                             capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [
+                "memcslap",
+                f"--servers=127.0.0.1:{catalog_port}",
+                f"--test={test}",
+                "--execute-number=300",
+                "--concurrency=2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
     s = stats(port)
     assert int(s["tenant:catalog:sets"]) - before >= 600, s
@@ -137,8 +150,11 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
 
     def served() -> dict[str, dict] | None:
         with cluster.api() as api:
-            rows = {st["name"]: st["hosts"][0] for st in api.get("/api/v1/stages").json()
-                    if st["name"] in handles and st["hosts"] and st["hosts"][0]["hits"]}
+            rows = {
+                st["name"]: st["hosts"][0]
+                for st in api.get("/api/v1/stages").json()
+                if st["name"] in handles and st["hosts"] and st["hosts"][0]["hits"]
+            }
         return rows if len(rows) == 2 else None
 
     rows = wait_for("the controller to serve both KV stages' hits", served, timeout=60)
@@ -168,7 +184,9 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
             r = api.get(f"/api/v1/tenants/{name}/telemetry")
             return r.json().get("curve") if r.status_code == 200 else None
 
-    assert wait_for("a curve of the sessions tenant", lambda: curve("sessions"), timeout=60)["references"] >= len(SESSIONS)
+    assert wait_for("a curve of the sessions tenant", lambda: curve("sessions"), timeout=60)["references"] >= len(
+        SESSIONS
+    )
 
     # ... and their requests as their IO (the rates the dashboard and the loop read): each
     # poll reads the sessions again, so some report interval holds gets.
@@ -200,8 +218,11 @@ def test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page(kv: t
     agent.start()
 
     c = client(port)
-    back = wait_for("the restarted front end to serve sessions it had before",
-                    lambda: client(port).get_many(list(SESSIONS)), timeout=60)
+    back = wait_for(
+        "the restarted front end to serve sessions it had before",
+        lambda: client(port).get_many(list(SESSIONS)),
+        timeout=60,
+    )
     assert back and all(SESSIONS[k] == v for k, v in back.items()), len(back)
     s = stats(port)
     assert int(s["tenant:sessions:sets"]) == 0, s

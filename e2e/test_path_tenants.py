@@ -66,9 +66,11 @@ def settled_stage(cluster: Cluster) -> dict:
     """STAGE's counters in a telemetry report the agent began after the caller's IO returned:
     the report after the next one (the next may have been under way during the IO)."""
     seen = len(cluster.agent_messages("telemetry", HOST))
-    report = wait_for("two more telemetry reports",
-                      lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
-                      timeout=60)
+    report = wait_for(
+        "two more telemetry reports",
+        lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
+        timeout=60,
+    )
     stages = {s["name"]: s for s in report.get("stages") or []}
     assert STAGE in stages, f"the agent reports no {STAGE}: {sorted(stages)}"
     return stages[STAGE]

@@ -35,8 +35,9 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
         # broker regroups them as tenants arrive: the stages keep their handles where they can,
         # and a stage that must move is rebuilt in the space it held.
         for example in EXAMPLES:
-            applied = api.post("/api/v1/policies", content=example.read_bytes(),
-                               headers={"content-type": "application/yaml"})
+            applied = api.post(
+                "/api/v1/policies", content=example.read_bytes(), headers={"content-type": "application/yaml"}
+            )
             assert applied.status_code == 201, f"{example.name}: {applied.text}"
             rollout = datapath.wait_rollout_done(applied.json()["rollout_id"], timeout=60)
             assert rollout["state"] == "succeeded", f"{example.name}: {rollout}"
@@ -44,8 +45,15 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
         # What the agent runs now: the shipped stages of all the policies.
         state = datapath.redis().get(f"lachesis:agent:{HOST}:desired")
         shipped = {s["name"]: s for s in json.loads(state).get("stages", [])}
-        assert {"cache/alpha", "cache/beta", "cache/global", "cache/imagenet", "cache/media-l1",
-                "cache/media-l2", "qos/gold"} <= set(shipped), sorted(shipped)
+        assert {
+            "cache/alpha",
+            "cache/beta",
+            "cache/global",
+            "cache/imagenet",
+            "cache/media-l1",
+            "cache/media-l2",
+            "qos/gold",
+        } <= set(shipped), sorted(shipped)
         assert shipped["cache/media-l1"]["next"] == "cache/media-l2"
 
         def installed() -> dict[str, dict]:
@@ -60,7 +68,11 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
         for name, stage in shipped.items():
             if stage["kind"] == "cache":
                 region = 1 << 20
-                assert abs(reports[name]["installed_bytes"] - stage["size_bytes"]) <= 2 * region, (name, reports[name], stage)
+                assert abs(reports[name]["installed_bytes"] - stage["size_bytes"]) <= 2 * region, (
+                    name,
+                    reports[name],
+                    stage,
+                )
 
         # The scrub ships no stage: the controller declared its job, and the agent runs it.
         def scrub_job() -> dict | None:
@@ -72,8 +84,9 @@ def test_every_example_policy_installs_on_a_host_with_a_data_path(datapath: Clus
         assert job["bytes_declared"] == 1 << 20
 
 
-
-def test_the_fairywren_example_caches_a_kv_tenant_in_fairywren(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fairywren_example_caches_a_kv_tenant_in_fairywren(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """kv-fairywren on an agent with the KV front end: the feed: keys' stage is a hybrid whose
     small-object engine is FairyWREN, its parts on the stage's own handles; small objects
     written through the front end land in FairyWREN, none in the log."""
@@ -82,8 +95,9 @@ def test_the_fairywren_example_caches_a_kv_tenant_in_fairywren(cluster: Cluster,
     start_with_datapath(cluster, "256MiB", ["--kv-listen", f"127.0.0.1:{kv_port}"])
     with cluster.api() as api:
         example = ROOT / "policies" / "examples" / "kv-fairywren.yaml"
-        applied = api.post("/api/v1/policies", content=example.read_bytes(),
-                           headers={"content-type": "application/yaml"})
+        applied = api.post(
+            "/api/v1/policies", content=example.read_bytes(), headers={"content-type": "application/yaml"}
+        )
         assert applied.status_code == 201, applied.text
         rollout = cluster.wait_rollout_done(applied.json()["rollout_id"], timeout=60)
         assert rollout["state"] == "succeeded", rollout
@@ -97,11 +111,11 @@ def test_the_fairywren_example_caches_a_kv_tenant_in_fairywren(cluster: Cluster,
             items = {f"feed:{i}": b"%08d" % i * 50 for i in range(5 * feeds["size_bytes"] // 32 // 400)}
             keys = list(items)
             for chunk in range(0, len(keys), 500):
-                assert kv.set_many({k: items[k] for k in keys[chunk:chunk + 500]}) == []
+                assert kv.set_many({k: items[k] for k in keys[chunk : chunk + 500]}) == []
             # A cache may have evicted any one of them, but what it returns is what was set.
             got = {}
             for chunk in range(0, len(keys), 500):
-                got.update(kv.get_many(keys[chunk:chunk + 500]))
+                got.update(kv.get_many(keys[chunk : chunk + 500]))
             assert got and all(v == items[k] for k, v in got.items())
         finally:
             kv.close()

@@ -39,8 +39,9 @@ def home(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def apply(cluster: Cluster, policy: str) -> None:
     with cluster.api() as api:
-        r = api.post("/api/v1/policies", content=(HEADER + policy).encode(),
-                     headers={"content-type": "application/yaml"})
+        r = api.post(
+            "/api/v1/policies", content=(HEADER + policy).encode(), headers={"content-type": "application/yaml"}
+        )
         assert r.status_code == 201, r.text
         rollout = cluster.wait_rollout_done(r.json()["rollout_id"], timeout=60)
         assert rollout["state"] == "succeeded", rollout
@@ -93,18 +94,23 @@ class Readers:
 
 
 def rule(tenant: str) -> str:
-    return (f"    - {{name: {tenant}-io, priority: 10, match: {{tenant: {tenant}}},\n"
-            f"       detours: [{{what: io, to: {{kind: stage, target: qos/{tenant}}}}}]}}\n")
+    return (
+        f"    - {{name: {tenant}-io, priority: 10, match: {{tenant: {tenant}}},\n"
+        f"       detours: [{{what: io, to: {{kind: stage, target: qos/{tenant}}}}}]}}\n"
+    )
 
 
 def policy(stages: dict[str, str]) -> str:
     """Tenants by path prefix (/NAME), each with its qos stage (these fields) and a rule
     sending all its IO through it."""
-    return ("  tenants:\n"
-            + "".join(f"    - {{name: {t}, classifiers: [{{kind: path_prefix, value: /{t}}}]}}\n" for t in stages)
-            + "  stages:\n"
-            + "".join(f"    - {{name: qos/{t}, kind: qos, owner: {t}, {f}}}\n" for t, f in stages.items())
-            + "  rules:\n" + "".join(rule(t) for t in stages))
+    return (
+        "  tenants:\n"
+        + "".join(f"    - {{name: {t}, classifiers: [{{kind: path_prefix, value: /{t}}}]}}\n" for t in stages)
+        + "  stages:\n"
+        + "".join(f"    - {{name: qos/{t}, kind: qos, owner: {t}, {f}}}\n" for t, f in stages.items())
+        + "  rules:\n"
+        + "".join(rule(t) for t in stages)
+    )
 
 
 def run_until(cluster: Cluster, mnt: Path, paths: list[str], what: str, done: Any) -> dict[str, dict[str, int]]:
@@ -121,8 +127,13 @@ def test_a_high_tenant_goes_first(cluster: Cluster, home: Path) -> None:
     data, mnt = home / "data", home / "mnt"
     paths = files(data, "hi", READERS) + files(data, "lo", READERS)
     apply(cluster, policy({"hi": "priority: high", "lo": "priority: low"}))
-    q = run_until(cluster, mnt, paths, "800 contended dispatches of the high tenant",
-                  lambda q: q.get("qos/hi", {}).get("contended", 0) >= 800 and q.get("qos/lo", {}).get("contended", 0) >= 1)
+    q = run_until(
+        cluster,
+        mnt,
+        paths,
+        "800 contended dispatches of the high tenant",
+        lambda q: q.get("qos/hi", {}).get("contended", 0) >= 800 and q.get("qos/lo", {}).get("contended", 0) >= 1,
+    )
     print("qos counters", q)  # noqa: T201 - the figures, with -s
     hi, lo = q["qos/hi"], q["qos/lo"]
     assert hi["contended"] >= 3 * lo["contended"], q
@@ -140,8 +151,13 @@ def test_a_reservation_goes_ahead_of_a_heavier_tenant(cluster: Cluster, home: Pa
     data, mnt = home / "data", home / "mnt"
     paths = files(data, "gold", READERS) + files(data, "bulk", READERS)
     apply(cluster, policy({"gold": "priority: low, min_bandwidth_bytes_per_s: 4194304", "bulk": "priority: high"}))
-    q = run_until(cluster, mnt, paths, "20 of gold's requests dispatched by reservation ahead of bulk's",
-                  lambda q: q.get("qos/gold", {}).get("contended_reserved", 0) >= 20 and "qos/bulk" in q)
+    q = run_until(
+        cluster,
+        mnt,
+        paths,
+        "20 of gold's requests dispatched by reservation ahead of bulk's",
+        lambda q: q.get("qos/gold", {}).get("contended_reserved", 0) >= 20 and "qos/bulk" in q,
+    )
     print("qos counters", q)  # noqa: T201 - the figures, with -s
     gold, bulk = q["qos/gold"], q["qos/bulk"]
     assert gold["reserved_bytes"] > 0 and gold["contended_reserved"] >= 20, q
@@ -159,9 +175,14 @@ def test_a_cap_holds_a_tenant_below_it(cluster: Cluster, home: Path) -> None:
     # One pass over each file: 4 MiB at 2 MiB/s for the capped one.
     assert (mnt / capped[0]).read_bytes() == (data / capped[0]).read_bytes()
     assert (mnt / free[0]).read_bytes() == (data / free[0]).read_bytes()
-    q = wait_for("both stages' counts of a whole pass",
-                 lambda: (q := qos(cluster)) and q.get("qos/capped", {}).get("dispatched_bytes", 0) >= FILE_BYTES
-                 and q.get("qos/free", {}).get("dispatched_bytes", 0) >= FILE_BYTES and q, timeout=60)
+    q = wait_for(
+        "both stages' counts of a whole pass",
+        lambda: (q := qos(cluster))
+        and q.get("qos/capped", {}).get("dispatched_bytes", 0) >= FILE_BYTES
+        and q.get("qos/free", {}).get("dispatched_bytes", 0) >= FILE_BYTES
+        and q,
+        timeout=60,
+    )
     print("qos counters", q)  # noqa: T201 - the figures, with -s
     c, f = q["qos/capped"], q["qos/free"]
     # Every request but the first came before the cap let it go: a reader asks for its next

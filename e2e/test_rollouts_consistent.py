@@ -25,8 +25,12 @@ STEPS = ["quiesce", "drain", "install", "resume"]
 
 
 def rule(detours: list[dict]) -> dict:
-    return {"name": "analytics-reads", "priority": 10,
-            "match": {"tenant": "analytics", "ops": ["read"]}, "detours": detours}
+    return {
+        "name": "analytics-reads",
+        "priority": 10,
+        "match": {"tenant": "analytics", "ops": ["read"]},
+        "detours": detours,
+    }
 
 
 @pytest.fixture
@@ -111,14 +115,19 @@ def test_killing_an_agent_mid_rollout_rolls_all_three_back(three: Cluster) -> No
     victim.kill9()
     failed = wait_for(
         "the rollout to fail and roll back",
-        lambda: (r := three.rollout(rollout_id))["rolled_back_by"] and r, timeout=30,
+        lambda: (r := three.rollout(rollout_id))["rolled_back_by"] and r,
+        timeout=30,
     )
     assert failed["state"] == "failed", failed
     assert "node-3 stopped heartbeating" in failed["reason"]
     back_id = failed["rolled_back_by"]
     for host in ("node-1", "node-2"):
-        assert wait_for(f"{host} to resume", lambda h=host: steps(three, h, rollout_id) == ["quiesce", "drain"] and
-                        steps(three, h, back_id) == ["install", "resume"], timeout=30)
+        assert wait_for(
+            f"{host} to resume",
+            lambda h=host: steps(three, h, rollout_id) == ["quiesce", "drain"]
+            and steps(three, h, back_id) == ["install", "resume"],
+            timeout=30,
+        )
     # The dead agent comes back and finds the rollback waiting for it.
     victim.start()
     back = three.wait_rollout_done(back_id, timeout=30)

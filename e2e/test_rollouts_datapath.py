@@ -35,8 +35,12 @@ BIN = Path(os.environ.get("LACHESIS_AGENT_BIN", AGENT_BIN))
 
 
 def rule(endpoint: Path) -> dict:
-    return {"name": "data-flow", "priority": 10, "match": {"path_prefix": "/data"},
-            "detours": [{"what": "io", "to": {"kind": "file", "target": str(endpoint)}}]}
+    return {
+        "name": "data-flow",
+        "priority": 10,
+        "match": {"path_prefix": "/data"},
+        "detours": [{"what": "io", "to": {"kind": "file", "target": str(endpoint)}}],
+    }
 
 
 def record(seq: int) -> bytes:
@@ -54,15 +58,20 @@ def steps(cluster: Cluster, host: str, rollout_id: str) -> list[str]:
 
 def step_line(lines: list[str], step: str, rollout_id: str) -> int | None:
     """The index of the agent's log line of `step` of the rollout."""
-    return next((i for i, line in enumerate(lines) if re.search(rf"\s{step}\s.*rollout_id={rollout_id}(\s|$)", line)), None)
+    return next(
+        (i for i, line in enumerate(lines) if re.search(rf"\s{step}\s.*rollout_id={rollout_id}(\s|$)", line)), None
+    )
 
 
 def held_after_drain(cluster: Cluster, host: str, rollout_id: str) -> bool:
     """Whether the agent drained the rollout's flows and, after its quiesce, held IO of them."""
     lines = cluster.processes[f"agent-{host}"].text().splitlines()
     quiesce, drain = step_line(lines, "quiesce", rollout_id), step_line(lines, "drain", rollout_id)
-    return quiesce is not None and drain is not None and any(
-        "IO held at the quiesced flow" in line for line in lines[quiesce:])
+    return (
+        quiesce is not None
+        and drain is not None
+        and any("IO held at the quiesced flow" in line for line in lines[quiesce:])
+    )
 
 
 def counter(line: str, name: str) -> int:
@@ -93,15 +102,32 @@ def mounts(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     for host in HOSTS:
         cluster._add(
             f"agent-{host}",
-            [str(BIN), "run", "--host-id", host, "--redis-url", cluster.enroll(host), "--no-ebpf",
-             "--mount", f"{cluster.tmp / host / 'backing'}:{points[host]}", "--endpoint-root", str(cluster.tmp),
-             "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "300"],
+            [
+                str(BIN),
+                "run",
+                "--host-id",
+                host,
+                "--redis-url",
+                cluster.enroll(host),
+                "--no-ebpf",
+                "--mount",
+                f"{cluster.tmp / host / 'backing'}:{points[host]}",
+                "--endpoint-root",
+                str(cluster.tmp),
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "300",
+            ],
             {"RUST_LOG": "info"},
         ).start()
     try:
         for host in HOSTS:
-            wait_for(f"{host} to register and ack", lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
-                     timeout=30)
+            wait_for(
+                f"{host} to register and ack",
+                lambda h=host: (x := cluster.host(h)) and x["acked_generation"] >= 1,
+                timeout=30,
+            )
             wait_for(f"{host}'s FUSE mount", lambda h=host: mounted(points[h]), timeout=30)
         yield points
     finally:
@@ -166,8 +192,11 @@ def test_moving_a_flow_under_io_keeps_reads_fresh_and_runs_the_phases_in_order(c
                 moved = api.put("/api/v1/rules/data-flow", json=rule(ep_b))
                 assert moved.status_code == 200, moved.text
             rollout_id = moved.json()["rollout_id"]
-            wait_for("node-1 to drain the flow and hold the writer",
-                     lambda: held_after_drain(cluster, "node-1", rollout_id), timeout=60)
+            wait_for(
+                "node-1 to drain the flow and hold the writer",
+                lambda: held_after_drain(cluster, "node-1", rollout_id),
+                timeout=60,
+            )
         finally:
             os.kill(node_3.pid, signal.SIGCONT)
         done = cluster.wait_rollout_done(rollout_id, timeout=60)
@@ -199,12 +228,16 @@ def test_moving_a_flow_under_io_keeps_reads_fresh_and_runs_the_phases_in_order(c
     assert (ep_b / "data" / "log").stat().st_size > 0
     # The namespace shows the newest records wherever they live.
     final = (mounts["node-1"] / "data" / "log").read_bytes()
-    assert final[(acked % SLOTS) * RECORD:][:RECORD] == record(acked)
+    assert final[(acked % SLOTS) * RECORD :][:RECORD] == record(acked)
 
 
 def test_a_bad_mount_argument_exits_2_naming_it(tmp_path: Path) -> None:
     require(BIN.exists(), f"{BIN} (cd agents && cargo build --release -p lachesis-agent)")
-    r = subprocess.run([str(BIN), "run", "--host-id", "h", "--mount", f"{tmp_path}:{tmp_path / 'nope'}"],
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run(
+        [str(BIN), "run", "--host-id", "h", "--mount", f"{tmp_path}:{tmp_path / 'nope'}"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert r.returncode == 2
     assert "mountpoint" in r.stderr and "nope" in r.stderr, r.stderr

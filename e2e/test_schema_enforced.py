@@ -93,7 +93,9 @@ TWO_LEVEL_SPLIT = ("e2e/test_app_two_level.py::test_the_installed_sizes_are_the_
 TAIL = ("e2e/test_app_tail_latency.py::test_a_slow_endpoints_writes_are_forwarded_read_back_and_reclaimed",)
 SCRUB = ("e2e/test_app_dingos.py::test_a_declared_scrub_counts_the_foreground_and_reads_the_rest",)
 KV = ("e2e/test_kv.py::test_two_tenants_partitions_rate_limit_warm_restart_and_a_corrupt_page",)
-DETOUR = ("e2e/test_fs_controller_detour.py::test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes_back",)
+DETOUR = (
+    "e2e/test_fs_controller_detour.py::test_a_write_waits_for_the_read_set_switch_then_flows_and_the_read_set_comes_back",
+)
 REMOTE = ("e2e/test_fs_remote.py::test_tenant_writes_go_to_the_remote_host_and_reads_follow_them",)
 ALLOCATION = ("e2e/test_closed_loop.py::test_the_loop_beats_an_equal_split_on_the_real_stages",)
 FS_CGROUP = ("e2e/test_fs.py::test_tenant_by_cgroup_routes_its_writes",)
@@ -102,9 +104,13 @@ QOS_PRIORITY = ("e2e/test_qos_scheduler.py::test_a_high_tenant_goes_first",)
 QOS_RESERVATION = ("e2e/test_qos_scheduler.py::test_a_reservation_goes_ahead_of_a_heavier_tenant",)
 QOS_CAP = ("e2e/test_qos_scheduler.py::test_a_cap_holds_a_tenant_below_it",)
 SCRUB_CLOCK = ("controller/tests/test_declared_io.py::test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs",)
-PLANNER = ("agents/declared/tests/planner.rs::deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_nothing",)
+PLANNER = (
+    "agents/declared/tests/planner.rs::deadline_pacing_reads_what_is_left_over_the_time_left_and_paused_jobs_read_nothing",
+)
 ENTRY = ("controller/tests/test_tail_latency.py::test_entry_needs_enter_reports_slow_reports_in_a_row",)
-SLA = ("controller/tests/test_two_level_caches.py::test_the_loop_gives_a_two_level_tenant_its_split_and_the_others_their_share",)
+SLA = (
+    "controller/tests/test_two_level_caches.py::test_the_loop_gives_a_two_level_tenant_its_split_and_the_others_their_share",
+)
 EXAMPLES_FW = ("e2e/test_policy_examples.py::test_the_fairywren_example_caches_a_kv_tenant_in_fairywren",)
 
 # Each choice of the schema (policies/schema/policy.schema.json, walked by `choices`) and its verdict.
@@ -140,8 +146,10 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Unit | Named | Gap] = {
     "rules.detours.to.kind=controller": Shown(DETOUR, ('"controller"',)),
     "rules.detours.to.target": Io("the target names the stage that counts the IO"),
     # Every stage kind: its name (what rules target), owner, sharing and hosts.
-    **{f"stages[{k}].name": Named() for k in ("cache", "qos", "log", "replica_set", "tail_latency",
-                                                "fdp_placement", "scrub")},
+    **{
+        f"stages[{k}].name": Named()
+        for k in ("cache", "qos", "log", "replica_set", "tail_latency", "fdp_placement", "scrub")
+    },
     "stages[cache].kind=cache": Io("every IO check here reads through a cache stage"),
     "stages[cache].owner": Io("a stage's owner is what its report names"),
     "stages[cache].shared_with": Io("another tenant's reads reach a stage shared with it (and Guarded)"),
@@ -160,14 +168,20 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Unit | Named | Gap] = {
     "stages[cache].two_level.server_max_bytes": Shown(TWO_LEVEL_SPLIT, ("server_max_bytes",)),
     "stages[cache].eviction=lru": Io("every IO check here uses lru"),
     "stages[cache].eviction=fifo": Io("re-read blocks are evicted first by a fifo stage, kept by an lru one"),
-    "stages[cache].eviction=mrc": Refused("no agent partitions a shared stage by its tenants' curves: it would ship as lru"),
-    **{f"stages[cache].engine={e}": Shown(CONFORMANCE, (e,))
-       for e in ("dram", "loc", "kangaroo", "hybrid", "fairywren", "hybrid-fairywren")},
+    "stages[cache].eviction=mrc": Refused(
+        "no agent partitions a shared stage by its tenants' curves: it would ship as lru"
+    ),
+    **{
+        f"stages[cache].engine={e}": Shown(CONFORMANCE, (e,))
+        for e in ("dram", "loc", "kangaroo", "hybrid", "fairywren", "hybrid-fairywren")
+    },
     "stages[cache].write_mode=through": Io("a write-through stage counts the writes"),
     "stages[cache].write_mode=back": Shown(CONFORMANCE, ('"back"',)),
     "stages[cache].write_mode=around": Shown(CONFORMANCE, ('"around"',)),
-    "stages[cache].max_dirty_bytes": Shown(("e2e/test_conformance.py::test_a_write_back_stage_holding_more_dirty_bytes_than_its_size",),
-                                           ("max_dirty_bytes",)),
+    "stages[cache].max_dirty_bytes": Shown(
+        ("e2e/test_conformance.py::test_a_write_back_stage_holding_more_dirty_bytes_than_its_size",),
+        ("max_dirty_bytes",),
+    ),
     "stages[cache].device": Io("the stage is installed on the device named"),
     "stages[qos].kind=qos": Shown(KV, ("kind: qos",)),
     "stages[qos].owner": Shown(KV, ("kind: qos, owner",)),
@@ -189,23 +203,37 @@ VERDICTS: dict[str, Io | Shown | Refused | Guarded | Unit | Named | Gap] = {
     "stages[replica_set].read_set": Io("a read under the replica set's rule is served from the read_set replica"),
     "stages[replica_set].owner": Io("the replica set's rule is its owner's"),
     "stages[replica_set].shared_with": Guarded("another tenant's rule may target it only when shared"),
-    "stages[replica_set].hosts": Io("a replica set scoped to another host sends nothing here: its tenant's writes land in the backing file"),
+    "stages[replica_set].hosts": Io(
+        "a replica set scoped to another host sends nothing here: its tenant's writes land in the backing file"
+    ),
     "stages[tail_latency].kind=tail_latency": Shown(TAIL, ("tail_latency",)),
     "stages[tail_latency].owner": Shown(TAIL, ("owner",)),
     "stages[tail_latency].servers": Shown(TAIL, ("servers",)),
     "stages[tail_latency].alpha": Shown(TAIL, ("alpha",)),
     "stages[tail_latency].reclaim_bytes_per_s": Shown(TAIL, ("reclaim",)),
     "stages[tail_latency].enter_reports": Unit(ENTRY, ("enter_reports",)),
-    "stages[tail_latency].candidates": Io("O_DIRECT reads under the rule alternate between the candidates' different bytes"),
+    "stages[tail_latency].candidates": Io(
+        "O_DIRECT reads under the rule alternate between the candidates' different bytes"
+    ),
     "stages[tail_latency].hedge_after_ms": Refused("no agent hedges reads"),
     "stages[tail_latency].shared_with": Guarded("another tenant's rule may target it only when shared"),
-    "stages[tail_latency].hosts": Io("a tail-latency stage scoped to another host sends nothing here: reads come from the backing file"),
-    "stages[fdp_placement].kind=fdp_placement": Io("the owner's cache writes are counted by the measuring device under the handle"),
+    "stages[tail_latency].hosts": Io(
+        "a tail-latency stage scoped to another host sends nothing here: reads come from the backing file"
+    ),
+    "stages[fdp_placement].kind=fdp_placement": Io(
+        "the owner's cache writes are counted by the measuring device under the handle"
+    ),
     "stages[fdp_placement].device": Io("the handle's writes are counted by the device named"),
-    "stages[fdp_placement].placement_handle": Io("the owner's cache writes are counted under the handle named, and by no other"),
-    "stages[fdp_placement].owner": Io("the owner's cache writes are tagged (and a placement without an owner is refused)"),
+    "stages[fdp_placement].placement_handle": Io(
+        "the owner's cache writes are counted under the handle named, and by no other"
+    ),
+    "stages[fdp_placement].owner": Io(
+        "the owner's cache writes are tagged (and a placement without an owner is refused)"
+    ),
     "stages[fdp_placement].shared_with": Refused("a placement tags its owner's cache writes only"),
-    "stages[fdp_placement].hosts": Io("a placement scoped to another host tags nothing here: its handle counts no write"),
+    "stages[fdp_placement].hosts": Io(
+        "a placement scoped to another host tags nothing here: its handle counts no write"
+    ),
     "stages[scrub].kind=scrub": Shown(EXAMPLES, ("scrub/archive", "bytes_declared")),
     "stages[scrub].owner": Shown(EXAMPLES, ("scrub/archive",)),
     "stages[scrub].paths": Shown(EXAMPLES, ("archive", "bytes_declared")),
@@ -317,28 +345,42 @@ REFUSALS: dict[str, tuple[str, str, str]] = {
     # choice: (the policy's spec, the field the refusal names, the problem's type)
     "tenants.classifiers.kind=process": (
         "  tenants: [{name: p, classifiers: [{kind: process, value: searchd}]}]\n",
-        "spec.tenants[0].classifiers[0].kind", "not-enforced"),
+        "spec.tenants[0].classifiers[0].kind",
+        "not-enforced",
+    ),
     "rules.match.ops=create": (
         CACHE + "  rules: [{name: c, priority: 5, match: {path_prefix: /x, ops: [create]},"
         " detours: [{what: io, to: {kind: stage, target: cache/x}}]}]\n",
-        "spec.rules[0].match.ops[0]", "not-enforced"),
+        "spec.rules[0].match.ops[0]",
+        "not-enforced",
+    ),
     "rules.match.ops=delete": (
         CACHE + "  rules: [{name: d, priority: 5, match: {path_prefix: /x, ops: [read, delete]},"
         " detours: [{what: io, to: {kind: stage, target: cache/x}}]}]\n",
-        "spec.rules[0].match.ops[1]", "not-enforced"),
+        "spec.rules[0].match.ops[1]",
+        "not-enforced",
+    ),
     "stages[tail_latency].hedge_after_ms": (
         "  stages: [{name: route/h, kind: tail_latency, candidates: [/a, /b], hedge_after_ms: 5}]\n",
-        "spec.stages[0].hedge_after_ms", "validation-error"),
+        "spec.stages[0].hedge_after_ms",
+        "validation-error",
+    ),
     "stages[cache].eviction=mrc": (
         "  stages: [{name: cache/x, kind: cache, engine: dram, size_bytes: 4194304, eviction: mrc}]\n",
-        "spec.stages[0].eviction", "validation-error"),
+        "spec.stages[0].eviction",
+        "validation-error",
+    ),
     "stages[fdp_placement].shared_with": (
         TWO + "  stages: [{name: fdp/x, kind: fdp_placement, owner: a, device: flash0, placement_handle: 1,"
         " shared_with: [b]}]\n",
-        "spec.stages[0].shared_with", "validation-error"),
+        "spec.stages[0].shared_with",
+        "validation-error",
+    ),
     "stages[scrub].shared_with": (
         TWO + "  stages: [{name: scrub/x, kind: scrub, owner: a, paths: [/a], every_s: 600, shared_with: [b]}]\n",
-        "spec.stages[0].shared_with", "validation-error"),
+        "spec.stages[0].shared_with",
+        "validation-error",
+    ),
 }
 
 
@@ -363,8 +405,11 @@ def test_the_refused_choices_are_refused_before_anything_ships(cluster: Cluster,
         generation = cluster.host(HOST)["acked_generation"]
         for choice, (spec, field, kind) in REFUSALS.items():
             for dry_run in ("true", "false"):
-                r = api.post(f"/api/v1/policies?dry_run={dry_run}", content=(HEADER + spec).encode(),
-                             headers={"content-type": "application/yaml"})
+                r = api.post(
+                    f"/api/v1/policies?dry_run={dry_run}",
+                    content=(HEADER + spec).encode(),
+                    headers={"content-type": "application/yaml"},
+                )
                 assert r.status_code == 422, (choice, r.text)
                 body = r.json()
                 assert body["type"].endswith("/" + kind), (choice, body)
@@ -388,15 +433,23 @@ def test_sharing_is_checked_for_every_stage_kind_a_rule_can_target(cluster: Clus
         "cache": ("read", "engine: dram, size_bytes: 4194304"),
         "qos": ("read", "max_iops: 1000"),
         "log": ("write", f'dir: "{replicas / "log"}"'),
-        "replica_set": ("write", f'write_set: ["{replicas / "r1"}", "{replicas / "r2"}"], read_set: ["{replicas / "r1"}"]'),
+        "replica_set": (
+            "write",
+            f'write_set: ["{replicas / "r1"}", "{replicas / "r2"}"], read_set: ["{replicas / "r1"}"]',
+        ),
         "tail_latency": ("read", f'candidates: ["{replicas / "r1"}", "{replicas / "r2"}"]'),
     }
-    assert {k for k in stages} == {c.split("]")[0].removeprefix("stages[") for c, v in VERDICTS.items()
-                                   if isinstance(v, Guarded) or c == "stages[cache].shared_with"}
+    assert {k for k in stages} == {
+        c.split("]")[0].removeprefix("stages[")
+        for c, v in VERDICTS.items()
+        if isinstance(v, Guarded) or c == "stages[cache].shared_with"
+    }
     with cluster.api() as api:
         for kind, (op, fields) in stages.items():
             for shared in (False, True):
-                policy = HEADER + f"""\
+                policy = (
+                    HEADER
+                    + f"""\
   tenants:
     - {{name: a, classifiers: [{{kind: path_prefix, value: /a}}]}}
     - {{name: b, classifiers: [{{kind: path_prefix, value: /b}}]}}
@@ -406,8 +459,12 @@ def test_sharing_is_checked_for_every_stage_kind_a_rule_can_target(cluster: Clus
     - {{name: b-to-a, priority: 10, match: {{tenant: b, ops: [{op}]}},
        detours: [{{what: io, to: {{kind: stage, target: s/{kind.replace("_", "-")}}}}}]}}
 """
-                r = api.post("/api/v1/policies?dry_run=true", content=policy.encode(),
-                             headers={"content-type": "application/yaml"})
+                )
+                r = api.post(
+                    "/api/v1/policies?dry_run=true",
+                    content=policy.encode(),
+                    headers={"content-type": "application/yaml"},
+                )
                 if shared:
                     assert r.status_code < 300, (kind, r.text)
                 else:
@@ -431,9 +488,11 @@ def fresh_report(cluster: Cluster) -> dict[str, Any]:
     """A telemetry report the agent began after the caller's IO returned: the report after
     the next one (the next may have been under way during the IO)."""
     seen = len(cluster.agent_messages("telemetry", HOST))
-    return wait_for("two more telemetry reports",
-                    lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
-                    timeout=60)
+    return wait_for(
+        "two more telemetry reports",
+        lambda: (m := cluster.agent_messages("telemetry", HOST)) and len(m) >= seen + 2 and m[-1],
+        timeout=60,
+    )
 
 
 def stage_reports(cluster: Cluster) -> dict[str, dict]:
@@ -471,8 +530,23 @@ def read_all(path: Path, as_uid: int | None = None) -> bytes:
 
 def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     data, mnt, replicas = home / "data", home / "mnt", cluster.tmp / "replicas"
-    for d in ("web", "webx", "shared", "ranged", "prio", "uid", "rep", "repx", "other", "logged", "lru", "fifo",
-              "tail", "tailx", "scrubbed"):
+    for d in (
+        "web",
+        "webx",
+        "shared",
+        "ranged",
+        "prio",
+        "uid",
+        "rep",
+        "repx",
+        "other",
+        "logged",
+        "lru",
+        "fifo",
+        "tail",
+        "tailx",
+        "scrubbed",
+    ):
         (data / d).mkdir()
         os.chmod(data / d, 0o755)
         payload = os.urandom(FILE_BYTES)
@@ -486,7 +560,9 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
         if parent == Path("/tmp") or parent == Path("/"):
             break
         os.chmod(parent, parent.stat().st_mode | 0o011)
-    policy = HEADER + f"""\
+    policy = (
+        HEADER
+        + f"""\
   tenants:
     - {{name: web, classifiers: [{{kind: path_prefix, value: /web}}]}}
     - {{name: friend, classifiers: [{{kind: path_prefix, value: /shared}}]}}
@@ -507,15 +583,15 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     - {{name: cache/lru, kind: cache, engine: dram, size_bytes: {1 << 20}, eviction: lru}}
     - {{name: cache/fifo, kind: cache, engine: dram, size_bytes: {1 << 20}, eviction: fifo}}
     - {{name: cache/elsewhere, kind: cache, engine: dram, size_bytes: {4 << 20}, hosts: [host-elsewhere]}}
-    - {{name: reps, kind: replica_set, owner: rep, write_set: ["{replicas / 'r1'}", "{replicas / 'r2'}"],
-       read_set: ["{replicas / 'r1'}"]}}
-    - {{name: log/l, kind: log, owner: logt, dir: "{replicas / 'log'}"}}
-    - {{name: log/elsewhere, kind: log, dir: "{replicas / 'log'}", hosts: [host-elsewhere]}}
+    - {{name: reps, kind: replica_set, owner: rep, write_set: ["{replicas / "r1"}", "{replicas / "r2"}"],
+       read_set: ["{replicas / "r1"}"]}}
+    - {{name: log/l, kind: log, owner: logt, dir: "{replicas / "log"}"}}
+    - {{name: log/elsewhere, kind: log, dir: "{replicas / "log"}", hosts: [host-elsewhere]}}
     - {{name: qos/elsewhere, kind: qos, max_iops: 1000, hosts: [host-elsewhere]}}
-    - {{name: reps/elsewhere, kind: replica_set, owner: repx, write_set: ["{replicas / 'r3'}"],
-       read_set: ["{replicas / 'r3'}"], hosts: [host-elsewhere]}}
-    - {{name: route/tail, kind: tail_latency, owner: tailt, candidates: ["{replicas / 'c1'}", "{replicas / 'c2'}"]}}
-    - {{name: route/elsewhere, kind: tail_latency, owner: tailx, candidates: ["{replicas / 'c1'}", "{replicas / 'c2'}"],
+    - {{name: reps/elsewhere, kind: replica_set, owner: repx, write_set: ["{replicas / "r3"}"],
+       read_set: ["{replicas / "r3"}"], hosts: [host-elsewhere]}}
+    - {{name: route/tail, kind: tail_latency, owner: tailt, candidates: ["{replicas / "c1"}", "{replicas / "c2"}"]}}
+    - {{name: route/elsewhere, kind: tail_latency, owner: tailx, candidates: ["{replicas / "c1"}", "{replicas / "c2"}"],
        hosts: [host-elsewhere]}}
     - {{name: fdp/web, kind: fdp_placement, owner: web, device: flash0, placement_handle: {HANDLE}}}
     - {{name: fdp/elsewhere, kind: fdp_placement, owner: web, device: flash0, placement_handle: {HANDLE_ELSEWHERE},
@@ -549,24 +625,31 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     - {{name: tailx-reads, priority: 10, match: {{tenant: tailx, ops: [read]}},
        detours: [{{what: io, to: {{kind: stage, target: route/elsewhere}}}}]}}
 """
+    )
     # Another host (an agent without a mount) for the choices scoped to it.
     cluster.start_agent("host-elsewhere")
-    wait_for("host-elsewhere to enrol and ack",
-             lambda: (x := cluster.host("host-elsewhere")) and x["acked_generation"] >= 1, timeout=60)
+    wait_for(
+        "host-elsewhere to enrol and ack",
+        lambda: (x := cluster.host("host-elsewhere")) and x["acked_generation"] >= 1,
+        timeout=60,
+    )
     with cluster.api() as api:
         apply(api, cluster, policy)
 
     # Stages scoped to another host are shipped there, not here (every kind, one filter).
-    shipped = {h: {st["name"] for st in json.loads(cluster.redis().get(f"lachesis:agent:{h}:desired"))["stages"]}
-               for h in (HOST, "host-elsewhere")}
+    shipped = {
+        h: {st["name"] for st in json.loads(cluster.redis().get(f"lachesis:agent:{h}:desired"))["stages"]}
+        for h in (HOST, "host-elsewhere")
+    }
     scoped = {"cache/elsewhere", "log/elsewhere", "qos/elsewhere"}
     assert scoped <= shipped["host-elsewhere"] and not scoped & shipped[HOST], shipped
     before = stage_reports(cluster)
     assert "cache/elsewhere" not in before, sorted(before)  # stages[cache].hosts
     assert before["cache/web"]["owner"] == "web", before["cache/web"]
     assert before["cache/web"]["installed_bytes"] == 8 << 20, before["cache/web"]  # size_bytes, device
-    assert all(before[s]["misses"] == 0 for s in ("cache/web", "cache/ranged", "cache/first", "cache/second",
-                                                  "cache/user")), before
+    assert all(
+        before[s]["misses"] == 0 for s in ("cache/web", "cache/ranged", "cache/first", "cache/second", "cache/user")
+    ), before
     handles_before = handle_writes(fresh_report(cluster), "flash0")
 
     # A sibling whose name starts like the tenant's prefix is not the tenant's; another host's
@@ -693,10 +776,13 @@ def test_choices_this_file_shows_with_io(cluster: Cluster, home: Path) -> None:
     # Scrubs: the one scoped here declares its job here (and the agent takes it), the one
     # scoped to the other host there only.
     with cluster.api() as api:
-        jobs = wait_for("both scrubs' jobs", lambda: len(j := api.get("/api/v1/apps/declared-io").json()) == 2 and j,
-                        timeout=60)
+        jobs = wait_for(
+            "both scrubs' jobs", lambda: len(j := api.get("/api/v1/apps/declared-io").json()) == 2 and j, timeout=60
+        )
     assert {(j["source"], j["host"]) for j in jobs} == {("scrub/here", HOST), ("scrub/elsewhere", "host-elsewhere")}
     here = next(j["id"] for j in jobs if j["source"] == "scrub/here")
-    wait_for("the agent to report the scrub's job",
-             lambda: any(j["id"] == here for j in (cluster.agent_messages("telemetry", HOST)[-1].get("declared_io") or [])),
-             timeout=60)
+    wait_for(
+        "the agent to report the scrub's job",
+        lambda: any(j["id"] == here for j in (cluster.agent_messages("telemetry", HOST)[-1].get("declared_io") or [])),
+        timeout=60,
+    )

@@ -24,20 +24,38 @@ def datapath(monkeypatch: pytest.MonkeyPatch, cluster: Cluster):  # type: ignore
 def test_footprint_of_a_tenant_written_through_the_mount(datapath) -> None:  # type: ignore[no-untyped-def]
     cluster, home = datapath
     with cluster.api() as api:
-        assert api.post("/api/v1/tenants", json={"name": "writer", "classifiers": [
-            {"kind": "path_prefix", "value": "/wb/"}]}).status_code == 201
-        stage = {"name": STAGE, "kind": "cache", "owner": "writer", "size_bytes": 32 * MiB,
-                 "engine": "loc", "write_mode": "through"}
+        assert (
+            api.post(
+                "/api/v1/tenants", json={"name": "writer", "classifiers": [{"kind": "path_prefix", "value": "/wb/"}]}
+            ).status_code
+            == 201
+        )
+        stage = {
+            "name": STAGE,
+            "kind": "cache",
+            "owner": "writer",
+            "size_bytes": 32 * MiB,
+            "engine": "loc",
+            "write_mode": "through",
+        }
         assert api.post("/api/v1/stages", json=stage).status_code == 201
         # The FUSE switch classifies by the rule's path, not by the tenant's path classifier.
-        rule = {"name": "wb", "priority": 5, "match": {"path_prefix": "/wb"},
-                "detours": [{"what": "io", "to": {"kind": "stage", "target": STAGE}}]}
+        rule = {
+            "name": "wb",
+            "priority": 5,
+            "match": {"path_prefix": "/wb"},
+            "detours": [{"what": "io", "to": {"kind": "stage", "target": STAGE}}],
+        }
         created = api.post("/api/v1/rules", json=rule)
         assert created.status_code == 201, created.text
         cluster.wait_rollout_done(created.json()["rollout_id"], timeout=60)
         # The stage's first report, before any write: the window holds all its bytes.
-        wait_for("the stage reported", lambda: [h for h in api.get(f"/api/v1/stages/{STAGE}/stats").json()
-                                                if h["host_id"] == HOST and h["reported_at"]])
+        wait_for(
+            "the stage reported",
+            lambda: [
+                h for h in api.get(f"/api/v1/stages/{STAGE}/stats").json() if h["host_id"] == HOST and h["reported_at"]
+            ],
+        )
 
     # 8 MiB written through the stage (write-through: the LOC stores whole blocks) and read
     # back: the stage was given at least those bytes, and its log wrote regions to flash0.

@@ -101,8 +101,14 @@ print(json.dumps({"before": before, "joined": joined, "end": io()}))
 def accounted_in_cgroup(cgroup: Path, *commands: list[str]) -> dict[str, dict[str, int]]:
     """Runs the commands one after the other in the cgroup; the kernel's IO accounting of the
     process that ran them (/proc/PID/io) before it joined, once it had, and at the end."""
-    out = subprocess.run([sys.executable, "-c", ACCOUNTED, str(cgroup)], input="".join(json.dumps(c) + "\n" for c in commands),
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", ACCOUNTED, str(cgroup)],
+        input="".join(json.dumps(c) + "\n" for c in commands),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
@@ -176,7 +182,9 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
     read = {k: io["end"]["read_bytes"] - io[k]["read_bytes"] for k in ("joined", "before")}
     assert read["joined"] >= BLOCKS * BLOCK, io
     kernel = (BLOCKS + read["joined"] // BLOCK, BLOCKS + math.ceil(read["before"] / BLOCK))
-    assert kernel[0] <= curve["references"] <= kernel[1], f"{curve['references']} references, the kernel counted {kernel}: {io}"
+    assert kernel[0] <= curve["references"] <= kernel[1], (
+        f"{curve['references']} references, the kernel counted {kernel}: {io}"
+    )
     # The other reads are of blocks of their own: wherever they fall, they add at most a miss each.
     extra = curve["references"] - 2 * BLOCKS
     miss = {p["size_bytes"]: p["miss_ratio"] for p in curve["points"]}
@@ -195,8 +203,12 @@ def test_ebpf_telemetry_reaches_the_controller(fast_telemetry: tuple[Path, Path]
     assert [x["name"] for x in summary["tenants"]] == ["ddjob"]
 
     # `lachesis-agent top` reads the running agent's pinned maps.
-    top = subprocess.run([str(AGENT_BIN), "top", "--pin-dir", str(pins), "--count", "1", "--interval-ms", "200"],
-                         capture_output=True, text=True, timeout=30)
+    top = subprocess.run(
+        [str(AGENT_BIN), "top", "--pin-dir", str(pins), "--count", "1", "--interval-ms", "200"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert top.returncode == 0, top.stderr
     assert "ddjob" in top.stdout, top.stdout
 
@@ -213,20 +225,41 @@ def test_a_bad_telemetry_message_is_dropped_and_changes_nothing(
     # Claims huge IO for the tenant, but its curve has one miss ratio for two sizes.
     at = (datetime.now().astimezone() + timedelta(seconds=0.2)).isoformat()
     bad = {
-        "schema": "lachesis.telemetry/v1", "host_id": HOST, "sent_at": at, "interval_s": 0.5,
-        "tenants": [{"name": "quiet", "ops_read": 10**9, "ops_written": 0, "bytes_read": 10**12, "bytes_written": 0,
-                     "latency_us_p99": None,
-                     "curve": {"policy": "lru", "algorithm": "shards-fixed-size", "unit": "bytes",
-                               "sizes": [4096, 8192], "miss_ratios": [0.5], "references": 7}}],
+        "schema": "lachesis.telemetry/v1",
+        "host_id": HOST,
+        "sent_at": at,
+        "interval_s": 0.5,
+        "tenants": [
+            {
+                "name": "quiet",
+                "ops_read": 10**9,
+                "ops_written": 0,
+                "bytes_read": 10**12,
+                "bytes_written": 0,
+                "latency_us_p99": None,
+                "curve": {
+                    "policy": "lru",
+                    "algorithm": "shards-fixed-size",
+                    "unit": "bytes",
+                    "sizes": [4096, 8192],
+                    "miss_ratios": [0.5],
+                    "references": 7,
+                },
+            }
+        ],
         "devices": [],
     }
     running.redis().xadd(f"lachesis:agent:{HOST}:telemetry", {"msg": json.dumps(bad)})
     controller_log = running.processes["controller"].text
-    wait_for("the controller to log the dropped message",
-             lambda: f"lachesis:agent:{HOST}:telemetry" in controller_log() and "dropped invalid message" in controller_log())
+    wait_for(
+        "the controller to log the dropped message",
+        lambda: f"lachesis:agent:{HOST}:telemetry" in controller_log()
+        and "dropped invalid message" in controller_log(),
+    )
     # Two more agent reports after it: no rate jumped, no curve of 7 references appeared.
     n = len(before["series"])
-    after = wait_for("two more reports", lambda: len((b := telemetry(running, "quiet"))["series"]) >= n + 2 and b,
-                     timeout=30)
+    after = wait_for(
+        "two more reports", lambda: len((b := telemetry(running, "quiet"))["series"]) >= n + 2 and b, timeout=30
+    )
     assert all(p["read_bytes_per_s"] < 10**9 for p in after["series"]), after["series"]
     assert after["curve"] is None or after["curve"]["references"] != 7

@@ -25,7 +25,9 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
     """`span`'s parents up to its root, nearest first; fails on a parent that never came."""
     chain = []
     while span.parent_span_id:
-        assert span.parent_span_id in by_id, f"parent {span.parent_span_id} of {span.name!r} ({span.service}) not received"
+        assert span.parent_span_id in by_id, (
+            f"parent {span.parent_span_id} of {span.name!r} ({span.service}) not received"
+        )
         span = by_id[span.parent_span_id]
         chain.append(span)
     return chain
@@ -59,14 +61,17 @@ def _complete(spans: list[Span]) -> bool:
     return installs >= set(HOSTS) and len(acks) >= len(HOSTS)
 
 
-def test_one_apply_is_one_trace_from_the_rest_call_to_every_agent(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_apply_is_one_trace_from_the_rest_call_to_every_agent(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with OtlpReceiver() as receiver:
         _export_to(receiver, monkeypatch)
         start_hosts(cluster, HOSTS)
 
         with cluster.api() as api:
-            applied = api.post("/api/v1/policies", content=POLICY.read_bytes(),
-                               headers={"content-type": "application/yaml"})
+            applied = api.post(
+                "/api/v1/policies", content=POLICY.read_bytes(), headers={"content-type": "application/yaml"}
+            )
             assert applied.status_code == 201, applied.text
         rollout = cluster.wait_rollout_done(applied.json()["rollout_id"], timeout=60)
         assert rollout["state"] == "succeeded", rollout
@@ -99,12 +104,17 @@ def test_one_apply_is_one_trace_from_the_rest_call_to_every_agent(cluster: Clust
 
 
 def test_a_held_io_is_one_trace_from_the_agents_detour_to_the_controllers_verdict(
-        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with OtlpReceiver() as receiver:
         _export_to(receiver, monkeypatch)
         home = start_with_datapath(cluster, "64MiB")
-        rule = {"name": "audit-writes", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/d"},
-                "detours": [{"what": "header", "to": {"kind": "controller", "target": "approve"}}]}
+        rule = {
+            "name": "audit-writes",
+            "priority": 10,
+            "match": {"ops": ["write"], "path_prefix": "/d"},
+            "detours": [{"what": "header", "to": {"kind": "controller", "target": "approve"}}],
+        }
         with cluster.api() as api:
             created = api.post("/api/v1/rules", json=rule)
             assert created.status_code == 201, created.text

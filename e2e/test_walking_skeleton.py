@@ -29,7 +29,10 @@ def create(cluster: Cluster, path: str, body: dict) -> dict:
 
 
 def acks_since(cluster: Cluster, last_id: str) -> list[dict]:
-    return [json.loads(fields["msg"]) for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:acks", min=f"({last_id}")]
+    return [
+        json.loads(fields["msg"])
+        for _, fields in cluster.redis().xrange(f"lachesis:agent:{HOST}:acks", min=f"({last_id}")
+    ]
 
 
 def last_stream_id(cluster: Cluster, stream: str) -> str:
@@ -55,9 +58,13 @@ def test_rule_rolls_out_and_the_agent_acks_it(running: Cluster) -> None:
 
     # The REST call's trace context reached the agent and is logged where it applied.
     trace_id = rollout["traceparent"].split("-")[1]
-    wait_for("the agent to log the trace context",
-             lambda: any("applied desired state" in line and trace_id in line
-                         for line in running.processes[f"agent-{HOST}"].text().splitlines()))
+    wait_for(
+        "the agent to log the trace context",
+        lambda: any(
+            "applied desired state" in line and trace_id in line
+            for line in running.processes[f"agent-{HOST}"].text().splitlines()
+        ),
+    )
 
 
 def test_killed_agent_resyncs_the_latest_generation_without_a_resend(running: Cluster) -> None:
@@ -72,16 +79,20 @@ def test_killed_agent_resyncs_the_latest_generation_without_a_resend(running: Cl
     agent.kill9()
     agent.start()
 
-    acks = wait_for("the restarted agent to ack the latest generation",
-                    lambda: [a for a in acks_since(running, mark) if a["host_id"] == HOST], timeout=30)
+    acks = wait_for(
+        "the restarted agent to ack the latest generation",
+        lambda: [a for a in acks_since(running, mark) if a["host_id"] == HOST],
+        timeout=30,
+    )
     assert acks[0]["generation"] == latest
     assert acks[0]["status"] == "applied"
     assert acks[0]["rules_installed"] == 1
     # Nothing was re-sent: the controller did not bump the generation or append to the inbox.
     assert running.host(HOST)["desired_generation"] == latest
     assert running.redis().xlen(INBOX) == inbox_len
-    heartbeat = wait_for("a heartbeat from the restarted agent",
-                         lambda: running.redis().get(f"lachesis:agent:{HOST}:heartbeat"))
+    heartbeat = wait_for(
+        "a heartbeat from the restarted agent", lambda: running.redis().get(f"lachesis:agent:{HOST}:heartbeat")
+    )
     assert json.loads(heartbeat)["generation"] == latest
 
 

@@ -97,13 +97,23 @@ def timing(runs: int) -> list[dict]:
         lit = timed(lambda d=demands: literal_alg_531(d, capacity), max(1, runs // 2 + 1) if n >= 5000 else runs)
         a_opt = allocate(demands, capacity)
         a_wf = allocate(demands, capacity, method="waterfill")
-        rows.append({
-            "tenants": n, "points": 1000, "runs": runs,
-            "literal_s": lit[0], "waterfill_s": wf[0], "optimal_s": opt[0],
-            "literal_cpu": lit[1], "waterfill_cpu": wf[1], "optimal_cpu": opt[1],
-            "optimal_utility": a_opt.utility, "waterfill_utility": a_wf.utility, "bound": a_opt.upper_bound,
-            "optimal_exact": a_opt.optimal,
-        })
+        rows.append(
+            {
+                "tenants": n,
+                "points": 1000,
+                "runs": runs,
+                "literal_s": lit[0],
+                "waterfill_s": wf[0],
+                "optimal_s": opt[0],
+                "literal_cpu": lit[1],
+                "waterfill_cpu": wf[1],
+                "optimal_cpu": opt[1],
+                "optimal_utility": a_opt.utility,
+                "waterfill_utility": a_wf.utility,
+                "bound": a_opt.upper_bound,
+                "optimal_exact": a_opt.optimal,
+            }
+        )
     return rows
 
 
@@ -113,12 +123,19 @@ def trace_curves(mrc: Path) -> dict[str, dict]:
         progress(f"exact LRU curve of {name}")
         text = subprocess.run(
             [str(mrc), str(REPO / path), "-q", "--sizes", "1000", "--spacing", "linear", "-o", "json", *extra],
-            capture_output=True, text=True, check=True, cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
         ).stdout
         doc = json.loads(text)
         curve = doc["curves"][0]
-        out[name] = {"references": doc["references"], "working_set": doc["working_set"],
-                     "sizes": curve["sizes"], "miss_ratio": curve["miss_ratio"]}
+        out[name] = {
+            "references": doc["references"],
+            "working_set": doc["working_set"],
+            "sizes": curve["sizes"],
+            "miss_ratio": curve["miss_ratio"],
+        }
     return out
 
 
@@ -136,11 +153,18 @@ def gains(curves: dict[str, dict]) -> list[dict]:
         eq = weighted_hit_rate(demands, equal_split(demands, capacity))
         wf = allocate(demands, capacity, method="waterfill")
         opt = allocate(demands, capacity)
-        rows.append({
-            "fraction": frac, "capacity_blocks": capacity, "equal": eq, "waterfill": wf.utility,
-            "optimal": opt.utility, "bound": opt.upper_bound, "exact": opt.optimal,
-            "sizes": {n: s / capacity for n, s in opt.sizes.items()},
-        })
+        rows.append(
+            {
+                "fraction": frac,
+                "capacity_blocks": capacity,
+                "equal": eq,
+                "waterfill": wf.utility,
+                "optimal": opt.utility,
+                "bound": opt.upper_bound,
+                "exact": opt.optimal,
+                "sizes": {n: s / capacity for n, s in opt.sizes.items()},
+            }
+        )
     return rows
 
 
@@ -154,8 +178,11 @@ def placement() -> list[dict]:
     rows = []
     for op, trim in ((0.10, True), (0.10, False), (0.07, False), (0.03, False)):
         progress(f"placement at {100 * op:.0f}% OP, {'trimmed' if trim else 'untrimmed'} logs")
-        streams = [s for t in ("a", "b") for s in (Stream(t, "set-assoc", 0.02, 0.25),
-                                                   Stream(t, "loc", 0.48, 0.25, trimmed=trim))]
+        streams = [
+            s
+            for t in ("a", "b")
+            for s in (Stream(t, "set-assoc", 0.02, 0.25), Stream(t, "loc", 0.48, 0.25, trimmed=trim))
+        ]
         p = predict(streams, Geometry(handles=3, overprovisioning=op))
         full = Geometry(reclaim_units=1024, pages_per_ru=256, overprovisioning=op, handles=3)
 
@@ -163,9 +190,17 @@ def placement() -> list[dict]:
             body = devsim.request(streams, handles, full, seed=7, warmup_turns=3, measure_turns=6)
             return float(devsim.run(body)["dlwa"])
 
-        rows.append({"op": op, "trim": trim, "broker": measure(p.placement.handles),
-                     "naive": measure(naive(streams, 3, op).handles), "predicted": p.predicted_dlwa,
-                     "model": p.model_dlwa, "groups": sorted(sorted(g) for g in _groups_of(p.placement.handles))})
+        rows.append(
+            {
+                "op": op,
+                "trim": trim,
+                "broker": measure(p.placement.handles),
+                "naive": measure(naive(streams, 3, op).handles),
+                "predicted": p.predicted_dlwa,
+                "model": p.model_dlwa,
+                "groups": sorted(sorted(g) for g in _groups_of(p.placement.handles)),
+            }
+        )
     return rows
 
 
@@ -189,40 +224,55 @@ def main() -> None:
         rows = placement()
         result["placement"] = rows
         print("## Placement: 2 tenants × (small + large objects), 3 handles\n")
-        print("| OP | logs | broker (measured) | naive (measured) | predicted (simulator) | error | closed form | error |")
+        print(
+            "| OP | logs | broker (measured) | naive (measured) | predicted (simulator) | error | closed form | error |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {100 * r['op']:.0f}% | {'trimmed' if r['trim'] else 'untrimmed'} | {r['broker']:.3f} | "
-                  f"{r['naive']:.3f} | {r['predicted']:.3f} | {100 * (r['predicted'] / r['broker'] - 1):+.1f}% | "
-                  f"{r['model']:.3f} | {100 * (r['model'] / r['broker'] - 1):+.1f}% |")
+            print(
+                f"| {100 * r['op']:.0f}% | {'trimmed' if r['trim'] else 'untrimmed'} | {r['broker']:.3f} | "
+                f"{r['naive']:.3f} | {r['predicted']:.3f} | {100 * (r['predicted'] / r['broker'] - 1):+.1f}% | "
+                f"{r['model']:.3f} | {100 * (r['model'] / r['broker'] - 1):+.1f}% |"
+            )
         print("\nBroker groups: " + "; ".join(" + ".join(g) for g in rows[0]["groups"]) + "\n")
     if not parts & {"timing", "traces"}:
         args.json.write_text(json.dumps(result, indent=1))
         return
     t = timing(args.runs)
     print("## Allocation time\n")
-    print(f"1,000 curve points per tenant, ε = 0.001·C (1,000 increments), median of {args.runs} runs "
-          "(of 3 for the literal Alg. 5.3.1 at 5,000). Curves: half concave, half with a cliff.\n")
+    print(
+        f"1,000 curve points per tenant, ε = 0.001·C (1,000 increments), median of {args.runs} runs "
+        "(of 3 for the literal Alg. 5.3.1 at 5,000). Curves: half concave, half with a cliff.\n"
+    )
     print("Wall-clock seconds, CPU seconds in brackets.\n")
-    print("| tenants | literal Alg. 5.3.1 | water-filling (heap) | optimal (hull + DP) | literal / optimal | "
-          "optimal vs water-filling utility | optimality |")
+    print(
+        "| tenants | literal Alg. 5.3.1 | water-filling (heap) | optimal (hull + DP) | literal / optimal | "
+        "optimal vs water-filling utility | optimality |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in t:
-        print(f"| {r['tenants']:,} | {r['literal_s']:.3f} ({r['literal_cpu']:.3f}) | "
-              f"{r['waterfill_s']:.3f} ({r['waterfill_cpu']:.3f}) | {r['optimal_s']:.3f} ({r['optimal_cpu']:.3f}) | "
-              f"{r['literal_s'] / r['optimal_s']:.1f}× | {100 * (r['optimal_utility'] / r['waterfill_utility'] - 1):+.2f}% | "
-              f"{'exact' if r['optimal_exact'] else 'within %.3f%% of the hull bound' % (100 * (1 - r['optimal_utility'] / r['bound']))} |")
+        print(
+            f"| {r['tenants']:,} | {r['literal_s']:.3f} ({r['literal_cpu']:.3f}) | "
+            f"{r['waterfill_s']:.3f} ({r['waterfill_cpu']:.3f}) | {r['optimal_s']:.3f} ({r['optimal_cpu']:.3f}) | "
+            f"{r['literal_s'] / r['optimal_s']:.1f}× | {100 * (r['optimal_utility'] / r['waterfill_utility'] - 1):+.2f}% | "
+            f"{'exact' if r['optimal_exact'] else 'within %.3f%% of the hull bound' % (100 * (1 - r['optimal_utility'] / r['bound']))} |"
+        )
     c = trace_curves(args.mrc)
     g = gains(c)
     print("\n## Hit rate over an equal split, exact LRU curves of the traces\n")
-    print("Tenants: " + ", ".join(f"{n} ({v['references']:,} refs, working set {v['working_set']:,} blocks)"
-                                  for n, v in c.items()) + ". Utility: overall hit ratio of the mix.\n")
+    print(
+        "Tenants: "
+        + ", ".join(f"{n} ({v['references']:,} refs, working set {v['working_set']:,} blocks)" for n, v in c.items())
+        + ". Utility: overall hit ratio of the mix.\n"
+    )
     print("| cache / Σ working sets | equal split | water-filling | optimal | optimal vs equal | shares (optimal) |")
     print("|---|---|---|---|---|---|")
     for r in g:
         shares = ", ".join(f"{n} {100 * s:.0f}%" for n, s in r["sizes"].items())
-        print(f"| {100 * r['fraction']:.0f}% | {r['equal']:.4f} | {r['waterfill']:.4f} | {r['optimal']:.4f} | "
-              f"{100 * (r['optimal'] / r['equal'] - 1):+.1f}% | {shares} |")
+        print(
+            f"| {100 * r['fraction']:.0f}% | {r['equal']:.4f} | {r['waterfill']:.4f} | {r['optimal']:.4f} | "
+            f"{100 * (r['optimal'] / r['equal'] - 1):+.1f}% | {shares} |"
+        )
     result.update({"timing": t, "gains": g})
     args.json.write_text(json.dumps(result, indent=1))
 

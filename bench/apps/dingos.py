@@ -37,9 +37,11 @@ def table(runs: dict[tuple[str, float], dict[str, dict]]) -> str:
 def svg(runs: dict[tuple[str, float], dict[str, dict]], path: str) -> None:
     w, h, left, bottom, top, right = 720, 400, 70, 50, 30, 200
     pw, ph = w - left - right, h - top - bottom
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="13">Maintenance bytes read by the dispatcher (share of declared)</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+        f'<text x="{left}" y="18" font-size="13">Maintenance bytes read by the dispatcher (share of declared)</text>',
+    ]
     for i in range(6):
         y = top + ph - ph * i / 5
         parts.append(f'<line x1="{left}" y1="{y}" x2="{left + pw}" y2="{y}" stroke="#ddd"/>')
@@ -48,16 +50,22 @@ def svg(runs: dict[tuple[str, float], dict[str, dict]], path: str) -> None:
         x = left + pw * i / 4
         parts.append(f'<text x="{x}" y="{top + ph + 16}" text-anchor="middle">{i * 0.5:g}</text>')
     parts.append(f'<text x="{left + pw / 2}" y="{h - 10}" text-anchor="middle">time / deadline</text>')
-    parts.append(f'<line x1="{left + pw / 2}" y1="{top}" x2="{left + pw / 2}" y2="{top + ph}" stroke="#888" stroke-dasharray="4"/>')
+    parts.append(
+        f'<line x1="{left + pw / 2}" y1="{top}" x2="{left + pw / 2}" y2="{top + ph}" stroke="#888" stroke-dasharray="4"/>'
+    )
     for k, ((trace, window), r) in enumerate(sorted(runs.items())):
         color = COLORS[k % len(COLORS)]
         for run, dash in (("naive", "6,3"), ("planner", "")):
             d = r[run]
             pts = [(0.0, 0.0)] + [(x, b / d["declared_bytes"]) for x, b in d["series"]]
             path_d = " ".join(f"{left + pw * min(x, 2.0) / 2:.1f},{top + ph - ph * y:.1f}" for x, y in pts)
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" stroke-dasharray="{dash}" points="{path_d}"/>')
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.6" stroke-dasharray="{dash}" points="{path_d}"/>'
+            )
         y = top + 14 * k
-        parts.append(f'<line x1="{left + pw + 12}" y1="{y}" x2="{left + pw + 32}" y2="{y}" stroke="{color}" stroke-width="2"/>')
+        parts.append(
+            f'<line x1="{left + pw + 12}" y1="{y}" x2="{left + pw + 32}" y2="{y}" stroke="{color}" stroke-width="2"/>'
+        )
         parts.append(f'<text x="{left + pw + 36}" y="{y + 4}">{trace}, deadline {window:g}x</text>')
     y = top + 14 * len(runs) + 10
     parts.append(f'<text x="{left + pw + 12}" y="{y}">solid: planner</text>')

@@ -85,6 +85,7 @@ def log(msg: str) -> None:
 
 # --- the competing load: another agent's reads, in the forwarding wire format ----------------
 
+
 def _crc32c_table() -> list[int]:
     t = []
     for i in range(256):
@@ -150,6 +151,7 @@ def run_competitor(addr: str) -> None:
 
 # --- a tenant flow: paced O_DIRECT writes, each one timed -------------------------------------
 
+
 def block_of(seed: int, k: int) -> bytes:
     """The content of the k-th write of a flow: unique per write."""
     return struct.pack("<QQ", seed, k) * (BLOCK // 16)
@@ -191,7 +193,7 @@ def run_writer(path: str, seed: int, out: str) -> None:
         t1 = time.monotonic_ns()
         if n != BLOCK:
             raise SystemExit(f"short write {n} at block {b}")
-        want[b * BLOCK:(b + 1) * BLOCK] = data
+        want[b * BLOCK : (b + 1) * BLOCK] = data
         samples.extend((due, t0, t1))
         k += 1
     os.close(fd)
@@ -200,6 +202,7 @@ def run_writer(path: str, seed: int, out: str) -> None:
 
 
 # --- the orchestrator ---------------------------------------------------------------------------
+
 
 def policy(e: int, f: int) -> str:
     stages, rules = [], []
@@ -214,9 +217,11 @@ def policy(e: int, f: int) -> str:
       priority: 10
       match: {{tenant: db, path_prefix: /{flow}}}
       detours: [{{what: io, to: {{kind: stage, target: route/{flow}}}}}]""")
-    return ("apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: tail-bench}\nspec:\n"
-            "  tenants:\n    - name: db\n      classifiers: [{kind: uid, value: \"0\"}]\n"
-            "  stages:\n" + "\n".join(stages) + "\n  rules:\n" + "\n".join(rules) + "\n")
+    return (
+        "apiVersion: lachesis.dev/v1\nkind: Policy\nmetadata: {name: tail-bench}\nspec:\n"
+        '  tenants:\n    - name: db\n      classifiers: [{kind: uid, value: "0"}]\n'
+        "  stages:\n" + "\n".join(stages) + "\n  rules:\n" + "\n".join(rules) + "\n"
+    )
 
 
 def sha_of_mount_file(path: Path) -> str:
@@ -268,22 +273,28 @@ class Watcher:
                 time.sleep(0.2)
 
 
-def lost(i: int, flow: str, tmp: Path, want: bytes, got: bytes, bounds: list[int], states: list,
-         mount_reads_e: bool) -> int:
+def lost(
+    i: int, flow: str, tmp: Path, want: bytes, got: bytes, bounds: list[int], states: list, mount_reads_e: bool
+) -> int:
     """Says which blocks differ and which writes they hold (each block names its write), when
     those writes were made against the phases and the application's states, and keeps the
     processes' logs; returns how many blocks differ."""
     lat = np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 3)
     t0 = bounds[0]
     at = lambda k: f"{(lat[k, 0] - t0) / 1e9:+.3f} s" if 0 <= k < len(lat) else "prefill"  # noqa: E731
-    bad = [b for b in range(len(want) // BLOCK) if want[b * BLOCK:(b + 1) * BLOCK] != got[b * BLOCK:(b + 1) * BLOCK]]
-    log(f"run {i + 1}, flow {flow}: DATA LOST: {len(bad)} blocks of E differ from what was written "
+    bad = [
+        b for b in range(len(want) // BLOCK) if want[b * BLOCK : (b + 1) * BLOCK] != got[b * BLOCK : (b + 1) * BLOCK]
+    ]
+    log(
+        f"run {i + 1}, flow {flow}: DATA LOST: {len(bad)} blocks of E differ from what was written "
         f"(the mount reads {'the same as E' if mount_reads_e else 'other bytes'}); phases at "
         + ", ".join(f"{(b - t0) / 1e9:+.3f} s" for b in bounds)
-        + "; states " + ", ".join(f"{s} {(t - t0) / 1e9:+.3f} s" for t, s in states))
+        + "; states "
+        + ", ".join(f"{s} {(t - t0) / 1e9:+.3f} s" for t, s in states)
+    )
     for b in bad[:20]:
-        kw = struct.unpack("<QQ", want[b * BLOCK:b * BLOCK + 16])[1]
-        kg = struct.unpack("<QQ", got[b * BLOCK:b * BLOCK + 16])[1] if len(got) >= (b + 1) * BLOCK else -1
+        kw = struct.unpack("<QQ", want[b * BLOCK : b * BLOCK + 16])[1]
+        kg = struct.unpack("<QQ", got[b * BLOCK : b * BLOCK + 16])[1] if len(got) >= (b + 1) * BLOCK else -1
         log(f"  block {b}: want write {kw} ({at(kw)}), E holds write {kg} ({at(kg)})")
     keep = Path(os.environ.get("KEEP", "/tmp")) / f"tail-latency-lost-run{i + 1}-{flow}"
     subprocess.run(["cp", "-r", str(tmp), str(keep)], check=False)
@@ -303,13 +314,32 @@ def one_run(i: int, tmp: Path) -> dict:
     try:
         cluster.start_redis()
         cluster.start_controller()
-        cluster._add("serve-e", [str(FS), "serve", "--listen", f"127.0.0.1:{e}", "--root", str(e_root),
-                                 "--max-iops", str(E_IOPS)]).start()
+        cluster._add(
+            "serve-e",
+            [str(FS), "serve", "--listen", f"127.0.0.1:{e}", "--root", str(e_root), "--max-iops", str(E_IOPS)],
+        ).start()
         cluster._add("serve-f", [str(FS), "serve", "--listen", f"127.0.0.1:{f}", "--root", str(f_root)]).start()
-        cluster._add("agent-node-1", [
-            str(AGENT), "run", "--host-id", "node-1", "--redis-url", cluster.enroll("node-1"), "--no-ebpf",
-            "--mount", f"{backing}:{mnt}", "--endpoint-root", str(tmp),
-            "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "30"], {"RUST_LOG": "warn"}).start()
+        cluster._add(
+            "agent-node-1",
+            [
+                str(AGENT),
+                "run",
+                "--host-id",
+                "node-1",
+                "--redis-url",
+                cluster.enroll("node-1"),
+                "--no-ebpf",
+                "--mount",
+                f"{backing}:{mnt}",
+                "--endpoint-root",
+                str(tmp),
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "30",
+            ],
+            {"RUST_LOG": "warn"},
+        ).start()
         wait_for("node-1 to register", lambda: (h := cluster.host("node-1")) and h["acked_generation"] >= 1, timeout=60)
         wait_for("node-1's FUSE mount", lambda: mounted(mnt), timeout=60)
         with cluster.api() as api:
@@ -327,7 +357,7 @@ def one_run(i: int, tmp: Path) -> dict:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_DIRECT)
             buf = mmap.mmap(-1, 64 * BLOCK)
             for off in range(0, len(pre), len(buf)):
-                buf[:] = pre[off:off + len(buf)]
+                buf[:] = pre[off : off + len(buf)]
                 os.pwritev(fd, [buf], off)
             os.close(fd)
             files[flow] = p
@@ -335,9 +365,13 @@ def one_run(i: int, tmp: Path) -> dict:
         watcher = Watcher(cluster)
         watcher.thread.start()
         me = [sys.executable, __file__]
-        writers = {flow: subprocess.Popen([*me, "--writer", str(files[flow]), str(FLOWS.index(flow)), str(tmp / flow)],
-                                          env={**os.environ, "PYTHONPATH": ""})
-                   for flow in FLOWS}
+        writers = {
+            flow: subprocess.Popen(
+                [*me, "--writer", str(files[flow]), str(FLOWS.index(flow)), str(tmp / flow)],
+                env={**os.environ, "PYTHONPATH": ""},
+            )
+            for flow in FLOWS
+        }
         wait_for("the writers to start", lambda: all((tmp / f"{flow}.ready").exists() for flow in FLOWS), timeout=120)
         time.sleep(WARMUP)  # not counted: the writers' first seconds
         t0 = time.monotonic_ns()
@@ -352,8 +386,11 @@ def one_run(i: int, tmp: Path) -> dict:
         t2 = time.monotonic_ns()
         log(f"run {i + 1}: E fast again; waiting for the reclaim (at least {T3:.0f} s)")
         time.sleep(T3)
-        wait_for("the on flow's reclaim to finish",
-                 lambda: watcher.last.get("state") == "normal" and watcher.last.get("reclaims", 0) >= 1, timeout=600)
+        wait_for(
+            "the on flow's reclaim to finish",
+            lambda: watcher.last.get("state") == "normal" and watcher.last.get("reclaims", 0) >= 1,
+            timeout=600,
+        )
         for w in writers.values():
             w.send_signal(signal.SIGTERM)
         for flow, w in writers.items():
@@ -371,13 +408,17 @@ def one_run(i: int, tmp: Path) -> dict:
             via = sha_of_mount_file(files[flow])
             # Blocks of E that differ from what was written (0: nothing lost); the mount must
             # read what E holds either way.
-            checks[flow] = 0 if want == on_e == via else lost(i, flow, tmp, want_bytes, e_bytes, [t0, t1, t2, t3],
-                                                               watcher.states, via == on_e)
+            checks[flow] = (
+                0
+                if want == on_e == via
+                else lost(i, flow, tmp, want_bytes, e_bytes, [t0, t1, t2, t3], watcher.states, via == on_e)
+            )
         spill = f_root / "lachesis-forward"
         result = {
             "bounds": [t0, t1, t2, t3],
-            "samples": {flow: np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 3)
-                        for flow in FLOWS},
+            "samples": {
+                flow: np.frombuffer((tmp / f"{flow}.lat").read_bytes(), dtype=np.int64).reshape(-1, 3) for flow in FLOWS
+            },
             "states": watcher.states,
             "counters": watcher.counters,
             "forwards": watcher.last.get("forwards"),
@@ -386,8 +427,10 @@ def one_run(i: int, tmp: Path) -> dict:
             "log_file_bytes": sum(p.stat().st_size for p in spill.rglob("*") if p.is_file()) if spill.exists() else 0,
             "blocks_lost": checks,
         }
-        log(f"run {i + 1}: done; forwarded {watcher.counters['forwarded_bytes']} B, "
-            f"reclaimed {watcher.counters['reclaimed_bytes']} B, blocks lost {checks}")
+        log(
+            f"run {i + 1}: done; forwarded {watcher.counters['forwarded_bytes']} B, "
+            f"reclaimed {watcher.counters['reclaimed_bytes']} B, blocks lost {checks}"
+        )
         return result
     finally:
         for p in procs:
@@ -403,8 +446,10 @@ def one_run(i: int, tmp: Path) -> dict:
 PCTS = (50, 99, 99.9)
 
 
-TIMES = {"response": "response time (from the write's due time on the writer's schedule, by the phase it was due in; the headline)",
-         "service": "service time (from when the write was issued, what a closed-loop writer records; by the phase it was issued in)"}
+TIMES = {
+    "response": "response time (from the write's due time on the writer's schedule, by the phase it was due in; the headline)",
+    "service": "service time (from when the write was issued, what a closed-loop writer records; by the phase it was issued in)",
+}
 
 
 def phase_latencies(run: dict, flow: str, kind: str) -> dict[str, np.ndarray]:
@@ -457,8 +502,14 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
     for flow in FLOWS:
         s = run["samples"][flow]
         s = s[s[:, 0] >= t0]  # the warm-up is not counted
-        a.scatter((s[:, 0] - t0) / 1e9, (s[:, 2] - s[:, 0]) / 1e6, s=2, alpha=0.4, color=colors[flow],
-                  label=f"application {flow} (alpha {ALPHA_ON if flow == 'on' else ALPHA_OFF})")
+        a.scatter(
+            (s[:, 0] - t0) / 1e9,
+            (s[:, 2] - s[:, 0]) / 1e6,
+            s=2,
+            alpha=0.4,
+            color=colors[flow],
+            label=f"application {flow} (alpha {ALPHA_ON if flow == 'on' else ALPHA_OFF})",
+        )
     for t in run["bounds"][1:3]:
         a.axvline((t - t0) / 1e9, color="k", lw=0.8, ls="--")
     # Where the on flow's writes were forwarded (forwarding or reclaiming).
@@ -481,8 +532,7 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
     for j, p in enumerate(PCTS):
         for k, flow in enumerate(FLOWS):
             v = [table[(flow, ph)][p] for ph in PHASES]
-            b.bar(x + (j * 2 + k - 2.5) * w, v, w, color=colors[flow], alpha=0.4 + 0.3 * j,
-                  label=f"p{p:g} {flow}")
+            b.bar(x + (j * 2 + k - 2.5) * w, v, w, color=colors[flow], alpha=0.4 + 0.3 * j, label=f"p{p:g} {flow}")
     b.set_xticks(x, PHASES, fontsize=8)
     b.set_yscale("log")
     b.set_ylabel(f"write response time (ms), median of {len(runs)} runs")
@@ -493,8 +543,14 @@ def plot(runs: list[dict], table: dict, out: Path) -> None:
 
 
 def machine() -> str:
-    model = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True)
-                  .stdout.splitlines() if ln.startswith("Model name")), platform.processor())
+    model = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if ln.startswith("Model name")
+        ),
+        platform.processor(),
+    )
     return f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}, {time.strftime('%Y-%m-%d')}"
 
 
@@ -516,7 +572,8 @@ def latency_table(table: dict, kind: str) -> list[str]:
         o, n = table[("off", ph)], table[("on", ph)]
         lines.append(
             f"| {ph} | {o['writes']:,.0f} / {n['writes']:,.0f} | {ms(o[50])} / {ms(n[50])} | {ms(o[99])} / {ms(n[99])} "
-            f"| {ms(o[99.9])} / {ms(n[99.9])} | **{o[99] / n[99]:.1f}x** | **{o[99.9] / n[99.9]:.1f}x** |")
+            f"| {ms(o[99.9])} / {ms(n[99.9])} | **{o[99] / n[99]:.1f}x** | **{o[99.9] / n[99.9]:.1f}x** |"
+        )
     return lines + [""]
 
 
@@ -525,20 +582,25 @@ def report(runs: list[dict], out: Path) -> str:
     plot(runs, response, out)
     mib = 1 << 20
     lines = latency_table(response, "response") + latency_table(summarize(runs, "service"), "service")
-    lines += ["| run | forwards, reclaims | forwarded MiB | reclaimed MiB | log file on F, MiB | E slow to forwarding, s | E fast to normal, s | competitor requests | checksums after the reclaim |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| run | forwards, reclaims | forwarded MiB | reclaimed MiB | log file on F, MiB | E slow to forwarding, s | E fast to normal, s | competitor requests | checksums after the reclaim |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for k, r in enumerate(runs):
         fwd, back = state_times(r)
         c = r["counters"]
         lines.append(
             f"| {k + 1} | {r['forwards']}, {r['reclaims']} | {c['forwarded_bytes'] / mib:.1f} | {c['reclaimed_bytes'] / mib:.1f} "
             f"| {r['log_file_bytes'] / mib:.1f} | {fwd if fwd is None else f'{fwd:.1f}'} | {back if back is None else f'{back:.1f}'} "
-            f"| {r['competitor_requests']:,} | {lost_cell(r['blocks_lost'])} |")
-    head = (f"`bench/apps/tail_latency.sh` (RUNS={len(runs)}, SCALE={SCALE:g}; {machine()}). Load: two flows of "
-            f"O_DIRECT 4 KiB writes paced at {PACE}/s each to random blocks of an 8 MiB file through the agent's FUSE "
-            f"mount; E `serve --max-iops {E_IOPS}`; the competing load {COMPETITORS} connections with one 4 KiB read "
-            f"outstanding each; phases {T1:.0f} s / {T2:.0f} s / at least {T3:.0f} s and until the reclaim is done; "
-            f"reclaim at {RECLAIM_BYTES_PER_S / mib:.0f} MiB/s. Medians of {len(runs)} runs.")
+            f"| {r['competitor_requests']:,} | {lost_cell(r['blocks_lost'])} |"
+        )
+    head = (
+        f"`bench/apps/tail_latency.sh` (RUNS={len(runs)}, SCALE={SCALE:g}; {machine()}). Load: two flows of "
+        f"O_DIRECT 4 KiB writes paced at {PACE}/s each to random blocks of an 8 MiB file through the agent's FUSE "
+        f"mount; E `serve --max-iops {E_IOPS}`; the competing load {COMPETITORS} connections with one 4 KiB read "
+        f"outstanding each; phases {T1:.0f} s / {T2:.0f} s / at least {T3:.0f} s and until the reclaim is done; "
+        f"reclaim at {RECLAIM_BYTES_PER_S / mib:.0f} MiB/s. Medians of {len(runs)} runs."
+    )
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 
@@ -556,8 +618,13 @@ def orchestrator() -> None:
     global np, httpx
     import httpx
     import numpy as np
-    for what, ok in (("root (the agent mounts a FUSE namespace)", os.geteuid() == 0),
-                     ("/dev/fuse", os.path.exists("/dev/fuse")), (str(AGENT), AGENT.exists()), (str(FS), FS.exists())):
+
+    for what, ok in (
+        ("root (the agent mounts a FUSE namespace)", os.geteuid() == 0),
+        ("/dev/fuse", os.path.exists("/dev/fuse")),
+        (str(AGENT), AGENT.exists()),
+        (str(FS), FS.exists()),
+    ):
         if not ok:
             raise SystemExit(f"tail_latency: missing {what}")
     # The e2e's pace of telemetry and reconciliation: reports every 300 ms.

@@ -161,8 +161,12 @@ def run(path: Path) -> dict:
     h, s = max(1, unique // 20), max(1, unique // 5)
     curve = sampled_curve(refs_np, np.linspace(0, h + s, 201))
     sizes = {"t": float(h * BLOCK)}
-    split = split_allocation(sizes, {"t": curve}, {"t": TwoLevelSpec(MEMORY, NETWORK, STORAGE, None, float(s * BLOCK))},
-                             epsilon=(h + s) * BLOCK / 200)["t"]
+    split = split_allocation(
+        sizes,
+        {"t": curve},
+        {"t": TwoLevelSpec(MEMORY, NETWORK, STORAGE, None, float(s * BLOCK))},
+        epsilon=(h + s) * BLOCK / 200,
+    )["t"]
     a1, a2 = int(round(split.hypervisor / BLOCK)), int(round(split.storage / BLOCK))
     n = len(refs)
     one = int(lru(refs, h).sum())
@@ -178,12 +182,22 @@ def run(path: Path) -> dict:
         "two levels, α split, exclusive (Moirai's global LRU)": (a1, a2, exc1, exc - exc1),
         "two levels, α split, with demotion (ours, exclusive: true)": (a1, a2, dem1, dem2),
     }
-    out = {"name": path.name.split(".")[0], "refs": n, "unique": unique, "alpha": split.alpha,
-           "predicted": split.hit_ratio, "rows": rows, "demoted": demoted, "demotion_hits": demotion_hits}
+    out = {
+        "name": path.name.split(".")[0],
+        "refs": n,
+        "unique": unique,
+        "alpha": split.alpha,
+        "predicted": split.hit_ratio,
+        "rows": rows,
+        "demoted": demoted,
+        "demotion_hits": demotion_hits,
+    }
     if out["name"] in os.environ.get("REAL", "cloudPhysicsIO").split(","):
         dense = np.unique(refs_np, return_inverse=True)[1]
-        out["real"] = {mode: measured(dense, unique, h if mode == "one" else a1, a2, mode)
-                       for mode in ("one", "inclusive", "exclusive")}
+        out["real"] = {
+            mode: measured(dense, unique, h if mode == "one" else a1, a2, mode)
+            for mode in ("one", "inclusive", "exclusive")
+        }
         out["real_sizes"] = (h, a1, a2)
     return out
 
@@ -222,20 +236,57 @@ def measured(dense: np.ndarray, blocks: int, a1: int, a2: int, mode: str) -> dic
         level2 = [] if mode == "one" else ["--cache-bytes", str(a2 * DRAM_BLOCK), "--cache-serves", "store"]
         if mode == "exclusive":
             level2.append("--cache-exclusive")
-        serve = subprocess.Popen([str(FS_BIN), "serve", "--listen", addr, "--root", str(root), *level2,
-                                  "--stats", str(t / "serve.json")], stderr=subprocess.DEVNULL)
+        serve = subprocess.Popen(
+            [str(FS_BIN), "serve", "--listen", addr, "--root", str(root), *level2, "--stats", str(t / "serve.json")],
+            stderr=subprocess.DEVNULL,
+        )
         rules = {
-            "rules": [{"name": "r", "priority": 1, "match": {"tenant": "t", "ops": ["read"]},
-                       "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/t-l1"}},
-                                   {"what": "io", "to": {"kind": "file", "target": f"tcp://{addr}/store"}}]}],
-            "stages": [{"kind": "cache", "name": "cache/t-l1", "owner": "t", "engine": "dram",
-                        "size_bytes": a1 * DRAM_BLOCK, "write_mode": "through", "eviction": "lru",
-                        "max_dirty_bytes": 1 << 20, "device": None, "placement": [], "next": None}],
+            "rules": [
+                {
+                    "name": "r",
+                    "priority": 1,
+                    "match": {"tenant": "t", "ops": ["read"]},
+                    "detours": [
+                        {"what": "io", "to": {"kind": "stage", "target": "cache/t-l1"}},
+                        {"what": "io", "to": {"kind": "file", "target": f"tcp://{addr}/store"}},
+                    ],
+                }
+            ],
+            "stages": [
+                {
+                    "kind": "cache",
+                    "name": "cache/t-l1",
+                    "owner": "t",
+                    "engine": "dram",
+                    "size_bytes": a1 * DRAM_BLOCK,
+                    "write_mode": "through",
+                    "eviction": "lru",
+                    "max_dirty_bytes": 1 << 20,
+                    "device": None,
+                    "placement": [],
+                    "next": None,
+                }
+            ],
         }
         (t / "rules.json").write_text(json.dumps(rules))
-        mount = subprocess.Popen([str(FS_BIN), "mount", "--backing", str(backing), "--mountpoint", str(mnt),
-                                  "--rules", str(t / "rules.json"), "--tenant", f"t=uid:{os.geteuid()}",
-                                  "--stats", str(t / "mount.json"), "--no-passthrough"], stderr=subprocess.DEVNULL)
+        mount = subprocess.Popen(
+            [
+                str(FS_BIN),
+                "mount",
+                "--backing",
+                str(backing),
+                "--mountpoint",
+                str(mnt),
+                "--rules",
+                str(t / "rules.json"),
+                "--tenant",
+                f"t=uid:{os.geteuid()}",
+                "--stats",
+                str(t / "mount.json"),
+                "--no-passthrough",
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _stats(t / "serve.json")
             _stats(t / "mount.json")
@@ -254,13 +305,21 @@ def measured(dense: np.ndarray, blocks: int, a1: int, a2: int, mode: str) -> dic
                 l1 = next(x["stats"] for x in m["stages"] if x["target"] == "cache/t-l1")
                 l2 = sv["stages"].get("cache/serve", {})
                 answered = l2.get("demoted_blocks", 0) + sv["store"].get("demotions_refused", 0)
-                if l1["hits"] + l1["misses"] >= len(dense) and answered >= l1.get("demoted_blocks", 0) * (mode == "exclusive"):
+                if l1["hits"] + l1["misses"] >= len(dense) and answered >= l1.get("demoted_blocks", 0) * (
+                    mode == "exclusive"
+                ):
                     break
             else:
                 raise RuntimeError(f"{mode}: the stats never showed every read (and demotion) counted")
-            return {"host_hits": l1["hits"], "server_hits": l2.get("hits", 0), "store_bytes": sv["store"]["bytes_read"],
-                    "demoted": l1.get("demoted_blocks", 0), "taken": l2.get("demoted_blocks", 0),
-                    "demotion_hits": l2.get("demotion_hits", 0), "refused": sv["store"].get("demotions_refused", 0)}
+            return {
+                "host_hits": l1["hits"],
+                "server_hits": l2.get("hits", 0),
+                "store_bytes": sv["store"]["bytes_read"],
+                "demoted": l1.get("demoted_blocks", 0),
+                "taken": l2.get("demoted_blocks", 0),
+                "demotion_hits": l2.get("demotion_hits", 0),
+                "refused": sv["store"].get("demotions_refused", 0),
+            }
         finally:
             mount.terminate()
             mount.wait()
@@ -272,8 +331,10 @@ def svg(results: list[dict], out: Path) -> None:
     configs = list(results[0]["rows"])
     colors = ["#888888", "#d98c3f", "#3f7fd9", "#3fa95a", "#8a3fd9"]
     w, h, left, top, bar = 860, 320, 60, 30, 26
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 120}" font-family="sans-serif" font-size="12">',
-             f'<text x="{left}" y="18">Share of references read from the server\'s store (lower is better)</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 120}" font-family="sans-serif" font-size="12">',
+        f'<text x="{left}" y="18">Share of references read from the server\'s store (lower is better)</text>',
+    ]
     group = len(configs) * bar + 30
     for gi, r in enumerate(results):
         for ci, c in enumerate(configs):
@@ -281,7 +342,9 @@ def svg(results: list[dict], out: Path) -> None:
             miss = 1 - (h1 + h2) / r["refs"]
             x = left + gi * group + ci * bar
             bh = miss * (h - top - 20)
-            parts.append(f'<rect x="{x}" y="{h - 20 - bh:.1f}" width="{bar - 4}" height="{bh:.1f}" fill="{colors[ci]}"/>')
+            parts.append(
+                f'<rect x="{x}" y="{h - 20 - bh:.1f}" width="{bar - 4}" height="{bh:.1f}" fill="{colors[ci]}"/>'
+            )
             parts.append(f'<text x="{x}" y="{h - 24 - bh:.1f}" font-size="9">{miss:.2f}</text>')
         parts.append(f'<text x="{left + gi * group}" y="{h - 4}">{r["name"]}</text>')
     for ci, c in enumerate(configs):
@@ -294,35 +357,50 @@ def svg(results: list[dict], out: Path) -> None:
 def main() -> None:
     out, traces = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
     results = [run(p) for p in traces]
-    print("| trace (refs, distinct blocks) | configuration | host blocks | server blocks | hit ratio (host + server) | read from the store |")
+    print(
+        "| trace (refs, distinct blocks) | configuration | host blocks | server blocks | hit ratio (host + server) | read from the store |"
+    )
     print("|---|---|---|---|---|---|")
     for r in results:
         base = r["refs"] - r["rows"]["one level (H on the host)"][2]
         for c, (a1, a2, h1, h2) in r["rows"].items():
             miss = r["refs"] - h1 - h2
             rel = f"{miss / base:.2f}x one level" if base else "-"
-            print(f"| {r['name']} ({r['refs']:,}, {r['unique']:,}) | {c} | {a1:,} | {a2:,} | "
-                  f"{(h1 + h2) / r['refs']:.3f} ({h1 / r['refs']:.3f} + {h2 / r['refs']:.3f}) | "
-                  f"{miss * BLOCK / 2**20:,.0f} MiB ({rel}) |")
-        print(f"| {r['name']} | α = {r['alpha']:.2f}, predicted U(a1 + a2) = {r['predicted']:.3f}; with demotion "
-              f"{r['demoted']:,} blocks demoted, {r['demotion_hits']:,} server hits on them | | | | |")
+            print(
+                f"| {r['name']} ({r['refs']:,}, {r['unique']:,}) | {c} | {a1:,} | {a2:,} | "
+                f"{(h1 + h2) / r['refs']:.3f} ({h1 / r['refs']:.3f} + {h2 / r['refs']:.3f}) | "
+                f"{miss * BLOCK / 2**20:,.0f} MiB ({rel}) |"
+            )
+        print(
+            f"| {r['name']} | α = {r['alpha']:.2f}, predicted U(a1 + a2) = {r['predicted']:.3f}; with demotion "
+            f"{r['demoted']:,} blocks demoted, {r['demotion_hits']:,} server hits on them | | | | |"
+        )
     real = [r for r in results if "real" in r]
     if real:
         print()
-        print("Measured with real processes (one cold read of the trace through `lachesis-fs mount` and `lachesis-fs serve`):")
+        print(
+            "Measured with real processes (one cold read of the trace through `lachesis-fs mount` and `lachesis-fs serve`):"
+        )
         print()
-        print("| trace | configuration | host blocks | server blocks | hit ratio (host + server) | read from the store | demoted (taken, refused) | server hits on demoted |")
+        print(
+            "| trace | configuration | host blocks | server blocks | hit ratio (host + server) | read from the store | demoted (taken, refused) | server hits on demoted |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for r in real:
             h, a1, a2 = r["real_sizes"]
-            for mode, label, sizes in (("one", "one level", (h, 0)), ("inclusive", "two levels, α split, inclusive", (a1, a2)),
-                                       ("exclusive", "two levels, α split, with demotion", (a1, a2))):
+            for mode, label, sizes in (
+                ("one", "one level", (h, 0)),
+                ("inclusive", "two levels, α split, inclusive", (a1, a2)),
+                ("exclusive", "two levels, α split, with demotion", (a1, a2)),
+            ):
                 m = r["real"][mode]
                 n = r["refs"]
-                print(f"| {r['name']} | {label} | {sizes[0]:,} | {sizes[1]:,} | "
-                      f"{(m['host_hits'] + m['server_hits']) / n:.3f} ({m['host_hits'] / n:.3f} + {m['server_hits'] / n:.3f}) | "
-                      f"{m['store_bytes'] / 2**20:,.0f} MiB ({m['store_bytes'] / r['real']['one']['store_bytes']:.2f}x one level) | "
-                      f"{m['demoted']:,} ({m['taken']:,}, {m['refused']:,}) | {m['demotion_hits']:,} |")
+                print(
+                    f"| {r['name']} | {label} | {sizes[0]:,} | {sizes[1]:,} | "
+                    f"{(m['host_hits'] + m['server_hits']) / n:.3f} ({m['host_hits'] / n:.3f} + {m['server_hits'] / n:.3f}) | "
+                    f"{m['store_bytes'] / 2**20:,.0f} MiB ({m['store_bytes'] / r['real']['one']['store_bytes']:.2f}x one level) | "
+                    f"{m['demoted']:,} ({m['taken']:,}, {m['refused']:,}) | {m['demotion_hits']:,} |"
+                )
     svg(results, out)
 
 

@@ -6,6 +6,7 @@ Sections: tiny (synthetic tiny objects), trace (a block trace's keys as tiny obj
 handles (DLWA with one shared vs separate placement handles at 100% utilisation),
 throughput (gets and sets per second per core, median of several runs).
 """
+
 import json
 import os
 import statistics
@@ -43,13 +44,26 @@ def row(r, *cols):
 
 
 def engine_table(runs):
-    print("| engine | flash MiB | DRAM MiB | bits/object | miss ratio | device B/request | ALWA | DLWA | gets/s | sets/s |")
+    print(
+        "| engine | flash MiB | DRAM MiB | bits/object | miss ratio | device B/request | ALWA | DLWA | gets/s | sets/s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
-        print(row(r, r["label"], f"{r['flash_bytes'] / 2**20:.1f}", f"{r['dram_bytes'] / 2**20:.2f}",
-                  f"{r['dram_bits_per_object']:.1f}", f"{r['miss_ratio']:.4f}",
-                  f"{r['device_bytes_per_request']:.0f}", f"{r['alwa']:.2f}", f"{r['dlwa']:.2f}",
-                  f"{r['gets_per_s']:.0f}", f"{r['sets_per_s']:.0f}"))
+        print(
+            row(
+                r,
+                r["label"],
+                f"{r['flash_bytes'] / 2**20:.1f}",
+                f"{r['dram_bytes'] / 2**20:.2f}",
+                f"{r['dram_bits_per_object']:.1f}",
+                f"{r['miss_ratio']:.4f}",
+                f"{r['device_bytes_per_request']:.0f}",
+                f"{r['alwa']:.2f}",
+                f"{r['dlwa']:.2f}",
+                f"{r['gets_per_s']:.0f}",
+                f"{r['sets_per_s']:.0f}",
+            )
+        )
     print()
 
 
@@ -69,9 +83,12 @@ def plot(runs, name, title):
         for r in runs:
             f.write(json.dumps(r) + "\n")
     png = os.path.join(ROOT, "docs", "benchmarks", f"cache-{name}.png")
-    subprocess.run(["cargo", "bench", "-q", "-p", "lachesis-cache", "--bench", "tradeoff_plot", "--",
-                    jsonl, png, title], check=True, cwd=os.path.join(ROOT, "agents"),
-                   stdout=sys.stderr)
+    subprocess.run(
+        ["cargo", "bench", "-q", "-p", "lachesis-cache", "--bench", "tradeoff_plot", "--", jsonl, png, title],
+        check=True,
+        cwd=os.path.join(ROOT, "agents"),
+        stdout=sys.stderr,
+    )
     print(f"![{title}](cache-{name}.png)\n")
 
 
@@ -93,8 +110,7 @@ def comparison(workload, flash, name, title):
     bits = lo_full["dram_bits_per_object"] or 256
     lo_flash = max(1, int(budget * 8 / bits * AVG_OBJECT / 2**20))
     try:
-        lo_eq = bench(f"log-only, equal DRAM ({lo_flash} MiB flash)", engine="log-only",
-                      flash_mib=lo_flash, **workload)
+        lo_eq = bench(f"log-only, equal DRAM ({lo_flash} MiB flash)", engine="log-only", flash_mib=lo_flash, **workload)
         runs.append(lo_eq)
     except subprocess.CalledProcessError as e:
         print(f"  log-only at {lo_flash} MiB: {e.stderr.strip()}", file=sys.stderr)
@@ -104,13 +120,17 @@ def comparison(workload, flash, name, title):
         pts = [(r["device_bytes_per_request"], r["miss_ratio"]) for r in sa]
         at = interpolate(pts, kg["device_bytes_per_request"])
         if at is None:
-            print(f"Kangaroo writes {kg['device_bytes_per_request']:.0f} B/request, outside the "
-                  f"set-associative sweep ({min(p[0] for p in pts):.0f}-{max(p[0] for p in pts):.0f}).\n")
+            print(
+                f"Kangaroo writes {kg['device_bytes_per_request']:.0f} B/request, outside the "
+                f"set-associative sweep ({min(p[0] for p in pts):.0f}-{max(p[0] for p in pts):.0f}).\n"
+            )
         else:
-            print(f"At Kangaroo's device write rate ({kg['device_bytes_per_request']:.0f} B/request), "
-                  f"set-associative misses {at:.4f} (interpolated over its admission sweep); Kangaroo "
-                  f"misses {kg['miss_ratio']:.4f}: **{(kg['miss_ratio'] / at - 1) * 100:+.1f}%** "
-                  f"(paper: -29%).\n")
+            print(
+                f"At Kangaroo's device write rate ({kg['device_bytes_per_request']:.0f} B/request), "
+                f"set-associative misses {at:.4f} (interpolated over its admission sweep); Kangaroo "
+                f"misses {kg['miss_ratio']:.4f}: **{(kg['miss_ratio'] / at - 1) * 100:+.1f}%** "
+                f"(paper: -29%).\n"
+            )
     else:
         print("Kangaroo: pending (the engine failed to run; see stderr).\n")
     return runs
@@ -123,58 +143,94 @@ def main(sections):
     if "tiny" in sections:
         print("### Synthetic tiny objects\n")
         wl = dict(objects=n, requests=reqs, zipf=0.9, sizes="meta")
-        print(f"{n} objects, Zipf 0.9, Meta-like sizes (mean ~300 B), {reqs} look-aside requests "
-              f"(get, set on miss), first 25% not measured; {flash} MiB of flash at 100% utilisation, "
-              f"7% OP, separate handles.\n")
+        print(
+            f"{n} objects, Zipf 0.9, Meta-like sizes (mean ~300 B), {reqs} look-aside requests "
+            f"(get, set on miss), first 25% not measured; {flash} MiB of flash at 100% utilisation, "
+            f"7% OP, separate handles.\n"
+        )
         comparison(wl, flash, "tiny", f"Synthetic tiny objects ({flash} MiB flash)")
     if "trace" in sections:
         trace = os.path.join(ROOT, "..", "shared", "traces", "arc", "P3.lis.zst")
         trace_flash = max(16, int(64 * SCALE))
         limit = int(4_000_000 * SCALE)
         print("### Block trace: ARC P3, keys as tiny objects\n")
-        print(f"`../shared/traces/arc/P3.lis.zst` (3.9 M block references, 763 k blocks; first {limit}): "
-              f"each block is an object with a Meta-like size drawn from its key; {trace_flash} MiB of flash.\n")
-        comparison(dict(trace=trace, limit=limit, sizes="meta"), trace_flash, "trace",
-                   f"ARC P3 keys as tiny objects ({trace_flash} MiB flash)")
+        print(
+            f"`../shared/traces/arc/P3.lis.zst` (3.9 M block references, 763 k blocks; first {limit}): "
+            f"each block is an object with a Meta-like size drawn from its key; {trace_flash} MiB of flash.\n"
+        )
+        comparison(
+            dict(trace=trace, limit=limit, sizes="meta"),
+            trace_flash,
+            "trace",
+            f"ARC P3 keys as tiny objects ({trace_flash} MiB flash)",
+        )
     if "handles" in sections:
         print("### DLWA: one shared handle vs separate handles, 100% utilisation\n")
-        print(f"{flash} MiB cache filling the whole device (7% OP). Hybrid: set-associative on 4% of the "
-              f"flash plus the log, no DRAM cache, `wide` sizes (median 1 KiB) so both parts write. "
-              f"Kangaroo: KLog and KSet, Meta-like sizes.\n")
+        print(
+            f"{flash} MiB cache filling the whole device (7% OP). Hybrid: set-associative on 4% of the "
+            f"flash plus the log, no DRAM cache, `wide` sizes (median 1 KiB) so both parts write. "
+            f"Kangaroo: KLog and KSet, Meta-like sizes.\n"
+        )
         print("| engine | handles | DLWA | ALWA | miss ratio | device B/request |")
         print("|---|---|---|---|---|---|")
-        cases = [("hybrid", dict(engine="hybrid", small_fraction=0.04, sizes="wide")),
-                 ("kangaroo", dict(engine="kangaroo", sizes="meta"))]
+        cases = [
+            ("hybrid", dict(engine="hybrid", small_fraction=0.04, sizes="wide")),
+            ("kangaroo", dict(engine="kangaroo", sizes="meta")),
+        ]
         for name, flags in cases:
             for h in ("shared", "separate"):
                 try:
-                    r = bench(f"{name} {h}", flash_mib=flash, objects=n, requests=reqs, handles=h,
-                              utilization=1.0, **flags)
-                    print(row(r, name, h, f"{r['dlwa']:.3f}", f"{r['alwa']:.2f}", f"{r['miss_ratio']:.4f}",
-                              f"{r['device_bytes_per_request']:.0f}"), flush=True)
+                    r = bench(
+                        f"{name} {h}", flash_mib=flash, objects=n, requests=reqs, handles=h, utilization=1.0, **flags
+                    )
+                    print(
+                        row(
+                            r,
+                            name,
+                            h,
+                            f"{r['dlwa']:.3f}",
+                            f"{r['alwa']:.2f}",
+                            f"{r['miss_ratio']:.4f}",
+                            f"{r['device_bytes_per_request']:.0f}",
+                        ),
+                        flush=True,
+                    )
                 except subprocess.CalledProcessError as e:
                     print(row(None, name, h, "pending", "", "", e.stderr.strip()[:80]))
         print()
     if "throughput" in sections:
         print(f"### Throughput per core (median of {RUNS} runs)\n")
-        print("Single-threaded replay; gets/s and sets/s are operations per second of time spent inside "
-              "`get` and `set` (the simulator's bookkeeping included), i.e. per core.\n")
+        print(
+            "Single-threaded replay; gets/s and sets/s are operations per second of time spent inside "
+            "`get` and `set` (the simulator's bookkeeping included), i.e. per core.\n"
+        )
         print("| engine | sizes | gets/s | sets/s | ops/s |")
         print("|---|---|---|---|---|")
         small = dict(objects=int(300_000 * SCALE), requests=int(1_000_000 * SCALE), flash_mib=max(16, int(64 * SCALE)))
-        for name, flags in [("set-assoc", dict(engine="set-assoc", sizes="meta")),
-                            ("kangaroo", dict(engine="kangaroo", sizes="meta")),
-                            ("log-only", dict(engine="log-only", sizes="meta")),
-                            ("loc", dict(engine="loc", sizes="fixed:16384")),
-                            ("hybrid (8 MiB DRAM)", dict(engine="hybrid", sizes="wide", dram_mib=8, small_fraction=0.3))]:
+        for name, flags in [
+            ("set-assoc", dict(engine="set-assoc", sizes="meta")),
+            ("kangaroo", dict(engine="kangaroo", sizes="meta")),
+            ("log-only", dict(engine="log-only", sizes="meta")),
+            ("loc", dict(engine="loc", sizes="fixed:16384")),
+            ("hybrid (8 MiB DRAM)", dict(engine="hybrid", sizes="wide", dram_mib=8, small_fraction=0.3)),
+        ]:
             try:
                 rs = [bench(f"{name} run {i}", seed=i + 1, **small, **flags) for i in range(RUNS)]
             except subprocess.CalledProcessError as e:
                 print(row(None, name, flags["sizes"], "pending", "", e.stderr.strip()[:80]))
                 continue
             med = lambda k: statistics.median(r[k] for r in rs)
-            print(row(None, name, flags["sizes"], f"{med('gets_per_s'):.0f}", f"{med('sets_per_s'):.0f}",
-                      f"{med('ops_per_s'):.0f}"), flush=True)
+            print(
+                row(
+                    None,
+                    name,
+                    flags["sizes"],
+                    f"{med('gets_per_s'):.0f}",
+                    f"{med('sets_per_s'):.0f}",
+                    f"{med('ops_per_s'):.0f}",
+                ),
+                flush=True,
+            )
         print()
 
 

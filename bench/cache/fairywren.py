@@ -9,6 +9,7 @@ application bytes set) × DLWA (the simulator's media / host bytes).
 Environment: CACHEBENCH (the binary), ROOT (the repository), SCALE (default 1), RUNS
 (repetitions per headline row, medians reported; default 3).
 """
+
 import json
 import os
 import statistics
@@ -25,14 +26,16 @@ RUNS = int(os.environ.get("RUNS", "3"))
 # Kangaroo twice: ours, KLog and KSet on their own FDP placement handles (KLog's trimmed
 # segments never share a reclaim unit with KSet's pages), and the paper's baseline, Kangaroo on
 # a conventional (LBAD) SSD: the same simulated SSD with one handle for everything.
-ENGINES = [("kangaroo", dict(engine="kangaroo")),
-           ("kangaroo one handle (LBAD)", dict(engine="kangaroo", handles="shared")),
-           ("fairywren", dict(engine="fairywren")),
-           ("kangaroo log 10%", dict(engine="kangaroo", log_fraction=0.1)),
-           ("kangaroo log 10% one handle (LBAD)", dict(engine="kangaroo", log_fraction=0.1, handles="shared")),
-           ("fairywren log 10%", dict(engine="fairywren", log_fraction=0.1)),
-           ("fairywren 16 KiB sets", dict(engine="fairywren", cold_pages=3)),
-           ("fairywren 16 KiB sets log 10%", dict(engine="fairywren", cold_pages=3, log_fraction=0.1))]
+ENGINES = [
+    ("kangaroo", dict(engine="kangaroo")),
+    ("kangaroo one handle (LBAD)", dict(engine="kangaroo", handles="shared")),
+    ("fairywren", dict(engine="fairywren")),
+    ("kangaroo log 10%", dict(engine="kangaroo", log_fraction=0.1)),
+    ("kangaroo log 10% one handle (LBAD)", dict(engine="kangaroo", log_fraction=0.1, handles="shared")),
+    ("fairywren log 10%", dict(engine="fairywren", log_fraction=0.1)),
+    ("fairywren 16 KiB sets", dict(engine="fairywren", cold_pages=3)),
+    ("fairywren 16 KiB sets log 10%", dict(engine="fairywren", cold_pages=3, log_fraction=0.1)),
+]
 
 # The whole cache as the paper runs it (Table 4): a DRAM front, the small-object engine on 10%
 # of the flash for objects under 2 KiB (its log 5% of that), the log (LOC) on the other 90% for
@@ -42,12 +45,16 @@ ENGINES = [("kangaroo", dict(engine="kangaroo")),
 # placement handle: our FDP-aware Kangaroo), and FairyWREN (+nest packing +hot-cold) on its own
 # handles. The naive "+WREN" port (every write into one log-structured store) and nest packing
 # without the hot/cold split are not engines here.
-WHOLE = [("Kangaroo on LBAD (Log + Sets)", dict(engine="hybrid", small_engine="kangaroo", handles="shared")),
-         ("Kangaroo on LBAD without discard", dict(engine="hybrid", small_engine="kangaroo", handles="shared",
-                                                   no_discard="")),
-         ("Kangaroo +Physical Sep. (FDP handles)", dict(engine="hybrid", small_engine="kangaroo")),
-         ("FairyWREN (+Nest packing +Hot-Cold)", dict(engine="hybrid", small_engine="fairywren")),
-         ("FairyWREN one handle", dict(engine="hybrid", small_engine="fairywren", handles="shared"))]
+WHOLE = [
+    ("Kangaroo on LBAD (Log + Sets)", dict(engine="hybrid", small_engine="kangaroo", handles="shared")),
+    (
+        "Kangaroo on LBAD without discard",
+        dict(engine="hybrid", small_engine="kangaroo", handles="shared", no_discard=""),
+    ),
+    ("Kangaroo +Physical Sep. (FDP handles)", dict(engine="hybrid", small_engine="kangaroo")),
+    ("FairyWREN (+Nest packing +Hot-Cold)", dict(engine="hybrid", small_engine="fairywren")),
+    ("FairyWREN one handle", dict(engine="hybrid", small_engine="fairywren", handles="shared")),
+]
 
 
 def ru_for(flash_mib):
@@ -78,9 +85,19 @@ def bench(seed=1, **flags):
 
 def median_run(**flags):
     runs = [bench(seed=s, **flags) for s in range(1, RUNS + 1)]
-    med = {k: statistics.median(r[k] for r in runs) for k in
-           ["miss_ratio", "alwa", "dlwa", "writes", "media_bytes_per_request", "dram_bits_per_object",
-            "gets_per_s", "sets_per_s"]}
+    med = {
+        k: statistics.median(r[k] for r in runs)
+        for k in [
+            "miss_ratio",
+            "alwa",
+            "dlwa",
+            "writes",
+            "media_bytes_per_request",
+            "dram_bits_per_object",
+            "gets_per_s",
+            "sets_per_s",
+        ]
+    }
     med["command"] = runs[0]["command"].replace(" --seed 1", "")
     med["wrong_values"] = sum(r["wrong_values"] for r in runs)
     return med
@@ -89,19 +106,25 @@ def median_run(**flags):
 def side_by_side(title, engines=ENGINES, **flags):
     print(f"#### {title}\n")
     rows = {label: dict(median_run(**e, **flags), label=label) for label, e in engines}
-    print("| engine | miss ratio | ALWA | DLWA | flash writes (ALWA × DLWA) | media B/request | DRAM bits/object | gets/s | sets/s |")
+    print(
+        "| engine | miss ratio | ALWA | DLWA | flash writes (ALWA × DLWA) | media B/request | DRAM bits/object | gets/s | sets/s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for e, r in rows.items():
-        print(f"| {e} | {r['miss_ratio']:.4f} | {r['alwa']:.2f} | {r['dlwa']:.2f} | {r['writes']:.2f} | "
-              f"{r['media_bytes_per_request']:.0f} | {r['dram_bits_per_object']:.1f} | {r['gets_per_s']:.0f} | {r['sets_per_s']:.0f} |")
+        print(
+            f"| {e} | {r['miss_ratio']:.4f} | {r['alwa']:.2f} | {r['dlwa']:.2f} | {r['writes']:.2f} | "
+            f"{r['media_bytes_per_request']:.0f} | {r['dram_bits_per_object']:.1f} | {r['gets_per_s']:.0f} | {r['sets_per_s']:.0f} |"
+        )
     print()
     for label, f in rows.items():
         if not label.lower().startswith("fairywren"):
             continue
         for k in baselines(label, rows):
-            print(f"- {label} vs {k['label']}: **{fewer(k['writes'], f['writes'])}** written per byte admitted, "
-                  f"{fewer(k['media_bytes_per_request'], f['media_bytes_per_request']).replace('less', 'fewer')} media bytes per request, "
-                  f"miss ratio {f['miss_ratio'] - k['miss_ratio']:+.4f} from Kangaroo's")
+            print(
+                f"- {label} vs {k['label']}: **{fewer(k['writes'], f['writes'])}** written per byte admitted, "
+                f"{fewer(k['media_bytes_per_request'], f['media_bytes_per_request']).replace('less', 'fewer')} media bytes per request, "
+                f"miss ratio {f['miss_ratio'] - k['miss_ratio']:+.4f} from Kangaroo's"
+            )
     print(f"\nWrong values: {sum(r['wrong_values'] for r in rows.values())}. Medians of {RUNS} seeds.\n")
     print("```sh")
     for label, _ in engines:
@@ -134,7 +157,9 @@ def sweep(name, title, flash_sizes, engines=ENGINES, ru=ru_for, **flags):
             r = bench(flash_mib=mib, ru_kib=ru(mib), **e, **flags)
             r["label"] = f"{label}, {mib} MiB"
             runs.append(r)
-            print(f"| {mib} | {label} | {r['miss_ratio']:.4f} | {r['writes']:.2f} | {r['media_bytes_per_request']:.0f} |")
+            print(
+                f"| {mib} | {label} | {r['miss_ratio']:.4f} | {r['writes']:.2f} | {r['media_bytes_per_request']:.0f} |"
+            )
     plot(name, title, runs)
 
 
@@ -146,8 +171,25 @@ def plot(name, title, runs):
         for r in runs:
             f.write(json.dumps(r) + "\n")
     png = os.path.join(ROOT, "docs", "benchmarks", f"fairywren-{name}.png")
-    subprocess.run(["cargo", "bench", "-q", "-p", "lachesis-cache", "--bench", "tradeoff_plot", "--",
-                    jsonl, png, title, "--by-engine"], check=True, cwd=os.path.join(ROOT, "agents"), stdout=sys.stderr)
+    subprocess.run(
+        [
+            "cargo",
+            "bench",
+            "-q",
+            "-p",
+            "lachesis-cache",
+            "--bench",
+            "tradeoff_plot",
+            "--",
+            jsonl,
+            png,
+            title,
+            "--by-engine",
+        ],
+        check=True,
+        cwd=os.path.join(ROOT, "agents"),
+        stdout=sys.stderr,
+    )
     print(f"\n![{title}](fairywren-{name}.png)\n")
 
 
@@ -156,20 +198,24 @@ def main(sections):
     flash = max(16, int(128 * SCALE))
     tiny = dict(objects=n, requests=reqs, zipf=0.9, sizes="meta")
     if "tiny" in sections:
-        print(f"### Synthetic tiny objects\n\n{n} objects, Zipf 0.9, Meta-like sizes, {reqs} look-aside "
-              f"requests, first 25% not measured, 100% utilisation, 7% device OP.\n")
+        print(
+            f"### Synthetic tiny objects\n\n{n} objects, Zipf 0.9, Meta-like sizes, {reqs} look-aside "
+            f"requests, first 25% not measured, 100% utilisation, 7% device OP.\n"
+        )
         side_by_side(f"{flash} MiB flash", flash_mib=flash, **tiny)
         sweep("tiny", "Synthetic tiny objects", [max(8, int(m * SCALE)) for m in (32, 64, 128, 256)], **tiny)
     if "whole" in sections:
         wf = max(16, int(128 * SCALE))
         whole = dict(tiny, sizes="meta-whole", small_fraction=0.1, log_fraction=0.05)
-        print(f"### Whole cache: small and large objects (Table 4's layout)\n\n{n} objects, Zipf 0.9, "
-              f"sizes `meta-whole` (95.2% of keys Meta-like small objects, 4.8% of 2-64 KiB, median 3 KiB: "
-              f"objects under 2 KiB are 95% of requests and 60% of the bytes, as §6.1 gives the Meta trace), "
-              f"{reqs} look-aside requests, first 25% not measured. A DRAM front of 1/64 of the flash; the "
-              f"small-object engine on 10% of the flash, its log 5% of that; the log of large objects on the "
-              f"rest; reclaim unit = 1/40 of the small-object engine's flash (the paper's 40 zones); 100% "
-              f"utilisation, 7% device OP.\n")
+        print(
+            f"### Whole cache: small and large objects (Table 4's layout)\n\n{n} objects, Zipf 0.9, "
+            f"sizes `meta-whole` (95.2% of keys Meta-like small objects, 4.8% of 2-64 KiB, median 3 KiB: "
+            f"objects under 2 KiB are 95% of requests and 60% of the bytes, as §6.1 gives the Meta trace), "
+            f"{reqs} look-aside requests, first 25% not measured. A DRAM front of 1/64 of the flash; the "
+            f"small-object engine on 10% of the flash, its log 5% of that; the log of large objects on the "
+            f"rest; reclaim unit = 1/40 of the small-object engine's flash (the paper's 40 zones); 100% "
+            f"utilisation, 7% device OP.\n"
+        )
         wflags = lambda mib: dict(whole, dram_mib=max(1, mib // 64))
         side_by_side(f"{wf} MiB flash", engines=WHOLE, flash_mib=wf, ru_kib=whole_ru_for(wf), **wflags(wf))
         runs = []
@@ -181,7 +227,9 @@ def main(sections):
                 r = bench(flash_mib=mib, ru_kib=whole_ru_for(mib), **e, **wflags(mib))
                 r["label"] = f"{label}, {mib} MiB"
                 runs.append(r)
-                print(f"| {mib} | {label} | {r['miss_ratio']:.4f} | {r['writes']:.2f} | {r['media_bytes_per_request']:.0f} |")
+                print(
+                    f"| {mib} | {label} | {r['miss_ratio']:.4f} | {r['writes']:.2f} | {r['media_bytes_per_request']:.0f} |"
+                )
         plot("whole", "Whole cache, meta-whole sizes", runs)
     if "trace" in sections:
         traces = os.path.join(ROOT, "..", "shared", "traces")
@@ -191,8 +239,10 @@ def main(sections):
                 print(f"`../shared/traces/{t}` absent: skipped.\n")
                 continue
             tf = max(16, int(64 * SCALE))
-            print(f"### Block trace `../shared/traces/{t}`, keys as tiny objects\n\nEach block is an object "
-                  f"with a Meta-like size drawn from its key{f'; first {limit} references' if limit else ''}.\n")
+            print(
+                f"### Block trace `../shared/traces/{t}`, keys as tiny objects\n\nEach block is an object "
+                f"with a Meta-like size drawn from its key{f'; first {limit} references' if limit else ''}.\n"
+            )
             flags = dict(trace=path, sizes="meta")
             if limit:
                 flags["limit"] = limit

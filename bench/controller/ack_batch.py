@@ -29,17 +29,39 @@ def one_run(hosts: int, batched: bool) -> float:
         ids = [f"host-{i:03d}" for i in range(hosts)]
         with sessions.begin() as session:
             for host_id in ids:
-                session.add(Host(id=host_id, agent_version="bench", capabilities={}, enrolled_at=now,
-                                 registered_at=now, last_seen=now, desired_generation=0, acked_generation=0))
+                session.add(
+                    Host(
+                        id=host_id,
+                        agent_version="bench",
+                        capabilities={},
+                        enrolled_at=now,
+                        registered_at=now,
+                        last_seen=now,
+                        desired_generation=0,
+                        acked_generation=0,
+                    )
+                )
         with sessions.begin() as session:
-            rollout, _ = rollouts.start_rollout(session, cause="bench", trigger="bench", host_ids=ids,
-                                                now=now, timeout_s=30, traceparent=None)
+            rollout, _ = rollouts.start_rollout(
+                session, cause="bench", trigger="bench", host_ids=ids, now=now, timeout_s=30, traceparent=None
+            )
             rollout_id = rollout.id
-        acks = [Ack.model_validate({
-            "schema": "lachesis.ack/v1", "host_id": h, "generation": 1, "rollout_id": rollout_id,
-            "status": "applied", "reason": None, "rules_installed": 0,
-            "acked_at": "2026-11-22T01:00:00Z", "traceparent": None,
-        }) for h in ids]
+        acks = [
+            Ack.model_validate(
+                {
+                    "schema": "lachesis.ack/v1",
+                    "host_id": h,
+                    "generation": 1,
+                    "rollout_id": rollout_id,
+                    "status": "applied",
+                    "reason": None,
+                    "rules_installed": 0,
+                    "acked_at": "2026-11-22T01:00:00Z",
+                    "traceparent": None,
+                }
+            )
+            for h in ids
+        ]
         started = time.perf_counter()
         if batched:
             with sessions.begin() as session:
@@ -51,6 +73,7 @@ def one_run(hosts: int, batched: bool) -> float:
         elapsed = time.perf_counter() - started
         with sessions() as session:
             from lachesis_controller.models import Rollout
+
             assert session.get(Rollout, rollout_id).state == rollouts.SUCCEEDED
         engine.dispose()
         return elapsed
@@ -67,8 +90,10 @@ def main() -> None:
         per_ack.append(one_run(args.hosts, batched=False))
         batch.append(one_run(args.hosts, batched=True))
     a, b = statistics.median(per_ack) * 1000, statistics.median(batch) * 1000
-    print(f"| {args.hosts} acks | one transaction per ack: {a:.0f} ms ({a / args.hosts:.1f} ms/ack) | "
-          f"one per batch: {b:.0f} ms ({b / args.hosts:.2f} ms/ack) | {a / b:.1f}x |")
+    print(
+        f"| {args.hosts} acks | one transaction per ack: {a:.0f} ms ({a / args.hosts:.1f} ms/ack) | "
+        f"one per batch: {b:.0f} ms ({b / args.hosts:.2f} ms/ack) | {a / b:.1f}x |"
+    )
 
 
 if __name__ == "__main__":

@@ -40,15 +40,26 @@ def seed(cluster: Cluster, tenants: int) -> None:
     with cluster.api() as api:
         for i in range(tenants):
             assert api.post("/api/v1/tenants", json=tenant(i, 2000 + i)).status_code == 201
-            r = api.post("/api/v1/rules", json={
-                "name": f"r{i:03d}", "priority": 10 + i,
-                "match": {"tenant": f"t{i:03d}", "ops": ["read"], "path_prefix": f"/data/t{i:03d}/"},
-                "detours": [{"what": "io", "to": {"kind": "stage", "target": f"cache/t{i:03d}"}}],
-            })
+            r = api.post(
+                "/api/v1/rules",
+                json={
+                    "name": f"r{i:03d}",
+                    "priority": 10 + i,
+                    "match": {"tenant": f"t{i:03d}", "ops": ["read"], "path_prefix": f"/data/t{i:03d}/"},
+                    "detours": [{"what": "io", "to": {"kind": "stage", "target": f"cache/t{i:03d}"}}],
+                },
+            )
             assert r.status_code == 201, r.text
 
 
-async def client(http: httpx.AsyncClient, seed_: int, args: argparse.Namespace, stop_at: float, out: dict[str, list[float]], errors: list[str]) -> None:
+async def client(
+    http: httpx.AsyncClient,
+    seed_: int,
+    args: argparse.Namespace,
+    stop_at: float,
+    out: dict[str, list[float]],
+    errors: list[str],
+) -> None:
     rng = random.Random(seed_)
     if args.think_ms > 0:
         # Clients of an orchestrator do not all fire in the same millisecond: each starts
@@ -60,7 +71,9 @@ async def client(http: httpx.AsyncClient, seed_: int, args: argparse.Namespace, 
         start = time.perf_counter()
         try:
             if write:
-                r = await http.put(f"/api/v1/tenants/t{i:03d}", json=tenant(i, 2000 + i + rng.randrange(1, 10_000) * 1000))
+                r = await http.put(
+                    f"/api/v1/tenants/t{i:03d}", json=tenant(i, 2000 + i + rng.randrange(1, 10_000) * 1000)
+                )
             else:
                 r = await http.get(rng.choice(READS).format(rule=f"r{i:03d}"))
             ok = r.status_code < 300
@@ -88,8 +101,10 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, flo
     headers = {"Authorization": f"Bearer {TOKEN}"}
     # Made (and connected) before the clock starts: making 200 clients blocks this process's
     # loop for seconds, which would be counted as the controller's latency.
-    https = [httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=httpx.Limits(max_connections=1))
-             for _ in range(args.clients)]
+    https = [
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=httpx.Limits(max_connections=1))
+        for _ in range(args.clients)
+    ]
     await asyncio.gather(*(h.get("/healthz") for h in https))
     stop_at = time.monotonic() + args.seconds
     await asyncio.gather(*(client(h, run * 10_000 + c, args, stop_at, out, errors) for c, h in enumerate(https)))
@@ -98,9 +113,13 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, flo
     if errors:
         print(f"  run {run}: {len(errors)} errors, e.g. {sorted(set(errors))[:3]}", file=sys.stderr)
     return {
-        "requests": total, "rps": total / args.seconds, "errors": len(errors),
-        "read_p50": pct(out["read"], 0.50), "read_p99": pct(out["read"], 0.99),
-        "write_p50": pct(out["write"], 0.50), "write_p99": pct(out["write"], 0.99),
+        "requests": total,
+        "rps": total / args.seconds,
+        "errors": len(errors),
+        "read_p50": pct(out["read"], 0.50),
+        "read_p99": pct(out["read"], 0.99),
+        "write_p50": pct(out["write"], 0.50),
+        "write_p99": pct(out["write"], 0.99),
     }
 
 
@@ -108,7 +127,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--think-ms", type=float, default=0, help="mean think time between a client's requests; 0: closed loop")
+    parser.add_argument(
+        "--think-ms", type=float, default=0, help="mean think time between a client's requests; 0: closed loop"
+    )
     parser.add_argument("--write-share", type=float, default=0.1)
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
@@ -119,7 +140,9 @@ def main() -> None:
             cluster.start_redis()
             cluster.start_controller()
             cluster.start_agent("host-a")
-            wait_for("the agent to ack", lambda: (h := cluster.host("host-a")) and h["acked_generation"] >= 1, timeout=60)
+            wait_for(
+                "the agent to ack", lambda: (h := cluster.host("host-a")) and h["acked_generation"] >= 1, timeout=60
+            )
             seed(cluster, args.tenants)
             results = []
             for run in range(1, args.runs + 1):
@@ -131,7 +154,9 @@ def main() -> None:
             cluster.stop_all()
     keys = list(results[0])
     median = {k: statistics.median(r[k] for r in results) for k in keys}
-    print(f"clients={args.clients} think_ms={args.think_ms:g} write_share={args.write_share:g} seconds={args.seconds:g} runs={args.runs}")
+    print(
+        f"clients={args.clients} think_ms={args.think_ms:g} write_share={args.write_share:g} seconds={args.seconds:g} runs={args.runs}"
+    )
     print("| " + " | ".join(["run", *keys]) + " |")
     print("|" + "---|" * (len(keys) + 1))
     for i, r in enumerate(results, 1):

@@ -35,7 +35,8 @@ TENANT = {"name": "bench", "classifiers": [{"kind": "cgroup", "value": "/bench"}
 
 def rule(priority: int) -> dict:
     return {
-        "name": "bench-rule", "priority": priority,
+        "name": "bench-rule",
+        "priority": priority,
         "match": {"tenant": "bench", "ops": ["read"], "path_prefix": "/data/"},
         "detours": [{"what": "io", "to": {"kind": "stage", "target": "cache/bench"}}],
     }
@@ -109,7 +110,8 @@ def measure(cluster: Cluster, hosts: int, runs: int) -> dict:
         "two_server_ms": statistics.median(two_server) * 1000,
         "install_bytes": len(json.dumps(install, separators=(",", ":")).encode()),
         "quiesce_bytes": len(json.dumps(quiesce, separators=(",", ":")).encode()),
-        "install_ack_bytes": install_ack, "quiesce_ack_bytes": quiesce_ack,
+        "install_ack_bytes": install_ack,
+        "quiesce_ack_bytes": quiesce_ack,
     }
 
 
@@ -119,7 +121,9 @@ def telemetry_bytes() -> list[tuple[str, int, int]]:
     for path in sorted((ROOT / "api-schemas/fixtures/telemetry").glob("valid-*.json")):
         message = json.loads(path.read_text())
         whole = len(json.dumps(message, separators=(",", ":")).encode())
-        per_tenant = max((len(json.dumps(t, separators=(",", ":")).encode()) for t in message.get("tenants", [])), default=0)
+        per_tenant = max(
+            (len(json.dumps(t, separators=(",", ":")).encode()) for t in message.get("tenants", [])), default=0
+        )
         rows.append((path.name, whole, per_tenant))
     return rows
 
@@ -160,12 +164,16 @@ def main() -> None:
     for kind, hosts in scenarios:
         print(f"scenario: {hosts} {kind} agent(s), {args.runs} changes of each kind", file=sys.stderr, flush=True)
         results.append(scenario(kind, hosts, args.runs))
-    print("| agents | changes | one-phase median (ms) | two-phase median (ms) | two-phase p90 (ms) | "
-          "two-phase server clock (ms) | two-phase / one-phase |")
+    print(
+        "| agents | changes | one-phase median (ms) | two-phase median (ms) | two-phase p90 (ms) | "
+        "two-phase server clock (ms) | two-phase / one-phase |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['hosts']} {r['kind']} | {args.runs}+{args.runs} | {r['one_ms']:.1f} | {r['two_ms']:.1f} | "
-              f"{r['two_p90_ms']:.1f} | {r['two_server_ms']:.1f} | {r['two_ms'] / r['one_ms']:.2f} |")
+        print(
+            f"| {r['hosts']} {r['kind']} | {args.runs}+{args.runs} | {r['one_ms']:.1f} | {r['two_ms']:.1f} | "
+            f"{r['two_p90_ms']:.1f} | {r['two_server_ms']:.1f} | {r['two_ms'] / r['one_ms']:.2f} |"
+        )
     r = results[0]
     print()
     print("| bus message (one host, one tenant, one rule) | bytes |")

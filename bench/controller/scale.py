@@ -122,16 +122,21 @@ class Deployment:
         self.cluster.start_redis()
         for i in range(self.replicas):
             port = self.cluster.api_port if i == 0 else free_port()
-            proc = Process(f"controller-{i}", [str(CONTROLLER_BIN)], {
-                **os.environ,
-                "LACHESIS_DATABASE_URL": self.database_url,
-                "LACHESIS_REDIS_URL": self.cluster.redis_url,
-                "LACHESIS_BIND": f"127.0.0.1:{port}",
-                "LACHESIS_API_TOKEN": TOKEN,
-                "LACHESIS_REPLICA_ID": f"controller-{i}",
-                # A slow rollout is measured, not failed and rolled back.
-                "LACHESIS_ROLLOUT_TIMEOUT_S": "300",
-            }, self.tmp / f"controller-{i}.log")
+            proc = Process(
+                f"controller-{i}",
+                [str(CONTROLLER_BIN)],
+                {
+                    **os.environ,
+                    "LACHESIS_DATABASE_URL": self.database_url,
+                    "LACHESIS_REDIS_URL": self.cluster.redis_url,
+                    "LACHESIS_BIND": f"127.0.0.1:{port}",
+                    "LACHESIS_API_TOKEN": TOKEN,
+                    "LACHESIS_REPLICA_ID": f"controller-{i}",
+                    # A slow rollout is measured, not failed and rolled back.
+                    "LACHESIS_ROLLOUT_TIMEOUT_S": "300",
+                },
+                self.tmp / f"controller-{i}.log",
+            )
             self.cluster.processes[proc.name] = proc
             self.controllers.append(proc)
             self.urls.append(f"http://127.0.0.1:{port}")
@@ -173,16 +178,22 @@ class Deployment:
         """Server clock of a two-phase rollout: created until the last host's drain was
         recorded, and from then until it succeeded."""
         with self.db.connect() as connection:
-            created, drained, completed = connection.execute(text(
-                "SELECT r.created_at, max(t.drained_at), r.completed_at FROM rollouts r "
-                "JOIN rollout_targets t ON t.rollout_id = r.id WHERE r.id = :id GROUP BY r.id"), {"id": rollout_id}).one()
+            created, drained, completed = connection.execute(
+                text(
+                    "SELECT r.created_at, max(t.drained_at), r.completed_at FROM rollouts r "
+                    "JOIN rollout_targets t ON t.rollout_id = r.id WHERE r.id = :id GROUP BY r.id"
+                ),
+                {"id": rollout_id},
+            ).one()
         return (drained - created).total_seconds(), (completed - drained).total_seconds()
 
     def check_simulators(self) -> None:
         for i, sim in enumerate(self.simulators):
             if sim.poll() is not None:
-                raise RuntimeError(f"simulated agents {i} exited {sim.returncode}: "
-                                   f"{(self.tmp / f'simagents-{i}.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"simulated agents {i} exited {sim.returncode}: "
+                    f"{(self.tmp / f'simagents-{i}.log').read_text()[-2000:]}"
+                )
 
     def stop(self) -> None:
         for sim in self.simulators:
@@ -223,8 +234,9 @@ def start_simulators(dep: Deployment, agent_urls: dict[str, str], procs: int) ->
     for i in range(procs):
         share = hosts[i::procs]
         log = (dep.tmp / f"simagents-{i}.log").open("wb")
-        sim = subprocess.Popen([sys.executable, str(SIMAGENTS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=log, text=True)
+        sim = subprocess.Popen(
+            [sys.executable, str(SIMAGENTS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+        )
         assert sim.stdin is not None
         sim.stdin.write(json.dumps(share))
         sim.stdin.close()
@@ -233,7 +245,9 @@ def start_simulators(dep: Deployment, agent_urls: dict[str, str], procs: int) ->
         assert sim.stdout is not None
         line = sim.stdout.readline().strip()
         if line != "ready":
-            raise RuntimeError(f"simulated agents {i} did not start: {(dep.tmp / f'simagents-{i}.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"simulated agents {i} did not start: {(dep.tmp / f'simagents-{i}.log').read_text()[-2000:]}"
+            )
 
 
 def wait_rollout(dep: Deployment, rollout_id: str) -> str:
@@ -265,14 +279,18 @@ def one_run(dep: Deployment, apis: list[httpx.Client], rollouts: int, start_prio
         state = wait_rollout(dep, rollout_id)
         latencies.append(time.perf_counter() - started)
         if state != "succeeded":
-            raise RuntimeError(f"rollout {rollout_id} {state}: "
-                               f"{dep.scalar('SELECT reason FROM rollouts WHERE id = :id', id=rollout_id)}")
+            raise RuntimeError(
+                f"rollout {rollout_id} {state}: "
+                f"{dep.scalar('SELECT reason FROM rollouts WHERE id = :id', id=rollout_id)}"
+            )
         phase1, phase2 = dep.phases(rollout_id)
         quiesce.append(phase1)
         install.append(phase2)
     return {
-        "p50_s": pct(latencies, 0.50), "p99_s": pct(latencies, 0.99),
-        "quiesce_s": statistics.median(quiesce), "install_s": statistics.median(install),
+        "p50_s": pct(latencies, 0.50),
+        "p99_s": pct(latencies, 0.99),
+        "quiesce_s": statistics.median(quiesce),
+        "install_s": statistics.median(install),
         "controller_cpu_s": (dep.controller_cpu() - cpu0) / rollouts,
         "redis_cpu_s": (dep.redis_cpu() - redis0) / rollouts,
         "postgres_cpu_s": (dep.postgres_cpu() - pg0) / rollouts,
@@ -285,14 +303,24 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
         pg.start()
         dep = Deployment(Path(tmp), replicas, pg, pg.fresh_database())
         try:
-            print(f"{replicas} replica(s): starting redis-server, PostgreSQL and the controllers", file=sys.stderr, flush=True)
+            print(
+                f"{replicas} replica(s): starting redis-server, PostgreSQL and the controllers",
+                file=sys.stderr,
+                flush=True,
+            )
             dep.start()
             leads = dep.leads()
             if replicas > 1 and all(lead is None for lead in leads):
-                print(f"  /readyz of the replicas says nothing about leading: no leader lease in this tree, "
-                      f"{replicas} replicas not measured (pending HA)", file=sys.stderr, flush=True)
+                print(
+                    f"  /readyz of the replicas says nothing about leading: no leader lease in this tree, "
+                    f"{replicas} replicas not measured (pending HA)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return {"replicas": replicas, "pending": True}
-            apis = [httpx.Client(base_url=u, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) for u in dep.urls]
+            apis = [
+                httpx.Client(base_url=u, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) for u in dep.urls
+            ]
             assert apis[0].post("/api/v1/tenants", json=TENANT).status_code == 201
             assert apis[0].post("/api/v1/rules", json=rule(1)).status_code == 201
             memory_before = dep.redis_memory()
@@ -301,7 +329,11 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
             started = time.perf_counter()
             agent_urls = asyncio.run(enroll_all(dep.urls, hosts))
             enrol_s = time.perf_counter() - started
-            print(f"  starting {args.agents} simulated agents in {args.agent_procs} processes", file=sys.stderr, flush=True)
+            print(
+                f"  starting {args.agents} simulated agents in {args.agent_procs} processes",
+                file=sys.stderr,
+                flush=True,
+            )
             started = time.perf_counter()
             start_simulators(dep, agent_urls, args.agent_procs)
             # A counted poll of its own: wait_for would swallow the query psycopg cancels on ^C.
@@ -318,9 +350,12 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
             time.sleep(args.idle_s)  # the background alone: heartbeats, the reconciler's passes
             idle = (dep.controller_cpu() - cpu0) / args.idle_s
             per_host = [(m - b) / args.agents for m, b in zip(memory_enrolled, memory_before, strict=True)]
-            print(f"  enrolled in {enrol_s:.1f} s, all acked {first_ack_s:.1f} s later; {per_host[0]:.0f} B of Redis "
-                  f"per host ({per_host[1]:.0f} B connection buffers); idle controller CPU {idle:.3f} s/s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  enrolled in {enrol_s:.1f} s, all acked {first_ack_s:.1f} s later; {per_host[0]:.0f} B of Redis "
+                f"per host ({per_host[1]:.0f} B connection buffers); idle controller CPU {idle:.3f} s/s",
+                file=sys.stderr,
+                flush=True,
+            )
             runs = []
             for run in range(args.runs):
                 print(f"  run {run + 1}/{args.runs}: {args.rollouts} rollouts", file=sys.stderr, flush=True)
@@ -332,9 +367,16 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
                 api.close()
             median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             return {
-                "replicas": replicas, "pending": False, "leads": leads, "runs": runs, **median,
-                "idle_cpu_s_per_s": idle, "enrol_s": enrol_s, "first_ack_s": first_ack_s,
-                "redis_bytes_per_host": per_host[0], "redis_client_bytes_per_host": per_host[1],
+                "replicas": replicas,
+                "pending": False,
+                "leads": leads,
+                "runs": runs,
+                **median,
+                "idle_cpu_s_per_s": idle,
+                "enrol_s": enrol_s,
+                "first_ack_s": first_ack_s,
+                "redis_bytes_per_host": per_host[0],
+                "redis_client_bytes_per_host": per_host[1],
                 "redis_bytes_per_host_after": (memory_after[0] - memory_before[0]) / args.agents,
             }
         finally:
@@ -349,14 +391,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--replicas", default="1,2", help="comma-separated controller replica counts")
     parser.add_argument("--agent-procs", type=int, default=2, help="processes the simulated agents are spread over")
-    parser.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle controller CPU measured before the runs")
+    parser.add_argument(
+        "--idle-s", type=float, default=5.0, help="seconds of idle controller CPU measured before the runs"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the Markdown tables")
     args = parser.parse_args()
     try:
         replica_counts = [int(r) for r in args.replicas.split(",")]
     except ValueError:
         parser.error(f"--replicas: {args.replicas!r} is not a comma-separated list of numbers")
-    if any(r < 1 for r in replica_counts) or args.agents < 1 or args.rollouts < 1 or args.runs < 1 or args.agent_procs < 1:
+    if (
+        any(r < 1 for r in replica_counts)
+        or args.agents < 1
+        or args.rollouts < 1
+        or args.runs < 1
+        or args.agent_procs < 1
+    ):
         parser.error("--replicas, --agents, --rollouts, --runs and --agent-procs must be at least 1")
     bindir, pg_class = postgres_bindir(), postgres_server_class()
     results = [scenario(args, r, pg_class, bindir) for r in replica_counts]
@@ -368,43 +418,54 @@ def main() -> None:
 
 def json_report(results: list[dict], agents: int) -> dict:
     """The issue's `--json` object: one entry per replica count, nulls where not measured."""
+
     def run(r: dict) -> dict:
         measured = not r["pending"]
         return {
-            "replicas": r["replicas"], "agents": agents,
+            "replicas": r["replicas"],
+            "agents": agents,
             "rollout_p50_s": r["p50_s"] if measured else None,
             "rollout_p99_s": r["p99_s"] if measured else None,
             "controller_cpu_s_per_rollout": r["controller_cpu_s"] if measured else None,
             "redis_bytes_per_host": r["redis_bytes_per_host_after"] if measured else None,
         }
+
     return {"runs": [run(r) for r in results]}
 
 
 def print_markdown(results: list[dict], args: argparse.Namespace) -> None:
     print(f"agents={args.agents} rollouts={args.rollouts} runs={args.runs} agent_procs={args.agent_procs}")
-    print("| replicas | rollout p50 (s) | rollout p99 (s) | quiesce phase (s) | install phase (s) | controller CPU s / rollout | idle controller CPU s/s | "
-          "Redis CPU s / rollout | PostgreSQL CPU s / rollout | Redis B / host (enrolled) | of which connections | "
-          "Redis B / host (after runs) |")
+    print(
+        "| replicas | rollout p50 (s) | rollout p99 (s) | quiesce phase (s) | install phase (s) | controller CPU s / rollout | idle controller CPU s/s | "
+        "Redis CPU s / rollout | PostgreSQL CPU s / rollout | Redis B / host (enrolled) | of which connections | "
+        "Redis B / host (after runs) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = next((r for r in results if not r["pending"]), None)
     for r in results:
         if r["pending"]:
             print(f"| {r['replicas']} | pending HA | | | | | | | | | | |")
             continue
-        print(f"| {r['replicas']} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | {r['quiesce_s']:.2f} | {r['install_s']:.2f} | {r['controller_cpu_s']:.2f} | {r['idle_cpu_s_per_s']:.3f} | "
-              f"{r['redis_cpu_s']:.3f} | {r['postgres_cpu_s']:.2f} | {r['redis_bytes_per_host']:.0f} | "
-              f"{r['redis_client_bytes_per_host']:.0f} | {r['redis_bytes_per_host_after']:.0f} |")
+        print(
+            f"| {r['replicas']} | {r['p50_s']:.2f} | {r['p99_s']:.2f} | {r['quiesce_s']:.2f} | {r['install_s']:.2f} | {r['controller_cpu_s']:.2f} | {r['idle_cpu_s_per_s']:.3f} | "
+            f"{r['redis_cpu_s']:.3f} | {r['postgres_cpu_s']:.2f} | {r['redis_bytes_per_host']:.0f} | "
+            f"{r['redis_client_bytes_per_host']:.0f} | {r['redis_bytes_per_host_after']:.0f} |"
+        )
     for r in results:
         if base is not None and r is not base and not r["pending"]:
-            print(f"| {r['replicas']} / {base['replicas']} | {r['p50_s'] / base['p50_s']:.2f} | {r['p99_s'] / base['p99_s']:.2f} | "
-                  f"{r['quiesce_s'] / base['quiesce_s']:.2f} | {r['install_s'] / base['install_s']:.2f} | "
-                  f"{r['controller_cpu_s'] / base['controller_cpu_s']:.2f} | | {r['redis_cpu_s'] / base['redis_cpu_s']:.2f} | "
-                  f"{r['postgres_cpu_s'] / base['postgres_cpu_s']:.2f} | | | |")
+            print(
+                f"| {r['replicas']} / {base['replicas']} | {r['p50_s'] / base['p50_s']:.2f} | {r['p99_s'] / base['p99_s']:.2f} | "
+                f"{r['quiesce_s'] / base['quiesce_s']:.2f} | {r['install_s'] / base['install_s']:.2f} | "
+                f"{r['controller_cpu_s'] / base['controller_cpu_s']:.2f} | | {r['redis_cpu_s'] / base['redis_cpu_s']:.2f} | "
+                f"{r['postgres_cpu_s'] / base['postgres_cpu_s']:.2f} | | | |"
+            )
     print()
     for r in results:
         if not r["pending"]:
-            print(f"{r['replicas']} replica(s): enrolment {r['enrol_s']:.1f} s, first generation acked by all "
-                  f"{r['first_ack_s']:.1f} s after the agents started; /readyz leader: {r['leads']}")
+            print(
+                f"{r['replicas']} replica(s): enrolment {r['enrol_s']:.1f} s, first generation acked by all "
+                f"{r['first_ack_s']:.1f} s after the agents started; /readyz leader: {r['leads']}"
+            )
 
 
 if __name__ == "__main__":

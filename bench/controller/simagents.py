@@ -86,23 +86,37 @@ class SimAgent:
 
     def registration(self) -> dict:
         return {
-            "schema": "lachesis.registration/v1", "host_id": self.host_id, "agent_version": "sim",
+            "schema": "lachesis.registration/v1",
+            "host_id": self.host_id,
+            "agent_version": "sim",
             "started_at": now(),
-            "capabilities": {"cpus": 1, "devices": [], "kernel": {"release": "6.1", "btf": True, "io_uring": True, "fuse": True}},
+            "capabilities": {
+                "cpus": 1,
+                "devices": [],
+                "kernel": {"release": "6.1", "btf": True, "io_uring": True, "fuse": True},
+            },
         }
 
     async def handle(self, ctl: aredis.Redis, beat: aredis.Redis, state: dict) -> None:
         generation, phase = state["generation"], state.get("phase")
         ack = {
-            "schema": "lachesis.ack/v1", "host_id": self.host_id, "generation": generation,
-            "rollout_id": state["rollout_id"], "status": "applied", "reason": None,
-            "rules_installed": len(state["rules"]), "acked_at": now(), "traceparent": state["traceparent"],
+            "schema": "lachesis.ack/v1",
+            "host_id": self.host_id,
+            "generation": generation,
+            "rollout_id": state["rollout_id"],
+            "status": "applied",
+            "reason": None,
+            "rules_installed": len(state["rules"]),
+            "acked_at": now(),
+            "traceparent": state["traceparent"],
         }
         if phase is not None:
             ack["phase"] = phase
         applied = False
         if generation < self.generation:
-            ack.update(status="rejected", reason=f"generation {generation} is older than {self.generation}", rules_installed=0)
+            ack.update(
+                status="rejected", reason=f"generation {generation} is older than {self.generation}", rules_installed=0
+            )
         elif phase == "quiesce":
             ack["drained"] = 0  # no data path: nothing in flight
         else:
@@ -112,10 +126,19 @@ class SimAgent:
             await self.beat(beat)
 
     async def beat(self, beat: aredis.Redis) -> None:
-        await beat.set(self.key("heartbeat"), json.dumps({
-            "schema": "lachesis.heartbeat/v1", "host_id": self.host_id, "sent_at": now(),
-            "generation": self.generation, "uptime_s": round(time.monotonic() - self.started, 3),
-        }), ex=HEARTBEAT_TTL_S)
+        await beat.set(
+            self.key("heartbeat"),
+            json.dumps(
+                {
+                    "schema": "lachesis.heartbeat/v1",
+                    "host_id": self.host_id,
+                    "sent_at": now(),
+                    "generation": self.generation,
+                    "uptime_s": round(time.monotonic() - self.started, 3),
+                }
+            ),
+            ex=HEARTBEAT_TTL_S,
+        )
 
     async def heartbeat(self, beat: aredis.Redis, stop: asyncio.Event) -> None:
         while not stop.is_set():

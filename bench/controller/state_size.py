@@ -28,24 +28,58 @@ def seed(sessions, hosts: int) -> None:  # type: ignore[no-untyped-def]
     now = utcnow()
     with sessions.begin() as session:
         for i in range(hosts):
-            session.add(Host(id=f"host-{i}", agent_version="0.1", capabilities={"devices": []}, enrolled_at=now,
-                             registered_at=now, last_seen=now, desired_generation=0, acked_generation=0))
+            session.add(
+                Host(
+                    id=f"host-{i}",
+                    agent_version="0.1",
+                    capabilities={"devices": []},
+                    enrolled_at=now,
+                    registered_at=now,
+                    last_seen=now,
+                    desired_generation=0,
+                    acked_generation=0,
+                )
+            )
         for t in range(TENANTS):
-            session.add(Tenant(name=f"t{t}", description=None, created_at=now, updated_at=now, classifiers=[
-                {"kind": "path_prefix", "value": f"/srv/t{t}/{c}/"} for c in range(CLASSIFIERS)]))
+            session.add(
+                Tenant(
+                    name=f"t{t}",
+                    description=None,
+                    created_at=now,
+                    updated_at=now,
+                    classifiers=[{"kind": "path_prefix", "value": f"/srv/t{t}/{c}/"} for c in range(CLASSIFIERS)],
+                )
+            )
         session.flush()
         for r in range(RULES):
-            session.add(Rule(name=f"r{r}", priority=r, tenant=f"t{r % TENANTS}", hosts=None, created_at=now,
-                             updated_at=now, match={"tenant": f"t{r % TENANTS}", "ops": ["read"]},
-                             detours=[{"what": "io", "to": {"kind": "file", "target": f"/srv/cold/{r}"}}]))
+            session.add(
+                Rule(
+                    name=f"r{r}",
+                    priority=r,
+                    tenant=f"t{r % TENANTS}",
+                    hosts=None,
+                    created_at=now,
+                    updated_at=now,
+                    match={"tenant": f"t{r % TENANTS}", "ops": ["read"]},
+                    detours=[{"what": "io", "to": {"kind": "file", "target": f"/srv/cold/{r}"}}],
+                )
+            )
 
 
 def ack(publication: rollouts.Publication) -> Ack:
-    return Ack.model_validate({
-        "schema": "lachesis.ack/v1", "host_id": publication.host_id, "generation": publication.generation,
-        "rollout_id": json.loads(publication.message)["rollout_id"], "status": "applied", "reason": None,
-        "rules_installed": RULES, "acked_at": "2026-11-24T22:00:00.000Z", "traceparent": None,
-    })
+    return Ack.model_validate(
+        {
+            "schema": "lachesis.ack/v1",
+            "host_id": publication.host_id,
+            "generation": publication.generation,
+            "rollout_id": json.loads(publication.message)["rollout_id"],
+            "status": "applied",
+            "reason": None,
+            "rules_installed": RULES,
+            "acked_at": "2026-11-24T22:00:00.000Z",
+            "traceparent": None,
+        }
+    )
 
 
 def main() -> None:
@@ -66,8 +100,13 @@ def main() -> None:
                 assert tenant is not None
                 tenant.classifiers = tenant.classifiers[1:] + [{"kind": "path_prefix", "value": f"/srv/new/{n}/"}]
                 _, publications = rollouts.start_rollout(
-                    session, cause="bench", trigger="tenant", host_ids=rollouts.all_host_ids(session),
-                    now=utcnow(), timeout_s=30, traceparent=None,
+                    session,
+                    cause="bench",
+                    trigger="tenant",
+                    host_ids=rollouts.all_host_ids(session),
+                    now=utcnow(),
+                    timeout_s=30,
+                    traceparent=None,
                 )
             with sessions.begin() as session:
                 rollouts.record_acks(session, [ack(p) for p in publications], utcnow())
@@ -75,8 +114,10 @@ def main() -> None:
         with engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
         engine.dispose()
-        print(f"{args.rollouts} rollouts to {args.hosts} hosts, {len(publications[0].message)} bytes of state each: "
-              f"database {os.path.getsize(path) / 1e6:.1f} MB, {elapsed / args.rollouts * 1e3:.0f} ms per rollout + acks")
+        print(
+            f"{args.rollouts} rollouts to {args.hosts} hosts, {len(publications[0].message)} bytes of state each: "
+            f"database {os.path.getsize(path) / 1e6:.1f} MB, {elapsed / args.rollouts * 1e3:.0f} ms per rollout + acks"
+        )
 
 
 if __name__ == "__main__":

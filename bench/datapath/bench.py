@@ -17,19 +17,42 @@ from pathlib import Path
 
 def _cache(name: str, engine: str) -> dict:
     """A 512 MiB write-through cache stage (the stage contract: api-schemas, #/$defs/stage)."""
-    return {"kind": "cache", "name": name, "owner": None, "engine": engine, "size_bytes": 512 << 20,
-            "write_mode": "through", "eviction": "lru", "max_dirty_bytes": 16 << 20, "device": None,
-            "placement": [], "next": None}
+    return {
+        "kind": "cache",
+        "name": name,
+        "owner": None,
+        "engine": engine,
+        "size_bytes": 512 << 20,
+        "write_mode": "through",
+        "eviction": "lru",
+        "max_dirty_bytes": 16 << 20,
+        "device": None,
+        "placement": [],
+        "next": None,
+    }
 
 
 def _to_stage(name: str, prefix: str, stage: str) -> dict:
-    return {"name": name, "priority": 20, "match": {"path_prefix": prefix}, "detours": [{"what": "io", "to": {"kind": "stage", "target": stage}}]}
+    return {
+        "name": name,
+        "priority": 20,
+        "match": {"path_prefix": prefix},
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": stage}}],
+    }
 
 
 FLOWS = {
     # flow: (directory in the namespace, rule that routes it or None for passthrough)
     "passthrough": ("pt", None),
-    "user-space (endpoint)": ("user", lambda ep: {"name": "user", "priority": 10, "match": {"path_prefix": "/user"}, "detours": [{"what": "io", "to": {"kind": "file", "target": str(ep)}}]}),
+    "user-space (endpoint)": (
+        "user",
+        lambda ep: {
+            "name": "user",
+            "priority": 10,
+            "match": {"path_prefix": "/user"},
+            "detours": [{"what": "io", "to": {"kind": "file", "target": str(ep)}}],
+        },
+    ),
     "cache stage (DRAM engine, write-through)": ("cache", lambda ep: _to_stage("cache", "/cache", "cache/dram")),
     "cache stage (flash engine, write-through)": ("flash", lambda ep: _to_stage("flash", "/flash", "cache/flash")),
 }
@@ -40,11 +63,29 @@ STAGES = [_cache("cache/dram", "dram"), _cache("cache/flash", "loc")]
 def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, float]:
     """(IOPS, p99 latency in microseconds) of one fio run."""
     p = subprocess.run(
-        ["fio", "--name=b", f"--filename={path}", f"--size={args.size}", f"--rw={rw}", "--bs=4k", f"--direct={direct}",
-         "--ioengine=psync", f"--numjobs={jobs}", "--group_reporting", "--time_based", f"--runtime={args.seconds}",
-         "--ramp_time=1", "--randrepeat=0", "--invalidate=0", "--output-format=json"],
-        capture_output=True, text=True, check=True)
-    j = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+        [
+            "fio",
+            "--name=b",
+            f"--filename={path}",
+            f"--size={args.size}",
+            f"--rw={rw}",
+            "--bs=4k",
+            f"--direct={direct}",
+            "--ioengine=psync",
+            f"--numjobs={jobs}",
+            "--group_reporting",
+            "--time_based",
+            f"--runtime={args.seconds}",
+            "--ramp_time=1",
+            "--randrepeat=0",
+            "--invalidate=0",
+            "--output-format=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    j = json.loads(p.stdout[p.stdout.index("{") :])["jobs"][0]
     side = j["read" if "read" in rw else "write"]
     return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000
 
@@ -68,12 +109,19 @@ def table(args, jobs: int, mnt: Path, backing: Path) -> None:
             for name, path, direct in cases:
                 results.setdefault((name, op), []).append(fio(path, op, args, jobs, direct))
                 done += 1
-                print(f"\r[{done}/{total}] {jobs} job(s), run {run + 1}: {op} {name}" + " " * 20, end="", file=sys.stderr, flush=True)
+                print(
+                    f"\r[{done}/{total}] {jobs} job(s), run {run + 1}: {op} {name}" + " " * 20,
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
     print(file=sys.stderr)
     med = {k: (statistics.median(i for i, _ in v), statistics.median(p for _, p in v)) for k, v in results.items()}
     print(f"\n### {jobs} fio job(s)\n")
-    print(f"fio 4 KiB, psync, {jobs} job(s) on one {args.size} file, {args.seconds} s per run (+1 s ramp), median of {args.runs} runs. "
-          "Flows on the mount use direct=1; the baselines run on the backing directory without FUSE.\n")
+    print(
+        f"fio 4 KiB, psync, {jobs} job(s) on one {args.size} file, {args.seconds} s per run (+1 s ramp), median of {args.runs} runs. "
+        "Flows on the mount use direct=1; the baselines run on the backing directory without FUSE.\n"
+    )
     print("| flow / baseline | op | IOPS | p99 µs | IOPS / backing direct | IOPS / backing page cache |")
     print("|---|---|---:|---:|---:|---:|")
     for op in ("randread", "randwrite"):
@@ -98,8 +146,22 @@ def main() -> None:
     rules = [r(ep) for _, r in FLOWS.values() if r]
     (work / "rules.json").write_text(json.dumps({"rules": rules, "stages": STAGES}))
     log = (work / "fs.log").open("w")
-    fs = subprocess.Popen([args.fs_bin, "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(work / "rules.json"),
-                           "--device", f"flash0={work / 'cache.img'}:768MiB"], stdout=log, stderr=log)
+    fs = subprocess.Popen(
+        [
+            args.fs_bin,
+            "mount",
+            "--backing",
+            str(backing),
+            "--mountpoint",
+            str(mnt),
+            "--rules",
+            str(work / "rules.json"),
+            "--device",
+            f"flash0={work / 'cache.img'}:768MiB",
+        ],
+        stdout=log,
+        stderr=log,
+    )
     try:
         deadline = time.time() + 10
         while not os.path.ismount(mnt):

@@ -30,9 +30,24 @@ def sh(*a: str) -> None:
 
 def fio(path: Path, op: str, secs: int, size: str, extra: list[str]) -> tuple[float, float]:
     out = subprocess.run(
-        ["fio", "--name=b", f"--filename={path}", f"--rw={op}", "--bs=4k", f"--size={size}", "--ioengine=psync",
-         "--time_based", f"--runtime={secs}", "--ramp_time=1", "--output-format=json", *extra],
-        check=True, capture_output=True, text=True).stdout
+        [
+            "fio",
+            "--name=b",
+            f"--filename={path}",
+            f"--rw={op}",
+            "--bs=4k",
+            f"--size={size}",
+            "--ioengine=psync",
+            "--time_based",
+            f"--runtime={secs}",
+            "--ramp_time=1",
+            "--output-format=json",
+            *extra,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     j = json.loads(out)["jobs"][0]["read" if op == "randread" else "write"]
     return j["iops"], j["clat_ns"]["percentile"]["99.000000"] / 1000
 
@@ -68,15 +83,57 @@ def main() -> int:
         for d in (backing, remote_root, local_ep, mnt, backing / "remote", backing / "local", backing / "bare"):
             d.mkdir()
         rules = [
-            {"name": "remote", "priority": 1, "match": {"path_prefix": "/remote"},
-             "detours": [{"what": "io", "to": {"kind": "file", "target": f"tcp://{SERVER_IP}:{PORT}/ep"}}]},
-            {"name": "local", "priority": 2, "match": {"path_prefix": "/local"},
-             "detours": [{"what": "io", "to": {"kind": "file", "target": str(local_ep)}}]},
+            {
+                "name": "remote",
+                "priority": 1,
+                "match": {"path_prefix": "/remote"},
+                "detours": [{"what": "io", "to": {"kind": "file", "target": f"tcp://{SERVER_IP}:{PORT}/ep"}}],
+            },
+            {
+                "name": "local",
+                "priority": 2,
+                "match": {"path_prefix": "/local"},
+                "detours": [{"what": "io", "to": {"kind": "file", "target": str(local_ep)}}],
+            },
         ]
         (base / "rules.json").write_text(json.dumps(rules))
         log = (base / "log").open("ab")
-        procs.append(subprocess.Popen(["ip", "netns", "exec", ns_s, a.fs_bin, "serve", "--listen", f"{SERVER_IP}:{PORT}", "--root", str(remote_root)], stdout=log, stderr=log))
-        procs.append(subprocess.Popen(["nsenter", f"--net=/run/netns/{ns_c}", a.fs_bin, "mount", "--backing", str(backing), "--mountpoint", str(mnt), "--rules", str(base / "rules.json")], stdout=log, stderr=log))
+        procs.append(
+            subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns_s,
+                    a.fs_bin,
+                    "serve",
+                    "--listen",
+                    f"{SERVER_IP}:{PORT}",
+                    "--root",
+                    str(remote_root),
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    "nsenter",
+                    f"--net=/run/netns/{ns_c}",
+                    a.fs_bin,
+                    "mount",
+                    "--backing",
+                    str(backing),
+                    "--mountpoint",
+                    str(mnt),
+                    "--rules",
+                    str(base / "rules.json"),
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        )
         t0 = time.monotonic()
         while not os.path.ismount(mnt):
             if time.monotonic() - t0 > 10:
@@ -86,7 +143,11 @@ def main() -> int:
             ("remote endpoint (tcp over veth)", mnt / "remote" / "f", ["--direct=1"]),
             ("local endpoint (same mount)", mnt / "local" / "f", ["--direct=1"]),
             ("backing, direct", backing / "bare" / "f", ["--direct=1"]),
-            ("backing, pwrite + fdatasync each write (what serve does)", backing / "bare" / "f", ["--direct=0", "--fdatasync=1"]),
+            (
+                "backing, pwrite + fdatasync each write (what serve does)",
+                backing / "bare" / "f",
+                ["--direct=0", "--fdatasync=1"],
+            ),
         ]
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
         total = a.runs * len(flows) * 2
@@ -100,7 +161,9 @@ def main() -> int:
                     step += 1
                     print(f"[{step}/{total}] {name} {op}", file=sys.stderr, flush=True)
                     results.setdefault((name, op), []).append(fio(path, op, a.seconds, a.size, extra))
-        print(f"fio 4 KiB, psync, 1 job on one {a.size} file, {a.seconds} s per run (+1 s ramp), median of {a.runs} runs, load average {os.getloadavg()[0]:.1f}.\n")
+        print(
+            f"fio 4 KiB, psync, 1 job on one {a.size} file, {a.seconds} s per run (+1 s ramp), median of {a.runs} runs, load average {os.getloadavg()[0]:.1f}.\n"
+        )
         print("| flow / baseline | op | IOPS | p99 µs | IOPS / local endpoint | IOPS / backing direct |")
         print("|---|---|---:|---:|---:|---:|")
         med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in results.items()}
@@ -109,7 +172,9 @@ def main() -> int:
                 if (name, op) not in med:
                     continue
                 iops, p99 = med[(name, op)]
-                print(f"| {name} | {op} | {iops:,.0f} | {p99:,.0f} | {iops / med[('local endpoint (same mount)', op)][0]:.2f} | {iops / med[('backing, direct', op)][0]:.2f} |")
+                print(
+                    f"| {name} | {op} | {iops:,.0f} | {p99:,.0f} | {iops / med[('local endpoint (same mount)', op)][0]:.2f} | {iops / med[('backing, direct', op)][0]:.2f} |"
+                )
         return 0
     finally:
         for p in reversed(procs):

@@ -75,26 +75,79 @@ def main() -> None:
     try:
         cluster.start_redis()
         cluster.start_controller()
-        cluster._add("agent-b", [str(args.agent_bin), "run", "--host-id", "b", "--redis-url", cluster.enroll("b"),
-                                 "--no-ebpf", "--mount", f"{dirs['backing']}:{dirs['mnt']}", "--endpoint-root", str(tmp),
-                                 "--heartbeat-interval-ms", "500", "--heartbeat-ttl-s", "3"], {"RUST_LOG": "warn"}).start()
+        cluster._add(
+            "agent-b",
+            [
+                str(args.agent_bin),
+                "run",
+                "--host-id",
+                "b",
+                "--redis-url",
+                cluster.enroll("b"),
+                "--no-ebpf",
+                "--mount",
+                f"{dirs['backing']}:{dirs['mnt']}",
+                "--endpoint-root",
+                str(tmp),
+                "--heartbeat-interval-ms",
+                "500",
+                "--heartbeat-ttl-s",
+                "3",
+            ],
+            {"RUST_LOG": "warn"},
+        ).start()
         wait_for("the agent", lambda: (h := cluster.host("b")) and h["acked_generation"] >= 1, timeout=30)
         wait_for("the mount", lambda: mounted(dirs["mnt"]), timeout=10)
         r1, r2 = dirs["r1"], dirs["r2"]
-        post(cluster, {"name": "plain", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/plain"},
-                       "detours": [file_detour(r1)]})
-        post(cluster, {"name": "ask", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/ask"},
-                       "detours": [ask("approve"), file_detour(r1)]})
-        post(cluster, {"name": "rs-reads", "priority": 20, "match": {"ops": ["read"], "path_prefix": "/rs"},
-                       "detours": [file_detour(r1), file_detour(r2)]})
-        post(cluster, {"name": "rs-writes", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/rs"},
-                       "detours": [ask("readset"), file_detour(r1), file_detour(r2)]})
+        post(
+            cluster,
+            {
+                "name": "plain",
+                "priority": 10,
+                "match": {"ops": ["write"], "path_prefix": "/plain"},
+                "detours": [file_detour(r1)],
+            },
+        )
+        post(
+            cluster,
+            {
+                "name": "ask",
+                "priority": 10,
+                "match": {"ops": ["write"], "path_prefix": "/ask"},
+                "detours": [ask("approve"), file_detour(r1)],
+            },
+        )
+        post(
+            cluster,
+            {
+                "name": "rs-reads",
+                "priority": 20,
+                "match": {"ops": ["read"], "path_prefix": "/rs"},
+                "detours": [file_detour(r1), file_detour(r2)],
+            },
+        )
+        post(
+            cluster,
+            {
+                "name": "rs-writes",
+                "priority": 10,
+                "match": {"ops": ["write"], "path_prefix": "/rs"},
+                "detours": [ask("readset"), file_detour(r1), file_detour(r2)],
+            },
+        )
         fds = {n: os.open(dirs["mnt"] / n / "f", os.O_RDWR | os.O_CREAT, 0o644) for n in ("plain", "ask", "rs")}
         rows: dict[str, list[float]] = {"plain": [], "remembered": [], "ask approve": [], "ask readset": []}
         for run in range(args.runs):
             # A new rule table: the next ask-rule write asks again.
-            post(cluster, {"name": f"bump-{run}", "priority": 900, "match": {"path_prefix": f"/none{run}"},
-                           "detours": [file_detour(r1)]})
+            post(
+                cluster,
+                {
+                    "name": f"bump-{run}",
+                    "priority": 900,
+                    "match": {"path_prefix": f"/none{run}"},
+                    "detours": [file_detour(r1)],
+                },
+            )
             rows["ask approve"].append(timed_write(fds["ask"], 0))
             # Interleaved, so both rows see the same machine load.
             plain, remembered = [], []
@@ -105,8 +158,11 @@ def main() -> None:
             rows["remembered"].append(statistics.median(remembered))
             # The read set is back to all replicas after the quiet time (1 s).
             with cluster.api() as api:
-                wait_for("the read set to be all replicas",
-                         lambda: len(api.get("/api/v1/rules/rs-reads").json()["detours"]) == 2, timeout=30)
+                wait_for(
+                    "the read set to be all replicas",
+                    lambda: len(api.get("/api/v1/rules/rs-reads").json()["detours"]) == 2,
+                    timeout=30,
+                )
             rows["ask readset"].append(timed_write(fds["rs"], 0))
             print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
         base = statistics.median(rows["plain"])

@@ -37,8 +37,9 @@ for ax, engine in zip(axes[0], engines):
         if not ratios:
             continue
         ax.bar(x, statistics.median(ratios), width=0.6, alpha=0.4, label="median" if x == 0 else None)
-        ax.scatter([x] * len(ratios), ratios, color="black", s=12, zorder=3,
-                   label="one round (paired)" if x == 0 else None)
+        ax.scatter(
+            [x] * len(ratios), ratios, color="black", s=12, zorder=3, label="one round (paired)" if x == 0 else None
+        )
     ax.axhline(0.97, color="red", ls="--", lw=1, label="goal 0.97")
     ax.axhline(1.0, color="grey", ls=":", lw=1)
     ax.set_xticks(range(len(sets)), [label for label, _ in sets])

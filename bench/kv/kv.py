@@ -17,6 +17,7 @@ Environment: KVLOAD, LACHESIS_KV, MEMCACHED (binaries), SCALE (sizes, default 1)
 (default 3), DURATION (measured seconds per throughput run, default 10), SERVERS (default
 "memcached lachesis"; "memcached" alone runs without lachesis-kv), WORKDIR (device files).
 """
+
 import argparse
 import json
 import os
@@ -108,22 +109,59 @@ class Server:
 
 
 def memcached(dram_mib):
-    return Server("memcached", lambda port: [
-        MEMCACHED, "-u", "root", "-l", "127.0.0.1", "-U", "0", "-p", str(port),
-        "-m", str(dram_mib), "-t", str(SERVER_THREADS)])
+    return Server(
+        "memcached",
+        lambda port: [
+            MEMCACHED,
+            "-u",
+            "root",
+            "-l",
+            "127.0.0.1",
+            "-U",
+            "0",
+            "-p",
+            str(port),
+            "-m",
+            str(dram_mib),
+            "-t",
+            str(SERVER_THREADS),
+        ],
+    )
 
 
-def lachesis(dram_mib, flash_mib, tenants, device_mib, handles="separate", small_fraction=0.5, workdir=None,
-             small_engine="kangaroo"):
+def lachesis(
+    dram_mib,
+    flash_mib,
+    tenants,
+    device_mib,
+    handles="separate",
+    small_fraction=0.5,
+    workdir=None,
+    small_engine="kangaroo",
+):
     """lachesis-kv with one measuring device of device_mib and, per tenant prefix, a hybrid
     cache of flash_mib flash (small_fraction of it the small-object engine, Kangaroo or
     FairyWREN, the rest the log) behind dram_mib of DRAM."""
     path = os.path.join(workdir, f"flash-{free_port()}.img")
 
     def argv(port):
-        a = [LACHESIS_KV, "--listen", f"127.0.0.1:{port}", "--device", f"flash0={path}:{device_mib}MiB",
-             "--dram-mib", str(dram_mib), "--cache-mib", str(flash_mib), "--handles", handles,
-             "--small-fraction", str(small_fraction), "--small-engine", small_engine]
+        a = [
+            LACHESIS_KV,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--device",
+            f"flash0={path}:{device_mib}MiB",
+            "--dram-mib",
+            str(dram_mib),
+            "--cache-mib",
+            str(flash_mib),
+            "--handles",
+            handles,
+            "--small-fraction",
+            str(small_fraction),
+            "--small-engine",
+            small_engine,
+        ]
         for t in tenants:
             a += ["--tenant", f"{t.rstrip(':')}=prefix:{t}"]
         return a
@@ -174,8 +212,14 @@ def servers_for(dram_mib, flash_mib, workdir, small_fraction=0.5):
     if "memcached" in SERVERS:
         out.append(("memcached", lambda: memcached(dram_mib)))
     if "lachesis" in SERVERS:
-        out.append(("lachesis", lambda: lachesis(dram_mib, flash_mib, [], device_mib=flash_mib,
-                                                 small_fraction=small_fraction, workdir=workdir)))
+        out.append(
+            (
+                "lachesis",
+                lambda: lachesis(
+                    dram_mib, flash_mib, [], device_mib=flash_mib, small_fraction=small_fraction, workdir=workdir
+                ),
+            )
+        )
     return out
 
 
@@ -183,12 +227,14 @@ def throughput(workdir):
     keys = int(100_000 * SCALE)
     dram = max(64, int(256 * SCALE))
     print(f"### Throughput and latency, DRAM-resident working set (median of {RUNS} runs)\n")
-    print(f"{keys} keys, values uniform 50-300 B (~{keys * (175 + KEY_BYTES) / MIB:.0f} MiB), all set "
-          f"first (`--prefill`), then 2 s of warm-up and {DURATION:.0f} s measured of a 90% get / 10% set mix, "
-          f"Zipf 0.99; {dram} MiB of DRAM for each server (memcached `-m {dram} -t {SERVER_THREADS}`, "
-          f"lachesis-kv `--dram-mib {dram}` in front of its flash cache); one blocking connection per "
-          f"client thread, no pipelining. Each run starts fresh servers; the servers alternate who "
-          f"goes first.\n")
+    print(
+        f"{keys} keys, values uniform 50-300 B (~{keys * (175 + KEY_BYTES) / MIB:.0f} MiB), all set "
+        f"first (`--prefill`), then 2 s of warm-up and {DURATION:.0f} s measured of a 90% get / 10% set mix, "
+        f"Zipf 0.99; {dram} MiB of DRAM for each server (memcached `-m {dram} -t {SERVER_THREADS}`, "
+        f"lachesis-kv `--dram-mib {dram}` in front of its flash cache); one blocking connection per "
+        f"client thread, no pipelining. Each run starts fresh servers; the servers alternate who "
+        f"goes first.\n"
+    )
     by = {}
     for run in range(RUNS):
         order = servers_for(dram, dram, workdir)
@@ -197,13 +243,42 @@ def throughput(workdir):
         for name, make in order:
             for threads in (1, 2):
                 with make() as s:
-                    r = kvload(s, "throughput", "--threads", threads, "--keys", keys, "--value-size", "50-300",
-                               "--mode", "mix", "--get-ratio", 0.9, "--prefill", "--warmup", 2,
-                               "--duration", DURATION, "--seed", run + 1)
+                    r = kvload(
+                        s,
+                        "throughput",
+                        "--threads",
+                        threads,
+                        "--keys",
+                        keys,
+                        "--value-size",
+                        "50-300",
+                        "--mode",
+                        "mix",
+                        "--get-ratio",
+                        0.9,
+                        "--prefill",
+                        "--warmup",
+                        2,
+                        "--duration",
+                        DURATION,
+                        "--seed",
+                        run + 1,
+                    )
                 by.setdefault((name, threads), []).append(r)
     med = lambda rs, f: statistics.median(f(r) for r in rs)
-    row("server", "client threads", "ops/s", "get p50 µs", "get p99 µs", "get p99.9 µs", "get mean µs",
-        "set p50 µs", "set p99 µs", "miss ratio", "ops/s vs memcached")
+    row(
+        "server",
+        "client threads",
+        "ops/s",
+        "get p50 µs",
+        "get p99 µs",
+        "get p99.9 µs",
+        "get mean µs",
+        "set p50 µs",
+        "set p99 µs",
+        "miss ratio",
+        "ops/s vs memcached",
+    )
     row(*["---"] * 11)
     summary = {}
     for threads in (1, 2):
@@ -215,11 +290,19 @@ def throughput(workdir):
             ops = med(rs, lambda r: r["ops_per_s"])
             summary[(name, threads)] = ops
             base = ops if name == "memcached" else base
-            row(name, threads, f"{ops:,.0f}", f"{med(rs, lambda r: r['get']['p50_us']):.1f}",
-                f"{med(rs, lambda r: r['get']['p99_us']):.1f}", f"{med(rs, lambda r: r['get']['p999_us']):.0f}",
-                f"{med(rs, lambda r: r['get']['mean_us']):.1f}", f"{med(rs, lambda r: r['set']['p50_us']):.1f}",
-                f"{med(rs, lambda r: r['set']['p99_us']):.1f}", f"{med(rs, lambda r: r['miss_ratio']):.4f}",
-                fmt(ratio(ops, base) if name == "lachesis" else None, ".2f"))
+            row(
+                name,
+                threads,
+                f"{ops:,.0f}",
+                f"{med(rs, lambda r: r['get']['p50_us']):.1f}",
+                f"{med(rs, lambda r: r['get']['p99_us']):.1f}",
+                f"{med(rs, lambda r: r['get']['p999_us']):.0f}",
+                f"{med(rs, lambda r: r['get']['mean_us']):.1f}",
+                f"{med(rs, lambda r: r['set']['p50_us']):.1f}",
+                f"{med(rs, lambda r: r['set']['p99_us']):.1f}",
+                f"{med(rs, lambda r: r['miss_ratio']):.4f}",
+                fmt(ratio(ops, base) if name == "lachesis" else None, ".2f"),
+            )
     print()
     for threads in (1, 2):
         m, l = summary.get(("memcached", threads)), summary.get(("lachesis", threads))
@@ -237,21 +320,49 @@ def tiny(workdir):
     warm = keys  # per thread: with 2 threads, two requests per key
     measured = max(100_000, keys // 2)
     print("### Tiny objects: working set 20x the DRAM, equal DRAM\n")
-    print(f"{keys:,} keys (Zipf 0.9), values uniform 50-300 B: a working set of "
-          f"{keys * mean_object / MIB:.0f} MiB, 20x the {dram} MiB of DRAM each server gets. Look-aside "
-          f"(get, set on a miss), 2 client threads with 8 requests in flight; {warm:,} warm-up and "
-          f"{measured:,} measured requests per thread. memcached: `-m {dram}`, DRAM only. Lachesis: "
-          f"`--dram-mib {dram}` in front of Kangaroo (90% of the flash: every object is small) and the "
-          f"log on a {flash} MiB measuring device (`--cache-mib {flash} --small-fraction 0.9`).\n")
+    print(
+        f"{keys:,} keys (Zipf 0.9), values uniform 50-300 B: a working set of "
+        f"{keys * mean_object / MIB:.0f} MiB, 20x the {dram} MiB of DRAM each server gets. Look-aside "
+        f"(get, set on a miss), 2 client threads with 8 requests in flight; {warm:,} warm-up and "
+        f"{measured:,} measured requests per thread. memcached: `-m {dram}`, DRAM only. Lachesis: "
+        f"`--dram-mib {dram}` in front of Kangaroo (90% of the flash: every object is small) and the "
+        f"log on a {flash} MiB measuring device (`--cache-mib {flash} --small-fraction 0.9`).\n"
+    )
     rows = []
     for name, make in servers_for(dram, flash, workdir, small_fraction=0.9):
         with make() as s:
-            r = kvload(s, "tiny", "--threads", 2, "--pipeline", 8, "--keys", keys, "--dist", "zipf:0.9",
-                       "--value-size", "50-300", "--mode", "lookaside", "--warmup-requests", warm,
-                       "--requests", measured)
+            r = kvload(
+                s,
+                "tiny",
+                "--threads",
+                2,
+                "--pipeline",
+                8,
+                "--keys",
+                keys,
+                "--dist",
+                "zipf:0.9",
+                "--value-size",
+                "50-300",
+                "--mode",
+                "lookaside",
+                "--warmup-requests",
+                warm,
+                "--requests",
+                measured,
+            )
         rows.append((name, r))
-    row("server", "miss ratio", "objects held", "DRAM bits / flash object", "flash write MB/s",
-        "ALWA", "DLWA", "peak RSS MiB", "ops/s")
+    row(
+        "server",
+        "miss ratio",
+        "objects held",
+        "DRAM bits / flash object",
+        "flash write MB/s",
+        "ALWA",
+        "DLWA",
+        "peak RSS MiB",
+        "ops/s",
+    )
     row(*["---"] * 9)
     for name, r in rows:
         held = stat_after(r, "curr_items", "stats")
@@ -263,15 +374,24 @@ def tiny(workdir):
         index_dram = index_dram_bytes(lach)
         flash_objects = flash_object_count(lach)
         bits = ratio(index_dram * 8 if index_dram is not None else None, flash_objects)
-        row(name, f"{r['miss_ratio']:.4f}", fmt(held, ",.0f"), fmt(bits, ".1f"),
+        row(
+            name,
+            f"{r['miss_ratio']:.4f}",
+            fmt(held, ",.0f"),
+            fmt(bits, ".1f"),
             fmt(flash_w / r["wall_s"] / 1e6 if flash_w is not None else None, ".2f"),
-            fmt(ratio(flash_w, app_w), ".2f"), fmt(ratio(media, host), ".3f"),
-            f"{r['server_rss_mib']:.0f}", f"{r['ops_per_s']:,.0f}")
+            fmt(ratio(flash_w, app_w), ".2f"),
+            fmt(ratio(media, host), ".3f"),
+            f"{r['server_rss_mib']:.0f}",
+            f"{r['ops_per_s']:,.0f}",
+        )
     print()
-    print("DRAM bits per flash object: the flash engines' DRAM (index, Bloom filters; not the DRAM cache "
-          "in front) over the objects they hold. ALWA: bytes the engines wrote to flash over the bytes "
-          "the clients set; DLWA: the measuring device's media over host bytes; both over the measured "
-          "phase.\n")
+    print(
+        "DRAM bits per flash object: the flash engines' DRAM (index, Bloom filters; not the DRAM cache "
+        "in front) over the objects they hold. ALWA: bytes the engines wrote to flash over the bytes "
+        "the clients set; DLWA: the measuring device's media over host bytes; both over the measured "
+        "phase.\n"
+    )
 
 
 def sum_delta(r, lach, suffix, prefix):
@@ -284,14 +404,16 @@ def sum_delta(r, lach, suffix, prefix):
 
 def index_dram_bytes(lach):
     """DRAM of the flash engines: each stage's parts' dram_bytes (the DRAM cache excluded)."""
-    vals = [float(v) for k, v in lach.items()
-            if k.startswith("stage:") and k.count(":") == 3 and k.endswith(":dram_bytes")]
+    vals = [
+        float(v) for k, v in lach.items() if k.startswith("stage:") and k.count(":") == 3 and k.endswith(":dram_bytes")
+    ]
     return sum(vals) if vals else None
 
 
 def flash_object_count(lach):
-    vals = [float(v) for k, v in lach.items()
-            if k.startswith("stage:") and k.count(":") == 3 and k.endswith(":objects")]
+    vals = [
+        float(v) for k, v in lach.items() if k.startswith("stage:") and k.count(":") == 3 and k.endswith(":objects")
+    ]
     return sum(vals) if vals else None
 
 
@@ -311,45 +433,95 @@ def fdp(workdir):
     warm = int(device * MIB / (mean_object / 3) / 2)
     measured = 3 * warm
     print("### FDP on KV traffic: separate placement handles vs one\n")
-    print(f"Two tenants (`t0:`, `t1:`), each {keys:,} keys (Zipf 0.9) with `wide` sizes (median 1 KiB, "
-          f"most bytes in objects over 2 KiB: both the small-object engine and the log write), a working "
-          f"set ~3x its cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} the small-object "
-          f"engine, as the paper's 4% small-object cache, FairyWREN at least its 11 erase units of the "
-          f"device's 1 MiB reclaim unit; the rest the log) behind {dram} MiB of DRAM, the two "
-          f"filling one {device} MiB measuring device (100% utilisation, 7% OP). Look-aside, 2 "
-          f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
-          f"The same run, one fresh device each: `--small-engine kangaroo|fairywren` and `--handles "
-          f"separate` (each tenant's small-object engine parts and log on their own handles) vs "
-          f"`--handles shared` (every stream on handle 0). Medians of {RUNS} runs.\n")
-    row("small engine", "handles", "DLWA", "host MiB written", "media MiB written", "small engine's share of flash writes",
-        "ALWA", "DRAM bits / flash object", "small engine MiB", "miss ratio", "ops/s")
+    print(
+        f"Two tenants (`t0:`, `t1:`), each {keys:,} keys (Zipf 0.9) with `wide` sizes (median 1 KiB, "
+        f"most bytes in objects over 2 KiB: both the small-object engine and the log write), a working "
+        f"set ~3x its cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} the small-object "
+        f"engine, as the paper's 4% small-object cache, FairyWREN at least its 11 erase units of the "
+        f"device's 1 MiB reclaim unit; the rest the log) behind {dram} MiB of DRAM, the two "
+        f"filling one {device} MiB measuring device (100% utilisation, 7% OP). Look-aside, 2 "
+        f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
+        f"The same run, one fresh device each: `--small-engine kangaroo|fairywren` and `--handles "
+        f"separate` (each tenant's small-object engine parts and log on their own handles) vs "
+        f"`--handles shared` (every stream on handle 0). Medians of {RUNS} runs.\n"
+    )
+    row(
+        "small engine",
+        "handles",
+        "DLWA",
+        "host MiB written",
+        "media MiB written",
+        "small engine's share of flash writes",
+        "ALWA",
+        "DRAM bits / flash object",
+        "small engine MiB",
+        "miss ratio",
+        "ops/s",
+    )
     row(*["---"] * 11)
     for engine in engines:
         for handles in ("separate", "shared"):
             runs = []
             for _ in range(RUNS):
-                with lachesis(dram, per_tenant_flash, tenants, device, handles=handles,
-                              small_fraction=small, workdir=workdir, small_engine=engine) as s:
-                    r = kvload(s, f"fdp-{engine}-{handles}", "--threads", 2, "--pipeline", 8, "--keys", keys,
-                               "--dist", "zipf:0.9", "--value-size", "wide", "--mode", "lookaside",
-                               "--tenant", tenants[0], "--tenant", tenants[1],
-                               "--warmup-requests", warm, "--requests", measured)
+                with lachesis(
+                    dram,
+                    per_tenant_flash,
+                    tenants,
+                    device,
+                    handles=handles,
+                    small_fraction=small,
+                    workdir=workdir,
+                    small_engine=engine,
+                ) as s:
+                    r = kvload(
+                        s,
+                        f"fdp-{engine}-{handles}",
+                        "--threads",
+                        2,
+                        "--pipeline",
+                        8,
+                        "--keys",
+                        keys,
+                        "--dist",
+                        "zipf:0.9",
+                        "--value-size",
+                        "wide",
+                        "--mode",
+                        "lookaside",
+                        "--tenant",
+                        tenants[0],
+                        "--tenant",
+                        tenants[1],
+                        "--warmup-requests",
+                        warm,
+                        "--requests",
+                        measured,
+                    )
                 lach = r["stats_after"].get("lachesis") or {}
                 host = sum_delta(r, lach, ":host_bytes", prefix="device:")
                 media = sum_delta(r, lach, ":media_bytes", prefix="device:")
                 flash_w = sum_delta(r, lach, ":flash_bytes_written", prefix="tenant:")
                 app_w = sum_delta(r, lach, ":bytes_written", prefix="tenant:")
                 small_w = sum_delta(r, lach, f":{engine}:flash_bytes_written", prefix="stage:")
-                small_dram = sum(float(v) for k, v in lach.items()
-                                 if k.startswith("stage:") and k.endswith(f":{engine}:dram_bytes"))
-                small_objects = sum(float(v) for k, v in lach.items()
-                                    if k.startswith("stage:") and k.endswith(f":{engine}:objects"))
+                small_dram = sum(
+                    float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:dram_bytes")
+                )
+                small_objects = sum(
+                    float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:objects")
+                )
                 r["dlwa"] = ratio(media, host)
-                runs.append({
-                    "dlwa": r["dlwa"], "host": host, "media": media, "share": ratio(small_w, flash_w),
-                    "alwa": ratio(flash_w, app_w), "bits": ratio(small_dram * 8, small_objects),
-                    "miss": r["miss_ratio"], "ops": r["ops_per_s"],
-                })
+                runs.append(
+                    {
+                        "dlwa": r["dlwa"],
+                        "host": host,
+                        "media": media,
+                        "share": ratio(small_w, flash_w),
+                        "alwa": ratio(flash_w, app_w),
+                        "bits": ratio(small_dram * 8, small_objects),
+                        "miss": r["miss_ratio"],
+                        "ops": r["ops_per_s"],
+                    }
+                )
                 try:
                     os.unlink(s.device_file)
                 except OSError:
@@ -358,16 +530,28 @@ def fdp(workdir):
             def med(k):
                 vals = [x[k] for x in runs if x[k] is not None]
                 return statistics.median(vals) if vals else None
+
             small_mib = small_engine_mib(per_tenant_flash, small, engine)
-            row(engine, handles, fmt(med("dlwa"), ".3f"), fmt(med("host") / MIB if med("host") is not None else None, ",.0f"),
-                fmt(med("media") / MIB if med("media") is not None else None, ",.0f"), fmt(med("share"), ".0%"),
-                fmt(med("alwa"), ".2f"), fmt(med("bits"), ".1f"), f"{small_mib}",
-                f"{med('miss'):.4f}", f"{med('ops'):,.0f}")
+            row(
+                engine,
+                handles,
+                fmt(med("dlwa"), ".3f"),
+                fmt(med("host") / MIB if med("host") is not None else None, ",.0f"),
+                fmt(med("media") / MIB if med("media") is not None else None, ",.0f"),
+                fmt(med("share"), ".0%"),
+                fmt(med("alwa"), ".2f"),
+                fmt(med("bits"), ".1f"),
+                f"{small_mib}",
+                f"{med('miss'):.4f}",
+                f"{med('ops'):,.0f}",
+            )
     print()
-    print("DRAM bits / flash object: the small-object engine's index DRAM (`stats lachesis` "
-          "`stage:<s>:<engine>:dram_bytes`) over the objects it holds, at the end of the run. "
-          "The FDP paper (CacheLib on a Samsung PM9D3 at 100% utilisation): DLWA ~1.03 with "
-          "small and large objects on separate handles, up to 3.5 without FDP.\n")
+    print(
+        "DRAM bits / flash object: the small-object engine's index DRAM (`stats lachesis` "
+        "`stage:<s>:<engine>:dram_bytes`) over the objects it holds, at the end of the run. "
+        "The FDP paper (CacheLib on a Samsung PM9D3 at 100% utilisation): DLWA ~1.03 with "
+        "small and large objects on separate handles, up to 3.5 without FDP.\n"
+    )
 
 
 def small_engine_mib(flash_mib, fraction, engine):

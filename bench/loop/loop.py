@@ -38,15 +38,21 @@ class Sampler(threading.Thread):
             now = time.time()
             for s in stages:
                 for h in s["hosts"]:
-                    self.rows.append((now, s["name"], h["allocated_bytes"], h["installed_bytes"], h["hits"], h["misses"]))
+                    self.rows.append(
+                        (now, s["name"], h["allocated_bytes"], h["installed_bytes"], h["hits"], h["misses"])
+                    )
 
 
 def demo(seconds: float, cache: str) -> dict:
     cli = Path(sys.executable).parent / "lachesis-cli"
     if not cli.exists():
         cli = Path(os.environ["LACHESIS_HOME"]) / "venv" / "bin" / "lachesis-cli"
-    out = subprocess.run([str(cli), "demo", "--compare-equal-split", "-o", "json", "--seconds", str(seconds),
-                          "--cache-bytes", cache], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [str(cli), "demo", "--compare-equal-split", "-o", "json", "--seconds", str(seconds), "--cache-bytes", cache],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     sys.stderr.write(out.stderr)
     return json.loads(out.stdout)
 
@@ -99,11 +105,21 @@ def report(a: argparse.Namespace, runs: list[dict]) -> None:
     eq = [r["result"]["equal_split"]["hit_ratio"] for r in runs]
     lp = [r["result"]["loop"]["hit_ratio"] for r in runs]
     load = os.getloadavg()[0]
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"`bench/loop/run.sh` (RUNS={a.runs} PHASE_S={a.seconds:g} CACHE={a.cache}), {os.cpu_count()} cores ({cpu}), "
-          f"load {load:.1f} at the end, {time.strftime('%Y-%m-%d')}.\n")
-    print("| run | equal split hit ratio | loop hit ratio | loop / equal | first allocation installed after | requests equal / loop |")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    print(
+        f"`bench/loop/run.sh` (RUNS={a.runs} PHASE_S={a.seconds:g} CACHE={a.cache}), {os.cpu_count()} cores ({cpu}), "
+        f"load {load:.1f} at the end, {time.strftime('%Y-%m-%d')}.\n"
+    )
+    print(
+        "| run | equal split hit ratio | loop hit ratio | loop / equal | first allocation installed after | requests equal / loop |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for i, r in enumerate(runs):
         res = r["result"]
@@ -113,23 +129,29 @@ def report(a: argparse.Namespace, runs: list[dict]) -> None:
         print(f"| {i + 1} | {eq[i]:.3f} | {lp[i]:.3f} | {lp[i] / eq[i]:.3f} | {re} | {req_eq:,} / {req_lp:,} |")
     print(f"| median | {med(eq):.3f} | {med(lp):.3f} | {med(lp) / med(eq):.3f} | | |\n")
     last = runs[-1]["result"]
-    print("Last run, per tenant (allocated and installed MiB, the stage's measured hit ratio, the curve's prediction):\n")
+    print(
+        "Last run, per tenant (allocated and installed MiB, the stage's measured hit ratio, the curve's prediction):\n"
+    )
     print("| phase | tenant | requests | allocated | installed | hit ratio | predicted |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for phase, tenants in (("equal", last["equal_split"]["tenants"]), ("loop", last["tenants"])):
         for t in tenants:
             p = "-" if t["predicted_hit_ratio"] is None else f"{t['predicted_hit_ratio']:.3f}"
             h = "-" if t["hit_ratio"] is None else f"{t['hit_ratio']:.3f}"
-            print(f"| {phase} | {t['name']} | {t['requests']:,} | {t['allocated_bytes'] / 2**20:.1f} | "
-                  f"{t['installed_bytes'] / 2**20:.1f} | {h} | {p} |")
+            print(
+                f"| {phase} | {t['name']} | {t['requests']:,} | {t['allocated_bytes'] / 2**20:.1f} | "
+                f"{t['installed_bytes'] / 2**20:.1f} | {h} | {p} |"
+            )
     print("\nDevices (last run):\n")
     print("| device | kind | handles | host bytes | media bytes | DLWA measured | DLWA predicted |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for d in last["devices"]:
         m = "-" if d["dlwa"] is None else f"{d['dlwa']:.3f}"
         p = "-" if d["predicted_dlwa"] is None else f"{d['predicted_dlwa']:.3f}"
-        print(f"| {d['host']}/{d['name']} | {d['kind']} | {d['placement_handles']} | {d['host_bytes_written']:,} | "
-              f"{d['media_bytes_written']:,} | {m} | {p} |")
+        print(
+            f"| {d['host']}/{d['name']} | {d['kind']} | {d['placement_handles']} | {d['host_bytes_written']:,} | "
+            f"{d['media_bytes_written']:,} | {m} | {p} |"
+        )
 
 
 def plot(path: Path, run: dict) -> None:
@@ -153,7 +175,13 @@ def plot(path: Path, run: dict) -> None:
             ratios.append(dh / (dh + dm) if dh + dm > 0 else float("nan"))
         style = "--" if name.endswith("-equal") else "-"
         ax1.plot(xs, ratios, style, label=name.removeprefix("cache/"))
-        ax2.step([p[0] for p in pts], [(p[1] or 0) / 2**20 for p in pts], style, where="post", label=name.removeprefix("cache/"))
+        ax2.step(
+            [p[0] for p in pts],
+            [(p[1] or 0) / 2**20 for p in pts],
+            style,
+            where="post",
+            label=name.removeprefix("cache/"),
+        )
     ax1.set_ylabel("stage hit ratio per second")
     ax1.set_ylim(0, 1)
     ax2.set_ylabel("allocated MiB")

@@ -152,7 +152,9 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_cli(cli: str, trace: Trace, sizes: list[int], extra: list[str], reps: int) -> tuple[list[dict], list[float], list[float]]:
+def run_cli(
+    cli: str, trace: Trace, sizes: list[int], extra: list[str], reps: int
+) -> tuple[list[dict], list[float], list[float]]:
     cmd = [cli, str(trace.path), "-f", "oracle", "-q", "--cache-sizes", ",".join(map(str, sizes)), *extra]
     walls, cpus, curves = [], [], None
     for _ in range(reps):
@@ -313,8 +315,12 @@ def svg_plot(path: Path, panels: list[tuple[Trace, float, list[Result]]]) -> Non
         def Y(m: float) -> float:
             return y0 + 20 + (h - 20 - pad) * (1 - m)
 
-        parts.append(f'<text x="{x0 + w / 2}" y="{y0 + 14}" text-anchor="middle" font-weight="bold">{trace.title}, R = {rate}</text>')
-        parts.append(f'<rect x="{x0 + pad}" y="{y0 + 20}" width="{w - pad - 12}" height="{h - 20 - pad}" fill="none" stroke="#888"/>')
+        parts.append(
+            f'<text x="{x0 + w / 2}" y="{y0 + 14}" text-anchor="middle" font-weight="bold">{trace.title}, R = {rate}</text>'
+        )
+        parts.append(
+            f'<rect x="{x0 + pad}" y="{y0 + 20}" width="{w - pad - 12}" height="{h - 20 - pad}" fill="none" stroke="#888"/>'
+        )
         for t in range(0, 11, 2):
             y = Y(t / 10)
             parts.append(f'<text x="{x0 + pad - 4}" y="{y + 4}" text-anchor="end">{t / 10:.1f}</text>')
@@ -324,7 +330,9 @@ def svg_plot(path: Path, panels: list[tuple[Trace, float, list[Result]]]) -> Non
             parts.append(f'<text x="{X(s)}" y="{y0 + h - pad + 14}" text-anchor="middle">{s / 1000:.0f}K</text>')
         parts.append(f'<text x="{x0 + w / 2}" y="{y0 + h - pad + 30}" text-anchor="middle">cache size (objects)</text>')
         if i % cols == 0:
-            parts.append(f'<text x="12" y="{y0 + h / 2}" transform="rotate(-90 12 {y0 + h / 2})" text-anchor="middle">miss ratio</text>')
+            parts.append(
+                f'<text x="12" y="{y0 + h / 2}" transform="rotate(-90 12 {y0 + h / 2})" text-anchor="middle">miss ratio</text>'
+            )
         for r in results:
             style = None
             if r.tool == "libCacheSim" and r.label.startswith("exact"):
@@ -335,7 +343,9 @@ def svg_plot(path: Path, panels: list[tuple[Trace, float, list[Result]]]) -> Non
                 style = 'stroke-width="1.2" stroke-dasharray="6,3"'
             elif r.label.startswith("full simulation"):
                 for s, m in zip(r.sizes, r.miss_ratio):
-                    parts.append(f'<circle cx="{X(s):.1f}" cy="{Y(m):.1f}" r="2.5" fill="none" stroke="{COLORS[r.policy]}"/>')
+                    parts.append(
+                        f'<circle cx="{X(s):.1f}" cy="{Y(m):.1f}" r="2.5" fill="none" stroke="{COLORS[r.policy]}"/>'
+                    )
                 continue
             if style is None:
                 continue
@@ -345,7 +355,9 @@ def svg_plot(path: Path, panels: list[tuple[Trace, float, list[Result]]]) -> Non
     y = h * rows + 20
     x = 10
     for p, c in COLORS.items():
-        parts.append(f'<line x1="{x}" x2="{x + 20}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"/><text x="{x + 24}" y="{y + 4}">{p}</text>')
+        parts.append(
+            f'<line x1="{x}" x2="{x + 20}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"/><text x="{x + 24}" y="{y + 4}">{p}</text>'
+        )
         x += 80
     legend = [
         ('stroke-width="2"', "libCacheSim exact"),
@@ -367,12 +379,17 @@ def svg_plot(path: Path, panels: list[tuple[Trace, float, list[Result]]]) -> Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", default=str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "agents" / "target")) / "release" / "lachesis-mrc"))
+    ap.add_argument(
+        "--cli",
+        default=str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "agents" / "target")) / "release" / "lachesis-mrc"),
+    )
     ap.add_argument("--traces", default="cloudphysics,cloudphysics@0.1,oltp,p3", help="name[@rate],... (rate: --rate)")
     ap.add_argument("--rate", type=float, default=0.01)
     ap.add_argument("--smax", type=int, default=8192)
     ap.add_argument("--sizes", type=int, default=24)
-    ap.add_argument("--reps", type=int, default=5, help="runs of every lachesis-mrc curve and of libCacheSim's sampled ones")
+    ap.add_argument(
+        "--reps", type=int, default=5, help="runs of every lachesis-mrc curve and of libCacheSim's sampled ones"
+    )
     ap.add_argument("--sim-reps", type=int, default=1, help="runs of the unsampled simulations, both tools' (slow)")
     ap.add_argument("--samples", type=int, default=4, help="also minisim as the mean of this many samples (0/1: not)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "lachesis-bench-mrc"))
@@ -397,7 +414,9 @@ def main() -> None:
         if first:
             trace = prepare(name, workdir)
             sizes = linear_sizes(trace.working_set, args.sizes)
-            log(f"{trace.title}: {trace.references} references, {trace.working_set} keys, sizes {sizes[0]}..{sizes[-1]}")
+            log(
+                f"{trace.title}: {trace.references} references, {trace.working_set} keys, sizes {sizes[0]}..{sizes[-1]}"
+            )
             base = libcachesim_runs(trace, sizes, None, args.sim_reps)
             base += lachesis_runs(args.cli, trace, sizes, None, args.smax, args.reps, args.samples, args.sim_reps)
             exact[name] = (trace, sizes, base)

@@ -34,8 +34,17 @@ class Helm:
 
     def run(self, verb: str, *values: str | Path, sets: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
         # The release is "lachesis" in namespace "storage"; object names follow from it.
-        args = [self.binary, verb, *(["lachesis"] if verb == "template" else []), str(self.chart),
-                "--namespace", "storage", "--kube-version", KUBE_VERSION, *(["--strict"] if verb == "lint" else [])]
+        args = [
+            self.binary,
+            verb,
+            *(["lachesis"] if verb == "template" else []),
+            str(self.chart),
+            "--namespace",
+            "storage",
+            "--kube-version",
+            KUBE_VERSION,
+            *(["--strict"] if verb == "lint" else []),
+        ]
         for file in values:
             args += ["--values", str(file)]
         for assignment in sets:

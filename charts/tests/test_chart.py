@@ -63,18 +63,30 @@ def test_every_rendered_object_validates(helm: Helm, values: Path) -> None:
 
 def test_the_validator_refuses_what_kubernetes_would() -> None:
     """The check above proves something only if a wrong object fails it."""
-    bad_type = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
-                "spec": {"replicas": "two", "selector": {}, "template": {}}}
+    bad_type = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {"replicas": "two", "selector": {}, "template": {}},
+    }
     with pytest.raises(InvalidManifest, match=r"Deployment/x: spec.replicas: 'two' is not of type 'integer'"):
         validate_manifest(bad_type, KUBE_VERSION)
-    unknown_field = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
-                     "spec": {"ports": [{"port": 80}], "selektor": {}}}
+    unknown_field = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {"ports": [{"port": 80}], "selektor": {}},
+    }
     with pytest.raises(InvalidManifest, match=r"Service/s: spec: .*'selektor'"):
         validate_manifest(unknown_field, KUBE_VERSION)
     with pytest.raises(InvalidManifest, match=r"Widget/w: no schema"):
         validate_manifest({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}, KUBE_VERSION)
-    bad_monitor = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "m"},
-                   "spec": {"selector": {}, "endpoints": [{"port": "http", "interval": "soon"}]}}
+    bad_monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "m"},
+        "spec": {"selector": {}, "endpoints": [{"port": "http", "interval": "soon"}]},
+    }
     with pytest.raises(InvalidManifest, match=r"ServiceMonitor/m: spec.endpoints.0.interval"):
         validate_manifest(bad_monitor, KUBE_VERSION)
 
@@ -89,7 +101,10 @@ def test_controller_replicas_probes_and_secrets(helm: Helm) -> None:
     env = env_of(controller)
     # Credentials only by reference, to the Secret the chart made from the inline values.
     secret = one(docs, "Secret", "lachesis-controller")
-    assert env["LACHESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "lachesis-controller", "key": "database-url"}
+    assert env["LACHESIS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "lachesis-controller",
+        "key": "database-url",
+    }
     assert env["LACHESIS_API_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "lachesis-controller", "key": "api-token"}
     assert secret["stringData"] == {
         "database-url": "postgresql+psycopg://lachesis:secret@postgres.db.svc:5432/lachesis",
@@ -120,8 +135,11 @@ def test_every_controller_setting_reaches_the_controller_from_values(helm: Helm)
     config = (CHART.parents[1] / "controller/src/lachesis_controller/config.py").read_text()
     settings = set(re.findall(r'"(LACHESIS_[A-Z0-9_]+)"', config))
     assert "LACHESIS_ROLLOUT_TIMEOUT_S" in settings
-    set_everything = ("controller.settings.endpointRoots={/srv}", "controller.settings.uiDir=/ui",
-                      "controller.settings.devsim=/usr/bin/lachesis-devsim")
+    set_everything = (
+        "controller.settings.endpointRoots={/srv}",
+        "controller.settings.uiDir=/ui",
+        "controller.settings.devsim=/usr/bin/lachesis-devsim",
+    )
     env = env_of(containers(one(helm.render(EXTERNAL, sets=set_everything), "Deployment", "lachesis-controller"))[0])
     assert settings - NOT_FROM_THE_CHART - set(env) == set()
 
@@ -203,9 +221,13 @@ def test_embedded_redis_has_persistence_a_password_and_acl_users(helm: Helm) -> 
     assert "appendonly yes" in config and "include /run/redis/users.conf" in config
     # The controller connects as its ACL user, with the password from that Secret.
     env = env_of(containers(one(docs, "Deployment", "lachesis-controller"))[0])
-    assert env["LACHESIS_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "lachesis-redis", "key": "controller-password"}
+    assert env["LACHESIS_REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "lachesis-redis",
+        "key": "controller-password",
+    }
     assert env["LACHESIS_REDIS_URL"]["value"] == (
-        "redis://lachesis-controller:$(LACHESIS_REDIS_PASSWORD)@lachesis-redis.storage.svc:6379/0")
+        "redis://lachesis-controller:$(LACHESIS_REDIS_PASSWORD)@lachesis-redis.storage.svc:6379/0"
+    )
     # Declared before the URL that refers to it, or the kubelet leaves $(...) as it is.
     names = [e["name"] for e in containers(one(docs, "Deployment", "lachesis-controller"))[0]["env"]]
     assert names.index("LACHESIS_REDIS_PASSWORD") < names.index("LACHESIS_REDIS_URL")
@@ -228,7 +250,10 @@ def test_one_agent_daemonset_per_host_reading_only_its_enrolment_secret(helm: He
         [agent] = pod["containers"]
         env = env_of(agent)
         assert env["LACHESIS_HOST_ID"]["value"] == host
-        assert env["LACHESIS_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": f"lachesis-agent-{host}", "key": "redis-url"}
+        assert env["LACHESIS_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {
+            "name": f"lachesis-agent-{host}",
+            "key": "redis-url",
+        }
         assert env["LACHESIS_AGENT_METRICS_LISTEN"]["value"] == "0.0.0.0:9464"
         assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in agent["ports"]
         # No API token in any pod: nothing calls the Kubernetes API.
@@ -236,14 +261,17 @@ def test_one_agent_daemonset_per_host_reading_only_its_enrolment_secret(helm: He
     external = helm.render(EXTERNAL)
     [daemonset] = by_kind(external, "DaemonSet")
     env = env_of(containers(daemonset)[0])
-    assert env["LACHESIS_REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == "lachesis-enroll-storage-1.example.internal"
+    assert (
+        env["LACHESIS_REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == "lachesis-enroll-storage-1.example.internal"
+    )
 
 
 def test_agent_devices_mounts_and_host_paths(helm: Helm) -> None:
     [daemonset] = by_kind(helm.render(EXTERNAL), "DaemonSet")
     [agent] = containers(daemonset)
     assert agent["args"] == [
-        "run", "--heartbeat-interval-ms=5000",
+        "run",
+        "--heartbeat-interval-ms=5000",
         "--device=flash0=/var/lib/lachesis/devices/flash0/flash0.img:8GiB",
         "--device=nvme1=uring:/dev/lachesis/nvme1:100GiB",
         "--mount=/var/lib/lachesis/data:/var/lib/lachesis/mnt",
@@ -273,7 +301,16 @@ def test_the_agent_gets_the_capabilities_it_needs_and_no_more(helm: Helm) -> Non
     [daemonset, _] = by_kind(helm.render(EMBEDDED), "DaemonSet")
     context = containers(daemonset)[0]["securityContext"]
     assert context["capabilities"]["drop"] == ["ALL"]
-    assert context["capabilities"]["add"] == ["SYS_ADMIN", "BPF", "PERFMON", "SYS_RESOURCE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"]
+    assert context["capabilities"]["add"] == [
+        "SYS_ADMIN",
+        "BPF",
+        "PERFMON",
+        "SYS_RESOURCE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+    ]
     assert context["appArmorProfile"] == {"type": "Unconfined"}
     # The other workloads run as non-root with nothing added.
     docs = helm.render(EMBEDDED)
@@ -296,7 +333,9 @@ def test_without_ebpf_the_agent_has_no_bpf_capability_nor_mount(helm: Helm) -> N
 def test_privileged_only_when_asked_and_then_the_mount_propagates(helm: Helm) -> None:
     docs = helm.render(MONITORING)
     privileged = [
-        (w["metadata"]["name"], c["name"]) for w in workloads(docs) for c in containers(w)
+        (w["metadata"]["name"], c["name"])
+        for w in workloads(docs)
+        for c in containers(w)
         if c.get("securityContext", {}).get("privileged")
     ]
     assert privileged == [("lachesis-agent-node-a", "agent")]
@@ -377,8 +416,19 @@ def test_every_value_is_documented_and_in_the_schema() -> None:
 
 
 # Maps whose keys are Kubernetes' or the user's own (resources, labels, ...), not the chart's.
-FREE_FORM = {"resources", "requests", "limits", "labels", "annotations", "podAnnotations", "podLabels",
-             "nodeSelector", "affinity", "appArmorProfile", "seccompProfile"}
+FREE_FORM = {
+    "resources",
+    "requests",
+    "limits",
+    "labels",
+    "annotations",
+    "podAnnotations",
+    "podLabels",
+    "nodeSelector",
+    "affinity",
+    "appArmorProfile",
+    "seccompProfile",
+}
 
 
 def undocumented_keys(text: str) -> list[str]:
@@ -403,8 +453,9 @@ def undocumented_keys(text: str) -> list[str]:
 def test_the_readme_values_table_is_made_from_values_yaml() -> None:
     readme = (CHART / "README.md").read_text()
     assert readme == readme_with_table(readme, (CHART / "values.yaml").read_text()), (
-        "charts/lachesis/README.md's values table is stale: run .lachesis/venv/bin/python charts/tests/values_doc.py")
-    assert "| `agent.devices[0].size` | `\"1GiB\"` |" in readme
+        "charts/lachesis/README.md's values table is stale: run .lachesis/venv/bin/python charts/tests/values_doc.py"
+    )
+    assert '| `agent.devices[0].size` | `"1GiB"` |' in readme
 
 
 def test_the_documentation_check_finds_an_undocumented_key() -> None:
@@ -420,17 +471,29 @@ SCHEMA_BROKEN = [
     (("controller.replicas=0",), "at '/controller/replicas': minimum: got 0, want 1"),
     (("controller.replica=3",), "additional properties 'replica' not allowed"),
     (("agent.hosts={Node_A}",), "at '/agent/hosts/0': 'Node_A' does not match pattern"),
-    (("agent.devices[0].name=flash0", "agent.devices[0].size=lots"), "at '/agent/devices/0/size': 'lots' does not match pattern"),
-    (("agent.mounts[0].backing=data", "agent.mounts[0].mountpoint=/mnt", "agent.mounts[0].propagation=None"),
-     "at '/agent/mounts/0/backing': 'data' does not match pattern '^/'"),
+    (
+        ("agent.devices[0].name=flash0", "agent.devices[0].size=lots"),
+        "at '/agent/devices/0/size': 'lots' does not match pattern",
+    ),
+    (
+        ("agent.mounts[0].backing=data", "agent.mounts[0].mountpoint=/mnt", "agent.mounts[0].propagation=None"),
+        "at '/agent/mounts/0/backing': 'data' does not match pattern '^/'",
+    ),
 ]
 TEMPLATE_BROKEN = [
-    (("controller.database.url=",),
-     "controller.database: set controller.database.existingSecret (the name of a Secret holding it) or controller.database.url"),
+    (
+        ("controller.database.url=",),
+        "controller.database: set controller.database.existingSecret (the name of a Secret holding it) or controller.database.url",
+    ),
     (("controller.auth.apiToken=",), "controller.auth: set controller.auth.existingSecret"),
-    (("agent.mounts[0].backing=/a", "agent.mounts[0].mountpoint=/b", "agent.mounts[0].propagation=Bidirectional"),
-     "agent.mounts[0].propagation: Bidirectional mount propagation needs agent.privileged=true"),
-    (("controller.database.url=sqlite:///tmp/l.db",), "controller.database.url: SQLite cannot be shared by several controllers"),
+    (
+        ("agent.mounts[0].backing=/a", "agent.mounts[0].mountpoint=/b", "agent.mounts[0].propagation=Bidirectional"),
+        "agent.mounts[0].propagation: Bidirectional mount propagation needs agent.privileged=true",
+    ),
+    (
+        ("controller.database.url=sqlite:///tmp/l.db",),
+        "controller.database.url: SQLite cannot be shared by several controllers",
+    ),
     (("redis.external.enabled=true",), "redis.external: set redis.external.existingSecret"),
 ]
 

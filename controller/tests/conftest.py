@@ -67,9 +67,21 @@ class RedisServer:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         try:
@@ -163,8 +175,14 @@ def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # what the API stores. The rest exercise the bus and the CLI, which do not depend on it, and
 # running them twice would double the suite's time for nothing.
 BOTH_DATABASES = {
-    "test_tenants", "test_rules", "test_policies", "test_concurrency", "test_rollouts", "test_stages_api",
-    "test_rollouts_rollback", "test_desired_states",
+    "test_tenants",
+    "test_rules",
+    "test_policies",
+    "test_concurrency",
+    "test_rollouts",
+    "test_stages_api",
+    "test_rollouts_rollback",
+    "test_desired_states",
 }
 
 
@@ -236,12 +254,33 @@ class PostgresServer:
     def start(self) -> None:
         if self.as_postgres:
             shutil.chown(self.directory, "postgres", "postgres")
-        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "--no-sync", "-E", "UTF8", "--locale=C")
-        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
-                  "-l", str(self.directory / "log"), "-w", "start")
+        self._run(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        )
+        options = (
+            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.directory / "log"),
+            "-w",
+            "start",
+        )
         self._execute(f"CREATE DATABASE {self.TEMPLATE}")
         engine = make_engine(self.url(self.TEMPLATE))
         prepare_database(engine)
@@ -368,21 +407,18 @@ class FakeAgent:
     def wait_desired(self, generation: int, timeout: float = 30.0) -> dict[str, Any]:
         return wait_until(
             lambda: (d := self.desired()) is not None and d["generation"] == generation and d,
-            timeout=timeout, what=f"{self.host_id} desired generation {generation}",
+            timeout=timeout,
+            what=f"{self.host_id} desired generation {generation}",
         )
 
     def inbox(self) -> list[dict[str, Any]]:
         entries = self.redis.xrange(f"lachesis:agent:{self.host_id}:inbox")
         return [json.loads(fields["msg"]) for _, fields in entries]
 
-    def ack(
-        self, state: dict[str, Any], status: str = "applied", reason: str | None = None
-    ) -> None:
+    def ack(self, state: dict[str, Any], status: str = "applied", reason: str | None = None) -> None:
         self.send("acks", self.ack_message(state, status, reason))
 
-    def ack_message(
-        self, state: dict[str, Any], status: str = "applied", reason: str | None = None
-    ) -> dict[str, Any]:
+    def ack_message(self, state: dict[str, Any], status: str = "applied", reason: str | None = None) -> dict[str, Any]:
         return {
             "schema": "lachesis.ack/v1",
             "host_id": self.host_id,
@@ -473,7 +509,6 @@ def rule_body(name: str = "r1", **overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
-
 
 
 @pytest.fixture(scope="session")

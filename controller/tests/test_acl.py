@@ -87,7 +87,9 @@ def test_only_the_hash_of_the_secret_is_kept_and_reenrolling_rotates_it(
     assert secret and len(secret) >= 32
     digest = hashlib.sha256(secret.encode()).hexdigest()
     with db.connect() as connection:
-        stored = connection.execute(text("SELECT secret_sha256 FROM agent_credentials WHERE host_id = 'host-a'")).scalar()
+        stored = connection.execute(
+            text("SELECT secret_sha256 FROM agent_credentials WHERE host_id = 'host-a'")
+        ).scalar()
     assert stored == digest
     user = seeded.execute_command("ACL", "GETUSER", "agent-host-a")
     passwords = user["passwords"]
@@ -161,7 +163,8 @@ def test_cli_enrolls_into_a_private_file_and_refuses_a_bad_host(settings, seeded
 
 
 def test_an_agent_sends_detour_requests_and_reads_only_its_own_verdicts(
-    client: TestClient, seeded: redis.Redis,
+    client: TestClient,
+    seeded: redis.Redis,
 ) -> None:
     for host in ("host-a", "host-b"):
         seeded.xadd(f"lachesis:detour-verdicts:{host}", {"msg": f"verdict for {host}"})

@@ -55,6 +55,7 @@ def random_table(rng: np.random.Generator, n: int, steps: int) -> np.ndarray:
 
 # --- curves ---------------------------------------------------------------------------------
 
+
 def test_curve_is_made_monotone_and_starts_at_zero() -> None:
     c = Curve.from_points([10, 20, 30], [0.8, 0.85, 0.5])
     assert list(c.sizes) == [0, 10, 20, 30]
@@ -63,14 +64,17 @@ def test_curve_is_made_monotone_and_starts_at_zero() -> None:
     assert float(c.hit_ratio(1000)) == pytest.approx(0.5)  # flat past the last point
 
 
-@pytest.mark.parametrize(("sizes", "misses", "where"), [
-    ([0, 10, 10], [1, 0.5, 0.4], "sizes[2]"),
-    ([0, -1], [1, 0.5], "sizes[1]"),
-    ([0, 10], [1, 1.5], "miss_ratios[1]"),
-    ([0, 10], [1], "equal length"),
-    ([], [], "at least one point"),
-    ([0, float("nan")], [1, 0.5], "finite"),
-])
+@pytest.mark.parametrize(
+    ("sizes", "misses", "where"),
+    [
+        ([0, 10, 10], [1, 0.5, 0.4], "sizes[2]"),
+        ([0, -1], [1, 0.5], "sizes[1]"),
+        ([0, 10], [1, 1.5], "miss_ratios[1]"),
+        ([0, 10], [1], "equal length"),
+        ([], [], "at least one point"),
+        ([0, float("nan")], [1, 0.5], "finite"),
+    ],
+)
 def test_bad_curves_say_where(sizes: list[float], misses: list[float], where: str) -> None:
     with pytest.raises(CurveError, match=where.replace("[", r"\[").replace("]", r"\]")):
         Curve.from_points(sizes, misses)
@@ -104,6 +108,7 @@ def test_hit_table_matches_one_interp_per_curve(n: int, steps: int, seed: int) -
 
 # --- solvers --------------------------------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 30), st.integers(0, 2**32 - 1))
 def test_water_filling_is_optimal_on_concave_curves(n: int, steps: int, seed: int) -> None:
@@ -124,7 +129,9 @@ def test_optimal_allocator_matches_exhaustive_search_on_non_concave_curves(n: in
     capacity = 1000.0
     sizes = capacity / steps * np.arange(steps + 1)
     demands = {
-        f"t{i}": TenantDemand(Curve.from_points(sizes, 1 - table[i] / (table[i, -1] + 1)), weight=float(table[i, -1] + 1))
+        f"t{i}": TenantDemand(
+            Curve.from_points(sizes, 1 - table[i] / (table[i, -1] + 1)), weight=float(table[i, -1] + 1)
+        )
         for i in range(n)
     }
     a = allocate(demands, capacity, epsilon=capacity / steps)
@@ -184,6 +191,7 @@ def test_large_problems_fall_back_to_the_hull_with_a_bound() -> None:
 
 # --- guarantees -----------------------------------------------------------------------------
 
+
 def linear(top: float = 0.9, size: float = 1000) -> Curve:
     return Curve.from_points([0, size], [1, 1 - top])
 
@@ -225,11 +233,14 @@ def test_infeasible_guarantees_are_named() -> None:
     assert "1600" in str(e.value) and "1200" in str(e.value)
 
 
-@pytest.mark.parametrize(("guarantee", "text"), [
-    (MinHitRatio(0.95), "above the curve's best 0.9000"),
-    (BandwidthSLA(sla=2000, storage=100, memory=1000), "Eq. 5.2"),
-    (FixedSize(5000), "fixed size 5000 B exceeds the cache"),
-])
+@pytest.mark.parametrize(
+    ("guarantee", "text"),
+    [
+        (MinHitRatio(0.95), "above the curve's best 0.9000"),
+        (BandwidthSLA(sla=2000, storage=100, memory=1000), "Eq. 5.2"),
+        (FixedSize(5000), "fixed size 5000 B exceeds the cache"),
+    ],
+)
 def test_a_single_impossible_guarantee_says_why(guarantee: object, text: str) -> None:
     with pytest.raises(GuaranteesInfeasible, match=text.replace(".", r"\.")) as e:
         allocate({"x": TenantDemand(linear(), guarantee=guarantee), "y": TenantDemand(linear())}, 1000)  # type: ignore[arg-type]

@@ -39,8 +39,11 @@ def test_propose_apply_and_read_back(two: TestClient) -> None:
     body = proposed.json()
     assert body["tenants"]["loop"]["size_bytes"] == pytest.approx(600)
     assert body["tenants"]["web"]["size_bytes"] == pytest.approx(400)
-    assert body["tenants"]["loop"]["curve_point"] == {"size_bytes": pytest.approx(600), "miss_ratio": pytest.approx(0.1),
-                                                      "index": 2}
+    assert body["tenants"]["loop"]["curve_point"] == {
+        "size_bytes": pytest.approx(600),
+        "miss_ratio": pytest.approx(0.1),
+        "index": 2,
+    }
     assert body["summary"]["optimal"] is True and body["gain"] is None
     assert body["summary"]["utility"] == pytest.approx(0.9 + 0.2)
 
@@ -91,28 +94,52 @@ def test_guarantees_are_stored_honoured_and_removed(two: TestClient) -> None:
 def test_infeasible_guarantees_are_422_naming_them_and_change_nothing(two: TestClient, db: Engine) -> None:
     client = two
     before = snapshot(db)
-    body = assert_problem(client.post("/api/v1/allocations/proposals", json={
-        "capacity_bytes": 1000, "curves": CURVES,
-        "guarantees": {"loop": {"kind": "min_hit_ratio", "ratio": 0.5}, "web": {"kind": "fixed_size", "size_bytes": 500}},
-    }), 422)
+    body = assert_problem(
+        client.post(
+            "/api/v1/allocations/proposals",
+            json={
+                "capacity_bytes": 1000,
+                "curves": CURVES,
+                "guarantees": {
+                    "loop": {"kind": "min_hit_ratio", "ratio": 0.5},
+                    "web": {"kind": "fixed_size", "size_bytes": 500},
+                },
+            },
+        ),
+        422,
+    )
     assert body["type"].endswith("infeasible-guarantees")
     assert {e["field"] for e in body["errors"]} >= {"guarantees.loop", "guarantees.web"}
     assert {u["tenant"] for u in body["unmet"]} >= {"loop", "web"}
     assert snapshot(db) == before  # not even the supplied curves were kept
 
 
-@pytest.mark.parametrize(("payload", "status", "field"), [
-    ({"capacity_bytes": 0, "curves": CURVES}, 422, "capacity_bytes"),
-    ({"capacity_bytes": 1000, "epsilon_bytes": 2000, "curves": CURVES}, 422, "epsilon_bytes"),
-    ({"capacity_bytes": 1000, "curves": {"nobody": CURVES["web"]}}, 422, "curves.nobody"),
-    ({"capacity_bytes": 1000, "curves": {"web": {"sizes": [0, 5, 5], "miss_ratios": [1, 0.5, 0.4]}}}, 422, "curves.web"),
-    ({"capacity_bytes": 1000, "curves": {"web": {"sizes": [0, 5], "miss_ratios": [1, 2]}}}, 422, "curves.web"),
-    ({"capacity_bytes": 1000}, 422, "curves"),
-    ({"capacity_bytes": 1000, "curves": CURVES, "idle": ["ghost"]}, 422, "idle[0]"),
-    ({"capacity_bytes": 1000, "curves": CURVES, "guarantees": {"web": {"kind": "bandwidth", "sla": 5,
-                                                                     "storage": 10, "memory": 5}}}, 422, "guarantees.web"),
-    ({"capacity_bytes": 1000, "curves": CURVES, "bogus": 1}, 422, "bogus"),
-])
+@pytest.mark.parametrize(
+    ("payload", "status", "field"),
+    [
+        ({"capacity_bytes": 0, "curves": CURVES}, 422, "capacity_bytes"),
+        ({"capacity_bytes": 1000, "epsilon_bytes": 2000, "curves": CURVES}, 422, "epsilon_bytes"),
+        ({"capacity_bytes": 1000, "curves": {"nobody": CURVES["web"]}}, 422, "curves.nobody"),
+        (
+            {"capacity_bytes": 1000, "curves": {"web": {"sizes": [0, 5, 5], "miss_ratios": [1, 0.5, 0.4]}}},
+            422,
+            "curves.web",
+        ),
+        ({"capacity_bytes": 1000, "curves": {"web": {"sizes": [0, 5], "miss_ratios": [1, 2]}}}, 422, "curves.web"),
+        ({"capacity_bytes": 1000}, 422, "curves"),
+        ({"capacity_bytes": 1000, "curves": CURVES, "idle": ["ghost"]}, 422, "idle[0]"),
+        (
+            {
+                "capacity_bytes": 1000,
+                "curves": CURVES,
+                "guarantees": {"web": {"kind": "bandwidth", "sla": 5, "storage": 10, "memory": 5}},
+            },
+            422,
+            "guarantees.web",
+        ),
+        ({"capacity_bytes": 1000, "curves": CURVES, "bogus": 1}, 422, "bogus"),
+    ],
+)
 def test_bad_proposals_are_4xx_and_change_nothing(
     two: TestClient, db: Engine, payload: dict, status: int, field: str
 ) -> None:
@@ -125,15 +152,18 @@ def test_bad_proposals_are_4xx_and_change_nothing(
 def test_malformed_json_and_unknown_tenant_guarantee(two: TestClient) -> None:
     r = two.post("/api/v1/allocations/proposals", content=b"{", headers={"Content-Type": "application/json"})
     assert_problem(r, 400)
-    assert_problem(two.put("/api/v1/allocations/guarantees/ghost",
-                           json={"guarantee": {"kind": "fixed_size", "size_bytes": 1}}), 404)
+    assert_problem(
+        two.put("/api/v1/allocations/guarantees/ghost", json={"guarantee": {"kind": "fixed_size", "size_bytes": 1}}),
+        404,
+    )
     assert_problem(two.put("/api/v1/allocations/guarantees/web", json={"guarantee": {"kind": "nope"}}), 422)
     assert_problem(two.post("/api/v1/allocations/apply"), 409)
 
 
 def test_idle_tenants_are_reclaimed(two: TestClient) -> None:
-    body = two.post("/api/v1/allocations/proposals",
-                    json={"capacity_bytes": 1000, "curves": CURVES, "idle": ["loop"]}).json()
+    body = two.post(
+        "/api/v1/allocations/proposals", json={"capacity_bytes": 1000, "curves": CURVES, "idle": ["loop"]}
+    ).json()
     assert body["tenants"]["loop"]["size_bytes"] == 0 and body["tenants"]["loop"]["idle"] is True
     assert body["tenants"]["web"]["size_bytes"] == pytest.approx(1000)
 
@@ -161,13 +191,23 @@ def test_roles_and_tenant_scope(secured: tuple[TestClient, Engine]) -> None:
         return {"Authorization": f"Bearer {client.post('/api/v1/tokens', json=body, headers=admin).json()['token']}"}
 
     viewer, web_op = token("v", "viewer"), token("w", "operator", "web")
-    assert client.post("/api/v1/allocations/proposals", json={"capacity_bytes": 1000, "curves": CURVES},
-                       headers=admin).status_code == 200
+    assert (
+        client.post(
+            "/api/v1/allocations/proposals", json={"capacity_bytes": 1000, "curves": CURVES}, headers=admin
+        ).status_code
+        == 200
+    )
     before = snapshot(db)
     assert_problem(client.post("/api/v1/allocations/proposals", json={"capacity_bytes": 1000}, headers=viewer), 403)
     assert_problem(client.post("/api/v1/allocations/proposals", json={"capacity_bytes": 1000}, headers=web_op), 403)
-    assert_problem(client.put("/api/v1/allocations/guarantees/web",
-                              json={"guarantee": {"kind": "fixed_size", "size_bytes": 999}}, headers=web_op), 403)
+    assert_problem(
+        client.put(
+            "/api/v1/allocations/guarantees/web",
+            json={"guarantee": {"kind": "fixed_size", "size_bytes": 999}},
+            headers=web_op,
+        ),
+        403,
+    )
     assert_problem(client.get("/api/v1/allocations"), 401)
     assert snapshot(db) == before
     assert [t["tenant"] for t in client.get("/api/v1/allocations", headers=web_op).json()] == ["web"]

@@ -17,17 +17,45 @@ SIZE = 8 << 20
 
 
 def report(second: int, hits: int, misses: int, curve_hit: float) -> Telemetry:
-    return Telemetry.model_validate({
-        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": f"2026-11-28T10:00:{second:02d}Z",
-        "interval_s": 1.0, "devices": [],
-        "tenants": [{"name": "web", "ops_read": hits + misses, "ops_written": 0, "bytes_read": 4096 * (hits + misses),
-                     "bytes_written": 0, "latency_us_p99": None,
-                     "curve": {"policy": "lru", "algorithm": "shards-fixed-size", "unit": "bytes",
-                               "sizes": [4096, 64 << 20], "miss_ratios": [1 - curve_hit, 1 - curve_hit],
-                               "references": hits + misses + 1}}],
-        "stages": [{"name": "cache/web", "kind": "cache", "owner": "web", "engine": "loc", "size_bytes": SIZE,
-                    "installed_bytes": SIZE, "hits": hits, "misses": misses}],
-    })
+    return Telemetry.model_validate(
+        {
+            "schema": "lachesis.telemetry/v1",
+            "host_id": "host-a",
+            "sent_at": f"2026-11-28T10:00:{second:02d}Z",
+            "interval_s": 1.0,
+            "devices": [],
+            "tenants": [
+                {
+                    "name": "web",
+                    "ops_read": hits + misses,
+                    "ops_written": 0,
+                    "bytes_read": 4096 * (hits + misses),
+                    "bytes_written": 0,
+                    "latency_us_p99": None,
+                    "curve": {
+                        "policy": "lru",
+                        "algorithm": "shards-fixed-size",
+                        "unit": "bytes",
+                        "sizes": [4096, 64 << 20],
+                        "miss_ratios": [1 - curve_hit, 1 - curve_hit],
+                        "references": hits + misses + 1,
+                    },
+                }
+            ],
+            "stages": [
+                {
+                    "name": "cache/web",
+                    "kind": "cache",
+                    "owner": "web",
+                    "engine": "loc",
+                    "size_bytes": SIZE,
+                    "installed_bytes": SIZE,
+                    "hits": hits,
+                    "misses": misses,
+                }
+            ],
+        }
+    )
 
 
 def check_of(client: TestClient) -> dict[str, Any]:

@@ -40,8 +40,10 @@ def test_the_allocation_sizes_the_guaranteed_cache_for_that_hit_ratio() -> None:
     gold = Curve.from_points([0, 32 * MiB, 64 * MiB], [1.0, 0.5, 0.4])
     heavy = Curve.from_points([0, 64 * MiB], [1.0, 0.0])
     g = qos_guarantees(declared(), STORAGE, MEMORY)
-    a = allocate({"gold": TenantDemand(gold, weight=1.0, guarantee=g["gold"]),
-                  "heavy": TenantDemand(heavy, weight=100.0)}, 64 * MiB)
+    a = allocate(
+        {"gold": TenantDemand(gold, weight=1.0, guarantee=g["gold"]), "heavy": TenantDemand(heavy, weight=100.0)},
+        64 * MiB,
+    )
     assert a.reserved["gold"] == pytest.approx(32 * MiB)
     assert a.hit_ratios["gold"] >= 0.5 - 1e-9
 

@@ -55,12 +55,21 @@ def _telemetry(host: str, tenants: dict[str, int], seq: int) -> dict[str, object
         "web": {"sizes": [1, 1000], "miss_ratios": [1, 0.5]},
     }
     return {
-        "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": now_rfc3339(), "interval_s": 0.2,
+        "schema": "lachesis.telemetry/v1",
+        "host_id": host,
+        "sent_at": now_rfc3339(),
+        "interval_s": 0.2,
         "tenants": [
-            {"name": n, "ops_read": ops * seq, "ops_written": 0, "bytes_read": 4096 * ops * seq, "bytes_written": 0,
-             "latency_us_p99": None,
-             # 4 KiB reads: one block reference each, the weight the loop reads.
-             "curve": {**curve, **shapes[n], "references": ops * seq}}
+            {
+                "name": n,
+                "ops_read": ops * seq,
+                "ops_written": 0,
+                "bytes_read": 4096 * ops * seq,
+                "bytes_written": 0,
+                "latency_us_p99": None,
+                # 4 KiB reads: one block reference each, the weight the loop reads.
+                "curve": {**curve, **shapes[n], "references": ops * seq},
+            }
             for n, ops in tenants.items()
         ],
         "devices": [],
@@ -68,7 +77,9 @@ def _telemetry(host: str, tenants: dict[str, int], seq: int) -> dict[str, object
 
 
 def test_the_loop_rolls_its_decisions_out_to_the_hosts(
-    tmp_path: Path, redis_url: str, agents: Agents,
+    tmp_path: Path,
+    redis_url: str,
+    agents: Agents,
 ) -> None:
     settings = make_settings(tmp_path, redis_url, allocation_interval_s=0.2, allocation_reaction_s=1.0)
     with TestClient(create_app(settings)) as client:

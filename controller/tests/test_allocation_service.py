@@ -53,14 +53,34 @@ class FakeStore:
 
 def _report(at: str, **tenants: tuple[int, int]) -> Telemetry:
     """host-a's report: per tenant (read ops, block references), the same curve for all."""
-    curve = {"policy": "lru", "algorithm": "shards-fixed-size", "unit": "bytes",
-             "sizes": [4096, 1 << 20], "miss_ratios": [1.0, 0.5]}
-    return Telemetry.model_validate({
-        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": at, "interval_s": 5.0, "devices": [],
-        "tenants": [{"name": n, "ops_read": ops, "ops_written": 0, "bytes_read": 0, "bytes_written": 0,
-                     "latency_us_p99": None, "curve": curve | {"references": refs}}
-                    for n, (ops, refs) in tenants.items()],
-    })
+    curve = {
+        "policy": "lru",
+        "algorithm": "shards-fixed-size",
+        "unit": "bytes",
+        "sizes": [4096, 1 << 20],
+        "miss_ratios": [1.0, 0.5],
+    }
+    return Telemetry.model_validate(
+        {
+            "schema": "lachesis.telemetry/v1",
+            "host_id": "host-a",
+            "sent_at": at,
+            "interval_s": 5.0,
+            "devices": [],
+            "tenants": [
+                {
+                    "name": n,
+                    "ops_read": ops,
+                    "ops_written": 0,
+                    "bytes_read": 0,
+                    "bytes_written": 0,
+                    "latency_us_p99": None,
+                    "curve": curve | {"references": refs},
+                }
+                for n, (ops, refs) in tenants.items()
+            ],
+        }
+    )
 
 
 def _block_store() -> TelemetryStore:
@@ -78,8 +98,12 @@ def test_weights_are_block_references_not_syscalls() -> None:
 
 def test_the_loop_weighs_by_block_references_and_the_page_cache_tenant_goes_idle() -> None:
     now = [0.0]
-    loop = AllocationLoop(telemetry_curves(_block_store()), lambda d: None,
-                          LoopConfig(capacity=1 << 20, reaction_time_s=15.0), clock=lambda: now[0])
+    loop = AllocationLoop(
+        telemetry_curves(_block_store()),
+        lambda d: None,
+        LoopConfig(capacity=1 << 20, reaction_time_s=15.0),
+        clock=lambda: now[0],
+    )
     for t in (0.0, 5.0, 10.0, 15.0):
         now[0] = t
         loop.step()
@@ -135,11 +159,25 @@ def test_loop_waits_for_a_capacity_then_writes_the_current_allocation(sessions: 
         with sessions() as s, s.begin():
             s.add(Tenant(name="web", description=None, classifiers=[], created_at=now, updated_at=now))
             s.flush()
-            s.add(AllocationGuarantee(tenant="web", kind="fixed_size", spec={"kind": "fixed_size", "size_bytes": 700},
-                                      updated_at=now))
-            s.add(CacheAllocation(state="proposed", capacity_bytes=1000, epsilon_bytes=1, method="optimal",
-                                  utility=0, upper_bound=0, optimal=True, tenants={}, computed_at=now,
-                                  computed_by="test"))
+            s.add(
+                AllocationGuarantee(
+                    tenant="web", kind="fixed_size", spec={"kind": "fixed_size", "size_bytes": 700}, updated_at=now
+                )
+            )
+            s.add(
+                CacheAllocation(
+                    state="proposed",
+                    capacity_bytes=1000,
+                    epsilon_bytes=1,
+                    method="optimal",
+                    utility=0,
+                    upper_bound=0,
+                    optimal=True,
+                    tenants={},
+                    computed_at=now,
+                    computed_by="test",
+                )
+            )
         while True:
             await asyncio.sleep(0.02)
             with sessions() as s:
@@ -170,9 +208,18 @@ def test_an_allocation_an_operator_applied_is_what_the_loop_improves_on(sessions
             return s.get(CacheAllocation, "current")
 
     def equal_split(now: datetime) -> CacheAllocation:
-        return CacheAllocation(state="current", capacity_bytes=1000, epsilon_bytes=1, method="optimal", utility=0,
-                               upper_bound=0, optimal=True, tenants={n: {"size_bytes": 500} for n in ("loop", "web")},
-                               computed_at=now, computed_by="operator")
+        return CacheAllocation(
+            state="current",
+            capacity_bytes=1000,
+            epsilon_bytes=1,
+            method="optimal",
+            utility=0,
+            upper_bound=0,
+            optimal=True,
+            tenants={n: {"size_bytes": 500} for n in ("loop", "web")},
+            computed_at=now,
+            computed_by="operator",
+        )
 
     async def steps(n: int) -> None:
         """Until n more steps have run whole (the loop reads the curves once per step)."""
@@ -183,9 +230,20 @@ def test_an_allocation_an_operator_applied_is_what_the_loop_improves_on(sessions
     async def go() -> None:
         stop = asyncio.Event()
         with sessions() as s, s.begin():
-            s.add(CacheAllocation(state="proposed", capacity_bytes=1000, epsilon_bytes=1, method="optimal",
-                                  utility=0, upper_bound=0, optimal=True, tenants={}, computed_at=utcnow(),
-                                  computed_by="test"))
+            s.add(
+                CacheAllocation(
+                    state="proposed",
+                    capacity_bytes=1000,
+                    epsilon_bytes=1,
+                    method="optimal",
+                    utility=0,
+                    upper_bound=0,
+                    optimal=True,
+                    tenants={},
+                    computed_at=utcnow(),
+                    computed_by="test",
+                )
+            )
         task = start(sessions, store, stop, config)
         await steps(1)
         first = current()

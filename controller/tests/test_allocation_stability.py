@@ -46,7 +46,10 @@ def test_sizes_are_whole_units_that_fill_the_cache() -> None:
 
 
 def test_a_fixed_size_is_cut_to_whole_units_and_not_grown() -> None:
-    demands = {"p": TenantDemand(curve(64 * MiB), 100.0, FixedSize(10.7 * MiB)), "q": TenantDemand(curve(64 * MiB), 1.0)}
+    demands = {
+        "p": TenantDemand(curve(64 * MiB), 100.0, FixedSize(10.7 * MiB)),
+        "q": TenantDemand(curve(64 * MiB), 1.0),
+    }
     out = in_units(demands, {"p": 10.7 * MiB, "q": 21.3 * MiB}, 32 * MiB, MiB)
     assert out == {"p": 10 * MiB, "q": 22 * MiB}
 
@@ -60,8 +63,11 @@ def test_a_capacity_short_of_a_unit_hands_out_only_whole_ones() -> None:
 
 def test_the_loop_allocates_whole_units_and_predicts_at_them() -> None:
     clock = Clock()
-    tenants = {"a": TenantCurve(curve(10 * MiB), 300.0), "b": TenantCurve(curve(30 * MiB), 100.0),
-               "c": TenantCurve(curve(5 * MiB), 50.0)}
+    tenants = {
+        "a": TenantCurve(curve(10 * MiB), 300.0),
+        "b": TenantCurve(curve(30 * MiB), 100.0),
+        "c": TenantCurve(curve(5 * MiB), 50.0),
+    }
     cfg = LoopConfig(capacity=32 * MiB, unit_bytes=MiB)
     d = AllocationLoop(lambda: tenants, lambda _: None, cfg, clock=clock).step()
     assert d.rolled_out and d.proposal is not None
@@ -77,8 +83,14 @@ def test_the_loop_allocates_whole_units_and_predicts_at_them() -> None:
 def loop_with(refill_horizon_s: float | None) -> tuple[AllocationLoop, Clock, dict[str, TenantCurve], list[Decision]]:
     clock, published = Clock(), []
     tenants = {"a": TenantCurve(curve(40 * MiB), 1024.0), "b": TenantCurve(curve(40 * MiB), 1024.0)}
-    cfg = LoopConfig(capacity=32 * MiB, interval_s=5, reaction_time_s=15, idle_after_s=1e9,
-                     unit_bytes=MiB, refill_horizon_s=refill_horizon_s)
+    cfg = LoopConfig(
+        capacity=32 * MiB,
+        interval_s=5,
+        reaction_time_s=15,
+        idle_after_s=1e9,
+        unit_bytes=MiB,
+        refill_horizon_s=refill_horizon_s,
+    )
     return AllocationLoop(lambda: dict(tenants), published.append, cfg, clock=clock), clock, tenants, published
 
 
@@ -175,8 +187,12 @@ def test_a_curve_is_judged_only_after_the_warm_up_and_enough_references() -> Non
 
 def test_a_resize_or_a_rebuild_starts_the_count_again() -> None:
     # 30,000 references at 4 MiB, then a resize to 8 MiB: the count starts at the resize.
-    resized = check_stage("t", history((4 << 20, 0, 0), (4 << 20, 10_000, 20_000), (SIZE, 10_100, 24_000),
-                                       (SIZE, 10_200, 24_100)), flat(0.9), CFG)
+    resized = check_stage(
+        "t",
+        history((4 << 20, 0, 0), (4 << 20, 10_000, 20_000), (SIZE, 10_100, 24_000), (SIZE, 10_200, 24_100)),
+        flat(0.9),
+        CFG,
+    )
     assert resized is not None and resized.off is None and resized.installed_bytes == SIZE
     # Counters going back: a rebuilt stage at the same size.
     rebuilt = check_stage("t", history((SIZE, 50_000, 50_000), (SIZE, 0, 100), (SIZE, 100, 200)), flat(0.9), CFG)
@@ -195,8 +211,9 @@ def test_each_owner_gets_the_stage_with_the_most_references() -> None:
     small = history((SIZE, 0, 0), (SIZE, 100, 4000), (SIZE, 12_100, 6000))
     big = history((SIZE, 0, 0), (SIZE, 100, 4000), (SIZE, 30_100, 14_000))
     other = [(t, Report(r.installed_bytes, r.hits, r.misses, kind="log")) for t, r in big]
-    checks = check_curves([Entry(small[-1][1], small), Entry(big[-1][1], big), Entry(other[-1][1], other)],
-                          {"t": flat(0.75)}, CFG)
+    checks = check_curves(
+        [Entry(small[-1][1], small), Entry(big[-1][1], big), Entry(other[-1][1], other)], {"t": flat(0.75)}, CFG
+    )
     assert set(checks) == {"t"} and checks["t"].references == 40_000
     assert checks["t"].off is False
     # A tenant without a curve gets a measurement and no verdict.
@@ -214,17 +231,27 @@ def test_rates_that_follow_the_allocation_do_not_flip_it_back_and_forth() -> Non
     as a closed-loop replayer's does); under the rate it has when given its working set the
     other allocation looks best, and back. With the hold, the loop changes its mind at most
     once per hold period; without, every reaction time."""
+
     def run(hold: float) -> int:
         clock, published = Clock(), []
         loop: AllocationLoop
 
         def source() -> dict[str, TenantCurve]:
             given = (loop.current or {}).get("loop", 0.0) >= 20 * MiB
-            return {"loop": TenantCurve(step_curve(20 * MiB), 1000.0 if given else 8000.0),
-                    "zipf": TenantCurve(curve(32 * MiB), 4000.0)}
+            return {
+                "loop": TenantCurve(step_curve(20 * MiB), 1000.0 if given else 8000.0),
+                "zipf": TenantCurve(curve(32 * MiB), 4000.0),
+            }
 
-        cfg = LoopConfig(capacity=32 * MiB, interval_s=5, reaction_time_s=15, idle_after_s=1e9, unit_bytes=MiB,
-                         refill_horizon_s=60.0, hold_reaction_times=hold)
+        cfg = LoopConfig(
+            capacity=32 * MiB,
+            interval_s=5,
+            reaction_time_s=15,
+            idle_after_s=1e9,
+            unit_bytes=MiB,
+            refill_horizon_s=60.0,
+            hold_reaction_times=hold,
+        )
         loop = AllocationLoop(source, lambda _: None, cfg, clock=clock)
         for _ in range(36):  # 36 intervals: 12 reaction times
             if loop.step().rolled_out:

@@ -41,5 +41,6 @@ def test_unreachable_sla_is_reported() -> None:
 
 def test_bandwidths_must_be_ordered() -> None:
     with pytest.raises(ValueError, match="memory ≥ network ≥ storage"):
-        split_two_level("a", CURVE, sla=1, hypervisor_max=10, storage_max=10, epsilon=1,
-                        memory=1.0, network=2.0, storage=0.5)
+        split_two_level(
+            "a", CURVE, sla=1, hypervisor_max=10, storage_max=10, epsilon=1, memory=1.0, network=2.0, storage=0.5
+        )

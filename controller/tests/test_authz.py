@@ -83,9 +83,7 @@ def assert_forbidden(response: Any) -> dict[str, Any]:
 # --- authentication ---------------------------------------------------------------------
 
 
-def test_missing_unknown_and_revoked_tokens_get_401(
-    secured: TestClient, make_token: Callable[..., str]
-) -> None:
+def test_missing_unknown_and_revoked_tokens_get_401(secured: TestClient, make_token: Callable[..., str]) -> None:
     secret = make_token("ci", "viewer")
     assert secured.get("/api/v1/tenants", headers=bearer(secret)).status_code == 200
     token_id = secured.get("/api/v1/tokens", headers=ADMIN_HEADERS).json()[0]["id"]
@@ -97,12 +95,8 @@ def test_missing_unknown_and_revoked_tokens_get_401(
         assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_the_secret_is_shown_once_and_stored_only_as_its_sha256(
-    secured: TestClient, state_db: Engine
-) -> None:
-    created = secured.post(
-        "/api/v1/tokens", json={"name": "ci", "role": "operator"}, headers=ADMIN_HEADERS
-    )
+def test_the_secret_is_shown_once_and_stored_only_as_its_sha256(secured: TestClient, state_db: Engine) -> None:
+    created = secured.post("/api/v1/tokens", json={"name": "ci", "role": "operator"}, headers=ADMIN_HEADERS)
     assert created.status_code == 201
     body = created.json()
     secret = body["token"]
@@ -123,19 +117,13 @@ def test_token_api_refuses_bad_requests_without_writing(
 ) -> None:
     make_token("ci", "viewer")
     before = snapshot(state_db)
-    assert_problem(
-        secured.post("/api/v1/tokens", json={"name": "ci", "role": "viewer"}, headers=ADMIN_HEADERS), 409
-    )
+    assert_problem(secured.post("/api/v1/tokens", json={"name": "ci", "role": "viewer"}, headers=ADMIN_HEADERS), 409)
     body = assert_problem(
-        secured.post(
-            "/api/v1/tokens", json={"name": "t", "role": "admin", "tenant": "web"}, headers=ADMIN_HEADERS
-        ),
+        secured.post("/api/v1/tokens", json={"name": "t", "role": "admin", "tenant": "web"}, headers=ADMIN_HEADERS),
         422,
     )
     assert body["errors"][0]["field"] == "role"
-    assert_problem(
-        secured.post("/api/v1/tokens", json={"name": "t", "role": "root"}, headers=ADMIN_HEADERS), 422
-    )
+    assert_problem(secured.post("/api/v1/tokens", json={"name": "t", "role": "root"}, headers=ADMIN_HEADERS), 422)
     assert_problem(secured.delete("/api/v1/tokens/nope", headers=ADMIN_HEADERS), 404)
     assert snapshot(state_db) == before
     token_id = secured.get("/api/v1/tokens", headers=ADMIN_HEADERS).json()[0]["id"]
@@ -146,9 +134,7 @@ def test_token_api_refuses_bad_requests_without_writing(
 # --- roles ------------------------------------------------------------------------------
 
 
-def test_viewer_reads_but_changes_nothing(
-    seeded: TestClient, make_token: Callable[..., str], state_db: Engine
-) -> None:
+def test_viewer_reads_but_changes_nothing(seeded: TestClient, make_token: Callable[..., str], state_db: Engine) -> None:
     viewer = bearer(make_token("look", "viewer"))
     for path in ("/api/v1/tenants", "/api/v1/rules", "/api/v1/hosts", "/api/v1/rollouts", "/api/v1/audit"):
         assert seeded.get(path, headers=viewer).status_code == 200, path
@@ -218,9 +204,7 @@ def test_tenant_token_changes_only_its_tenants_rules(
     assert_forbidden(seeded.post("/api/v1/tenants", json={**TENANT, "name": "web2"}, headers=web))
     assert_forbidden(seeded.put("/api/v1/tenants/web", json=TENANT, headers=web))
     assert_forbidden(seeded.delete("/api/v1/tenants/web", headers=web))
-    assert_forbidden(
-        seeded.post("/api/v1/rules", json=rule_body("x", match={"tenant": "db"}), headers=web)
-    )
+    assert_forbidden(seeded.post("/api/v1/rules", json=rule_body("x", match={"tenant": "db"}), headers=web))
     assert_forbidden(seeded.post("/api/v1/rules", json=rule_body("x", match={"ops": ["read"]}), headers=web))
     assert_forbidden(seeded.put("/api/v1/rules/db-read", json=rule_body("db-read"), headers=web))
     assert_forbidden(
@@ -255,9 +239,7 @@ def test_tenant_token_changes_only_its_tenants_stages_and_sees_no_devices(
     assert seeded.patch("/api/v1/stages/cache/web", json={"size_bytes": 2 << 20}, headers=web).status_code == 200
 
 
-def test_tenant_viewer_cannot_write_its_own_rules(
-    seeded: TestClient, make_token: Callable[..., str]
-) -> None:
+def test_tenant_viewer_cannot_write_its_own_rules(seeded: TestClient, make_token: Callable[..., str]) -> None:
     web = bearer(make_token("web-look", "viewer", tenant="web"))
     assert seeded.get("/api/v1/rules/web-read", headers=web).status_code == 200
     assert_forbidden(seeded.delete("/api/v1/rules/web-read", headers=web))
@@ -298,8 +280,13 @@ def test_every_change_is_audited_with_who_what_before_and_after(
 
     events = secured.get("/api/v1/audit", headers=ADMIN_HEADERS).json()
     assert [e["action"] for e in events] == [
-        "tenant.delete", "rule.delete", "rule.update", "rule.create", "tenant.update",
-        "tenant.create", "token.create",
+        "tenant.delete",
+        "rule.delete",
+        "rule.update",
+        "rule.create",
+        "tenant.update",
+        "tenant.create",
+        "token.create",
     ]
     by_action = {e["action"]: e for e in events}
     assert by_action["token.create"]["actor"] == "bootstrap"
@@ -319,9 +306,7 @@ def test_every_change_is_audited_with_who_what_before_and_after(
     assert {e["resource_kind"] for e in only_rules} == {"rule"} and len(only_rules) == 3
 
 
-def test_refused_and_invalid_changes_leave_no_audit_event(
-    secured: TestClient, make_token: Callable[..., str]
-) -> None:
+def test_refused_and_invalid_changes_leave_no_audit_event(secured: TestClient, make_token: Callable[..., str]) -> None:
     viewer = bearer(make_token("look", "viewer"))
     secured.post("/api/v1/tenants", json=TENANT, headers=viewer)
     secured.post("/api/v1/rules", json=rule_body(match={"tenant": "missing"}), headers=ADMIN_HEADERS)

@@ -52,13 +52,18 @@ def simulated(client: TestClient) -> Iterator[Sent]:
     assert failure == []
 
 
-def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClient, redis_url: str, simulated: Sent) -> None:
-
+def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(
+    client: TestClient, redis_url: str, simulated: Sent
+) -> None:
     r = redis.Redis.from_url(redis_url, decode_responses=True)
-    wait_until(lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 1,
-               what=f"{HOST} registered and acked its first generation")
+    wait_until(
+        lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 1,
+        what=f"{HOST} registered and acked its first generation",
+    )
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
-    wait_until(lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 2, what="the tenant installed")
+    wait_until(
+        lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 2, what="the tenant installed"
+    )
     assert client.post("/api/v1/rules", json=rule_body("r1")).status_code == 201
     wait_until(lambda: client.get(f"/api/v1/hosts/{HOST}").json().get("acked_generation") == 3, what="r1 installed")
 
@@ -82,15 +87,20 @@ def test_simulated_agent_acks_a_two_phase_rollout_like_an_agent(client: TestClie
     stale = {**json.loads(r.get(f"lachesis:agent:{HOST}:desired")), "generation": 2}
     stale.pop("phase", None)
     r.xadd(f"lachesis:agent:{HOST}:inbox", {"msg": json.dumps(stale)})
-    refused = wait_until(lambda: [a for a in list(simulated["acks"]) if a["generation"] == 2 and a["status"] == "rejected"],
-                         what="the stale generation's refusal")
+    refused = wait_until(
+        lambda: [a for a in list(simulated["acks"]) if a["generation"] == 2 and a["status"] == "rejected"],
+        what="the stale generation's refusal",
+    )
     assert len(refused) == 1 and refused[0]["rules_installed"] == 0
 
     heartbeat = json.loads(r.get(f"lachesis:agent:{HOST}:heartbeat"))
     assert heartbeat["generation"] == 4
     assert 0 < r.ttl(f"lachesis:agent:{HOST}:heartbeat") <= 15
-    for kind, sent in (("registration", list(simulated["registrations"])), ("ack", list(simulated["acks"])),
-                       ("heartbeat", [heartbeat])):
+    for kind, sent in (
+        ("registration", list(simulated["registrations"])),
+        ("ack", list(simulated["acks"])),
+        ("heartbeat", [heartbeat]),
+    ):
         for message in sent:
             assert list(validator(kind).iter_errors(message)) == [], (kind, message)
     r.close()

@@ -72,9 +72,7 @@ def test_an_agent_appends_only_to_its_own_streams(own_agents: dict[str, FakeAgen
         a.xrange("lachesis:agent:host-b:acks")
 
 
-def test_a_forged_ack_does_not_complete_a_rollout(
-    client: TestClient, own_agents: dict[str, FakeAgent]
-) -> None:
+def test_a_forged_ack_does_not_complete_a_rollout(client: TestClient, own_agents: dict[str, FakeAgent]) -> None:
     a, b = own_agents["host-a"], own_agents["host-b"]
     rollout_id = client.post("/api/v1/tenants", json=TENANT).json()["rollout_id"]
     state_b = b.wait_desired(2)

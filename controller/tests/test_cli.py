@@ -31,9 +31,7 @@ def live_url(settings: Settings) -> Iterator[str]:
 
 def serve(settings: Settings, app: FastAPI | None = None) -> Iterator[str]:
     port = free_port()
-    config = uvicorn.Config(
-        app or create_app(settings), host="127.0.0.1", port=port, log_config=None, access_log=False
-    )
+    config = uvicorn.Config(app or create_app(settings), host="127.0.0.1", port=port, log_config=None, access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -90,21 +88,38 @@ def test_apply_examples_then_get_and_delete(live_url: str) -> None:
 
 
 def test_apply_updates_a_changed_rule_and_orders_tenants_first(live_url: str, tmp_path: Path) -> None:
-    both = write(tmp_path, "both.yaml", """\
+    both = write(
+        tmp_path,
+        "both.yaml",
+        """\
 kind: Rule
 spec: {name: r1, priority: 5, match: {tenant: web}, detours: [{what: io, to: {kind: stage, target: c}}]}
 ---
 kind: Tenant
 spec: {name: web, classifiers: [{kind: uid, value: "33"}]}
-""")
+""",
+    )
     first = cli(live_url, "apply", "-f", str(both))
     assert first.exit_code == 0, first.output
     assert first.stdout.index("tenant/web created") < first.stdout.index("rule/r1 created")
 
-    changed = write(tmp_path, "changed.json", json.dumps([
-        {"kind": "Rule", "spec": {"name": "r1", "priority": 7, "match": {"tenant": "web"},
-                                  "detours": [{"what": "io", "to": {"kind": "stage", "target": "c"}}]}},
-    ]))
+    changed = write(
+        tmp_path,
+        "changed.json",
+        json.dumps(
+            [
+                {
+                    "kind": "Rule",
+                    "spec": {
+                        "name": "r1",
+                        "priority": 7,
+                        "match": {"tenant": "web"},
+                        "detours": [{"what": "io", "to": {"kind": "stage", "target": "c"}}],
+                    },
+                },
+            ]
+        ),
+    )
     second = cli(live_url, "apply", "-f", str(changed))
     assert second.exit_code == 0, second.output
     assert "rule/r1 updated" in second.stdout
@@ -155,10 +170,11 @@ def test_invalid_json_exits_2_with_the_line(live_url: str, tmp_path: Path) -> No
     assert f"{bad}:2:" in result.stderr and "invalid JSON" in result.stderr
 
 
-def test_invalid_spec_exits_2_naming_field_and_line_and_applies_nothing(
-    live_url: str, tmp_path: Path
-) -> None:
-    bad = write(tmp_path, "bad.yaml", """\
+def test_invalid_spec_exits_2_naming_field_and_line_and_applies_nothing(live_url: str, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        """\
 kind: Tenant
 spec: {name: web, classifiers: []}
 ---
@@ -170,7 +186,8 @@ spec:
     tenant: web
     inode: 42
   detours: [{what: io, to: {kind: stage, target: c}}]
-""")
+""",
+    )
     result = cli(live_url, "apply", "-f", str(bad))
     assert result.exit_code == 2
     assert f"{bad}:10:" in result.stderr
@@ -186,8 +203,10 @@ spec:
         ("kind: Tenant\n", "needs a spec mapping"),
         ("kind: Tenant\nspec: {name: x, classifiers: []}\nextra: 1\n", "unknown key(s) extra"),
         ("# nothing\n", "no documents"),
-        ("kind: Tenant\nspec: {name: x, classifiers: []}\n---\nkind: Tenant\nspec: {name: x, classifiers: []}\n",
-         "also defined at"),
+        (
+            "kind: Tenant\nspec: {name: x, classifiers: []}\n---\nkind: Tenant\nspec: {name: x, classifiers: []}\n",
+            "also defined at",
+        ),
     ],
 )
 def test_malformed_documents_exit_2(live_url: str, tmp_path: Path, content: str, message: str) -> None:
@@ -203,10 +222,14 @@ def test_missing_file_exits_2(live_url: str, tmp_path: Path) -> None:
 
 
 def test_server_refusal_exits_2_with_problem_detail(live_url: str, tmp_path: Path) -> None:
-    rule = write(tmp_path, "rule.yaml", """\
+    rule = write(
+        tmp_path,
+        "rule.yaml",
+        """\
 kind: Rule
 spec: {name: r1, priority: 1, match: {tenant: ghost}, detours: [{what: io, to: {kind: stage, target: c}}]}
-""")
+""",
+    )
     result = cli(live_url, "apply", "-f", str(rule))
     assert result.exit_code == 2
     assert "422" in result.stderr and "match.tenant" in result.stderr and "ghost" in result.stderr
@@ -229,7 +252,9 @@ def test_console_script_runs(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "lachesis-cli"
     result = subprocess.run(
         [str(script), "apply", "-f", str(tmp_path / "missing.yaml")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "no such file" in result.stderr
@@ -279,14 +304,17 @@ def test_apply_a_policy_document(live_url: str) -> None:
 def test_policy_errors_point_into_the_file(live_url: str, tmp_path: Path) -> None:
     text = (POLICY_EXAMPLES / "tenant-cache-isolation.yaml").read_text()
     # Locally invalid: caught before sending, with the file's line.
-    bad = write(tmp_path, "bad.yaml", text.replace("size_bytes: 4294967296}", "size_bytes: 4294967296, colour: red}", 1))
+    bad = write(
+        tmp_path, "bad.yaml", text.replace("size_bytes: 4294967296}", "size_bytes: 4294967296, colour: red}", 1)
+    )
     result = cli(live_url, "apply", "-f", str(bad))
     assert result.exit_code == 2
     line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "colour" in l)
     assert f"bad.yaml:{line}: Policy spec.stages[0].colour: unknown field" in result.output
     # Valid but unsafe: the controller refuses, naming the rule, and nothing is applied.
     unsafe = write(
-        tmp_path, "unsafe.yaml",
+        tmp_path,
+        "unsafe.yaml",
         "kind: Tenant\nspec: {name: other, classifiers: []}\n---\n"
         + text.replace("match: {tenant: beta}", "match: {tenant: other}"),
     )

@@ -26,12 +26,30 @@ def live_url(settings: Settings, agents: Callable[[str], FakeAgent]) -> Iterator
 
 
 def test_declare_list_pause_resume_cancel(live_url: str, agents: Callable[[str], FakeAgent]) -> None:
-    made = cli(live_url, "declared", "create", "/mnt/data/a", "/mnt/data/b", "--host", "host-a",
-               "--tenant", TENANT["name"], "--by", "2h", "--id", "scrub-1", "--paused")
+    made = cli(
+        live_url,
+        "declared",
+        "create",
+        "/mnt/data/a",
+        "/mnt/data/b",
+        "--host",
+        "host-a",
+        "--tenant",
+        TENANT["name"],
+        "--by",
+        "2h",
+        "--id",
+        "scrub-1",
+        "--paused",
+    )
     assert made.exit_code == 0, made.output
     assert "declared scrub-1 on host-a" in made.stdout
     (job,) = json.loads(cli(live_url, "declared", "list", "--json").stdout)
-    assert ([f["path"] for f in job["files"]], job["paused"], job["state"]) == (["/mnt/data/a", "/mnt/data/b"], True, "pending")
+    assert ([f["path"] for f in job["files"]], job["paused"], job["state"]) == (
+        ["/mnt/data/a", "/mnt/data/b"],
+        True,
+        "pending",
+    )
     assert "scrub-1  host-a" in cli(live_url, "declared", "resume", "scrub-1").stdout
     assert json.loads(cli(live_url, "declared", "show", "scrub-1").stdout)["paused"] is False
     assert "cancelled" in cli(live_url, "declared", "cancel", "scrub-1").stdout

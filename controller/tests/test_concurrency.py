@@ -30,9 +30,14 @@ def test_second_writer_of_a_rule_gets_412(client: TestClient, db: Engine) -> Non
 def test_second_writer_of_a_tenant_gets_412(client: TestClient, db: Engine) -> None:
     client.post("/api/v1/tenants", json=TENANT)
     etag = client.get("/api/v1/tenants/web").headers["etag"]
-    assert client.put("/api/v1/tenants/web", json={**TENANT, "description": "a"}, headers={"If-Match": etag}).status_code == 200
+    assert (
+        client.put("/api/v1/tenants/web", json={**TENANT, "description": "a"}, headers={"If-Match": etag}).status_code
+        == 200
+    )
     before = snapshot(db)
-    assert_problem(client.put("/api/v1/tenants/web", json={**TENANT, "description": "b"}, headers={"If-Match": etag}), 412)
+    assert_problem(
+        client.put("/api/v1/tenants/web", json={**TENANT, "description": "b"}, headers={"If-Match": etag}), 412
+    )
     assert_problem(client.delete("/api/v1/tenants/web", headers={"If-Match": etag}), 412)
     assert snapshot(db) == before
     assert client.put("/api/v1/tenants/web", json=TENANT, headers={"If-Match": "*"}).status_code == 200

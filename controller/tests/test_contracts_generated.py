@@ -14,7 +14,8 @@ from lachesis_controller.contracts import engine_parts, gen_engine_parts
 def test_engine_parts_is_generated_from_the_stage_contract() -> None:
     schema = json.loads(gen_engine_parts.SCHEMA.read_text())
     assert gen_engine_parts.OUTPUT.read_text() == gen_engine_parts.render(schema), (
-        "contracts/engine_parts.py is out of date: run python -m lachesis_controller.contracts.gen_engine_parts")
+        "contracts/engine_parts.py is out of date: run python -m lachesis_controller.contracts.gen_engine_parts"
+    )
     assert gen_engine_parts.main(["--check"]) == 0
     assert engine_parts.ENGINE_PARTS["hybrid"] == ("klog", "kset", "loc")
     assert engine_parts.PART_PATTERNS["kset"] == "random"

@@ -40,9 +40,14 @@ def later(seconds: float = 3600) -> str:
 
 
 def job_body(**overrides: Any) -> dict[str, Any]:
-    return {"id": "scrub-1", "host": "host-a", "tenant": TENANT["name"], "deadline": later(),
-            "files": [{"path": "/mnt/data/a"}, {"path": "/mnt/data/b", "offset": 4096, "length": 65536}],
-            **overrides}
+    return {
+        "id": "scrub-1",
+        "host": "host-a",
+        "tenant": TENANT["name"],
+        "deadline": later(),
+        "files": [{"path": "/mnt/data/a"}, {"path": "/mnt/data/b", "offset": 4096, "length": 65536}],
+        **overrides,
+    }
 
 
 def key_jobs(agent: FakeAgent) -> dict[str, dict[str, Any]]:
@@ -55,15 +60,32 @@ def key_jobs(agent: FakeAgent) -> dict[str, dict[str, Any]]:
 
 
 def report(client: TestClient, at: str, *jobs: dict[str, Any]) -> None:
-    client.app.state.telemetry.ingest(Telemetry.model_validate({  # type: ignore[attr-defined]
-        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": at, "interval_s": 1.0,
-        "tenants": [], "devices": [], "declared_io": list(jobs),
-    }))
+    client.app.state.telemetry.ingest(
+        Telemetry.model_validate(
+            {  # type: ignore[attr-defined]
+                "schema": "lachesis.telemetry/v1",
+                "host_id": "host-a",
+                "sent_at": at,
+                "interval_s": 1.0,
+                "tenants": [],
+                "devices": [],
+                "declared_io": list(jobs),
+            }
+        )
+    )
 
 
 def progress(job_id: str, state: str, dispatched: int, foreground: int, **more: Any) -> dict[str, Any]:
-    return {"id": job_id, "state": state, "bytes_declared": 3 << 20, "dispatched_bytes": dispatched,
-            "foreground_bytes": foreground, "shared_bytes": 0, "error": None, **more}
+    return {
+        "id": job_id,
+        "state": state,
+        "bytes_declared": 3 << 20,
+        "dispatched_bytes": dispatched,
+        "foreground_bytes": foreground,
+        "shared_bytes": 0,
+        "error": None,
+        **more,
+    }
 
 
 def now_z() -> str:
@@ -76,17 +98,26 @@ def test_a_job_reaches_its_host_and_the_agents_reports_complete_it(client: TestC
     assert created.headers["location"] == f"{URL}/scrub-1"
     assert created.json()["state"] == "pending"
     shipped = key_jobs(host)["scrub-1"]
-    assert shipped["files"] == [{"path": "/mnt/data/a", "offset": 0, "length": None},
-                                {"path": "/mnt/data/b", "offset": 4096, "length": 65536}]
+    assert shipped["files"] == [
+        {"path": "/mnt/data/a", "offset": 0, "length": None},
+        {"path": "/mnt/data/b", "offset": 4096, "length": 65536},
+    ]
     assert (shipped["pace"], shipped["paused"], shipped["tenant"]) == ("deadline", False, TENANT["name"])
 
     report(client, now_z(), progress("scrub-1", "running", 1 << 20, 1 << 20))
-    running = wait_until(lambda: (j := client.get(f"{URL}/scrub-1").json())["state"] == "running" and j,
-                         what="the job running")
-    assert (running["dispatched_bytes"], running["foreground_bytes"], running["covered_bytes"]) == (1 << 20, 1 << 20, 2 << 20)
+    running = wait_until(
+        lambda: (j := client.get(f"{URL}/scrub-1").json())["state"] == "running" and j, what="the job running"
+    )
+    assert (running["dispatched_bytes"], running["foreground_bytes"], running["covered_bytes"]) == (
+        1 << 20,
+        1 << 20,
+        2 << 20,
+    )
 
-    checksums = [{"path": "/mnt/data/a", "offset": 0, "length": (3 << 20) - 65536, "crc32": 1},
-                 {"path": "/mnt/data/b", "offset": 4096, "length": 65536, "crc32": 2}]
+    checksums = [
+        {"path": "/mnt/data/a", "offset": 0, "length": (3 << 20) - 65536, "crc32": 1},
+        {"path": "/mnt/data/b", "offset": 4096, "length": 65536, "crc32": 2},
+    ]
     report(client, now_z(), progress("scrub-1", "done", 1 << 20, 2 << 20, files=checksums))
     done = wait_until(lambda: (j := client.get(f"{URL}/scrub-1").json())["state"] == "done" and j, what="done")
     assert done["covered_bytes"] == done["bytes_declared"] == 3 << 20
@@ -141,13 +172,33 @@ def test_done_before_the_deadline_is_done_after_it_missed_and_failures_say_why()
     now = datetime.now(UTC)
 
     def job(deadline: datetime) -> DeclaredJob:
-        return DeclaredJob(id="j", host_id="h", tenant="t", files=[], deadline=deadline, pace="deadline",
-                           paused=False, state="running", dispatched_bytes=0, foreground_bytes=0, shared_bytes=0)
+        return DeclaredJob(
+            id="j",
+            host_id="h",
+            tenant="t",
+            files=[],
+            deadline=deadline,
+            pace="deadline",
+            paused=False,
+            state="running",
+            dispatched_bytes=0,
+            foreground_bytes=0,
+            shared_bytes=0,
+        )
 
     def rep(state: str, error: str | None = None) -> TelemetryDeclaredJob:
         return TelemetryDeclaredJob.model_validate(
-            {"id": "j", "state": state, "bytes_declared": 10, "dispatched_bytes": 4, "foreground_bytes": 6,
-             "shared_bytes": 0, "error": error, **({"files": []} if state == "done" else {})})
+            {
+                "id": "j",
+                "state": state,
+                "bytes_declared": 10,
+                "dispatched_bytes": 4,
+                "foreground_bytes": 6,
+                "shared_bytes": 0,
+                "error": error,
+                **({"files": []} if state == "done" else {}),
+            }
+        )
 
     on_time = job(now + timedelta(seconds=10))
     assert apply_report(on_time, rep("done"), now) and on_time.state == "done"
@@ -199,7 +250,10 @@ spec:
 
 
 def test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs(
-    client: TestClient, host: FakeAgent, agents: Callable[[str], FakeAgent], db: Engine,
+    client: TestClient,
+    host: FakeAgent,
+    agents: Callable[[str], FakeAgent],
+    db: Engine,
 ) -> None:
     """The controller alone decides when a scrub's jobs are declared and by when they are due
     (the agent runs the job it is given): the clock here is the test's, passed to the loop's
@@ -225,7 +279,8 @@ def test_a_scrubs_every_s_window_s_rate_and_hosts_shape_its_jobs(
         assert declare_due_scrubs(s, declared_at + timedelta(seconds=599)) == set()
         assert declare_due_scrubs(s, declared_at + timedelta(seconds=600)) == {"host-a"}
         s.commit()
-        made = s.scalars(select(DeclaredJob).where(DeclaredJob.source == "scrub/here")
-                         .order_by(DeclaredJob.created_at)).all()
+        made = s.scalars(
+            select(DeclaredJob).where(DeclaredJob.source == "scrub/here").order_by(DeclaredJob.created_at)
+        ).all()
     assert [j.id.rsplit("-", 1)[1] for j in made] == ["1", "2"]
     assert made[1].deadline - made[1].created_at == timedelta(seconds=120)

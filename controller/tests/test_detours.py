@@ -20,13 +20,26 @@ from lachesis_controller.detours.messages import DetourRequest, DetourVerdict
 from lachesis_controller.detours.service import DetourLog, DetourService
 
 
-def request(n: int = 1, *, target: str = "approve", hold: bool = True, tenant: str | None = "web",
-            host: str = "host-a", path: str = "/data/f") -> dict[str, Any]:
+def request(
+    n: int = 1,
+    *,
+    target: str = "approve",
+    hold: bool = True,
+    tenant: str | None = "web",
+    host: str = "host-a",
+    path: str = "/data/f",
+) -> dict[str, Any]:
     return {
-        "schema": "lachesis.detour-request/v1", "id": f"{host}.1.{n}", "host_id": host, "generation": 1,
-        "rule": "ask", "target": target, "hold": hold,
+        "schema": "lachesis.detour-request/v1",
+        "id": f"{host}.1.{n}",
+        "host_id": host,
+        "generation": 1,
+        "rule": "ask",
+        "target": target,
+        "hold": hold,
         "header": {"tenant": tenant, "op": "write", "path": path, "offset": 0, "length": 4096},
-        "sent_at": now_rfc3339(), "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "sent_at": now_rfc3339(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     }
 
 
@@ -118,12 +131,22 @@ def _verdicts(agent: FakeAgent) -> list[dict[str, Any]]:
 
 
 def ack_quiesce(agent: FakeAgent, state: dict[str, Any]) -> None:
-    agent.send("acks", {
-        "schema": "lachesis.ack/v1", "host_id": agent.host_id, "generation": state["generation"],
-        "rollout_id": state["rollout_id"], "phase": "quiesce", "status": "applied", "reason": None,
-        "rules_installed": len(state["rules"]), "drained": 0, "acked_at": now_rfc3339(),
-        "traceparent": state["traceparent"],
-    })
+    agent.send(
+        "acks",
+        {
+            "schema": "lachesis.ack/v1",
+            "host_id": agent.host_id,
+            "generation": state["generation"],
+            "rollout_id": state["rollout_id"],
+            "phase": "quiesce",
+            "status": "applied",
+            "reason": None,
+            "rules_installed": len(state["rules"]),
+            "drained": 0,
+            "acked_at": now_rfc3339(),
+            "traceparent": state["traceparent"],
+        },
+    )
 
 
 def _read_rule(desired: dict[str, Any]) -> dict[str, Any]:
@@ -131,16 +154,28 @@ def _read_rule(desired: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_quiet(
-    readset_client: TestClient, agents: Any,
+    readset_client: TestClient,
+    agents: Any,
 ) -> None:
     client = readset_client
     agent = agents("host-a")
     enroll(client, agent)
     agent.heartbeat(generation=1)
-    reads = {"name": "data-reads", "priority": 20, "match": {"ops": ["read"], "path_prefix": "/data"},
-             "detours": [_file(r) for r in REPLICAS]}
-    ask = {"name": "ask", "priority": 10, "match": {"ops": ["write"], "path_prefix": "/data"},
-           "detours": [{"what": "header", "to": {"kind": "controller", "target": "readset"}}, *(_file(r) for r in REPLICAS)]}
+    reads = {
+        "name": "data-reads",
+        "priority": 20,
+        "match": {"ops": ["read"], "path_prefix": "/data"},
+        "detours": [_file(r) for r in REPLICAS],
+    }
+    ask = {
+        "name": "ask",
+        "priority": 10,
+        "match": {"ops": ["write"], "path_prefix": "/data"},
+        "detours": [
+            {"what": "header", "to": {"kind": "controller", "target": "readset"}},
+            *(_file(r) for r in REPLICAS),
+        ],
+    }
     generation = 1
     for body in (reads, ask):
         r = client.post("/api/v1/rules", json=body)
@@ -155,8 +190,13 @@ def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_qui
     assert {"ops": ["read"], "path_prefix": "/data"} in quiesce["quiesce"]
     assert _verdicts(agent) == []
     ack_quiesce(agent, quiesce)
-    install = wait_until(lambda: (d := agent.desired()) and d.get("phase", "install") == "install"
-                         and d["generation"] == quiesce["generation"] and d, what="install")
+    install = wait_until(
+        lambda: (d := agent.desired())
+        and d.get("phase", "install") == "install"
+        and d["generation"] == quiesce["generation"]
+        and d,
+        what="install",
+    )
     assert [d["to"]["target"] for d in _read_rule(install)["detours"]] == REPLICAS[:1]
     assert _verdicts(agent) == []
     agent.ack(install)
@@ -170,16 +210,24 @@ def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_qui
     assert agent.desired()["generation"] == install["generation"]
 
     # Write-free for the quiet time (1 s): back to every replica (two-phase again).
-    back = wait_until(lambda: (d := agent.desired()) and d["generation"] > install["generation"] and d,
-                      timeout=10, what="restore")
+    back = wait_until(
+        lambda: (d := agent.desired()) and d["generation"] > install["generation"] and d, timeout=10, what="restore"
+    )
     assert back.get("phase") == "quiesce"
     ack_quiesce(agent, back)
-    restored = wait_until(lambda: (d := agent.desired()) and d.get("phase", "install") == "install"
-                          and d["generation"] == back["generation"] and d, what="restored install")
+    restored = wait_until(
+        lambda: (d := agent.desired())
+        and d.get("phase", "install") == "install"
+        and d["generation"] == back["generation"]
+        and d,
+        what="restored install",
+    )
     assert [d["to"]["target"] for d in _read_rule(restored)["detours"]] == REPLICAS
     agent.ack(restored)
-    wait_until(lambda: [d["to"]["target"] for d in client.get("/api/v1/rules/data-reads").json()["detours"]] == REPLICAS,
-               what="rule restored")
+    wait_until(
+        lambda: [d["to"]["target"] for d in client.get("/api/v1/rules/data-reads").json()["detours"]] == REPLICAS,
+        what="rule restored",
+    )
 
     listed = client.get("/api/v1/detours").json()
     assert [d["id"] for d in listed] == ["host-a.1.2", "host-a.1.1"]
@@ -187,9 +235,18 @@ def test_readset_switches_to_the_primary_before_the_write_goes_and_back_when_qui
 
 
 def test_unknown_controller_applications_and_io_to_the_controller_are_refused(client: TestClient) -> None:
-    assert client.post("/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "1000"}]}).status_code == 201
-    body = {"name": "ask", "priority": 10, "match": {"ops": ["write"]},
-            "detours": [{"what": "header", "to": {"kind": "controller", "target": "nosuchapp"}}]}
+    assert (
+        client.post(
+            "/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "1000"}]}
+        ).status_code
+        == 201
+    )
+    body = {
+        "name": "ask",
+        "priority": 10,
+        "match": {"ops": ["write"]},
+        "detours": [{"what": "header", "to": {"kind": "controller", "target": "nosuchapp"}}],
+    }
     problem = assert_problem(client.post("/api/v1/rules", json=body), 422)
     assert "detours[0].to.target" in json.dumps(problem) and "nosuchapp" in json.dumps(problem)
     body["detours"] = [{"what": "io", "to": {"kind": "controller", "target": "approve"}}]
@@ -204,8 +261,12 @@ def test_unknown_controller_applications_and_io_to_the_controller_are_refused(cl
 def test_get_detours_shows_a_tenant_token_only_its_tenants_headers(tmp_path: Path, redis_url: str) -> None:
     admin = {"Authorization": "Bearer boot"}
     with TestClient(create_app(make_settings(tmp_path, redis_url, api_token="boot"))) as client:
-        assert client.post("/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "1"}]},
-                           headers=admin).status_code == 201
+        assert (
+            client.post(
+                "/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "1"}]}, headers=admin
+            ).status_code
+            == 201
+        )
         made = client.post("/api/v1/tokens", json={"name": "w", "role": "viewer", "tenant": "web"}, headers=admin)
         assert made.status_code == 201, made.text
         tenant_token = {"Authorization": f"Bearer {made.json()['token']}"}

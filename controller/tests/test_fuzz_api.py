@@ -35,8 +35,12 @@ def test_no_server_errors_and_responses_match_the_schema(live_url: str) -> None:
         operations += 1
 
         @settings(
-            max_examples=30, derandomize=True, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate],
+            max_examples=30,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.generate],
         )
         @given(case=operation.as_strategy())
         def run(case: schemathesis.Case) -> None:

@@ -93,7 +93,11 @@ class Api(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ tenants
 
-    @rule(name=st.sampled_from(TENANTS), classifiers=st.sampled_from(CLASSIFIERS), description=st.none() | st.text(max_size=20))
+    @rule(
+        name=st.sampled_from(TENANTS),
+        classifiers=st.sampled_from(CLASSIFIERS),
+        description=st.none() | st.text(max_size=20),
+    )
     def create_tenant(self, name: str, classifiers: list[dict[str, str]], description: str | None) -> None:
         body: dict[str, Any] = {"name": name, "classifiers": classifiers}
         if description is not None:
@@ -120,8 +124,12 @@ class Api(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ stages
 
-    @rule(name=st.sampled_from(STAGES), owner=st.sampled_from(TENANTS), size=st.sampled_from(SIZES),
-          write_mode=st.sampled_from(["back", "through", "around"]))
+    @rule(
+        name=st.sampled_from(STAGES),
+        owner=st.sampled_from(TENANTS),
+        size=st.sampled_from(SIZES),
+        write_mode=st.sampled_from(["back", "through", "around"]),
+    )
     def create_stage(self, name: str, owner: str, size: int, write_mode: str) -> None:
         body = {"name": name, "kind": "cache", "owner": owner, "size_bytes": size, "write_mode": write_mode}
         if name in self.stages:
@@ -159,8 +167,12 @@ class Api(RuleBasedStateMachine):
         if tenant is not None:
             match["tenant"] = tenant
         to = {"kind": "stage", "target": stage} if stage else {"kind": "controller", "target": "approve"}
-        return {"name": name, "priority": priority, "match": match,
-                "detours": [{"what": "io" if stage else "header", "to": to}]}
+        return {
+            "name": name,
+            "priority": priority,
+            "match": match,
+            "detours": [{"what": "io" if stage else "header", "to": to}],
+        }
 
     def rule_refs_known(self, body: dict[str, Any]) -> bool:
         # A rule may name a stage nobody declared (one the agents provide: docs/policies.md),
@@ -168,8 +180,12 @@ class Api(RuleBasedStateMachine):
         tenant = body["match"].get("tenant")
         return tenant is None or tenant in self.tenants
 
-    @rule(name=st.sampled_from(RULES), priority=st.integers(0, 100), tenant=st.none() | st.sampled_from(TENANTS),
-          stage=st.none() | st.sampled_from(STAGES))
+    @rule(
+        name=st.sampled_from(RULES),
+        priority=st.integers(0, 100),
+        tenant=st.none() | st.sampled_from(TENANTS),
+        stage=st.none() | st.sampled_from(STAGES),
+    )
     def create_rule(self, name: str, priority: int, tenant: str | None, stage: str | None) -> None:
         body = self.rule_body(name, priority, tenant, stage)
         if name in self.rules:
@@ -181,8 +197,12 @@ class Api(RuleBasedStateMachine):
         if self.call("POST", "/api/v1/rules", expected, json=body).status_code == 201:
             self.rules[name] = body
 
-    @rule(name=st.sampled_from(RULES), priority=st.integers(0, 100), tenant=st.none() | st.sampled_from(TENANTS),
-          stage=st.none() | st.sampled_from(STAGES))
+    @rule(
+        name=st.sampled_from(RULES),
+        priority=st.integers(0, 100),
+        tenant=st.none() | st.sampled_from(TENANTS),
+        stage=st.none() | st.sampled_from(STAGES),
+    )
     def replace_rule(self, name: str, priority: int, tenant: str | None, stage: str | None) -> None:
         body = self.rule_body(name, priority, tenant, stage)
         if name not in self.rules:
@@ -237,28 +257,40 @@ class Api(RuleBasedStateMachine):
         text = POLICY.format(tenant=tenant)
         if broken:
             text = text.replace("priority: 5", "priority: [5")
-        self.call("POST", "/api/v1/policies?dry_run=true", {400} if broken else {200},
-                  content=text.encode(), headers={"content-type": "application/yaml"})
+        self.call(
+            "POST",
+            "/api/v1/policies?dry_run=true",
+            {400} if broken else {200},
+            content=text.encode(),
+            headers={"content-type": "application/yaml"},
+        )
 
     # ------------------------------------------------------------------ invariants
 
     @invariant()
     def the_api_agrees_with_what_was_accepted(self) -> None:
         tenants = {t["name"]: t for t in self.get("/api/v1/tenants")}
-        assert set(tenants) == set(self.tenants), f"GET /api/v1/tenants: {sorted(tenants)}, accepted {sorted(self.tenants)}"
+        assert set(tenants) == set(self.tenants), (
+            f"GET /api/v1/tenants: {sorted(tenants)}, accepted {sorted(self.tenants)}"
+        )
         for name, body in self.tenants.items():
             assert tenants[name]["classifiers"] == body["classifiers"], f"tenant {name}: {tenants[name]}"
         stages = {s["name"]: s for s in self.get("/api/v1/stages")}
         assert set(stages) == set(self.stages), f"GET /api/v1/stages: {sorted(stages)}, accepted {sorted(self.stages)}"
         for name, body in self.stages.items():
             got = stages[name]
-            assert (got["owner"], got["declared"]["size_bytes"]) == (body["owner"], body["size_bytes"]), f"stage {name}: {got}"
+            assert (got["owner"], got["declared"]["size_bytes"]) == (body["owner"], body["size_bytes"]), (
+                f"stage {name}: {got}"
+            )
         rules = {r["name"]: r for r in self.get("/api/v1/rules")}
         assert set(rules) == set(self.rules), f"GET /api/v1/rules: {sorted(rules)}, accepted {sorted(self.rules)}"
         for name, body in self.rules.items():
             got = rules[name]
             assert (got["priority"], got["match"].get("tenant"), got["detours"]) == (
-                body["priority"], body["match"].get("tenant"), body["detours"]), f"rule {name}: {got}"
+                body["priority"],
+                body["match"].get("tenant"),
+                body["detours"],
+            ), f"rule {name}: {got}"
         tokens = {t["id"]: t["revoked_at"] is not None for t in self.get("/api/v1/tokens")}
         assert tokens == self.tokens, "GET /api/v1/tokens disagrees with what was created and revoked"
 
@@ -291,8 +323,12 @@ def test_random_sequences_of_changes_keep_the_api_consistent(api: type[Api]) -> 
     run_state_machine_as_test(
         api,
         settings=settings(
-            max_examples=int(os.environ.get("LACHESIS_FUZZ_EXAMPLES", "20")), stateful_step_count=20,
-            derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+            max_examples=int(os.environ.get("LACHESIS_FUZZ_EXAMPLES", "20")),
+            stateful_step_count=20,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
             print_blob=False,
         ),
     )

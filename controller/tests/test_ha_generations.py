@@ -33,8 +33,18 @@ def pg(postgres_server: PostgresServer) -> Iterator[Engine]:
     now = utcnow()
     with make_sessionmaker(engine).begin() as session:
         for host_id in HOSTS:
-            session.add(Host(id=host_id, agent_version="0.1.0", capabilities={}, enrolled_at=now,
-                             registered_at=now, last_seen=now, desired_generation=3, acked_generation=3))
+            session.add(
+                Host(
+                    id=host_id,
+                    agent_version="0.1.0",
+                    capabilities={},
+                    enrolled_at=now,
+                    registered_at=now,
+                    last_seen=now,
+                    desired_generation=3,
+                    acked_generation=3,
+                )
+            )
     yield engine
     engine.dispose()
 
@@ -44,15 +54,18 @@ def _start(session: Session, cause: str) -> None:
     # (the leader) while a REST call on another replica starts a rollout.
     # Held: the identity map keeps only what something references.
     session.info["hosts"] = session.scalars(select(Host).where(Host.id.in_(HOSTS))).all()
-    rollouts.start_rollout(session, cause=cause, trigger="test", host_ids=HOSTS, now=utcnow(),
-                           timeout_s=30.0, traceparent=None)
+    rollouts.start_rollout(
+        session, cause=cause, trigger="test", host_ids=HOSTS, now=utcnow(), timeout_s=30.0, traceparent=None
+    )
 
 
 def _waiting_on_a_lock(engine: Engine) -> int:
     with engine.connect() as connection:
-        return connection.execute(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )).scalar_one()
+        return connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        ).scalar_one()
 
 
 def test_concurrent_rollouts_on_two_sessions_get_distinct_generations(pg: Engine) -> None:
@@ -87,7 +100,9 @@ def test_concurrent_rollouts_on_two_sessions_get_distinct_generations(pg: Engine
     with sessions() as session:
         for host_id in HOSTS:
             generations = session.scalars(
-                select(RolloutTarget.generation).where(RolloutTarget.host_id == host_id).order_by(RolloutTarget.generation)
+                select(RolloutTarget.generation)
+                .where(RolloutTarget.host_id == host_id)
+                .order_by(RolloutTarget.generation)
             ).all()
             assert generations == [4, 5], host_id
             assert session.get(Host, host_id).desired_generation == 5  # type: ignore[union-attr]

@@ -49,10 +49,13 @@ def _terminate_lease_sessions(url: str, lease: AdvisoryLease) -> int:
     """End the session holding the lock as a lost connection would (server side)."""
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
-        ended = connection.execute(text(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-            "AND granted AND ((classid::bigint << 32) | objid::bigint) = :key"
-        ), {"key": lease.key}).scalar_one()
+        ended = connection.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND granted AND ((classid::bigint << 32) | objid::bigint) = :key"
+            ),
+            {"key": lease.key},
+        ).scalar_one()
     engine.dispose()
     return int(ended)
 
@@ -259,7 +262,6 @@ def test_two_controllers_on_postgresql_one_leads_both_serve(
         assert third.get("/readyz").json()["leader"] is True
 
 
-
 class HangingLease(LocalLease):
     """Taken at once; then its check never answers (a database that went silent)."""
 
@@ -294,4 +296,7 @@ def test_a_leader_whose_check_gets_no_answer_stops_its_singletons() -> None:
 def test_bad_ha_settings_are_refused_by_name(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", name: value})
-    assert Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", "LACHESIS_REPLICA_ID": "pod-1.a_b"}).replica_id == "pod-1.a_b"
+    assert (
+        Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", "LACHESIS_REPLICA_ID": "pod-1.a_b"}).replica_id
+        == "pod-1.a_b"
+    )

@@ -49,7 +49,8 @@ def test_unknown_route_and_method_are_problems(client: TestClient) -> None:
 
 
 def test_unexpected_error_is_a_500_problem_without_internals(
-    settings, monkeypatch  # type: ignore[no-untyped-def]
+    settings,
+    monkeypatch,  # type: ignore[no-untyped-def]
 ) -> None:
     from lachesis_controller.api import tenants
 
@@ -66,7 +67,9 @@ def test_unexpected_error_is_a_500_problem_without_internals(
 
 
 def test_root_leads_a_browser_to_the_api_docs_without_a_ui_build(tmp_path: Path) -> None:
-    settings = dataclasses.replace(make_settings(tmp_path, f"redis://127.0.0.1:{free_port()}/0"), ui_dir=tmp_path / "no-ui")
+    settings = dataclasses.replace(
+        make_settings(tmp_path, f"redis://127.0.0.1:{free_port()}/0"), ui_dir=tmp_path / "no-ui"
+    )
     with TestClient(create_app(settings)) as client:
         response = client.get("/", follow_redirects=False)
         assert response.status_code == 307

@@ -163,4 +163,3 @@ def test_oversized_body_is_a_413_with_the_limit(tmp_path: Path, redis_url: str) 
         assert client.get("/api/v1/tenants").json() == []
         # Under the limit, the same route works.
         assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
-

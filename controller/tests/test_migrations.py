@@ -48,11 +48,19 @@ def _at(engine: Engine, revision: str, *, down: bool = False) -> None:
 
 
 def _old_message(host: str, generation: int, rollout: str, issued: datetime, **extra: Any) -> str:
-    return encode({
-        "schema": "lachesis.desired-state/v1", "host_id": host, "generation": generation, "rollout_id": rollout,
-        "issued_at": rfc3339(issued), "traceparent": None, **extra,
-        "tenants": [{"name": "web", "classifiers": []}], "rules": [],
-    })
+    return encode(
+        {
+            "schema": "lachesis.desired-state/v1",
+            "host_id": host,
+            "generation": generation,
+            "rollout_id": rollout,
+            "issued_at": rfc3339(issued),
+            "traceparent": None,
+            **extra,
+            "tenants": [{"name": "web", "classifiers": []}],
+            "rules": [],
+        }
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -72,14 +80,20 @@ def test_0008_moves_each_message_into_one_stored_state(
     messages, quiesce = {}, {}
     with engine.begin() as connection:
         for host in ("host-a", "host-b", "host-c"):
-            connection.execute(text(
-                "INSERT INTO hosts (id, agent_version, capabilities, enrolled_at, registered_at, last_seen, "
-                "desired_generation, acked_generation) VALUES (:id, '0.1.0', '{}', :t, :t, :t, 3, 2)"
-            ), {"id": host, "t": issued.replace(tzinfo=None)})
+            connection.execute(
+                text(
+                    "INSERT INTO hosts (id, agent_version, capabilities, enrolled_at, registered_at, last_seen, "
+                    "desired_generation, acked_generation) VALUES (:id, '0.1.0', '{}', :t, :t, :t, 3, 2)"
+                ),
+                {"id": host, "t": issued.replace(tzinfo=None)},
+            )
         for rollout, generation in (("r-move", 2), ("r-back", 3)):
-            connection.execute(text(
-                "INSERT INTO rollouts (id, cause, state, created_at, deadline) VALUES (:id, 'c', 'failed', :t, :t)"
-            ), {"id": rollout, "t": issued.replace(tzinfo=None)})
+            connection.execute(
+                text(
+                    "INSERT INTO rollouts (id, cause, state, created_at, deadline) VALUES (:id, 'c', 'failed', :t, :t)"
+                ),
+                {"id": rollout, "t": issued.replace(tzinfo=None)},
+            )
         for host in ("host-a", "host-b", "host-c"):
             messages[("r-move", host)] = _old_message(host, 2, "r-move", issued)
             quiesce[("r-move", host)] = _old_message(
@@ -87,11 +101,19 @@ def test_0008_moves_each_message_into_one_stored_state(
             )
         messages[("r-back", "host-a")] = _old_message("host-a", 3, "r-back", issued, phase="install", restores=1)
         for (rollout, host), message in messages.items():
-            connection.execute(text(
-                "INSERT INTO rollout_targets (rollout_id, host_id, generation, status, message, phase, quiesce_message) "
-                "VALUES (:r, :h, :g, 'rejected', :m, 'install', :q)"
-            ), {"r": rollout, "h": host, "g": json.loads(message)["generation"], "m": message,
-                "q": quiesce.get((rollout, host))})
+            connection.execute(
+                text(
+                    "INSERT INTO rollout_targets (rollout_id, host_id, generation, status, message, phase, quiesce_message) "
+                    "VALUES (:r, :h, :g, 'rejected', :m, 'install', :q)"
+                ),
+                {
+                    "r": rollout,
+                    "h": host,
+                    "g": json.loads(message)["generation"],
+                    "m": message,
+                    "q": quiesce.get((rollout, host)),
+                },
+            )
     _at(engine, "heads")
 
     with Session(engine) as session:

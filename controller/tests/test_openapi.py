@@ -11,8 +11,7 @@ from lachesis_controller.app import openapi_document as render
 def test_committed_openapi_matches_the_app() -> None:
     committed = (SCHEMAS / "openapi.json").read_text()
     assert committed == render(), (
-        "api-schemas/openapi.json is out of date: run "
-        ".lachesis/venv/bin/lachesis-controller openapi"
+        "api-schemas/openapi.json is out of date: run .lachesis/venv/bin/lachesis-controller openapi"
     )
 
 

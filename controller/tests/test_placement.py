@@ -18,15 +18,20 @@ def two_tenants(trim: bool = True) -> list[Stream]:
     """Two tenants with half the device each: 4% of it small-object buckets rewritten at
     random, 96% a large-object log, half of the writes each (the FDP paper's setup twice)."""
     return [
-        s for t in ("a", "b")
-        for s in (Stream(t, "set-assoc", 0.02, 0.25), Stream(t, "loc", 0.48, 0.25, trimmed=trim))
+        s for t in ("a", "b") for s in (Stream(t, "set-assoc", 0.02, 0.25), Stream(t, "loc", 0.48, 0.25, trimmed=trim))
     ]
 
 
 def measured(streams: list[Stream], handles: dict[str, int], op: float, n_handles: int) -> float:
     """The full-size device (4× the prediction's pages per reclaim unit), another seed, longer."""
-    body = devsim.request(streams, handles, Geometry(reclaim_units=1024, pages_per_ru=256, overprovisioning=op,
-                                                     handles=n_handles), seed=7, warmup_turns=3, measure_turns=6)
+    body = devsim.request(
+        streams,
+        handles,
+        Geometry(reclaim_units=1024, pages_per_ru=256, overprovisioning=op, handles=n_handles),
+        seed=7,
+        warmup_turns=3,
+        measure_turns=6,
+    )
     return float(devsim.run(body)["dlwa"])
 
 
@@ -44,8 +49,12 @@ def test_distinct_handles_while_they_last() -> None:
 
 def test_sharing_keeps_patterns_apart_and_pairs_similar_rates() -> None:
     streams = [
-        Stream("a", "set-assoc", 0.02, 0.3), Stream("b", "set-assoc", 0.02, 0.28), Stream("c", "kset", 0.1, 0.02),
-        Stream("a", "loc", 0.3, 0.2), Stream("b", "loc", 0.3, 0.1), Stream("c", "klog", 0.2, 0.1),
+        Stream("a", "set-assoc", 0.02, 0.3),
+        Stream("b", "set-assoc", 0.02, 0.28),
+        Stream("c", "kset", 0.1, 0.02),
+        Stream("a", "loc", 0.3, 0.2),
+        Stream("b", "loc", 0.3, 0.1),
+        Stream("c", "klog", 0.2, 0.1),
     ]
     p = assign(streams, 4, 0.1)
     assert len(set(p.handles.values())) == 4
@@ -63,11 +72,14 @@ def test_one_handle_mixes_and_says_so() -> None:
     assert len(p.shared) == 1 and "only one" in p.shared[0].reason
 
 
-@pytest.mark.parametrize(("streams", "message"), [
-    ([Stream("a", "loc", 0.6, 0.5), Stream("b", "loc", 0.6, 0.5)], "more than the device"),
-    ([Stream("a", "loc", 0.2, 0.5), Stream("a", "loc", 0.2, 0.5)], "a/loc appear more than once"),
-    ([Stream("a", "loc", 0.0, 0.5)], "space must be in"),
-])
+@pytest.mark.parametrize(
+    ("streams", "message"),
+    [
+        ([Stream("a", "loc", 0.6, 0.5), Stream("b", "loc", 0.6, 0.5)], "more than the device"),
+        ([Stream("a", "loc", 0.2, 0.5), Stream("a", "loc", 0.2, 0.5)], "a/loc appear more than once"),
+        ([Stream("a", "loc", 0.0, 0.5)], "space must be in"),
+    ],
+)
 def test_bad_streams_are_refused(streams: list[Stream], message: str) -> None:
     with pytest.raises(PlacementError, match=message):
         assign(streams, 4, 0.1)
@@ -82,7 +94,9 @@ def test_eight_handles_keep_dlwa_near_one(simulator: Path) -> None:
 
 
 @pytest.mark.parametrize(("op", "trim"), [(0.10, True), (0.10, False), (0.03, False)])
-def test_three_handles_broker_beats_naive_and_predicts_within_15_percent(simulator: Path, op: float, trim: bool) -> None:
+def test_three_handles_broker_beats_naive_and_predicts_within_15_percent(
+    simulator: Path, op: float, trim: bool
+) -> None:
     streams = two_tenants(trim)
     p = predict(streams, Geometry(handles=3, overprovisioning=op))
     assert p.placement.shared and p.warnings  # four streams, three handles: reported
@@ -96,7 +110,9 @@ def test_three_handles_broker_beats_naive_and_predicts_within_15_percent(simulat
         assert abs(p.model_dlwa - broker) / broker > 0.15
 
 
-def test_without_the_simulator_the_prediction_says_it_is_the_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_without_the_simulator_the_prediction_says_it_is_the_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("LACHESIS_DEVSIM", str(tmp_path / "absent"))
     monkeypatch.setattr(devsim, "REPO", tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -108,10 +124,16 @@ def test_without_the_simulator_the_prediction_says_it_is_the_model(monkeypatch: 
 def test_devsim_rejects_bad_input_with_exit_2(simulator: Path) -> None:
     for body, text in [
         ("{", "bad input"),
-        ('{"device": {"reclaim_units": 256, "overprovisioning": 0.1, "handles": 2}, "streams": '
-         '[{"pattern": "random", "space": 0.5, "writes": 1, "handle": 9}]}', "streams[0].handle 9"),
-        ('{"device": {"reclaim_units": 256, "overprovisioning": 0.1, "handles": 2}, "streams": '
-         '[{"pattern": "random", "space": 0.5, "writes": 0.5, "handle": 0}]}', "sum to 1"),
+        (
+            '{"device": {"reclaim_units": 256, "overprovisioning": 0.1, "handles": 2}, "streams": '
+            '[{"pattern": "random", "space": 0.5, "writes": 1, "handle": 9}]}',
+            "streams[0].handle 9",
+        ),
+        (
+            '{"device": {"reclaim_units": 256, "overprovisioning": 0.1, "handles": 2}, "streams": '
+            '[{"pattern": "random", "space": 0.5, "writes": 0.5, "handle": 0}]}',
+            "sum to 1",
+        ),
     ]:
         proc = subprocess.run([str(simulator)], input=body, capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and text in proc.stderr, proc.stderr

@@ -18,18 +18,33 @@ def register(db: Engine, host_id: str, devices: list[dict]) -> None:
     """A host as its agent's registration leaves it (the bus path is tested in test_server)."""
     now = datetime.now(UTC)
     with Session(db) as s, s.begin():
-        s.add(Host(id=host_id, agent_version="0.1.0", enrolled_at=now, registered_at=now, last_seen=now,
-                   capabilities={"cpus": 2, "devices": devices, "kernel": {}}))
+        s.add(
+            Host(
+                id=host_id,
+                agent_version="0.1.0",
+                enrolled_at=now,
+                registered_at=now,
+                last_seen=now,
+                capabilities={"cpus": 2, "devices": devices, "kernel": {}},
+            )
+        )
 
 
 def device(name: str, handles: int) -> dict:
-    return {"name": name, "path": f"/dev/{name}", "kind": "nvme", "size_bytes": 1 << 30, "fdp": handles > 0,
-            "placement_handles": handles}
+    return {
+        "name": name,
+        "path": f"/dev/{name}",
+        "kind": "nvme",
+        "size_bytes": 1 << 30,
+        "fdp": handles > 0,
+        "placement_handles": handles,
+    }
 
 
 STREAMS = [
     {"tenant": t, "part": p, "space": space, "writes": 0.25}
-    for t in ("a", "b") for p, space in (("set-assoc", 0.02), ("loc", 0.48))
+    for t in ("a", "b")
+    for p, space in (("set-assoc", 0.02), ("loc", 0.48))
 ]
 
 
@@ -67,21 +82,31 @@ def test_a_device_without_fdp_shares_the_default_placement_and_says_so(setup: Te
     assert body["predicted_by"] == "model" and body["predicted_dlwa"] > 2
 
 
-@pytest.mark.parametrize(("path", "payload", "status", "needle"), [
-    ("/api/v1/placements/nohost/nvme0", {"streams": STREAMS}, 404, "nohost"),
-    ("/api/v1/placements/h1/nvme9", {"streams": STREAMS}, 404, "nvme0"),
-    ("/api/v1/placements/h1/nvme0", {"streams": [{**STREAMS[0], "tenant": "ghost"}]}, 422, "streams[0].tenant"),
-    ("/api/v1/placements/h1/nvme0", {"streams": [{**STREAMS[0], "part": "disk"}]}, 422, "streams[0].part"),
-    ("/api/v1/placements/h1/nvme0", {"streams": [{**s, "space": 0.6} for s in STREAMS[:2]]}, 422, "more than the device"),
-    ("/api/v1/placements/h1/nvme0", {"streams": []}, 422, "streams"),
-    ("/api/v1/placements/h1/nvme0", {"streams": STREAMS, "overprovisioning": 0}, 422, "overprovisioning"),
-])
+@pytest.mark.parametrize(
+    ("path", "payload", "status", "needle"),
+    [
+        ("/api/v1/placements/nohost/nvme0", {"streams": STREAMS}, 404, "nohost"),
+        ("/api/v1/placements/h1/nvme9", {"streams": STREAMS}, 404, "nvme0"),
+        ("/api/v1/placements/h1/nvme0", {"streams": [{**STREAMS[0], "tenant": "ghost"}]}, 422, "streams[0].tenant"),
+        ("/api/v1/placements/h1/nvme0", {"streams": [{**STREAMS[0], "part": "disk"}]}, 422, "streams[0].part"),
+        (
+            "/api/v1/placements/h1/nvme0",
+            {"streams": [{**s, "space": 0.6} for s in STREAMS[:2]]},
+            422,
+            "more than the device",
+        ),
+        ("/api/v1/placements/h1/nvme0", {"streams": []}, 422, "streams"),
+        ("/api/v1/placements/h1/nvme0", {"streams": STREAMS, "overprovisioning": 0}, 422, "overprovisioning"),
+    ],
+)
 def test_bad_requests_are_4xx_and_change_nothing(
     setup: TestClient, db: Engine, path: str, payload: dict, status: int, needle: str
 ) -> None:
     before = snapshot(db)
     body = assert_problem(setup.post(path, json=payload), status)
-    assert needle in body["detail"] or any(needle in e["field"] or needle in e["message"] for e in body.get("errors", []))
+    assert needle in body["detail"] or any(
+        needle in e["field"] or needle in e["message"] for e in body.get("errors", [])
+    )
     assert snapshot(db) == before
 
 

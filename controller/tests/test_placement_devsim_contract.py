@@ -47,14 +47,24 @@ def test_invalid_fixture_is_rejected(path: Path) -> None:
 
 
 def _mixes() -> list[dict[str, Any]]:
-    two = [s for t in ("a", "b") for s in (Stream(t, "set-assoc", 0.02, 0.25), Stream(t, "loc", 0.48, 0.25, trimmed=True))]
+    two = [
+        s for t in ("a", "b") for s in (Stream(t, "set-assoc", 0.02, 0.25), Stream(t, "loc", 0.48, 0.25, trimmed=True))
+    ]
     logs = [Stream("k", "klog", 0.05, 0.7), Stream("k", "kset", 0.9, 0.3), Stream("w", "fwsets", 0.05, 0.0)]
     return [
         devsim.request(two, {"a/set-assoc": 0, "a/loc": 1, "b/set-assoc": 0, "b/loc": 2}, Geometry(handles=3)),
-        devsim.request(logs, {"k/klog": 0, "k/kset": 1, "w/fwsets": 7}, Geometry(), seed=2**64 - 1,
-                       warmup_turns=0, measure_turns=0.5),
+        devsim.request(
+            logs,
+            {"k/klog": 0, "k/kset": 1, "w/fwsets": 7},
+            Geometry(),
+            seed=2**64 - 1,
+            warmup_turns=0,
+            measure_turns=0.5,
+        ),
         # Write shares are relative in the broker and normalised on the way out.
-        devsim.request([Stream("x", "loc", 1.0, 3.0)], {"x/loc": 0}, Geometry(reclaim_units=64, pages_per_ru=4, handles=1)),
+        devsim.request(
+            [Stream("x", "loc", 1.0, 3.0)], {"x/loc": 0}, Geometry(reclaim_units=64, pages_per_ru=4, handles=1)
+        ),
     ]
 
 

@@ -58,9 +58,7 @@ def test_there_is_an_example_per_use_case() -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_is_valid_and_compiles_and_passes_the_verifier(
-    client: TestClient, example: Path
-) -> None:
+def test_every_example_is_valid_and_compiles_and_passes_the_verifier(client: TestClient, example: Path) -> None:
     jsonschema.validate(yaml.safe_load(example.read_text()), json.loads(SCHEMA_PATH.read_text()))
     dry = post(client, example.read_text(), dry_run=True)
     assert dry.status_code == 200, dry.text
@@ -133,7 +131,10 @@ def test_schema_errors_name_line_column_and_field(client: TestClient, db: Engine
     errors = {e["field"]: e for e in body["errors"]}
     assert errors["spec.stages[0].size_bytes"]["line"] == 10
     assert errors["spec.rules[0].colour"] == {
-        "field": "spec.rules[0].colour", "message": "unknown field", "line": 14, "column": 7,
+        "field": "spec.rules[0].colour",
+        "message": "unknown field",
+        "line": 14,
+        "column": 7,
     }
     assert body["detail"].startswith("line 10, column")
     assert snapshot(db) == before

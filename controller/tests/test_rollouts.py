@@ -90,9 +90,7 @@ def test_heartbeat_makes_a_host_alive(client: TestClient, agents: Agents) -> Non
     assert after["last_seen"] >= before["last_seen"]
 
 
-def test_rule_change_ships_a_new_generation_and_the_ack_completes_it(
-    client: TestClient, agents: Agents
-) -> None:
+def test_rule_change_ships_a_new_generation_and_the_ack_completes_it(client: TestClient, agents: Agents) -> None:
     client.post("/api/v1/tenants", json=TENANT)
     a, b = agents("host-a"), agents("host-b")
     enroll(client, a)
@@ -105,7 +103,8 @@ def test_rule_change_ships_a_new_generation_and_the_ack_completes_it(
     assert rollout["cause"] == "rule r1 created"
     assert TRACEPARENT.match(rollout["traceparent"])
     assert [(t["host_id"], t["generation"], t["status"]) for t in rollout["targets"]] == [
-        ("host-a", 2, "pending"), ("host-b", 2, "pending"),
+        ("host-a", 2, "pending"),
+        ("host-b", 2, "pending"),
     ]
 
     state = a.wait_desired(3)
@@ -188,9 +187,7 @@ def test_rollout_without_acks_times_out(tmp_path: Path, redis_url: str, agents: 
         assert done["targets"][0]["status"] == "pending"
 
 
-def test_invalid_bus_messages_are_dropped_and_consumers_go_on(
-    client: TestClient, agents: Agents, db: Engine
-) -> None:
+def test_invalid_bus_messages_are_dropped_and_consumers_go_on(client: TestClient, agents: Agents, db: Engine) -> None:
     agent = agents("host-a")
     agent.send("registrations", "{not json")
     agent.send("registrations", {"schema": "lachesis.registration/v1", "host_id": "Bad Host"})
@@ -216,7 +213,8 @@ def test_invalid_bus_messages_are_dropped_and_consumers_go_on(
 
 
 def test_registration_written_before_the_controller_started_is_read(
-    settings, agents: Agents  # type: ignore[no-untyped-def]
+    settings,
+    agents: Agents,  # type: ignore[no-untyped-def]
 ) -> None:
     agent = agents("early-host")
     agent.register()
@@ -227,9 +225,7 @@ def test_registration_written_before_the_controller_started_is_read(
         assert state["host_id"] == "early-host"
 
 
-def test_host_that_outlived_the_database_continues_its_numbering(
-    client: TestClient, agents: Agents
-) -> None:
+def test_host_that_outlived_the_database_continues_its_numbering(client: TestClient, agents: Agents) -> None:
     # The agent holds generation 7 from an earlier controller whose database is gone.
     agent = agents("host-a")
     agent.heartbeat(generation=7)
@@ -242,7 +238,9 @@ def test_host_that_outlived_the_database_continues_its_numbering(
 
 @pytest.mark.parametrize("path", ["/api/v1/rollouts", "/api/v1/rollouts?limit=1"])
 def test_rollout_list_is_newest_first(client: TestClient, path: str) -> None:
-    ids = [client.post("/api/v1/tenants", json={"name": f"t{i}", "classifiers": []}).json()["rollout_id"] for i in range(3)]
+    ids = [
+        client.post("/api/v1/tenants", json={"name": f"t{i}", "classifiers": []}).json()["rollout_id"] for i in range(3)
+    ]
     listed = [r["id"] for r in client.get(path).json()]
     assert listed == list(reversed(ids))[: len(listed)]
 

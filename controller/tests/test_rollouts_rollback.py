@@ -14,15 +14,18 @@ from test_rollouts_two_phase import NEW_DETOURS, move_r1, phase_ack, setup_two_h
 
 Agents = Callable[[str], FakeAgent]
 # Adds a rule and widens the tenant: moves no existing flow, so one phase.
-POLICY_V2 = POLICY.replace(
-    "classifiers: [{kind: path_prefix, value: /srv/web/}]",
-    "classifiers: [{kind: path_prefix, value: /srv/web/}, {kind: path_prefix, value: /srv/www/}]",
-) + """\
+POLICY_V2 = (
+    POLICY.replace(
+        "classifiers: [{kind: path_prefix, value: /srv/web/}]",
+        "classifiers: [{kind: path_prefix, value: /srv/web/}, {kind: path_prefix, value: /srv/www/}]",
+    )
+    + """\
     - name: web-writes
       priority: 20
       match: {tenant: web, ops: [write]}
       detours: [{what: io, to: {kind: stage, target: cache/web}}]
 """
+)
 
 
 def apply(client: TestClient, text: str) -> dict[str, Any]:

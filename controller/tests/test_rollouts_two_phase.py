@@ -31,9 +31,17 @@ NEW_DETOURS = [{"what": "io", "to": {"kind": "stage", "target": "cache/web-2"}}]
 def phase_ack(agent: FakeAgent, state: dict[str, Any], status: str = "applied", reason: str | None = None) -> None:
     """The ack a real agent sends for phase quiesce (drained) of `state`."""
     message = {
-        "schema": "lachesis.ack/v1", "host_id": agent.host_id, "generation": state["generation"],
-        "rollout_id": state["rollout_id"], "phase": "quiesce", "status": status, "reason": reason,
-        "rules_installed": 1, "drained": 0, "acked_at": now_rfc3339(), "traceparent": state["traceparent"],
+        "schema": "lachesis.ack/v1",
+        "host_id": agent.host_id,
+        "generation": state["generation"],
+        "rollout_id": state["rollout_id"],
+        "phase": "quiesce",
+        "status": status,
+        "reason": reason,
+        "rules_installed": 1,
+        "drained": 0,
+        "acked_at": now_rfc3339(),
+        "traceparent": state["traceparent"],
     }
     assert list(validator("ack").iter_errors(message)) == []
     agent.send("acks", message)
@@ -41,8 +49,7 @@ def phase_ack(agent: FakeAgent, state: dict[str, Any], status: str = "applied", 
 
 def wait_phase(agent: FakeAgent, generation: int, phase: str | None) -> dict[str, Any]:
     return wait_until(
-        lambda: (d := agent.desired()) is not None and d["generation"] == generation
-        and d.get("phase") == phase and d,
+        lambda: (d := agent.desired()) is not None and d["generation"] == generation and d.get("phase") == phase and d,
         what=f"{agent.host_id} generation {generation} phase {phase}",
     )
 
@@ -73,7 +80,12 @@ def test_moved_flows_are_the_changed_and_removed_rules_matches() -> None:
     m1, m2 = {"tenant": "web"}, {"tenant": "db", "ops": ["read"]}
     d1 = [{"what": "io", "to": {"kind": "stage", "target": "cache/a"}}]
     d2 = [{"what": "io", "to": {"kind": "stage", "target": "cache/b"}}]
-    r = lambda name, match, detours, priority=10: {"name": name, "priority": priority, "match": match, "detours": detours}  # noqa: E731
+    r = lambda name, match, detours, priority=10: {
+        "name": name,
+        "priority": priority,
+        "match": match,
+        "detours": detours,
+    }  # noqa: E731
     assert moved_flows(None, [r("a", m1, d1)]) == []
     assert moved_flows([r("a", m1, d1)], [r("a", m1, d1), r("b", m2, d2)]) == []
     assert moved_flows([r("a", m1, d1)], [r("a", m1, d2)]) == [m1]
@@ -82,9 +94,7 @@ def test_moved_flows_are_the_changed_and_removed_rules_matches() -> None:
     assert moved_flows([r("a", m1, d1), r("b", m2, d2)], []) == [m1, m2]
 
 
-def test_moving_a_flow_quiesces_everywhere_before_installing_anywhere(
-    client: TestClient, agents: Agents
-) -> None:
+def test_moving_a_flow_quiesces_everywhere_before_installing_anywhere(client: TestClient, agents: Agents) -> None:
     a, b = setup_two_hosts(client, agents)
     rollout_id = move_r1(client)
 
@@ -170,8 +180,11 @@ def test_a_quiesce_without_acks_times_out_and_rolls_back(client: TestClient, age
     a, b = setup_two_hosts(client, agents)
     rollout_id = move_r1(client)
     phase_ack(a, wait_phase(a, 3, "quiesce"))
-    wait_until(lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
-               == {"host-a": "drained", "host-b": "quiesce"}, what="host-a's drain recorded")
+    wait_until(
+        lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
+        == {"host-a": "drained", "host-b": "quiesce"},
+        what="host-a's drain recorded",
+    )
     # The deadline passes after host-a drained, before host-b answered.
     pass_deadline(client, rollout_id)
     done = wait_until(

@@ -43,10 +43,18 @@ def test_an_op_a_data_path_never_sees_is_refused_naming_the_field_and_hosts(
     enroll(client, both, FUSE | KV)
     enroll(client, kv_only, KV)
     enroll(client, old, {"fuse": {"classifiers": ["path_prefix"]}})  # registered no ops: not judged
-    assert client.post("/api/v1/tenants", json={"name": "files", "classifiers": [
-        {"kind": "path_prefix", "value": "/srv/files/"}]}).status_code == 201
-    assert client.post("/api/v1/tenants", json={"name": "sessions", "classifiers": [
-        {"kind": "key_prefix", "value": "sess:"}]}).status_code == 201
+    assert (
+        client.post(
+            "/api/v1/tenants", json={"name": "files", "classifiers": [{"kind": "path_prefix", "value": "/srv/files/"}]}
+        ).status_code
+        == 201
+    )
+    assert (
+        client.post(
+            "/api/v1/tenants", json={"name": "sessions", "classifiers": [{"kind": "key_prefix", "value": "sess:"}]}
+        ).status_code
+        == 201
+    )
     before = snapshot(db)
 
     # Every host and both data paths: neither the FUSE switches nor the key-value front ends
@@ -57,8 +65,13 @@ def test_an_op_a_data_path_never_sees_is_refused_naming_the_field_and_hosts(
     body = assert_problem(client.post("/api/v1/rules", json=rule("rm", {"tenant": "files", "ops": ["delete"]})), 422)
     refused(body, "match.ops[0]", ["host-both", "host-fuse"], "delete")
     # Scoped to one host, only that host is named.
-    body = assert_problem(client.post("/api/v1/rules", json=rule(
-        "rm1", {"path_prefix": "/srv/", "ops": ["delete"]}, hosts=["host-fuse", "host-kv"])), 422)
+    body = assert_problem(
+        client.post(
+            "/api/v1/rules",
+            json=rule("rm1", {"path_prefix": "/srv/", "ops": ["delete"]}, hosts=["host-fuse", "host-kv"]),
+        ),
+        422,
+    )
     refused(body, "match.ops[0]", ["host-fuse"], "delete")
     # Nobody's front end creates: a create by key is refused by the key-value front ends.
     body = assert_problem(client.post("/api/v1/rules", json=rule("kc", {"key_prefix": "k:", "ops": ["create"]})), 422)
@@ -69,7 +82,9 @@ def test_an_op_a_data_path_never_sees_is_refused_naming_the_field_and_hosts(
     # front ends see its IO), reads and writes anywhere.
     created = client.post("/api/v1/rules", json=rule("kv-del", {"tenant": "sessions", "ops": ["delete"]}))
     assert created.status_code == 201, created.text
-    assert client.post("/api/v1/rules", json=rule("kv-del2", {"key_prefix": "k:", "ops": ["delete"]})).status_code == 201
+    assert (
+        client.post("/api/v1/rules", json=rule("kv-del2", {"key_prefix": "k:", "ops": ["delete"]})).status_code == 201
+    )
     assert client.post("/api/v1/rules", json=rule("rw", {"ops": ["read", "write"]})).status_code == 201
     # Replacing a rule is judged the same way, and changes nothing.
     before = snapshot(db)
@@ -106,8 +121,9 @@ def test_a_policy_with_such_an_op_is_refused_with_its_line(
     enroll(client, agents("host-a"), FUSE)
     before = snapshot(db)
     for dry_run in ("true", "false"):
-        response = client.post(f"/api/v1/policies?dry_run={dry_run}", content=POLICY,
-                               headers={"content-type": "application/yaml"})
+        response = client.post(
+            f"/api/v1/policies?dry_run={dry_run}", content=POLICY, headers={"content-type": "application/yaml"}
+        )
         body = assert_problem(response, 422)
         refused(body, "spec.rules[1].match.ops[1]", ["host-a"], "delete")
         (error,) = body["errors"]

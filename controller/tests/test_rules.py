@@ -16,8 +16,10 @@ def with_tenant(client: TestClient) -> TestClient:
 
 def test_create_get_list_delete(with_tenant: TestClient) -> None:
     client = with_tenant
-    body = rule_body("r1", match={"tenant": "web", "ops": ["read", "write"], "path_prefix": "/data/",
-                                  "range": {"start": 0, "end": 4096}})
+    body = rule_body(
+        "r1",
+        match={"tenant": "web", "ops": ["read", "write"], "path_prefix": "/data/", "range": {"start": 0, "end": 4096}},
+    )
     created = client.post("/api/v1/rules", json=body)
     assert created.status_code == 201, created.text
     assert created.headers["location"] == "/api/v1/rules/r1"
@@ -72,8 +74,11 @@ BAD_BODIES: list[tuple[str, dict[str, Any], str]] = [
     ("negative priority", rule_body(priority=-1), "priority"),
     ("priority as text", rule_body(priority="10"), "priority"),
     ("no detours", rule_body(detours=[]), "detours"),
-    ("bad detour kind", rule_body(detours=[{"what": "io", "to": {"kind": "tape", "target": "x"}}]),
-     "detours[0].to.kind"),
+    (
+        "bad detour kind",
+        rule_body(detours=[{"what": "io", "to": {"kind": "tape", "target": "x"}}]),
+        "detours[0].to.kind",
+    ),
     ("missing match", {k: v for k, v in rule_body().items() if k != "match"}, "match"),
     ("bad name", rule_body("R_1"), "name"),
     ("empty host list", rule_body(hosts=[]), "hosts"),
@@ -144,9 +149,7 @@ def test_malformed_json_is_400_with_position(
 
 def test_non_json_content_type_is_415(with_tenant: TestClient, db: Engine) -> None:
     before = snapshot(db)
-    assert_problem(
-        with_tenant.post("/api/v1/rules", content=b"name=r1", headers={"content-type": "text/plain"}), 415
-    )
+    assert_problem(with_tenant.post("/api/v1/rules", content=b"name=r1", headers={"content-type": "text/plain"}), 415)
     assert snapshot(db) == before
 
 

@@ -23,9 +23,15 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
     }
     script = Path(sys.executable).parent / "lachesis-controller"
     process = subprocess.Popen(
-        [str(script), "--insecure-no-auth"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(script), "--insecure-no-auth"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
+
         def ready() -> bool:
             try:
                 return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
@@ -49,8 +55,12 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
 def test_bad_configuration_exits_2(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "lachesis-controller"
     result = subprocess.run(
-        [str(script)], cwd=tmp_path, env={**os.environ, "LACHESIS_BIND": "nonsense"},
-        capture_output=True, text=True, timeout=60,
+        [str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "LACHESIS_BIND": "nonsense"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "LACHESIS_BIND" in result.stderr

@@ -35,7 +35,12 @@ def test_create_ships_the_stage_and_configure_resizes_it(client: TestClient, hos
     assert created.headers["location"] == "/api/v1/stages/cache/web"
     assert created.json()["source"] == "api"
     stage = shipped(host, generation + 1)["cache/web"]
-    assert (stage["engine"], stage["size_bytes"], stage["write_mode"], stage["owner"]) == ("dram", 64 << 20, "back", "web")
+    assert (stage["engine"], stage["size_bytes"], stage["write_mode"], stage["owner"]) == (
+        "dram",
+        64 << 20,
+        "back",
+        "web",
+    )
 
     resized = client.patch("/api/v1/stages/cache/web", json={"size_bytes": 128 << 20})
     assert resized.status_code == 200, resized.text
@@ -82,7 +87,9 @@ spec:
   stages:
     - {name: cache/p, kind: cache, owner: web, size_bytes: 16777216}
 """
-    assert client.post("/api/v1/policies", content=policy.encode(), headers={"content-type": "application/yaml"}).status_code in (200, 201)
+    assert client.post(
+        "/api/v1/policies", content=policy.encode(), headers={"content-type": "application/yaml"}
+    ).status_code in (200, 201)
     listed = {s["name"]: s for s in client.get("/api/v1/stages").json()}
     assert listed["cache/p"]["source"] == "policy/p"
     assert_problem(client.patch("/api/v1/stages/cache/p", json={"size_bytes": 1 << 30}), 409)
@@ -93,31 +100,81 @@ def test_stats_are_what_the_agent_reports(client: TestClient, host: FakeAgent) -
     assert client.post("/api/v1/stages", json=CACHE).status_code == 201
     store = client.app.state.telemetry  # type: ignore[attr-defined]
     for at, hits, misses in [("10:00:00", 10, 90), ("10:00:05", 70, 130)]:
-        store.ingest(Telemetry.model_validate({
-            "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": f"2026-11-24T{at}Z", "interval_s": 5.0,
-            "tenants": [], "devices": [],
-            "stages": [{"name": "cache/web", "kind": "cache", "owner": "web", "engine": "dram",
-                        "size_bytes": 64 << 20, "installed_bytes": 64 << 20, "hits": hits, "misses": misses,
-                        "dirty_bytes": 4096}],
-        }))
+        store.ingest(
+            Telemetry.model_validate(
+                {
+                    "schema": "lachesis.telemetry/v1",
+                    "host_id": "host-a",
+                    "sent_at": f"2026-11-24T{at}Z",
+                    "interval_s": 5.0,
+                    "tenants": [],
+                    "devices": [],
+                    "stages": [
+                        {
+                            "name": "cache/web",
+                            "kind": "cache",
+                            "owner": "web",
+                            "engine": "dram",
+                            "size_bytes": 64 << 20,
+                            "installed_bytes": 64 << 20,
+                            "hits": hits,
+                            "misses": misses,
+                            "dirty_bytes": 4096,
+                        }
+                    ],
+                }
+            )
+        )
     (row,) = client.get("/api/v1/stages/cache/web/stats").json()
     assert (row["host_id"], row["hits"], row["misses"], row["installed_bytes"], row["dirty_bytes"]) == (
-        "host-a", 70, 130, 64 << 20, 4096)
+        "host-a",
+        70,
+        130,
+        64 << 20,
+        4096,
+    )
     assert row["hit_ratio"] == pytest.approx(70 / 200)
 
 
 def test_a_kv_stage_is_served_with_its_front_end_and_engine_parts(client: TestClient, host: FakeAgent) -> None:
     assert client.post("/api/v1/stages", json={**CACHE, "engine": "hybrid"}).status_code == 201
     parts = [
-        {"part": "kangaroo", "handles": [1, 2], "objects": 150, "gets": 160, "hits": 150, "flash_bytes_written": 1 << 20},
+        {
+            "part": "kangaroo",
+            "handles": [1, 2],
+            "objects": 150,
+            "gets": 160,
+            "hits": 150,
+            "flash_bytes_written": 1 << 20,
+        },
         {"part": "loc", "handles": [3], "objects": 4, "gets": 5, "hits": 4, "flash_bytes_written": 2 << 20},
     ]
-    client.app.state.telemetry.ingest(Telemetry.model_validate({  # type: ignore[attr-defined]
-        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": "2026-11-25T10:00:00Z", "interval_s": 5.0,
-        "tenants": [], "devices": [],
-        "stages": [{"name": "cache/web", "kind": "cache", "owner": "web", "engine": "hybrid", "size_bytes": 64 << 20,
-                    "installed_bytes": 64 << 20, "hits": 154, "misses": 11, "front_end": "kv", "parts": parts}],
-    }))
+    client.app.state.telemetry.ingest(
+        Telemetry.model_validate(
+            {  # type: ignore[attr-defined]
+                "schema": "lachesis.telemetry/v1",
+                "host_id": "host-a",
+                "sent_at": "2026-11-25T10:00:00Z",
+                "interval_s": 5.0,
+                "tenants": [],
+                "devices": [],
+                "stages": [
+                    {
+                        "name": "cache/web",
+                        "kind": "cache",
+                        "owner": "web",
+                        "engine": "hybrid",
+                        "size_bytes": 64 << 20,
+                        "installed_bytes": 64 << 20,
+                        "hits": 154,
+                        "misses": 11,
+                        "front_end": "kv",
+                        "parts": parts,
+                    }
+                ],
+            }
+        )
+    )
     (row,) = client.get("/api/v1/stages/cache/web/stats").json()
     assert row["front_end"] == "kv"
     # This agent reports no DRAM per part (older agents do not): served as unknown, not as 0.

@@ -19,16 +19,40 @@ GIB = 1 << 30
 
 
 def _report(at: str, handles: dict[int, tuple[int, int]], stages: dict[str, tuple[int, int]]) -> Telemetry:
-    return Telemetry.model_validate({
-        "schema": "lachesis.telemetry/v1", "host_id": "host-a", "sent_at": at, "interval_s": 5.0, "tenants": [],
-        "stages": [{"name": f"cache/{owner}", "kind": "cache", "owner": owner, "engine": "kangaroo",
-                    "bytes_written": w, "bytes_read_miss": m} for owner, (w, m) in stages.items()],
-        "devices": [{"name": "flash0", "host_bytes_written": sum(a for a, _ in handles.values()),
-                     "media_bytes_written": sum(b for _, b in handles.values()), "kind": "measured",
-                     "placement_handles": 8, "reclaim_unit_bytes": 1 << 20,
-                     "handles": [{"handle": h, "host_bytes_written": a, "media_bytes_written": b}
-                                 for h, (a, b) in handles.items()]}],
-    })
+    return Telemetry.model_validate(
+        {
+            "schema": "lachesis.telemetry/v1",
+            "host_id": "host-a",
+            "sent_at": at,
+            "interval_s": 5.0,
+            "tenants": [],
+            "stages": [
+                {
+                    "name": f"cache/{owner}",
+                    "kind": "cache",
+                    "owner": owner,
+                    "engine": "kangaroo",
+                    "bytes_written": w,
+                    "bytes_read_miss": m,
+                }
+                for owner, (w, m) in stages.items()
+            ],
+            "devices": [
+                {
+                    "name": "flash0",
+                    "host_bytes_written": sum(a for a, _ in handles.values()),
+                    "media_bytes_written": sum(b for _, b in handles.values()),
+                    "kind": "measured",
+                    "placement_handles": 8,
+                    "reclaim_unit_bytes": 1 << 20,
+                    "handles": [
+                        {"handle": h, "host_bytes_written": a, "media_bytes_written": b}
+                        for h, (a, b) in handles.items()
+                    ],
+                }
+            ],
+        }
+    )
 
 
 def _two_tenants(client: TestClient, agent: FakeAgent) -> dict[tuple[str, str], int]:
@@ -37,7 +61,9 @@ def _two_tenants(client: TestClient, agent: FakeAgent) -> dict[tuple[str, str], 
     return {(s["owner"], p["part"]): p["handle"] for s in state["stages"] for p in s["placement"]}
 
 
-def test_footprint_per_device_and_tenant_from_measured_bytes(client: TestClient, agents: Callable[[str], FakeAgent]) -> None:
+def test_footprint_per_device_and_tenant_from_measured_bytes(
+    client: TestClient, agents: Callable[[str], FakeAgent]
+) -> None:
     agent = agents("host-a")
     handles = _two_tenants(client, agent)
     store = client.app.state.telemetry  # type: ignore[attr-defined]
@@ -47,8 +73,12 @@ def test_footprint_per_device_and_tenant_from_measured_bytes(client: TestClient,
     store.ingest(_report("2026-11-24T10:00:00Z", zero, {"web": (0, 0), "api": (0, 0)}))
     # In 100 s: web gave its cache 1 MB and its handles took 8 MB (4 MB each) at DLWA 2;
     # api gave 2 MB and its handles took 2 MB at DLWA 1.
-    later = {web[0]: (4_000_000, 8_000_000), web[1]: (4_000_000, 8_000_000),
-             api[0]: (1_000_000, 1_000_000), api[1]: (1_000_000, 1_000_000)}
+    later = {
+        web[0]: (4_000_000, 8_000_000),
+        web[1]: (4_000_000, 8_000_000),
+        api[0]: (1_000_000, 1_000_000),
+        api[1]: (1_000_000, 1_000_000),
+    }
     store.ingest(_report("2026-11-24T10:01:40Z", later, {"web": (600_000, 400_000), "api": (2_000_000, 0)}))
 
     body = client.get("/api/v1/sustainability/devices").json()
@@ -77,7 +107,9 @@ def test_footprint_per_device_and_tenant_from_measured_bytes(client: TestClient,
     cmp = client.get("/api/v1/sustainability/compare", params={"tenant": "web"}).json()
     by = {s["name"]: s for s in cmp["scenarios"]}
     assert list(by) == ["current", "fairywren", "separate handles", "one handle"]
-    assert by["current"]["wa"] == pytest.approx(16.0) and by["current"]["kg_per_year"] == pytest.approx(w["kg_per_year"])
+    assert by["current"]["wa"] == pytest.approx(16.0) and by["current"]["kg_per_year"] == pytest.approx(
+        w["kg_per_year"]
+    )
     # FairyWREN writes 1.89/23 of Kangaroo's media bytes: a longer-lived device, a smaller share.
     assert by["fairywren"]["wa"] == pytest.approx(16.0 * 1.89 / 23)
     assert by["fairywren"]["lifetime_years"] > by["current"]["lifetime_years"]
@@ -101,8 +133,9 @@ def test_no_hosts_no_devices(client: TestClient) -> None:
     assert client.get("/api/v1/sustainability/tenants").json()["tenants"] == []
 
 
-@pytest.mark.parametrize("query", ["window_s=0", "window_s=-5", "window_s=nan", "window_s=inf", "window_s=abc",
-                                   "window_s=604801"])
+@pytest.mark.parametrize(
+    "query", ["window_s=0", "window_s=-5", "window_s=nan", "window_s=inf", "window_s=abc", "window_s=604801"]
+)
 def test_bad_window_is_a_422_problem(client: TestClient, query: str) -> None:
     for route in ("devices", "tenants", "compare?tenant=web&"):
         sep = "" if route.endswith("&") else "?"
@@ -122,11 +155,13 @@ def test_tenant_tokens_see_their_tenant_only(tmp_path: Path, redis_url: str) -> 
     with TestClient(create_app(make_settings(tmp_path, redis_url, api_token="boot", insecure_no_auth=False))) as client:
         for tenant in (TENANT, {"name": "batch", "classifiers": []}):
             assert client.post("/api/v1/tenants", json=tenant, headers=admin).status_code == 201
-        made = client.post("/api/v1/tokens", json={"name": "web-look", "role": "viewer", "tenant": "web"}, headers=admin)
+        made = client.post(
+            "/api/v1/tokens", json={"name": "web-look", "role": "viewer", "tenant": "web"}, headers=admin
+        )
         web: dict[str, Any] = {"Authorization": f"Bearer {made.json()['token']}"}
         assert_problem(client.get("/api/v1/sustainability/devices", headers=web), 403)
-        assert [t["name"] for t in client.get("/api/v1/sustainability/tenants", headers=web).json()["tenants"]] == ["web"]
+        assert [t["name"] for t in client.get("/api/v1/sustainability/tenants", headers=web).json()["tenants"]] == [
+            "web"
+        ]
         assert client.get("/api/v1/sustainability/compare?tenant=web", headers=web).status_code == 200
         assert_problem(client.get("/api/v1/sustainability/compare?tenant=batch", headers=web), 403)
-
-

@@ -38,8 +38,14 @@ from lachesis_controller.sustainability.model import (
 FDP_SSD = 1_880_000_000_000  # Samsung PM9D3, 1.88 TB (FDP in CacheLib §6.1)
 FDP_PAPER = FlashAssumptions(rated_dwpd=1.0, rated_years=5.0, service_years=5.0, kgco2e_per_gb=0.16)
 # Table 2 (FDP in CacheLib §6.6): embodied CO2e (kg) per configuration.
-TABLE_2 = {"FDP 4GB": 347.2, "Non-FDP 4GB": 1081.1, "FDP 20GB": 372.8, "Non-FDP 20GB": 1106.8,
-           "FDP 42GB": 409.6, "Non-FDP 42GB": 1143.6}
+TABLE_2 = {
+    "FDP 4GB": 347.2,
+    "Non-FDP 4GB": 1081.1,
+    "FDP 20GB": 372.8,
+    "Non-FDP 20GB": 1106.8,
+    "FDP 42GB": 409.6,
+    "Non-FDP 42GB": 1143.6,
+}
 
 
 def test_theorem2_with_the_papers_inputs() -> None:
@@ -105,8 +111,16 @@ def test_an_idle_device_is_amortised_over_its_service_life() -> None:
 
 
 def test_shares_and_alternatives_keep_the_other_tenants() -> None:
-    w = DeviceWindow("h", "ssd", FDP_SSD, 100.0, host_bytes=1000, media_bytes=3000,
-                     tenant_host_bytes={"web": 600, "api": 300}, tenant_media_bytes={"web": 2000, "api": 700})
+    w = DeviceWindow(
+        "h",
+        "ssd",
+        FDP_SSD,
+        100.0,
+        host_bytes=1000,
+        media_bytes=3000,
+        tenant_host_bytes={"web": 600, "api": 300},
+        tenant_media_bytes={"web": 2000, "api": 700},
+    )
     f = footprint(w, FlashAssumptions())
     assert f.shares == {"api": pytest.approx(0.7 / 3), "web": pytest.approx(2 / 3)}
     assert f.unattributed_share == pytest.approx(0.1)
@@ -121,8 +135,14 @@ T0 = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
 
 
 def _dev(host: int, media: int | None, handles: dict[int, tuple[int, int]]) -> TelemetryDevice:
-    return TelemetryDevice(name="flash0", host_bytes_written=host, media_bytes_written=media, handles=[
-        TelemetryHandle(handle=h, host_bytes_written=a, media_bytes_written=b) for h, (a, b) in handles.items()])
+    return TelemetryDevice(
+        name="flash0",
+        host_bytes_written=host,
+        media_bytes_written=media,
+        handles=[
+            TelemetryHandle(handle=h, host_bytes_written=a, media_bytes_written=b) for h, (a, b) in handles.items()
+        ],
+    )
 
 
 def test_window_deltas_survive_an_agent_restart_and_split_shared_handles() -> None:
@@ -141,24 +161,46 @@ def test_window_deltas_survive_an_agent_restart_and_split_shared_handles() -> No
     assert measure.device_bytes(history[:1], window_s=3600) is None
     # Handle 1 is web's alone; handle 2 is shared by web and api, split by what each gave
     # its cache (1:3); handle 3 carries nobody's stage.
-    w = measure.attribute("h", "flash0", 1 << 30, got, {("web", "klog"): 1, ("web", "kset"): 2, ("api", "loc"): 2},
-                          {"web": 100, "api": 300})
+    w = measure.attribute(
+        "h",
+        "flash0",
+        1 << 30,
+        got,
+        {("web", "klog"): 1, ("web", "kset"): 2, ("api", "loc"): 2},
+        {"web": 100, "api": 300},
+    )
     assert w.tenant_host_bytes == {"web": pytest.approx(120 + 130 / 4), "api": pytest.approx(130 * 3 / 4)}
     assert w.tenant_media_bytes == {"web": pytest.approx(180 + 180 / 4), "api": pytest.approx(180 * 3 / 4)}
 
 
 def test_stage_given_bytes_are_writes_and_filled_misses() -> None:
     def stage(written: int, missed: int) -> TelemetryStage:
-        return TelemetryStage(name="cache/web", kind="cache", owner="web", engine="kangaroo",
-                              bytes_written=written, bytes_read_miss=missed)
+        return TelemetryStage(
+            name="cache/web",
+            kind="cache",
+            owner="web",
+            engine="kangaroo",
+            bytes_written=written,
+            bytes_read_miss=missed,
+        )
+
     history = [(T0, stage(10, 5)), (T0 + timedelta(seconds=5), stage(110, 55))]
     assert measure.stage_given_bytes(history, 3600) == 150
 
 
 def test_stage_given_bytes_are_the_engines_own_count_where_reported() -> None:
     def stage(written: int, app: int) -> TelemetryStage:
-        return TelemetryStage(name="cache/web", kind="cache", owner="web", engine="kangaroo", bytes_written=written,
-                              bytes_read_miss=0, app_bytes_written=app, flash_bytes_written=app * 8)
+        return TelemetryStage(
+            name="cache/web",
+            kind="cache",
+            owner="web",
+            engine="kangaroo",
+            bytes_written=written,
+            bytes_read_miss=0,
+            app_bytes_written=app,
+            flash_bytes_written=app * 8,
+        )
+
     # Admission dropped half of what was written through the stage.
     history = [(T0, stage(100, 50)), (T0 + timedelta(seconds=5), stage(300, 150))]
     assert measure.stage_given_bytes(history, 3600) == 100
@@ -172,4 +214,9 @@ def test_flash_settings_refuse_what_the_model_cannot_use(value: str) -> None:
 
 def test_flash_settings_default_to_the_papers() -> None:
     s = Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1"})
-    assert (s.flash_rated_dwpd, s.flash_rated_years, s.flash_service_years, s.flash_kgco2e_per_gb) == (3.5, 5.0, 5.0, 0.16)
+    assert (s.flash_rated_dwpd, s.flash_rated_years, s.flash_service_years, s.flash_kgco2e_per_gb) == (
+        3.5,
+        5.0,
+        5.0,
+        0.16,
+    )

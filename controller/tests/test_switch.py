@@ -67,7 +67,9 @@ def test_held_quiesce_outlives_the_deadline_once_drained(client: TestClient, age
     control = client.post("/api/v1/switch/quiesce", json={"hosts": ["host-b"]}).json()
     # Both deadlines pass; the reconciler pass that times out the control saw both overdue.
     pass_deadline(client, rollout["id"], control["id"])
-    timed_out = wait_until(lambda: (r := client.get(f"/api/v1/rollouts/{control['id']}").json())["state"] != "pending" and r)
+    timed_out = wait_until(
+        lambda: (r := client.get(f"/api/v1/rollouts/{control['id']}").json())["state"] != "pending" and r
+    )
     assert timed_out["state"] == "timed_out", timed_out
     assert client.get(f"/api/v1/rollouts/{rollout['id']}").json()["state"] == "pending"
 
@@ -84,8 +86,10 @@ def test_drain_answers_once_every_host_drained(client: TestClient, agents: Agent
     qa, qb = wait_phase(a, 3, "quiesce"), wait_phase(b, 3, "quiesce")
     phase_ack(a, qa)
     rollout_id = qa["rollout_id"]
-    wait_until(lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
-               == {"host-a": "drained", "host-b": "quiesce"})
+    wait_until(
+        lambda: {t["host_id"]: t["phase"] for t in client.get(f"/api/v1/rollouts/{rollout_id}").json()["targets"]}
+        == {"host-a": "drained", "host-b": "quiesce"}
+    )
     assert caller.is_alive(), "drain answered before every host drained"
     phase_ack(b, qb)
     caller.join(60)

@@ -39,8 +39,15 @@ from lachesis_controller.tail_latency.decide import (
 from lachesis_controller.tail_latency.loop import TailLatency, step_all
 
 E, F, G = "tcp://10.0.0.1:7070/db", "tcp://10.0.0.2:7070/spill", "tcp://10.0.0.3:7070/spill"
-STAGE = {"name": "route/db", "kind": "tail_latency", "owner": "db", "servers": [E, F, G], "alpha": 3.0,
-         "reclaim_bytes_per_s": 1 << 20, "enter_reports": 1}
+STAGE = {
+    "name": "route/db",
+    "kind": "tail_latency",
+    "owner": "db",
+    "servers": [E, F, G],
+    "alpha": 3.0,
+    "reclaim_bytes_per_s": 1 << 20,
+    "enter_reports": 1,
+}
 
 
 def report(n: int, recent: float, mean: float = 100.0) -> EndpointReport:
@@ -84,40 +91,73 @@ def test_slow_forwards_to_the_least_loaded_server_and_recovery_reclaims_with_hys
 
 def test_the_contract_puts_a_remote_log_before_the_endpoint_while_forwarding() -> None:
     host = HostView("host-a")
-    rule = {"name": "db-io", "priority": 10, "match": {"tenant": "db"},
-            "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/db"}}]}
+    rule = {
+        "name": "db-io",
+        "priority": 10,
+        "match": {"tenant": "db"},
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/db"}}],
+    }
     declared = {"route/db": STAGE}
 
     def ship(fwd: dict[str, Forwarding] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         stages = shipped_stages([STAGE], host, None, forwarding=fwd)
         rules = shipped_rules([rule], declared, [s["name"] for s in stages], "host-a")
-        DesiredState.model_validate({
-            "schema": "lachesis.desired-state/v1", "host_id": "host-a", "generation": 1, "rollout_id": None,
-            "issued_at": "2026-11-24T10:00:00.000Z", "traceparent": None, "tenants": [], "rules": rules,
-            **({"stages": stages} if stages else {}),
-        })
+        DesiredState.model_validate(
+            {
+                "schema": "lachesis.desired-state/v1",
+                "host_id": "host-a",
+                "generation": 1,
+                "rollout_id": None,
+                "issued_at": "2026-11-24T10:00:00.000Z",
+                "traceparent": None,
+                "tenants": [],
+                "rules": rules,
+                **({"stages": stages} if stages else {}),
+            }
+        )
         return stages, rules
 
     stages, rules = ship(None)
     assert stages == [] and [d["to"]["target"] for d in rules[0]["detours"]] == [E]
     stages, rules = ship({"route/db": Forwarding(G)})
-    assert stages == [{"kind": "log", "name": "fwd/route/db", "owner": "db", "dir": "/lachesis-forward/route-db",
-                       "remote": "tcp://10.0.0.3:7070"}]
+    assert stages == [
+        {
+            "kind": "log",
+            "name": "fwd/route/db",
+            "owner": "db",
+            "dir": "/lachesis-forward/route-db",
+            "remote": "tcp://10.0.0.3:7070",
+        }
+    ]
     assert [d["to"]["target"] for d in rules[0]["detours"]] == ["fwd/route/db", E]
     stages, rules = ship({"route/db": Forwarding(G, 1 << 20)})
     assert stages[0]["reclaim_bytes_per_s"] == 1 << 20
     # Local candidates keep spreading reads as before.
     local = {"name": "route/l", "kind": "tail_latency", "candidates": ["/x", "/y"], "hedge_after_ms": 5}
-    rules = shipped_rules([{**rule, "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/l"}}]}],
-                          {"route/l": local}, [], "host-a")
+    rules = shipped_rules(
+        [{**rule, "detours": [{"what": "io", "to": {"kind": "stage", "target": "route/l"}}]}],
+        {"route/l": local},
+        [],
+        "host-a",
+    )
     assert [d["to"]["target"] for d in rules[0]["detours"]] == ["/x", "/y"]
 
 
-def telemetry(host: str, at: str, endpoints: list[dict[str, Any]], stages: list[dict[str, Any]] | None = None) -> Telemetry:
-    return Telemetry.model_validate({
-        "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": at, "interval_s": 1.0, "tenants": [],
-        "devices": [], "endpoints": endpoints, **({"stages": stages} if stages is not None else {}),
-    })
+def telemetry(
+    host: str, at: str, endpoints: list[dict[str, Any]], stages: list[dict[str, Any]] | None = None
+) -> Telemetry:
+    return Telemetry.model_validate(
+        {
+            "schema": "lachesis.telemetry/v1",
+            "host_id": host,
+            "sent_at": at,
+            "interval_s": 1.0,
+            "tenants": [],
+            "devices": [],
+            "endpoints": endpoints,
+            **({"stages": stages} if stages is not None else {}),
+        }
+    )
 
 
 def endpoint(addr: str, n: int, recent: float, mean: float = 100.0) -> dict[str, Any]:
@@ -158,14 +198,21 @@ def test_entry_needs_enter_reports_slow_reports_in_a_row() -> None:
 
 def test_a_bad_enter_reports_is_refused_with_its_line_and_field(client: TestClient) -> None:
     for bad in ("0", "101", "two"):
-        r = client.post("/api/v1/policies", content=tail_policy(f", enter_reports: {bad}"),
-                        headers={"content-type": "application/yaml"})
+        r = client.post(
+            "/api/v1/policies",
+            content=tail_policy(f", enter_reports: {bad}"),
+            headers={"content-type": "application/yaml"},
+        )
         assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json"), r.text
         (e,) = r.json()["errors"]
         assert (e["field"], e["line"]) == ("spec.stages[0].enter_reports", 8), e
     assert client.get("/api/v1/policies").json() == []
-    assert client.post("/api/v1/policies", content=tail_policy(", enter_reports: 3"),
-                       headers={"content-type": "application/yaml"}).status_code == 201
+    assert (
+        client.post(
+            "/api/v1/policies", content=tail_policy(", enter_reports: 3"), headers={"content-type": "application/yaml"}
+        ).status_code
+        == 201
+    )
 
 
 @pytest.fixture
@@ -208,15 +255,35 @@ def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any) -> Non
     assert applied.status_code == 201, applied.text
     (s,) = client.get("/api/v1/apps/tail-latency").json()["stages"]
     assert (s["stage"], s["tenant"], s["endpoint"], s["alpha"], s["state"], s["forwards"]) == (
-        "route/db", "db", E, 2.5, "normal", 0)
+        "route/db",
+        "db",
+        E,
+        2.5,
+        "normal",
+        0,
+    )
     assert s["requests"] is None and s["reclaim_progress"] is None
     store, app = client.app.state.telemetry, client.app.state.tail_latency
     store.ingest(telemetry("host-a", "2026-11-24T10:00:01Z", [endpoint("10.0.0.1:7070", 64, 900.0)]))
     with client.app.state.sessions.begin() as session:
         step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store, session, utcnow())
-    store.ingest(telemetry("host-a", "2026-11-24T10:00:02Z", [endpoint("10.0.0.1:7070", 65, 900.0)],
-                           [{"name": "fwd/route/db", "kind": "log", "owner": "db", "bytes_written": 12288,
-                             "dirty_bytes": 4096, "reclaimed_bytes": 8192}]))
+    store.ingest(
+        telemetry(
+            "host-a",
+            "2026-11-24T10:00:02Z",
+            [endpoint("10.0.0.1:7070", 65, 900.0)],
+            [
+                {
+                    "name": "fwd/route/db",
+                    "kind": "log",
+                    "owner": "db",
+                    "bytes_written": 12288,
+                    "dirty_bytes": 4096,
+                    "reclaimed_bytes": 8192,
+                }
+            ],
+        )
+    )
     with client.app.state.sessions.begin() as session:
         step_all(app, {"route/db": {**STAGE, "servers": [E, F], "alpha": 2.5}}, store, session, utcnow())
     (s,) = client.get("/api/v1/apps/tail-latency", params={"tenant": "db"}).json()["stages"]
@@ -227,17 +294,27 @@ def test_rest_shows_each_stage_and_refuses_an_unknown_tenant(client: Any) -> Non
     assert r.status_code == 404 and r.headers["content-type"].startswith("application/problem+json")
     assert "nobody" in r.json()["detail"]
     bad = policy.replace(f'servers: ["{E}", "{F}"]', f'servers: ["{E}"]')
-    r = client.post("/api/v1/policies", content=bad.replace("name: tail", "name: tail2"),
-                    headers={"content-type": "application/yaml"})
+    r = client.post(
+        "/api/v1/policies",
+        content=bad.replace("name: tail", "name: tail2"),
+        headers={"content-type": "application/yaml"},
+    )
     assert r.status_code == 422 and "at least 2" in r.text
 
 
 def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_reclaim(
-    settings: Settings, agents: Callable[[str], FakeAgent], sessions: sessionmaker[Session],
+    settings: Settings,
+    agents: Callable[[str], FakeAgent],
+    sessions: sessionmaker[Session],
 ) -> None:
     policy = tail_policy(f", reclaim_bytes_per_s: {1 << 20}, enter_reports: 1")
-    log_stage = {"kind": "log", "name": "fwd/route/db", "owner": "db", "dir": "/lachesis-forward/route-db",
-                 "remote": "tcp://10.0.0.2:7070"}
+    log_stage = {
+        "kind": "log",
+        "name": "fwd/route/db",
+        "owner": "db",
+        "dir": "/lachesis-forward/route-db",
+        "remote": "tcp://10.0.0.2:7070",
+    }
 
     def shipped() -> list[dict[str, Any]]:
         with sessions.begin() as s:
@@ -253,17 +330,35 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
         # Each report one more request of E: a new report for the decision.
         nonlocal n
         n += 1
-        log = [] if held is None else [{"name": "fwd/route/db", "kind": "log", "owner": "db",
-                                        "bytes_written": 8192, "dirty_bytes": held, "reclaimed_bytes": 8192 - held}]
-        client.app.state.telemetry.ingest(telemetry(
-            "host-a", f"2026-11-24T10:{n // 60:02d}:{n % 60:02d}Z", [endpoint("10.0.0.1:7070", 64 + n, recent)], log))
+        log = (
+            []
+            if held is None
+            else [
+                {
+                    "name": "fwd/route/db",
+                    "kind": "log",
+                    "owner": "db",
+                    "bytes_written": 8192,
+                    "dirty_bytes": held,
+                    "reclaimed_bytes": 8192 - held,
+                }
+            ]
+        )
+        client.app.state.telemetry.ingest(
+            telemetry(
+                "host-a", f"2026-11-24T10:{n // 60:02d}:{n % 60:02d}Z", [endpoint("10.0.0.1:7070", 64 + n, recent)], log
+            )
+        )
         # The loop steps on the latest report only: one at a time.
         if step:
             wait_until(lambda: view(client)["requests"] == 64 + n, what=f"the loop to take report {n}")
 
     with TestClient(create_app(settings)) as client:
         enroll(client, agents("host-a"))
-        assert client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"}).status_code == 201
+        assert (
+            client.post("/api/v1/policies", content=policy, headers={"content-type": "application/yaml"}).status_code
+            == 201
+        )
         report(client, 900.0)
         wait_until(lambda: view(client)["state"] == "forwarding", what="the loop to forward")
         assert shipped() == [log_stage]
@@ -285,7 +380,12 @@ def test_a_restarted_controller_ships_the_same_forwarding_and_resumes_a_paced_re
         report(client, 900.0, held=8192, step=False)
         s = view(client)
         assert (s["state"], s["forwarded_to"], s["forwards"], s["requests"], s["held_bytes"]) == (
-            "forwarding", F, 1, 64 + n, 8192)
+            "forwarding",
+            F,
+            1,
+            64 + n,
+            8192,
+        )
         client.app.state.leadership = leadership
         wait_until(lambda: view(client)["forwarded_to"] == F, what="the loop to resume")
         s = view(client)

@@ -84,8 +84,15 @@ def blocks_report(at: str, host: str = "host-a", **tenants: tuple[int, int, int 
     curve = FIXTURE["tenants"][0]["curve"]
     data = copy.deepcopy(FIXTURE) | {"host_id": host, "sent_at": at, "devices": []}
     data["tenants"] = [
-        {"name": n, "ops_read": ops, "ops_written": 0, "bytes_read": nbytes, "bytes_written": 0,
-         "latency_us_p99": None, "curve": None if refs is None else curve | {"references": refs}}
+        {
+            "name": n,
+            "ops_read": ops,
+            "ops_written": 0,
+            "bytes_read": nbytes,
+            "bytes_written": 0,
+            "latency_us_p99": None,
+            "curve": None if refs is None else curve | {"references": refs},
+        }
         for n, (ops, nbytes, refs) in tenants.items()
     ]
     return Telemetry.model_validate(data)
@@ -96,8 +103,11 @@ def test_block_reference_rate_counts_4k_blocks_not_syscalls() -> None:
     # Same IOPS: "web" reads 1 MiB a call (256 blocks), "batch" 4 KiB (one block), "cached"
     # is served by the page cache (its block count stands still).
     store.ingest(blocks_report(T0, web=(0, 0, 1), batch=(0, 0, 1), cached=(0, 0, 70)))
-    store.ingest(blocks_report(T5, web=(500, 500 * MIB, 1 + 500 * 256), batch=(500, 500 * 4096, 501),
-                               cached=(500, 500 * 4096, 70)))
+    store.ingest(
+        blocks_report(
+            T5, web=(500, 500 * MIB, 1 + 500 * 256), batch=(500, 500 * 4096, 501), cached=(500, 500 * 4096, 70)
+        )
+    )
     rates = store.tenant_rates()
     assert rates["web"].iops == rates["batch"].iops == rates["cached"].iops == 100.0
     assert rates["web"].block_refs_per_s == 25_600.0
@@ -185,7 +195,10 @@ def test_telemetry_api_serves_what_agents_sent(api: tuple[TestClient, redis.Redi
         lambda: (b := client.get("/api/v1/tenants/web/telemetry").json())["series"] and b, what="telemetry"
     )
     assert body["curve"] == {
-        "policy": "lru", "algorithm": "shards-fixed-size", "unit": "bytes", "references": 12300,
+        "policy": "lru",
+        "algorithm": "shards-fixed-size",
+        "unit": "bytes",
+        "references": 12300,
         "points": [
             {"size_bytes": 1048576, "miss_ratio": 0.92},
             {"size_bytes": 16777216, "miss_ratio": 0.41},
@@ -198,8 +211,10 @@ def test_telemetry_api_serves_what_agents_sent(api: tuple[TestClient, redis.Redi
     assert body["updated_at"].startswith("2026-11-21T10:00:05")
 
     summary = client.get("/api/v1/telemetry/summary").json()
-    assert summary["tenants"] == [{"name": "batch", "iops": 0.0, "hit_ratio": None},
-                                  {"name": "web", "iops": 1000.0 + point["write_iops"], "hit_ratio": None}]
+    assert summary["tenants"] == [
+        {"name": "batch", "iops": 0.0, "hit_ratio": None},
+        {"name": "web", "iops": 1000.0 + point["write_iops"], "hit_ratio": None},
+    ]
     assert summary["total_iops"] == 1000.0 + point["write_iops"]
     assert {(d["host_id"], d["name"]) for d in summary["devices"]} == {("host-a", "nvme0"), ("host-a", "flash1")}
 
@@ -216,8 +231,14 @@ def test_a_bad_telemetry_message_is_dropped_with_a_log_line(
     with caplog.at_level(logging.WARNING, logger="lachesis_controller.bus.consumer"):
         xadd(bus, json.dumps(bad))
         xadd(bus, "{not json")
-        wait_until(lambda: sum("lachesis:agent:host-a:telemetry" in r.getMessage() and "dropped invalid" in r.getMessage()
-                               for r in caplog.records) == 2, what="two drop log lines")
+        wait_until(
+            lambda: sum(
+                "lachesis:agent:host-a:telemetry" in r.getMessage() and "dropped invalid" in r.getMessage()
+                for r in caplog.records
+            )
+            == 2,
+            what="two drop log lines",
+        )
     assert client.get("/api/v1/tenants/web/telemetry").json() == before
 
 
@@ -232,7 +253,9 @@ def test_tenant_scoped_tokens_see_only_their_tenant(tmp_path: Path, redis_url: s
     with TestClient(create_app(make_settings(tmp_path, redis_url, api_token="boot"))) as client:
         for tenant in (TENANT, {"name": "batch", "classifiers": []}):
             assert client.post("/api/v1/tenants", json=tenant, headers=admin).status_code == 201
-        made = client.post("/api/v1/tokens", json={"name": "web-look", "role": "viewer", "tenant": "web"}, headers=admin)
+        made = client.post(
+            "/api/v1/tokens", json={"name": "web-look", "role": "viewer", "tenant": "web"}, headers=admin
+        )
         web = {"Authorization": f"Bearer {made.json()['token']}"}
         assert client.get("/api/v1/tenants/web/telemetry", headers=web).status_code == 200
         assert_problem(client.get("/api/v1/tenants/batch/telemetry", headers=web), 403)

@@ -17,7 +17,9 @@ def test_create_get_list_delete(client: TestClient) -> None:
 
     fetched = client.get("/api/v1/tenants/web").json()
     assert {k: fetched[k] for k in ("name", "classifiers", "description")} == {
-        "name": "web", "classifiers": TENANT["classifiers"], "description": "web servers",
+        "name": "web",
+        "classifiers": TENANT["classifiers"],
+        "description": "web servers",
     }
     client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": []})
     assert [t["name"] for t in client.get("/api/v1/tenants").json()] == ["analytics", "web"]

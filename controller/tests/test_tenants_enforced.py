@@ -20,8 +20,10 @@ from lachesis_controller.config import Settings
 
 FUSE = {"fuse": {"classifiers": ["cgroup", "path_prefix", "uid"]}}
 KV = {"kv": {"classifiers": ["key_prefix"]}}
-SEARCH = {"name": "search", "classifiers": [{"kind": "path_prefix", "value": "/srv/search/"},
-                                            {"kind": "process", "value": "searchd"}]}
+SEARCH = {
+    "name": "search",
+    "classifiers": [{"kind": "path_prefix", "value": "/srv/search/"}, {"kind": "process", "value": "searchd"}],
+}
 POLICY = """\
 apiVersion: lachesis.dev/v1
 kind: Policy
@@ -81,8 +83,9 @@ def test_a_policy_with_such_a_classifier_is_refused_with_its_line(
     enroll(client, agents("host-a"), FUSE)
     before = snapshot(db)
     for dry_run in ("true", "false"):
-        response = client.post(f"/api/v1/policies?dry_run={dry_run}", content=POLICY,
-                               headers={"content-type": "application/yaml"})
+        response = client.post(
+            f"/api/v1/policies?dry_run={dry_run}", content=POLICY, headers={"content-type": "application/yaml"}
+        )
         error = refused_here(assert_problem(response, 422), "spec.tenants[0].classifiers[1].kind", ["host-a"])
         assert (error["line"], error["column"]) == (9, 12), error
     assert snapshot(db) == before
@@ -115,9 +118,11 @@ def test_the_cli_exits_2_naming_the_field(
 def test_a_value_no_switch_could_decide_is_refused_naming_it(client: TestClient, db: Engine) -> None:
     """Refused whatever hosts there are: the agents would nack it."""
     before = snapshot(db)
-    for classifier, message in (({"kind": "uid", "value": "www-data"}, "decimal number"),
-                                ({"kind": "uid", "value": "4294967296"}, "decimal number"),
-                                ({"kind": "cgroup", "value": "jobs/etl"}, "starts with /")):
+    for classifier, message in (
+        ({"kind": "uid", "value": "www-data"}, "decimal number"),
+        ({"kind": "uid", "value": "4294967296"}, "decimal number"),
+        ({"kind": "cgroup", "value": "jobs/etl"}, "starts with /"),
+    ):
         body = assert_problem(client.post("/api/v1/tenants", json={"name": "t", "classifiers": [classifier]}), 422)
         assert body["errors"][0]["field"] == "classifiers", body
         assert body["errors"][0]["message"].startswith("classifiers[0].value: "), body
@@ -148,21 +153,28 @@ def test_a_cgroup_written_as_a_host_path_is_refused_naming_the_path_meant(
     host path (`/sys/fs/cgroup/analytics`, `/sys/fs/cgroup/unified/analytics` beside cgroup v1)
     would be shipped and never match: refused whatever hosts there are, naming the field."""
     enroll(client, agents("host-a"), FUSE)
-    assert client.post("/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "33"}]}
-                       ).status_code == 201
+    assert (
+        client.post(
+            "/api/v1/tenants", json={"name": "web", "classifiers": [{"kind": "uid", "value": "33"}]}
+        ).status_code
+        == 201
+    )
     before = snapshot(db)
     for host_path in ("/sys/fs/cgroup/analytics", "/sys/fs/cgroup/unified/analytics", "/sys/fs/cgroup/analytics/"):
         classifiers = [{"kind": "uid", "value": "1001"}, {"kind": "cgroup", "value": host_path}]
-        for response in (client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": classifiers}),
-                         client.put("/api/v1/tenants/web", json={"name": "web", "classifiers": classifiers})):
+        for response in (
+            client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": classifiers}),
+            client.put("/api/v1/tenants/web", json={"name": "web", "classifiers": classifiers}),
+        ):
             body = assert_problem(response, 422)
             (error,) = body["errors"]
             assert error["field"] == "classifiers", body
             assert error["message"].startswith("classifiers[1].value: "), body
             assert "host path" in error["message"] and "'/analytics'" in error["message"], body
     for dry_run in ("true", "false"):
-        response = client.post(f"/api/v1/policies?dry_run={dry_run}", content=CGROUP_POLICY,
-                               headers={"content-type": "application/yaml"})
+        response = client.post(
+            f"/api/v1/policies?dry_run={dry_run}", content=CGROUP_POLICY, headers={"content-type": "application/yaml"}
+        )
         body = assert_problem(response, 422)
         assert "spec.tenants[0].classifiers" in body["errors"][0]["field"], body
         assert "classifiers[1].value" in body["errors"][0]["message"], body
@@ -172,6 +184,8 @@ def test_a_cgroup_written_as_a_host_path_is_refused_naming_the_path_meant(
     # The path /proc/PID/cgroup shows is the one meaning; a cgroup merely named like a mount's
     # last component is not a host path.
     for value in ("/analytics", "/sys", "/sys/fs/cgroupx/a"):
-        created = client.post("/api/v1/tenants", json={"name": "analytics", "classifiers": [{"kind": "cgroup", "value": value}]})
+        created = client.post(
+            "/api/v1/tenants", json={"name": "analytics", "classifiers": [{"kind": "cgroup", "value": value}]}
+        )
         assert created.status_code == 201, created.text
         assert client.delete("/api/v1/tenants/analytics").status_code in (200, 204)

@@ -29,8 +29,14 @@ def test_no_endpoint_no_export() -> None:
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, "http://collector:4318/v1/traces"),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/"}, "https://collector:4318/v1/traces"),
         # The traces variable is the whole URL, and wins.
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:9/t"}, "http://b:9/t"),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "http://a:4318/v1/traces"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:9/t"},
+            "http://b:9/t",
+        ),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+            "http://a:4318/v1/traces",
+        ),
     ],
 )
 def test_endpoint_from_the_standard_variables(env: dict[str, str], endpoint: str) -> None:

@@ -25,7 +25,9 @@ def cache(name: str, owner: str | None, size: int = 1 << 30, **extra: Any) -> di
 
 def declared() -> list[dict[str, Any]]:
     return [
-        cache("cache/a-l1", "a", parent="cache/a-l2", two_level={**BW, "sla_bytes_per_s": 3_000, "server_max_bytes": 1000}),
+        cache(
+            "cache/a-l1", "a", parent="cache/a-l2", two_level={**BW, "sla_bytes_per_s": 3_000, "server_max_bytes": 1000}
+        ),
         cache("cache/a-l2", "a", 1 << 31, level=2, serves=["tenants/a"]),
         cache("cache/b", "b"),
     ]
@@ -41,23 +43,37 @@ def test_the_loop_gives_a_two_level_tenant_its_split_and_the_others_their_share(
     assert d.rolled_out and set(d.levels) == {"a"}
     split = d.levels["a"]
     # Within a's single-level share (300 of 600) and the server maximum, as the split says.
-    want = split_two_level("a", CURVE, sla=3_000, memory=10_000, network=2_000, storage=200,
-                           hypervisor_max=300, storage_max=1000, epsilon=0.6)
+    want = split_two_level(
+        "a",
+        CURVE,
+        sla=3_000,
+        memory=10_000,
+        network=2_000,
+        storage=200,
+        hypervisor_max=300,
+        storage_max=1000,
+        epsilon=0.6,
+    )
     assert split == want and split.bandwidth >= 3_000
     assert d.proposal is not None
     assert d.proposal.sizes["a"] == split.hypervisor and d.proposal.sizes["b"] == pytest.approx(300)
     rec = shares({n: loop.last_demands[n] for n in tenants}, d.proposal, d.levels)
     assert rec["a"]["size_bytes"] == split.hypervisor
-    assert rec["a"]["levels"] == {"alpha": split.alpha, "host_bytes": split.hypervisor,
-                                  "server_bytes": split.storage, "hit_ratio": split.hit_ratio,
-                                  "bandwidth": split.bandwidth}
+    assert rec["a"]["levels"] == {
+        "alpha": split.alpha,
+        "host_bytes": split.hypervisor,
+        "server_bytes": split.storage,
+        "hit_ratio": split.hit_ratio,
+        "bandwidth": split.bandwidth,
+    }
     assert "levels" not in rec["b"]
 
 
 def test_without_an_sla_the_split_reaches_the_best_the_maxima_allow() -> None:
     specs = {"a": TwoLevelSpec(10_000.0, 2_000.0, 200.0, None, 1000.0)}
-    loop = AllocationLoop(lambda: {"a": TenantCurve(CURVE, 1.0)}, lambda d: None, LoopConfig(capacity=300),
-                          two_level=lambda: specs)
+    loop = AllocationLoop(
+        lambda: {"a": TenantCurve(CURVE, 1.0)}, lambda d: None, LoopConfig(capacity=300), two_level=lambda: specs
+    )
     split = loop.step().levels["a"]
     best = float(bandwidth(CURVE, 300, 1000, 10_000, 2_000, 200))
     assert split.bandwidth == pytest.approx(best) and split.hypervisor <= 300
@@ -65,8 +81,9 @@ def test_without_an_sla_the_split_reaches_the_best_the_maxima_allow() -> None:
 
 def test_an_unreachable_sla_keeps_the_allocation_in_force() -> None:
     specs = {"a": TwoLevelSpec(10_000.0, 2_000.0, 200.0, 9_000.0, 10.0)}
-    loop = AllocationLoop(lambda: {"a": TenantCurve(CURVE, 1.0)}, lambda d: None, LoopConfig(capacity=10),
-                          two_level=lambda: specs)
+    loop = AllocationLoop(
+        lambda: {"a": TenantCurve(CURVE, 1.0)}, lambda d: None, LoopConfig(capacity=10), two_level=lambda: specs
+    )
     d = loop.step()
     assert not d.rolled_out and "bandwidth SLA 9000" in d.reason and loop.current is None
 
@@ -82,11 +99,19 @@ def test_level_one_ships_a1_and_the_server_level_a2_with_its_directories() -> No
     plain = {s["name"]: s["size_bytes"] for s in shipped_stages(declared(), host, None)}
     assert plain["cache/a-l2"] == 1 << 31
     # What ships is a valid desired state.
-    DesiredState.model_validate({
-        "schema": "lachesis.desired-state/v1", "host_id": "host-a", "generation": 1, "rollout_id": None,
-        "issued_at": "2026-11-24T10:00:00Z", "traceparent": None, "tenants": [], "rules": [],
-        "stages": list(stages.values()),
-    })
+    DesiredState.model_validate(
+        {
+            "schema": "lachesis.desired-state/v1",
+            "host_id": "host-a",
+            "generation": 1,
+            "rollout_id": None,
+            "issued_at": "2026-11-24T10:00:00Z",
+            "traceparent": None,
+            "tenants": [],
+            "rules": [],
+            "stages": list(stages.values()),
+        }
+    )
 
 
 def test_a_level_one_stage_whose_parent_runs_on_another_host_chains_nothing() -> None:
@@ -156,29 +181,78 @@ def test_rest_shows_the_split_in_force_and_each_levels_hits(client: Any, agents:
     assert [(t["tenant"], t["alpha"]) for t in before] == [("media", None)]
     assert [lv["shipped_bytes"] for lv in before[0]["levels"]] == [64 << 20, 256 << 20]
     with Session(db) as s, s.begin():
-        s.merge(CacheAllocation(
-            state="current", capacity_bytes=1 << 30, epsilon_bytes=1 << 20, method="optimal", utility=1.0,
-            upper_bound=1.0, optimal=True, computed_at=utcnow(), computed_by="test",
-            tenants={"media": {"size_bytes": 32 << 20, "levels": {
-                "alpha": 0.2, "host_bytes": 32 << 20, "server_bytes": 128 << 20, "hit_ratio": 0.7, "bandwidth": 5e8}}},
-        ))
+        s.merge(
+            CacheAllocation(
+                state="current",
+                capacity_bytes=1 << 30,
+                epsilon_bytes=1 << 20,
+                method="optimal",
+                utility=1.0,
+                upper_bound=1.0,
+                optimal=True,
+                computed_at=utcnow(),
+                computed_by="test",
+                tenants={
+                    "media": {
+                        "size_bytes": 32 << 20,
+                        "levels": {
+                            "alpha": 0.2,
+                            "host_bytes": 32 << 20,
+                            "server_bytes": 128 << 20,
+                            "hit_ratio": 0.7,
+                            "bandwidth": 5e8,
+                        },
+                    }
+                },
+            )
+        )
     store = client.app.state.telemetry
     for host, stage, hits, misses in [("host-a", "cache/media-l1", 30, 70), ("storage-1", "cache/media-l2", 20, 50)]:
-        store.ingest(Telemetry.model_validate({
-            "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": "2026-11-24T10:00:00Z", "interval_s": 5.0,
-            "tenants": [], "devices": [],
-            "stages": [{"name": stage, "kind": "cache", "owner": "media", "engine": "dram", "size_bytes": 1 << 20,
-                        "installed_bytes": 1 << 20, "hits": hits, "misses": misses}],
-        }))
+        store.ingest(
+            Telemetry.model_validate(
+                {
+                    "schema": "lachesis.telemetry/v1",
+                    "host_id": host,
+                    "sent_at": "2026-11-24T10:00:00Z",
+                    "interval_s": 5.0,
+                    "tenants": [],
+                    "devices": [],
+                    "stages": [
+                        {
+                            "name": stage,
+                            "kind": "cache",
+                            "owner": "media",
+                            "engine": "dram",
+                            "size_bytes": 1 << 20,
+                            "installed_bytes": 1 << 20,
+                            "hits": hits,
+                            "misses": misses,
+                        }
+                    ],
+                }
+            )
+        )
     (t,) = client.get("/api/v1/apps/two-level").json()["tenants"]
     assert (t["alpha"], t["host_bytes"], t["server_bytes"]) == (0.2, 32 << 20, 128 << 20)
     host_level, server_level = t["levels"]
     assert (host_level["level"], host_level["shipped_bytes"], host_level["hits"], host_level["hosts"]) == (
-        "host", 32 << 20, 30, ["host-a"])
+        "host",
+        32 << 20,
+        30,
+        ["host-a"],
+    )
     assert (server_level["level"], server_level["shipped_bytes"], server_level["hits"], server_level["misses"]) == (
-        "server", 128 << 20, 20, 50)
+        "server",
+        128 << 20,
+        20,
+        50,
+    )
     assert server_level["hit_ratio"] == pytest.approx(20 / 70)
-    assert (server_level["exclusive"], server_level["demoted_blocks"], host_level["demoted_blocks"]) == (False, None, None)
+    assert (server_level["exclusive"], server_level["demoted_blocks"], host_level["demoted_blocks"]) == (
+        False,
+        None,
+        None,
+    )
 
 
 def test_rest_shows_what_level_one_demoted_to_an_exclusive_server_level(client: Any, agents: Any) -> None:
@@ -192,14 +266,35 @@ def test_rest_shows_what_level_one_demoted_to_an_exclusive_server_level(client: 
     applied = client.post("/api/v1/policies", content=exclusive, headers={"content-type": "application/yaml"})
     assert applied.status_code == 201, applied.text
     store = client.app.state.telemetry
-    for host, stage, extra in [("host-a", "cache/media-l1", {"demoted_blocks": 52}),
-                               ("storage-1", "cache/media-l2", {"demoted_blocks": 50, "demotion_hits": 35})]:
-        store.ingest(Telemetry.model_validate({
-            "schema": "lachesis.telemetry/v1", "host_id": host, "sent_at": "2026-11-25T10:00:00Z", "interval_s": 5.0,
-            "tenants": [], "devices": [],
-            "stages": [{"name": stage, "kind": "cache", "owner": "media", "engine": "dram", "size_bytes": 1 << 20,
-                        "installed_bytes": 1 << 20, "hits": 10, "misses": 5, **extra}],
-        }))
+    for host, stage, extra in [
+        ("host-a", "cache/media-l1", {"demoted_blocks": 52}),
+        ("storage-1", "cache/media-l2", {"demoted_blocks": 50, "demotion_hits": 35}),
+    ]:
+        store.ingest(
+            Telemetry.model_validate(
+                {
+                    "schema": "lachesis.telemetry/v1",
+                    "host_id": host,
+                    "sent_at": "2026-11-25T10:00:00Z",
+                    "interval_s": 5.0,
+                    "tenants": [],
+                    "devices": [],
+                    "stages": [
+                        {
+                            "name": stage,
+                            "kind": "cache",
+                            "owner": "media",
+                            "engine": "dram",
+                            "size_bytes": 1 << 20,
+                            "installed_bytes": 1 << 20,
+                            "hits": 10,
+                            "misses": 5,
+                            **extra,
+                        }
+                    ],
+                }
+            )
+        )
     (t,) = client.get("/api/v1/apps/two-level").json()["tenants"]
     host_level, server_level = t["levels"]
     assert (host_level["demoted_blocks"], host_level["exclusive"]) == (52, False)

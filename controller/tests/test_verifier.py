@@ -16,9 +16,13 @@ from lachesis_controller.policy.verify import StageInfo, verify
 def rule(name: str, priority: int = 10, hosts: list[str] | None = None, **match: Any) -> Any:
     def with_detours(*detours: tuple[str, str, str]) -> dict[str, Any]:
         return {
-            "name": name, "priority": priority, "hosts": hosts, "match": match,
+            "name": name,
+            "priority": priority,
+            "hosts": hosts,
+            "match": match,
             "detours": [{"what": w, "to": {"kind": k, "target": t}} for w, k, t in detours],
         }
+
     return with_detours
 
 
@@ -43,15 +47,18 @@ def test_header_only_write_detour_loses_writes() -> None:
     # Reads may be detoured as headers only: nothing is lost.
     assert verify([rule("r", tenant="a", ops=["read"])(LOG)], STAGES).errors == []
     # No ops given means every op, writes included.
-    assert checks(verify([rule("any", tenant="a")(LOG)], STAGES).errors) == [
-        ("write-loss", ("any",))
-    ]
+    assert checks(verify([rule("any", tenant="a")(LOG)], STAGES).errors) == [("write-loss", ("any",))]
     # Asking the controller first holds the IO, which then goes to its original file: no loss.
     assert verify([rule("ask", tenant="a", ops=["write"])(("header", "controller", "approve"))], STAGES).errors == []
     # A header copy to the controller after the data's detours loses nothing either; before
     # nothing else, a copy is a hold.
-    assert verify([rule("c", tenant="a", ops=["write"])(("io", "stage", "cache/a"), ("header", "controller", "readset"))],
-                  STAGES).errors == []
+    assert (
+        verify(
+            [rule("c", tenant="a", ops=["write"])(("io", "stage", "cache/a"), ("header", "controller", "readset"))],
+            STAGES,
+        ).errors
+        == []
+    )
 
 
 def test_controller_detours_name_a_known_application_and_carry_headers() -> None:
@@ -63,13 +70,19 @@ def test_controller_detours_name_a_known_application_and_carry_headers() -> None
 
 
 def test_headers_go_to_files_or_the_controller_not_to_stages() -> None:
-    report = verify([rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), ("header", "stage", "cache/a"))],
-                    STAGES)
+    report = verify(
+        [rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), ("header", "stage", "cache/a"))], STAGES
+    )
     assert checks(report.errors) == [("header-target", ("h",))]
     assert "detours[1]" in report.errors[0].message and "'cache/a'" in report.errors[0].message
     # The same stage as an io detour, and headers to a file or the controller, are fine.
-    assert verify([rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), LOG,
-                                                       ("header", "controller", "readset"))], STAGES).errors == []
+    assert (
+        verify(
+            [rule("h", tenant="a", ops=["read"])(("io", "stage", "cache/a"), LOG, ("header", "controller", "readset"))],
+            STAGES,
+        ).errors
+        == []
+    )
 
 
 def test_writes_to_undeclared_stages_or_files_are_lost_in_strict_rules() -> None:
@@ -87,7 +100,9 @@ def test_writes_to_undeclared_stages_or_files_are_lost_in_strict_rules() -> None
 
 def test_a_header_log_is_not_an_endpoint_in_strict_rules() -> None:
     # The header goes to a log file no stage declares; the data goes to a declared file.
-    logged = rule("logged", tenant="a", path_prefix="/q")(("io", "file", "/mnt/x"), ("header", "file", "/var/log/q.jsonl"))
+    logged = rule("logged", tenant="a", path_prefix="/q")(
+        ("io", "file", "/mnt/x"), ("header", "file", "/var/log/q.jsonl")
+    )
     assert verify([logged], STAGES, strict_targets=["logged"]).errors == []
 
 
@@ -138,7 +153,8 @@ def test_shadowed_rules_are_warnings() -> None:
     report = verify(rules, STAGES)
     assert report.errors == []
     assert checks(report.warnings) == [
-        ("shadowed", ("same-priority-later-name", "broad")), ("shadowed", ("narrow", "broad")),
+        ("shadowed", ("same-priority-later-name", "broad")),
+        ("shadowed", ("narrow", "broad")),
     ]
 
 
@@ -160,17 +176,17 @@ spec:
 
 UNSAFE = {
     "write-loss": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
-                  " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
+    " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
     # Stages take IO, not headers (the message names the detour).
     "header-target": "    - {name: bad, priority: 1, match: {tenant: a, ops: [read]},"
-                     " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
+    " detours: [{what: header, to: {kind: stage, target: cache/a}}]}\n",
     # A controller application that does not exist (the message names the field).
     "controller": "    - {name: bad, priority: 1, match: {tenant: a, ops: [write]},"
-                  " detours: [{what: header, to: {kind: controller, target: ctl}}]}\n",
+    " detours: [{what: header, to: {kind: controller, target: ctl}}]}\n",
     "missing-stage": "    - {name: bad, priority: 1, match: {tenant: a},"
-                     " detours: [{what: io, to: {kind: stage, target: cache/gone}}]}\n",
+    " detours: [{what: io, to: {kind: stage, target: cache/gone}}]}\n",
     "loop": "    - {name: bad, priority: 1, match: {path_prefix: /m/1}, detours: [{what: io, to: {kind: file, target: /m/2}}]}\n"
-            "    - {name: bad2, priority: 2, match: {path_prefix: /m/2}, detours: [{what: io, to: {kind: file, target: /m/1}}]}\n",
+    "    - {name: bad2, priority: 2, match: {path_prefix: /m/2}, detours: [{what: io, to: {kind: file, target: /m/1}}]}\n",
     "isolation": "    - {name: bad, priority: 1, match: {tenant: b}, detours: [{what: io, to: {kind: stage, target: cache/a}}]}\n",
 }
 
@@ -179,7 +195,8 @@ UNSAFE = {
 def test_unsafe_policies_are_refused_naming_the_rules(client: TestClient, db: Engine, case: str) -> None:
     before = snapshot(db)
     response = client.post(
-        "/api/v1/policies", content=(POLICY_HEAD + UNSAFE[case]).encode(),
+        "/api/v1/policies",
+        content=(POLICY_HEAD + UNSAFE[case]).encode(),
         headers={"content-type": "application/yaml"},
     )
     body = assert_problem(response, 422)
@@ -194,7 +211,8 @@ def test_unsafe_policies_are_refused_naming_the_rules(client: TestClient, db: En
     assert body["errors"][0]["line"] == 12 and body["errors"][0]["column"] == 8
     assert snapshot(db) == before
     dry = client.post(
-        "/api/v1/policies?dry_run=true", content=(POLICY_HEAD + UNSAFE[case]).encode(),
+        "/api/v1/policies?dry_run=true",
+        content=(POLICY_HEAD + UNSAFE[case]).encode(),
         headers={"content-type": "application/yaml"},
     )
     assert_problem(dry, 422)
@@ -206,7 +224,9 @@ def test_policy_warnings_come_back_on_dry_run_and_apply(client: TestClient) -> N
         "    - {name: second, priority: 2, match: {tenant: a, ops: [read]}, detours: [{what: io, to: {kind: stage, target: cache/a}}]}\n"
     )
     for suffix, status in (("?dry_run=true", 200), ("", 201)):
-        response = client.post(f"/api/v1/policies{suffix}", content=text.encode(), headers={"content-type": "application/yaml"})
+        response = client.post(
+            f"/api/v1/policies{suffix}", content=text.encode(), headers={"content-type": "application/yaml"}
+        )
         assert response.status_code == status, response.text
         assert [(w["check"], w["rules"]) for w in response.json()["warnings"]] == [("shadowed", ["second", "first"])]
 
@@ -214,18 +234,30 @@ def test_policy_warnings_come_back_on_dry_run_and_apply(client: TestClient) -> N
 def test_plain_rules_are_verified_too(client: TestClient, db: Engine) -> None:
     assert client.post("/api/v1/tenants", json=TENANT).status_code == 201
     before = snapshot(db)
-    header_only = rule_body("w", match={"tenant": "web", "ops": ["write"]},
-                            detours=[{"what": "header", "to": {"kind": "file", "target": "/var/log/w.jsonl"}}])
+    header_only = rule_body(
+        "w",
+        match={"tenant": "web", "ops": ["write"]},
+        detours=[{"what": "header", "to": {"kind": "file", "target": "/var/log/w.jsonl"}}],
+    )
     body = assert_problem(client.post("/api/v1/rules", json=header_only), 422)
     assert body["violations"] == [{"check": "write-loss", "rules": ["w"], "message": body["violations"][0]["message"]}]
-    loop_a = rule_body("la", match={"path_prefix": "/a"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/b/x"}}])
-    loop_b = rule_body("lb", match={"path_prefix": "/b"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/a/x"}}])
+    loop_a = rule_body(
+        "la", match={"path_prefix": "/a"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/b/x"}}]
+    )
+    loop_b = rule_body(
+        "lb", match={"path_prefix": "/b"}, detours=[{"what": "io", "to": {"kind": "file", "target": "/a/x"}}]
+    )
     assert client.post("/api/v1/rules", json=loop_a).status_code == 201
     mid = snapshot(db)
     body = assert_problem(client.post("/api/v1/rules", json=loop_b), 422)
     assert body["violations"][0]["check"] == "loop"
     assert snapshot(db) == mid
     # A replace that would make the loop is refused the same way.
-    assert client.post("/api/v1/rules", json={**loop_b, "detours": [{"what": "io", "to": {"kind": "file", "target": "/c"}}]}).status_code == 201
+    assert (
+        client.post(
+            "/api/v1/rules", json={**loop_b, "detours": [{"what": "io", "to": {"kind": "file", "target": "/c"}}]}
+        ).status_code
+        == 201
+    )
     assert_problem(client.put("/api/v1/rules/lb", json=loop_b), 422)
     assert before != mid

@@ -47,9 +47,7 @@ def test_a_viewer_is_told_why_its_writes_are_refused_and_they_are(secured: TestC
     me = secured.get("/api/v1/whoami", headers=bearer(secret)).json()
     assert (me["actor"], me["role"], me["tenant"]) == ("token:ops-viewer", "viewer", None)
     assert me["write_refusal"] and "token:ops-viewer (viewer)" in me["write_refusal"]
-    refused = assert_problem(
-        secured.post("/api/v1/rules", json=rule_body("r1"), headers=bearer(secret)), 403
-    )
+    refused = assert_problem(secured.post("/api/v1/rules", json=rule_body("r1"), headers=bearer(secret)), 403)
     assert refused["detail"] == me["write_refusal"]
 
 

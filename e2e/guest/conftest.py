@@ -52,4 +52,3 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Results:
     proc = run_guest(out)
     assert (out / "done").exists(), f"the guest did not finish (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
     return Results(out, proc.stderr)
-

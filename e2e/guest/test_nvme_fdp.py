@@ -87,7 +87,12 @@ def test_host_events_agree_with_nvme_cli(guest) -> None:
     cli = guest.json("c1-events-host.json")
     assert len(ours) == cli["n"] == len(cli["events"]) >= 1
     assert any(e["kind"] == "ru_not_fully_written" and e["placement_id"] == 3 for e in ours)
-    kinds = {0x00: "ru_not_fully_written", 0x01: "ru_time_limit_exceeded", 0x02: "controller_reset_modified_ruh", 0x03: "invalid_placement_id"}
+    kinds = {
+        0x00: "ru_not_fully_written",
+        0x01: "ru_time_limit_exceeded",
+        0x02: "controller_reset_modified_ruh",
+        0x03: "invalid_placement_id",
+    }
     for o, c in zip(ours, cli["events"], strict=True):
         assert o["kind"] == kinds.get(c["type"], f"other_{c['type']:#04x}")
         assert o["timestamp_ms"] == c["timestamp"] & TIMESTAMP_MASK

@@ -29,8 +29,14 @@ class Client:
         self.close()
 
     def request(
-        self, method: str, path: str, *, json: Any = None, ok: tuple[int, ...] = (),
-        content: bytes | None = None, headers: dict[str, str] | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        ok: tuple[int, ...] = (),
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """Send a request; a status in `ok` is returned even if it is an error status."""
         try:

@@ -50,9 +50,11 @@ def _line(job: dict[str, Any]) -> str:
     saved = ""
     if declared:
         saved = f", {100 * (job['foreground_bytes'] + job['shared_bytes']) // declared}% not read"
-    return (f"{job['id']}  {job['host']}  {job['tenant']}  {job['state']}  by {job['deadline']}  "
-            f"declared {declared if declared is not None else '-'}  dispatcher {job['dispatched_bytes']}  "
-            f"foreground {job['foreground_bytes']}{saved}")
+    return (
+        f"{job['id']}  {job['host']}  {job['tenant']}  {job['state']}  by {job['deadline']}  "
+        f"declared {declared if declared is not None else '-'}  dispatcher {job['dispatched_bytes']}  "
+        f"foreground {job['foreground_bytes']}{saved}"
+    )
 
 
 @app.command("create")
@@ -69,8 +71,16 @@ def create(
 ) -> None:
     """Declare a job: PATHS read on HOST by the deadline."""
     try:
-        body = {"host": host, "tenant": tenant, "deadline": deadline_of(by), "pace": pace, "paused": paused,
-                "rate_bytes_per_s": rate, "id": job_id, "files": [{"path": p} for p in paths]}
+        body = {
+            "host": host,
+            "tenant": tenant,
+            "deadline": deadline_of(by),
+            "pace": pace,
+            "paused": paused,
+            "rate_bytes_per_s": rate,
+            "id": job_id,
+            "files": [{"path": p} for p in paths],
+        }
         with Client(resolve(url)) as client:
             job = client.request("POST", URL, json=body).json()
     except CliError as exc:

@@ -142,13 +142,21 @@ def _policy(path: Path, value: dict[str, Any], node: yaml.Node | None, text: str
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
-            loc = tuple(p for p in error["loc"] if p not in {"cache", "qos", "replica_set", "tail_latency", "fdp_placement"})
+            loc = tuple(
+                p for p in error["loc"] if p not in {"cache", "qos", "replica_set", "tail_latency", "fdp_placement"}
+            )
             at = _line(_find(node, loc)) if node is not None else None
             message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
-            lines.append(f"{path}:{at or '?'}: Policy {format_loc(('body', *loc))}: {message.removeprefix('Value error, ')}")
+            lines.append(
+                f"{path}:{at or '?'}: Policy {format_loc(('body', *loc))}: {message.removeprefix('Value error, ')}"
+            )
         raise CliError("\n".join(lines)) from None
     if node is not None and path.suffix.lower() != ".json":
-        body = "\n" * node.start_mark.line + " " * node.start_mark.column + text[node.start_mark.index:node.end_mark.index]
+        body = (
+            "\n" * node.start_mark.line
+            + " " * node.start_mark.column
+            + text[node.start_mark.index : node.end_mark.index]
+        )
     else:
         body = yaml.safe_dump(value, sort_keys=False)
     return Document(kind=POLICY, spec=value, where=where, text=body)

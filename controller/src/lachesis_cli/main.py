@@ -50,7 +50,10 @@ KIND_ALIASES = {k.value: k.value for k in Kind} | {k.value[:-1]: k.value for k i
 DELETABLE = {"tenants", "rules"}
 
 UrlOption = Annotated[
-    str | None, typer.Option("--url", help="Controller URL (default: LACHESIS_URL, .lachesis/controller-url, http://127.0.0.1:8080)")
+    str | None,
+    typer.Option(
+        "--url", help="Controller URL (default: LACHESIS_URL, .lachesis/controller-url, http://127.0.0.1:8080)"
+    ),
 ]
 OutputOption = Annotated[Format, typer.Option("--output", "-o", help="table or json")]
 WaitOption = Annotated[
@@ -98,7 +101,9 @@ def _apply_policy(client: Client, doc: documents.Document) -> str | None:
     assert doc.text is not None
     try:
         result = client.request(
-            "POST", "/api/v1/policies", content=doc.text.encode(),
+            "POST",
+            "/api/v1/policies",
+            content=doc.text.encode(),
             headers={"content-type": "application/yaml"},
         ).json()
     except CliError as exc:
@@ -134,8 +139,7 @@ def _same(spec: dict[str, Any], current: dict[str, Any]) -> bool:
     # Fields a spec may leave out, with the value the server then stores.
     defaults = {"description": None, "hosts": None}
     return all(
-        spec.get(key, defaults.get(key)) == current.get(key)
-        for key in set(spec) | (set(defaults) & set(current))
+        spec.get(key, defaults.get(key)) == current.get(key) for key in set(spec) | (set(defaults) & set(current))
     )
 
 
@@ -195,20 +199,43 @@ def _render(collection: str, items: list[dict[str, Any]]) -> str:
     if collection == "hosts":
         return output.table(
             ["HOST", "ALIVE", "DESIRED", "ACKED", "AGENT", "LAST SEEN"],
-            [[h["id"], output.alive(h["alive"]), h["desired_generation"], h["acked_generation"],
-              h["agent_version"], h["last_seen"]] for h in items],
+            [
+                [
+                    h["id"],
+                    output.alive(h["alive"]),
+                    h["desired_generation"],
+                    h["acked_generation"],
+                    h["agent_version"],
+                    h["last_seen"],
+                ]
+                for h in items
+            ],
         )
     if collection == "tenants":
         return output.table(
             ["TENANT", "CLASSIFIERS", "DESCRIPTION"],
-            [[t["name"], ", ".join(f"{c['kind']}={c['value']}" for c in t["classifiers"]) or "-",
-              t.get("description")] for t in items],
+            [
+                [
+                    t["name"],
+                    ", ".join(f"{c['kind']}={c['value']}" for c in t["classifiers"]) or "-",
+                    t.get("description"),
+                ]
+                for t in items
+            ],
         )
     if collection == "rules":
         return output.table(
             ["RULE", "PRIORITY", "HOSTS", "MATCH", "DETOURS"],
-            [[r["name"], r["priority"], ",".join(r["hosts"]) if r["hosts"] is not None else "*",
-              output.describe_match(r["match"]), output.describe_detours(r["detours"])] for r in items],
+            [
+                [
+                    r["name"],
+                    r["priority"],
+                    ",".join(r["hosts"]) if r["hosts"] is not None else "*",
+                    output.describe_match(r["match"]),
+                    output.describe_detours(r["detours"]),
+                ]
+                for r in items
+            ],
         )
     return output.table(
         ["ROLLOUT", "STATE", "CAUSE", "HOSTS", "CREATED"],
@@ -222,10 +249,12 @@ def _target_lines(rollout: dict[str, Any]) -> list[str]:
         lines.append(f"reason: {rollout['reason']}")
     if rollout["targets"]:
         lines.append("")
-        lines.append(output.table(
-            ["HOST", "GENERATION", "STATUS", "ACKED AT", "REASON"],
-            [[t["host_id"], t["generation"], t["status"], t["acked_at"], t["reason"]] for t in rollout["targets"]],
-        ))
+        lines.append(
+            output.table(
+                ["HOST", "GENERATION", "STATUS", "ACKED AT", "REASON"],
+                [[t["host_id"], t["generation"], t["status"], t["acked_at"], t["reason"]] for t in rollout["targets"]],
+            )
+        )
     return lines
 
 
@@ -316,10 +345,19 @@ def _default_traces() -> list[Path]:
 
 @app.command()
 def demo(
-    traces: Annotated[list[Path] | None, typer.Argument(help="Trace files (ARC .lis/.lis.zst, oracleGeneral, CloudPhysics CSV, MSR); default: the shared traces")] = None,
+    traces: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Trace files (ARC .lis/.lis.zst, oracleGeneral, CloudPhysics CSV, MSR); default: the shared traces"
+        ),
+    ] = None,
     seconds: Annotated[float, typer.Option("--seconds", min=5, max=3600, help="Replay time of each phase")] = 45.0,
-    cache_bytes: Annotated[str, typer.Option("--cache-bytes", help="Flash cache capacity the tenants share, e.g. 32MiB")] = "32MiB",
-    compare_equal_split: Annotated[bool, typer.Option("--compare-equal-split", help="First run the same replays with the cache split equally")] = False,
+    cache_bytes: Annotated[
+        str, typer.Option("--cache-bytes", help="Flash cache capacity the tenants share, e.g. 32MiB")
+    ] = "32MiB",
+    compare_equal_split: Annotated[
+        bool, typer.Option("--compare-equal-split", help="First run the same replays with the cache split equally")
+    ] = False,
     output_format: OutputOption = Format.table,
     url: UrlOption = None,
 ) -> None:
@@ -354,29 +392,40 @@ def output_demo(result: dict[str, Any]) -> str:
 
     lines = []
     phases = ([("equal split", result["equal_split"])] if "equal_split" in result else []) + [
-        ("allocation loop", {"hit_ratio": result["loop"]["hit_ratio"], "tenants": result["tenants"]})]
+        ("allocation loop", {"hit_ratio": result["loop"]["hit_ratio"], "tenants": result["tenants"]})
+    ]
     for label, phase in phases:
         lines.append(f"{label}: aggregate hit ratio {pct(phase['hit_ratio'])}")
         lines.append(f"  {'tenant':<28} {'requests':>9} {'alloc MiB':>9} {'inst MiB':>9} {'hit':>7} {'predicted':>9}")
         for t in phase["tenants"]:
-            lines.append(f"  {t['name']:<28} {t['requests']:>9} {mib(t['allocated_bytes'])} {mib(t['installed_bytes'])}"
-                         f" {pct(t['hit_ratio']):>7} {pct(t['predicted_hit_ratio']):>9}")
+            lines.append(
+                f"  {t['name']:<28} {t['requests']:>9} {mib(t['allocated_bytes'])} {mib(t['installed_bytes'])}"
+                f" {pct(t['hit_ratio']):>7} {pct(t['predicted_hit_ratio']):>9}"
+            )
     c = result.get("comparison")
     if c:
         share = "-" if c["gain_share"] is None else f"{100 * c['gain_share']:.0f}%"
-        lines.append(f"loop vs equal split: measured gain {pct(c['measured_gain'])} "
-                     f"({pct(c['measured_gain_same_weights']).strip()} weighted as the prediction), the curves predict "
-                     f"{pct(c['predicted_gain'])} ({share} of it); installed = allocated: {c['installed_equals_allocated']}")
+        lines.append(
+            f"loop vs equal split: measured gain {pct(c['measured_gain'])} "
+            f"({pct(c['measured_gain_same_weights']).strip()} weighted as the prediction), the curves predict "
+            f"{pct(c['predicted_gain'])} ({share} of it); installed = allocated: {c['installed_equals_allocated']}"
+        )
     changes = result["loop"].get("size_changes") or []
-    lines.append(f"size changes under the loop: {len(changes)}"
-                 + "".join(f"\n  {x['at_s']:6.1f} s {x['tenant']}: {mib(x['from_bytes']).strip()} -> "
-                           f"{mib(x['to_bytes']).strip()} MiB" for x in changes))
+    lines.append(
+        f"size changes under the loop: {len(changes)}"
+        + "".join(
+            f"\n  {x['at_s']:6.1f} s {x['tenant']}: {mib(x['from_bytes']).strip()} -> {mib(x['to_bytes']).strip()} MiB"
+            for x in changes
+        )
+    )
     lines.append("devices:")
     for d in result["devices"]:
         dlwa = "-" if d["dlwa"] is None else f"{d['dlwa']:.3f}"
         predicted = "-" if d["predicted_dlwa"] is None else f"{d['predicted_dlwa']:.3f}"
-        lines.append(f"  {d['host']}/{d['name']} ({d['kind']}, {d['placement_handles']} handles): "
-                     f"DLWA {dlwa} measured, {predicted} predicted")
+        lines.append(
+            f"  {d['host']}/{d['name']} ({d['kind']}, {d['placement_handles']} handles): "
+            f"DLWA {dlwa} measured, {predicted} predicted"
+        )
     return "\n".join(lines)
 
 

@@ -143,21 +143,46 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
         reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
         tasks = consumers.start(handlers, stop)
         tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))
-        tasks.append(detour_service.start(
-            sessions, bus, stop, app.state.detours, rollout_timeout_s=settings.rollout_timeout_s,
-            quiet_s=settings.readset_quiet_s,
-        ))
-        tasks.append(allocation_service.start(
-            sessions, app.state.telemetry, stop, loop_config(settings), bus=bus,
-            rollout_timeout_s=settings.rollout_timeout_s,
-        ))
-        tasks.append(declared_io_loop.start(
-            sessions, bus.redis, app.state.telemetry, stop, settings.reconcile_interval_s,
-        ))
-        tasks.append(tail_latency_loop.start(
-            sessions, app.state.telemetry, stop, app.state.tail_latency, settings.reconcile_interval_s, bus=bus,
-            rollout_timeout_s=settings.rollout_timeout_s,
-        ))
+        tasks.append(
+            detour_service.start(
+                sessions,
+                bus,
+                stop,
+                app.state.detours,
+                rollout_timeout_s=settings.rollout_timeout_s,
+                quiet_s=settings.readset_quiet_s,
+            )
+        )
+        tasks.append(
+            allocation_service.start(
+                sessions,
+                app.state.telemetry,
+                stop,
+                loop_config(settings),
+                bus=bus,
+                rollout_timeout_s=settings.rollout_timeout_s,
+            )
+        )
+        tasks.append(
+            declared_io_loop.start(
+                sessions,
+                bus.redis,
+                app.state.telemetry,
+                stop,
+                settings.reconcile_interval_s,
+            )
+        )
+        tasks.append(
+            tail_latency_loop.start(
+                sessions,
+                app.state.telemetry,
+                stop,
+                app.state.tail_latency,
+                settings.reconcile_interval_s,
+                bus=bus,
+                rollout_timeout_s=settings.rollout_timeout_s,
+            )
+        )
         return tasks
 
     return start
@@ -184,7 +209,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     api = APIRouter(prefix="/api/v1", dependencies=[Depends(bearer_scheme)])
-    for module in (hosts, tenants, rules, policies, rollouts, tokens, audit, whoami, allocations, placements, stages, devices, quiesce, telemetry, detours_api, sustainability, apps_declared_io, apps_two_level):
+    for module in (
+        hosts,
+        tenants,
+        rules,
+        policies,
+        rollouts,
+        tokens,
+        audit,
+        whoami,
+        allocations,
+        placements,
+        stages,
+        devices,
+        quiesce,
+        telemetry,
+        detours_api,
+        sustainability,
+        apps_declared_io,
+        apps_two_level,
+    ):
         api.include_router(module.router)
     api.include_router(apps_tail_latency.router)
     app.include_router(api)
@@ -242,7 +286,13 @@ def openapi_document() -> str:
     """The app's OpenAPI document as committed in api-schemas/openapi.json."""
     # Fixed settings: the document must not depend on the environment it is generated in.
     settings = Settings(
-        database_url="sqlite://", redis_url="redis://127.0.0.1:6380/0", bind_host="127.0.0.1",
-        bind_port=8080, api_token=None, insecure_no_auth=True, rollout_timeout_s=30.0, reconcile_interval_s=1.0,
+        database_url="sqlite://",
+        redis_url="redis://127.0.0.1:6380/0",
+        bind_host="127.0.0.1",
+        bind_port=8080,
+        api_token=None,
+        insecure_no_auth=True,
+        rollout_timeout_s=30.0,
+        reconcile_interval_s=1.0,
     )
     return json.dumps(create_app(settings).openapi(), indent=2, sort_keys=True) + "\n"

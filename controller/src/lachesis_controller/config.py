@@ -133,7 +133,6 @@ class Settings:
             flash_kgco2e_per_gb=positive_float(env, "LACHESIS_FLASH_KGCO2E_PER_GB", 0.16),
         )
 
-
     def __post_init__(self) -> None:
         if self.api_token is None and not self.insecure_no_auth:
             raise ConfigError(

@@ -20,7 +20,8 @@ from lachesis_controller.config import ConfigError, Settings
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="lachesis-controller", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--insecure-no-auth", action="store_true",
+        "--insecure-no-auth",
+        action="store_true",
         help="serve the API without LACHESIS_API_TOKEN: every caller is an anonymous admin",
     )
     commands = parser.add_subparsers(dest="command")

@@ -61,9 +61,7 @@ class Rule(Base):
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     priority: Mapped[int] = mapped_column(Integer)
     # Copy of match.tenant so the database itself refuses to drop a tenant a rule names.
-    tenant: Mapped[str | None] = mapped_column(
-        ForeignKey("tenants.name", ondelete="RESTRICT"), index=True
-    )
+    tenant: Mapped[str | None] = mapped_column(ForeignKey("tenants.name", ondelete="RESTRICT"), index=True)
     # None = every host, present and future.
     hosts: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
     match: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -113,9 +111,7 @@ class RolloutTarget(Base):
     # A generation of a host belongs to exactly one rollout: acks are matched by it.
     __table_args__ = (UniqueConstraint("host_id", "generation", name="uq_rollout_targets_host_generation"),)
 
-    rollout_id: Mapped[str] = mapped_column(
-        ForeignKey("rollouts.id", ondelete="CASCADE"), primary_key=True
-    )
+    rollout_id: Mapped[str] = mapped_column(ForeignKey("rollouts.id", ondelete="CASCADE"), primary_key=True)
     host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True)
     generation: Mapped[int] = mapped_column(Integer)
     status: Mapped[TargetStatus] = mapped_column(String(16))
@@ -124,9 +120,7 @@ class RolloutTarget(Base):
     # The state this generation ships, shared with every target shipping the same state;
     # with the rollout (id, issued_at = created_at, traceparent) and the three fields below
     # it renders the message byte for byte (rollouts.message_of). Null once pruned.
-    state_id: Mapped[str | None] = mapped_column(
-        ForeignKey("desired_states.id", ondelete="SET NULL"), index=True
-    )
+    state_id: Mapped[str | None] = mapped_column(ForeignKey("desired_states.id", ondelete="SET NULL"), index=True)
     # quiesce (phase 1 sent) | drained (phase 1 acked) | install (one-phase, or phase 2 sent)
     phase: Mapped[TargetPhase] = mapped_column(String(16), server_default="install")
     # The flows phase 1 quiesces (two-phase rollouts only).

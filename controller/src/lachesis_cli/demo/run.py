@@ -126,7 +126,9 @@ class Demo:
         host = self._host()
         mount, backing = self.home / "mnt", self.home / "data"
         if not (backing.is_dir() and mount.is_dir() and mount.stat().st_dev != backing.stat().st_dev):
-            raise CliError(f"{mount} is not the data path's mount: start the deployment with './lachesis up'", EXIT_FAILED)
+            raise CliError(
+                f"{mount} is not the data path's mount: start the deployment with './lachesis up'", EXIT_FAILED
+            )
         total = sum(t.keys.size for t in read)
         if rate is None:
             rate = min(1.0, REPLAY_IOPS * self.seconds / total)
@@ -150,8 +152,11 @@ class Demo:
             self.tenants.append(Tenant(name, t.path, mini, cgroup, mount / "demo" / f"{name}.dat"))
             log(f"  {name}: {mini.refs.size:,} of {mini.full_references:,} references, {mini.blocks:,} blocks")
         for tenant in self.tenants:
-            body = {"name": tenant.name, "classifiers": [{"kind": "cgroup", "value": f"/{DEMO}/{tenant.name}"}],
-                    "description": f"lachesis demo: {tenant.trace.name}"}
+            body = {
+                "name": tenant.name,
+                "classifiers": [{"kind": "cgroup", "value": f"/{DEMO}/{tenant.name}"}],
+                "description": f"lachesis demo: {tenant.trace.name}",
+            }
             if self.client.request("POST", "/api/v1/tenants", json=body, ok=(409,)).status_code == 409:
                 self.client.request("PUT", f"/api/v1/tenants/{tenant.name}", json=body)
 
@@ -179,26 +184,44 @@ class Demo:
         share = self.equal_share()
         for t in self.tenants:
             if equal:
-                self.client.request("PUT", f"/api/v1/allocations/guarantees/{t.name}",
-                                    json={"guarantee": {"kind": "fixed_size", "size_bytes": share}})
+                self.client.request(
+                    "PUT",
+                    f"/api/v1/allocations/guarantees/{t.name}",
+                    json={"guarantee": {"kind": "fixed_size", "size_bytes": share}},
+                )
             else:
                 self.client.request("DELETE", f"/api/v1/allocations/guarantees/{t.name}", ok=(404,))
         # Both phases start from the equal split; stating the capacity turns the loop on. With
         # the stored guarantees (equal phase) it cannot move; without them it follows the curves.
-        flat = {t.name: {"sizes": [0.0, float(self.cache_bytes)], "miss_ratios": [1.0, 1.0], "weight": 0.0}
-                for t in self.tenants}
+        flat = {
+            t.name: {"sizes": [0.0, float(self.cache_bytes)], "miss_ratios": [1.0, 1.0], "weight": 0.0}
+            for t in self.tenants
+        }
         fixed = {t.name: {"kind": "fixed_size", "size_bytes": share} for t in self.tenants}
-        self.client.request("POST", "/api/v1/allocations/proposals",
-                            json={"capacity_bytes": self.cache_bytes, "curves": flat, "guarantees": fixed})
+        self.client.request(
+            "POST",
+            "/api/v1/allocations/proposals",
+            json={"capacity_bytes": self.cache_bytes, "curves": flat, "guarantees": fixed},
+        )
         applied = self.client.request("POST", "/api/v1/allocations/apply").json()
         # Fresh stages for every phase: no phase starts warm from another's contents.
         for t in self.tenants:
             old, t.stage = t.stage, f"cache/{t.name}-{label}"
-            stage = {"name": t.stage, "kind": "cache", "owner": t.name, "size_bytes": max(share, 1 << 20),
-                     "engine": "loc", "write_mode": "through"}
+            stage = {
+                "name": t.stage,
+                "kind": "cache",
+                "owner": t.name,
+                "size_bytes": max(share, 1 << 20),
+                "engine": "loc",
+                "write_mode": "through",
+            }
             self.client.request("POST", "/api/v1/stages", json=stage)
-            rule = {"name": f"{t.name}-cached", "priority": 10, "match": {"tenant": t.name},
-                    "detours": [{"what": "io", "to": {"kind": "stage", "target": t.stage}}]}
+            rule = {
+                "name": f"{t.name}-cached",
+                "priority": 10,
+                "match": {"tenant": t.name},
+                "detours": [{"what": "io", "to": {"kind": "stage", "target": t.stage}}],
+            }
             if self.client.request("POST", "/api/v1/rules", json=rule, ok=(409,)).status_code == 409:
                 self.client.request("PUT", f"/api/v1/rules/{rule['name']}", json=rule)
             if old:
@@ -217,8 +240,10 @@ class Demo:
             if all(t.stage in stages and stages[t.stage].get("installed_bytes") is not None for t in self.tenants):
                 return
             time.sleep(0.5)
-        raise CliError("the agent did not report the demo's stages installed within 120 s "
-                       "(see .lachesis/log/agent.log)", EXIT_FAILED)
+        raise CliError(
+            "the agent did not report the demo's stages installed within 120 s (see .lachesis/log/agent.log)",
+            EXIT_FAILED,
+        )
 
     def _stage_counters(self) -> dict[str, dict[str, Any]]:
         out = {}
@@ -240,12 +265,17 @@ class Demo:
         deadline = time.monotonic() + 120
         while True:
             stages = self._stage_counters()
-            if all(t.stage in stages and datetime.fromisoformat(stages[t.stage]["reported_at"]).timestamp() > when
-                   for t in self.tenants):
+            if all(
+                t.stage in stages and datetime.fromisoformat(stages[t.stage]["reported_at"]).timestamp() > when
+                for t in self.tenants
+            ):
                 return stages
             if time.monotonic() > deadline:
-                raise CliError("the agent sent no report of the demo's stages within 120 s of the replay's end "
-                               "(see .lachesis/log/agent.log)", EXIT_FAILED)
+                raise CliError(
+                    "the agent sent no report of the demo's stages within 120 s of the replay's end "
+                    "(see .lachesis/log/agent.log)",
+                    EXIT_FAILED,
+                )
             time.sleep(0.5)
 
     def _start_replays(self, until: float | None) -> dict[str, subprocess.Popen[str]]:
@@ -255,9 +285,20 @@ class Demo:
             refs = work / f"{t.name}.npz"
             np.savez(refs, refs=t.mini.refs, writes=t.mini.writes)
             procs[t.name] = subprocess.Popen(
-                [sys.executable, "-m", "lachesis_cli.demo.replay", "--refs", str(refs), "--file", str(t.file),
-                 "--cgroup", str(t.cgroup), *(["--until", repr(until)] if until is not None else [])],
-                stdout=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "lachesis_cli.demo.replay",
+                    "--refs",
+                    str(refs),
+                    "--file",
+                    str(t.file),
+                    "--cgroup",
+                    str(t.cgroup),
+                    *(["--until", repr(until)] if until is not None else []),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
             )
         return procs
 
@@ -289,7 +330,9 @@ class Demo:
                     last[name] = size
             done = int(at)
             if done % 10 == 0 and done:
-                log(f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) / (1 << 20):g}MiB' for n, v in sorted(sizes.items()))}")
+                log(
+                    f"  {done:>4d} s: stage sizes {' '.join(f'{n}={(v or 0) / (1 << 20):g}MiB' for n, v in sorted(sizes.items()))}"
+                )
         return self._results(procs)
 
     @contextmanager
@@ -303,25 +346,35 @@ class Demo:
         finally:
             replays.end()
 
-    def _report(self, results: dict[str, dict[str, int]], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    def _report(
+        self, results: dict[str, dict[str, int]], before: dict[str, Any], after: dict[str, Any]
+    ) -> dict[str, Any]:
         rows = []
         for t in self.tenants:
             b, a = before.get(t.stage, {}), after.get(t.stage, {})
             hits = (a.get("hits") or 0) - (b.get("hits") or 0)
             misses = (a.get("misses") or 0) - (b.get("misses") or 0)
             allocated = a.get("allocated_bytes")
-            rows.append({
-                "name": t.name, "trace": str(t.trace),
-                "requests": results[t.name]["reads"] + results[t.name]["writes"],
-                "allocated_bytes": allocated, "installed_bytes": a.get("installed_bytes"),
-                "hits": hits, "misses": misses,
-                "hit_ratio": hits / (hits + misses) if hits + misses else None,
-                "predicted_hit_ratio": self._predicted(t.name, allocated),
-            })
+            rows.append(
+                {
+                    "name": t.name,
+                    "trace": str(t.trace),
+                    "requests": results[t.name]["reads"] + results[t.name]["writes"],
+                    "allocated_bytes": allocated,
+                    "installed_bytes": a.get("installed_bytes"),
+                    "hits": hits,
+                    "misses": misses,
+                    "hit_ratio": hits / (hits + misses) if hits + misses else None,
+                    "predicted_hit_ratio": self._predicted(t.name, allocated),
+                }
+            )
         hits = sum(r["hits"] for r in rows)
         total = hits + sum(r["misses"] for r in rows)
-        return {"hit_ratio": hits / total if total else None, "tenants": rows,
-                "size_changes": list(getattr(self, "size_changes", []))}
+        return {
+            "hit_ratio": hits / total if total else None,
+            "tenants": rows,
+            "size_changes": list(getattr(self, "size_changes", [])),
+        }
 
     def predicted_aggregate(self, sizes: dict[str, int | None], weights: dict[str, int]) -> float | None:
         """The curves' aggregate hit ratio at `sizes`, tenants weighted by `weights` (their
@@ -344,9 +397,16 @@ class Demo:
 
     def devices(self) -> list[dict[str, Any]]:
         return [
-            {"host": d["host"], "name": d["name"], "kind": d["kind"], "placement_handles": d["placement_handles"],
-             "host_bytes_written": d["host_bytes_written"], "media_bytes_written": d["media_bytes_written"],
-             "dlwa": d["dlwa"], "predicted_dlwa": d["predicted_dlwa"]}
+            {
+                "host": d["host"],
+                "name": d["name"],
+                "kind": d["kind"],
+                "placement_handles": d["placement_handles"],
+                "host_bytes_written": d["host_bytes_written"],
+                "media_bytes_written": d["media_bytes_written"],
+                "dlwa": d["dlwa"],
+                "predicted_dlwa": d["predicted_dlwa"],
+            }
             for d in self.client.get("/api/v1/devices")
         ]
 
@@ -369,25 +429,39 @@ def comparison(demo: Demo, equal: dict[str, Any], loop: dict[str, Any]) -> dict[
     share = demo.equal_share()
     predicted_equal = demo.predicted_aggregate({n: share for n in weights}, weights)
     predicted_loop = demo.predicted_aggregate({r["name"]: r["allocated_bytes"] for r in loop["tenants"]}, weights)
-    measured = None if loop["hit_ratio"] is None or equal["hit_ratio"] is None else loop["hit_ratio"] - equal["hit_ratio"]
+    measured = (
+        None if loop["hit_ratio"] is None or equal["hit_ratio"] is None else loop["hit_ratio"] - equal["hit_ratio"]
+    )
     predicted = None if predicted_equal is None or predicted_loop is None else predicted_loop - predicted_equal
     # The phases' aggregates weigh tenants by the requests each replayed, which moves with the
     # hit ratios themselves (a tenant that misses everything replays faster from the page
     # cache); the same tenants' hit ratios weighted as the prediction is show the sizes alone.
-    ratios = {p: {r["name"]: r["hit_ratio"] for r in phase["tenants"]} for p, phase in (("equal", equal), ("loop", loop))}
+    ratios = {
+        p: {r["name"]: r["hit_ratio"] for r in phase["tenants"]} for p, phase in (("equal", equal), ("loop", loop))
+    }
     same = None
     if all(v is not None for r in ratios.values() for v in r.values()) and sum(weights.values()):
         same = sum(weights[n] * (ratios["loop"][n] - ratios["equal"][n]) for n in weights) / sum(weights.values())
     return {
-        "measured_gain": measured, "measured_gain_same_weights": same, "predicted_gain": predicted,
-        "predicted_equal": predicted_equal, "predicted_loop": predicted_loop,
+        "measured_gain": measured,
+        "measured_gain_same_weights": same,
+        "predicted_gain": predicted,
+        "predicted_equal": predicted_equal,
+        "predicted_loop": predicted_loop,
         "gain_share": measured / predicted if measured is not None and predicted else None,
         "installed_equals_allocated": all(r["installed_bytes"] == r["allocated_bytes"] for r in loop["tenants"]),
     }
 
 
-def run(client: Client, home: Path, paths: list[Path], seconds: float, cache_bytes: int, compare: bool,
-        progress: Callable[[str], None] = log) -> dict[str, Any]:
+def run(
+    client: Client,
+    home: Path,
+    paths: list[Path],
+    seconds: float,
+    cache_bytes: int,
+    compare: bool,
+    progress: Callable[[str], None] = log,
+) -> dict[str, Any]:
     demo = Demo(client, home, seconds, cache_bytes)
     demo.prepare(paths)
     result: dict[str, Any] = {}

@@ -118,7 +118,9 @@ def read(path: Path) -> Trace:
             first = f.readline()
         trace = _cloudphysics(path) if first.startswith("version,") else _msr(path)
     else:
-        raise TraceError(f"{path}: unknown trace format (ARC .lis/.lis.zst, oracleGeneral .bin, CloudPhysics or MSR .csv)")
+        raise TraceError(
+            f"{path}: unknown trace format (ARC .lis/.lis.zst, oracleGeneral .bin, CloudPhysics or MSR .csv)"
+        )
     if trace.keys.size == 0:
         raise TraceError(f"{path}: no references")
     return trace

@@ -19,7 +19,23 @@ from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopCo
 from lachesis_controller.allocation.two_level import TwoLevelSplit, split_two_level
 
 __all__ = [
-    "Allocation", "AllocationLoop", "BandwidthSLA", "Curve", "CurveError", "Decision", "FixedSize", "Guarantee",
-    "GuaranteesInfeasible", "LoopConfig", "MinHitRatio", "TenantCurve", "TenantDemand", "TwoLevelSplit", "Unmet",
-    "allocate", "equal_split", "split_two_level", "weighted_hit_rate",
+    "Allocation",
+    "AllocationLoop",
+    "BandwidthSLA",
+    "Curve",
+    "CurveError",
+    "Decision",
+    "FixedSize",
+    "Guarantee",
+    "GuaranteesInfeasible",
+    "LoopConfig",
+    "MinHitRatio",
+    "TenantCurve",
+    "TenantDemand",
+    "TwoLevelSplit",
+    "Unmet",
+    "allocate",
+    "equal_split",
+    "split_two_level",
+    "weighted_hit_rate",
 ]

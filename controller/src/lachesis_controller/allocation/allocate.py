@@ -75,8 +75,7 @@ class GuaranteesInfeasible(ValueError):
         self.unmet = list(unmet)
         self.capacity = capacity
         super().__init__(
-            "the guarantees cannot all be met: "
-            + "; ".join(f"{u.tenant}: {u.reason}" for u in self.unmet)
+            "the guarantees cannot all be met: " + "; ".join(f"{u.tenant}: {u.reason}" for u in self.unmet)
         )
 
 
@@ -147,10 +146,17 @@ def allocate(
     if not unmet and total_reserved > capacity * (1 + 1e-12):
         unmet = [
             Unmet(n, g, reserved[n], f"needs {reserved[n]:.0f} B")
-            for n in active if (g := demands[n].guarantee) is not None and reserved[n] > 0
+            for n in active
+            if (g := demands[n].guarantee) is not None and reserved[n] > 0
         ]
-        unmet.append(Unmet("(all)", FixedSize(total_reserved), total_reserved,
-                           f"together {total_reserved:.0f} B, more than the cache ({capacity:.0f} B)"))
+        unmet.append(
+            Unmet(
+                "(all)",
+                FixedSize(total_reserved),
+                total_reserved,
+                f"together {total_reserved:.0f} B, more than the cache ({capacity:.0f} B)",
+            )
+        )
     if unmet:
         raise GuaranteesInfeasible(unmet, capacity)
 
@@ -199,17 +205,21 @@ def allocate(
         hit[n] = float(demands[n].curve.hit_ratio(sizes[n]))
         fixed += demands[n].weight * hit[n]
     return Allocation(
-        sizes=sizes, hit_ratios=hit, reserved=reserved, reclaimed=reclaimed,
-        utility=value + fixed, upper_bound=max(bound, value) + fixed, optimal=optimal,
-        method=method, step=step,
+        sizes=sizes,
+        hit_ratios=hit,
+        reserved=reserved,
+        reclaimed=reclaimed,
+        utility=value + fixed,
+        upper_bound=max(bound, value) + fixed,
+        optimal=optimal,
+        method=method,
+        step=step,
     )
 
 
 def weighted_hit_rate(demands: Mapping[str, TenantDemand], sizes: Mapping[str, float]) -> float:
     """Σ weight · hit ratio of `sizes` under the demands' curves (idle tenants count 0)."""
-    return float(sum(
-        d.weight * float(d.curve.hit_ratio(sizes.get(n, 0.0))) for n, d in demands.items() if not d.idle
-    ))
+    return float(sum(d.weight * float(d.curve.hit_ratio(sizes.get(n, 0.0))) for n, d in demands.items() if not d.idle))
 
 
 def equal_split(demands: Mapping[str, TenantDemand], capacity: float) -> dict[str, float]:

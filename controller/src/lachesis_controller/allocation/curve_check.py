@@ -64,8 +64,12 @@ def _refs(s: StageCounters) -> int:
     return (s.hits or 0) + (s.misses or 0)
 
 
-def check_stage(tenant: str, history: Sequence[tuple[datetime, StageCounters]], curve: Curve | None,
-                config: CheckConfig = CheckConfig()) -> CurveCheck | None:
+def check_stage(
+    tenant: str,
+    history: Sequence[tuple[datetime, StageCounters]],
+    curve: Curve | None,
+    config: CheckConfig = CheckConfig(),
+) -> CurveCheck | None:
     """The verdict on one stage from its reports, oldest first; None when it reports no
     cache counters."""
     if not history or history[-1][1].hits is None or history[-1][1].installed_bytes is None:
@@ -84,24 +88,34 @@ def check_stage(tenant: str, history: Sequence[tuple[datetime, StageCounters]], 
     base = next((s for s in run if _refs(s) - _refs(run[0]) >= warm), None)
     predicted = None if curve is None else float(curve.hit_ratio(float(size)))
     if base is None:
-        return CurveCheck(tenant, size, None, predicted, 0, None,
-                          f"warming up: {warm:.0f} references at {size} B before measuring")
+        return CurveCheck(
+            tenant, size, None, predicted, 0, None, f"warming up: {warm:.0f} references at {size} B before measuring"
+        )
     refs = _refs(last) - _refs(base)
     hits = (last.hits or 0) - (base.hits or 0)
     measured = hits / refs if refs else None
     if refs < config.min_references or measured is None:
-        return CurveCheck(tenant, size, measured, predicted, refs, None,
-                          f"{refs} references measured, {config.min_references} needed")
+        return CurveCheck(
+            tenant, size, measured, predicted, refs, None, f"{refs} references measured, {config.min_references} needed"
+        )
     if predicted is None:
         return CurveCheck(tenant, size, measured, None, refs, None, "no curve for the tenant")
     off = abs(measured - predicted) > config.tolerance
     how = "off" if off else "within"
-    return CurveCheck(tenant, size, measured, predicted, refs, off,
-                      f"measured {measured:.3f}, curve {predicted:.3f}: {how} {config.tolerance:g}")
+    return CurveCheck(
+        tenant,
+        size,
+        measured,
+        predicted,
+        refs,
+        off,
+        f"measured {measured:.3f}, curve {predicted:.3f}: {how} {config.tolerance:g}",
+    )
 
 
-def check_curves(stages: Iterable[Any],
-                 curves: Mapping[str, Curve], config: CheckConfig = CheckConfig()) -> dict[str, CurveCheck]:
+def check_curves(
+    stages: Iterable[Any], curves: Mapping[str, Curve], config: CheckConfig = CheckConfig()
+) -> dict[str, CurveCheck]:
     """Per owner tenant, the verdict on its cache stage (`stages`: the store's `HostStage`s,
     each with `.history`); a tenant with stages on several hosts gets the one with the most
     references measured."""

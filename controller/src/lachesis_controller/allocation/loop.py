@@ -195,9 +195,16 @@ class AllocationLoop:
             if cfg.unit_bytes and capacity >= cfg.unit_bytes * max(active_n, 1):
                 proposal = self._in_units(demands, proposal, capacity, cfg.unit_bytes)
             specs = {n: s for n, s in self._two_level().items() if n in demands and not demands[n].idle}
-            levels = split_allocation(
-                proposal.sizes, {n: demands[n].curve for n in specs}, dict(specs), cfg.epsilon_fraction * capacity,
-            ) if specs else {}
+            levels = (
+                split_allocation(
+                    proposal.sizes,
+                    {n: demands[n].curve for n in specs},
+                    dict(specs),
+                    cfg.epsilon_fraction * capacity,
+                )
+                if specs
+                else {}
+            )
         except GuaranteesInfeasible as e:
             log.warning("allocation not changed: %s", e)
             decision = Decision(now, None, self.current, 0.0, False, str(e), idle)
@@ -218,14 +225,26 @@ class AllocationLoop:
         elif active != self._active_set:
             go, reason = True, "tenants went idle or came back"
         elif gain - refill > cfg.gain_threshold and held_gain is not None and held_gain - refill <= cfg.gain_threshold:
-            go, reason = False, (f"predicted gain {gain:.4f} less refill cost {refill:.4f}, but {held_gain:.4f} under the "
-                                 f"weights of the last rollout: held for {cfg.hold_reaction_times:g} reaction times")
+            go, reason = (
+                False,
+                (
+                    f"predicted gain {gain:.4f} less refill cost {refill:.4f}, but {held_gain:.4f} under the "
+                    f"weights of the last rollout: held for {cfg.hold_reaction_times:g} reaction times"
+                ),
+            )
         elif gain - refill > cfg.gain_threshold:
-            go, reason = True, (f"predicted gain {gain:.4f} less refill cost {refill:.4f} above the threshold "
-                                f"{cfg.gain_threshold:g}")
+            go, reason = (
+                True,
+                (f"predicted gain {gain:.4f} less refill cost {refill:.4f} above the threshold {cfg.gain_threshold:g}"),
+            )
         else:
-            go, reason = False, (f"predicted gain {gain:.4f} less refill cost {refill:.4f} not above the threshold "
-                                 f"{cfg.gain_threshold:g}")
+            go, reason = (
+                False,
+                (
+                    f"predicted gain {gain:.4f} less refill cost {refill:.4f} not above the threshold "
+                    f"{cfg.gain_threshold:g}"
+                ),
+            )
         decision = Decision(now, proposal, baseline, gain, go, reason, idle, levels, refill)
         if go:
             self.current = dict(proposal.sizes)
@@ -236,36 +255,56 @@ class AllocationLoop:
         return decision
 
     @staticmethod
-    def _in_units(demands: Mapping[str, TenantDemand], proposal: Allocation, capacity: float,
-                  unit: float) -> Allocation:
+    def _in_units(
+        demands: Mapping[str, TenantDemand], proposal: Allocation, capacity: float, unit: float
+    ) -> Allocation:
         sizes = in_units(demands, proposal.sizes, capacity, unit)
         hit = {n: (0.0 if demands[n].idle else float(demands[n].curve.hit_ratio(sizes[n]))) for n in sizes}
         utility = weighted_hit_rate(demands, sizes)
-        return replace(proposal, sizes=sizes, hit_ratios=hit, utility=utility,
-                       upper_bound=max(proposal.upper_bound, utility), step=unit)
+        return replace(
+            proposal,
+            sizes=sizes,
+            hit_ratios=hit,
+            utility=utility,
+            upper_bound=max(proposal.upper_bound, utility),
+            step=unit,
+        )
 
-    def _gain_under_rollout_weights(self, demands: Mapping[str, TenantDemand], sizes: Mapping[str, float],
-                                    baseline: Mapping[str, float] | None, now: float) -> float | None:
+    def _gain_under_rollout_weights(
+        self,
+        demands: Mapping[str, TenantDemand],
+        sizes: Mapping[str, float],
+        baseline: Mapping[str, float] | None,
+        now: float,
+    ) -> float | None:
         """The proposal's gain over `baseline` with today's curves and the last rollout's
         weights; None when no hold applies (none configured, expired, or no baseline)."""
         cfg = self.config
         then = self._rollout_demands
-        if (not cfg.hold_reaction_times or then is None or baseline is None
-                or now - self._last_rollout >= cfg.hold_reaction_times * cfg.reaction_time_s):
+        if (
+            not cfg.hold_reaction_times
+            or then is None
+            or baseline is None
+            or now - self._last_rollout >= cfg.hold_reaction_times * cfg.reaction_time_s
+        ):
             return None
         weighted = {n: replace(d, weight=then[n].weight if n in then else d.weight) for n, d in demands.items()}
         total = sum(d.weight for d in weighted.values() if not d.idle) or 1.0
         return (weighted_hit_rate(weighted, sizes) - weighted_hit_rate(weighted, baseline)) / total
 
-    def _refill_cost(self, demands: Mapping[str, TenantDemand], sizes: Mapping[str, float],
-                     baseline: Mapping[str, float] | None, total_weight: float) -> float:
+    def _refill_cost(
+        self,
+        demands: Mapping[str, TenantDemand],
+        sizes: Mapping[str, float],
+        baseline: Mapping[str, float] | None,
+        total_weight: float,
+    ) -> float:
         """Blocks the tenants that grow must fetch to fill what they gain, over the hits the
         cache serves in the horizon (0 without a horizon or an allocation in force)."""
         cfg = self.config
         if cfg.refill_horizon_s is None or baseline is None:
             return 0.0
-        grown = sum(max(0.0, sizes.get(n, 0.0) - baseline.get(n, 0.0))
-                    for n, d in demands.items() if not d.idle)
+        grown = sum(max(0.0, sizes.get(n, 0.0) - baseline.get(n, 0.0)) for n, d in demands.items() if not d.idle)
         return grown / cfg.refill_block_bytes / (total_weight * cfg.refill_horizon_s)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -58,8 +58,9 @@ log = logging.getLogger(__name__)
 CURRENT, PROPOSED = "current", "proposed"
 
 
-def shares(demands: Mapping[str, TenantDemand], result: Allocation,
-           levels: Mapping[str, TwoLevelSplit] | None = None) -> dict[str, dict[str, Any]]:
+def shares(
+    demands: Mapping[str, TenantDemand], result: Allocation, levels: Mapping[str, TwoLevelSplit] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per tenant: its size, reservation, hit ratio and the curve point it sits on; a
     two-level tenant's size is its host level (a1), `levels` says the split."""
     out = {}
@@ -67,15 +68,21 @@ def shares(demands: Mapping[str, TenantDemand], result: Allocation,
         size = result.sizes.get(n, 0.0)
         index = int(np.searchsorted(d.curve.sizes, size, side="right")) - 1
         out[n] = {
-            "size_bytes": size, "reserved_bytes": result.reserved.get(n, 0.0),
-            "hit_ratio": result.hit_ratios.get(n, 0.0), "weight": d.weight, "idle": d.idle,
+            "size_bytes": size,
+            "reserved_bytes": result.reserved.get(n, 0.0),
+            "hit_ratio": result.hit_ratios.get(n, 0.0),
+            "weight": d.weight,
+            "idle": d.idle,
             "curve_point": {"size_bytes": size, "miss_ratio": float(d.curve.miss_ratio(size)), "index": max(index, 0)},
         }
         if levels and n in levels:
             sp = levels[n]
             out[n]["levels"] = {
-                "alpha": sp.alpha, "host_bytes": sp.hypervisor, "server_bytes": sp.storage,
-                "hit_ratio": sp.hit_ratio, "bandwidth": sp.bandwidth,
+                "alpha": sp.alpha,
+                "host_bytes": sp.hypervisor,
+                "server_bytes": sp.storage,
+                "hit_ratio": sp.hit_ratio,
+                "bandwidth": sp.bandwidth,
             }
     return out
 
@@ -87,7 +94,8 @@ def two_level_specs(declared: Iterable[Mapping[str, Any]]) -> dict[str, TwoLevel
         t = s.get("two_level")
         if s["kind"] == "cache" and t and s.get("owner"):
             out[s["owner"]] = TwoLevelSpec(
-                memory=float(t["memory_bytes_per_s"]), network=float(t["network_bytes_per_s"]),
+                memory=float(t["memory_bytes_per_s"]),
+                network=float(t["network_bytes_per_s"]),
                 storage=float(t["storage_bytes_per_s"]),
                 sla=None if t.get("sla_bytes_per_s") is None else float(t["sla_bytes_per_s"]),
                 server_max=float(t["server_max_bytes"]),
@@ -224,32 +232,55 @@ class DatabaseSide:
         with self.sessions() as s, s.begin():
             return two_level_specs(stage_store.declared_stages(s).values())
 
-    def publish(self, decision: Decision, demands: Mapping[str, TenantDemand], capacity: float,
-                epsilon: float, method: str) -> list[rollouts.Publication]:
+    def publish(
+        self, decision: Decision, demands: Mapping[str, TenantDemand], capacity: float, epsilon: float, method: str
+    ) -> list[rollouts.Publication]:
         """Record the decision as the current allocation and issue the generations that carry it
         to every host (returned, to publish after the commit)."""
         result = decision.proposal
         assert result is not None
         with self.sessions() as s, s.begin():
-            s.merge(CacheAllocation(
-                state=CURRENT, capacity_bytes=capacity, epsilon_bytes=epsilon, method=method,
-                utility=result.utility, upper_bound=result.upper_bound, optimal=result.optimal,
-                tenants=shares(demands, result, decision.levels), computed_at=utcnow(), computed_by="allocation-loop",
-            ))
+            s.merge(
+                CacheAllocation(
+                    state=CURRENT,
+                    capacity_bytes=capacity,
+                    epsilon_bytes=epsilon,
+                    method=method,
+                    utility=result.utility,
+                    upper_bound=result.upper_bound,
+                    optimal=result.optimal,
+                    tenants=shares(demands, result, decision.levels),
+                    computed_at=utcnow(),
+                    computed_by="allocation-loop",
+                )
+            )
             s.flush()
             _, publications = rollouts.start_rollout(
-                s, cause=f"cache allocation: {decision.reason}", trigger="allocation",
-                host_ids=rollouts.all_host_ids(s), now=utcnow(), timeout_s=self.rollout_timeout_s,
+                s,
+                cause=f"cache allocation: {decision.reason}",
+                trigger="allocation",
+                host_ids=rollouts.all_host_ids(s),
+                now=utcnow(),
+                timeout_s=self.rollout_timeout_s,
                 traceparent=None,
             )
-        log.info("allocation rolled out (%s): %s", decision.reason,
-                 ", ".join(f"{n}={s:.0f}" for n, s in sorted(result.sizes.items())))
+        log.info(
+            "allocation rolled out (%s): %s",
+            decision.reason,
+            ", ".join(f"{n}={s:.0f}" for n, s in sorted(result.sizes.items())),
+        )
         return publications
 
 
-def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Event,
-          config: LoopConfig | None = None, *, bus: Publisher | None = None,
-          rollout_timeout_s: float = 30.0) -> asyncio.Task[None]:
+def start(
+    sessions: sessionmaker[Session],
+    store: CurveStore,
+    stop: asyncio.Event,
+    config: LoopConfig | None = None,
+    *,
+    bus: Publisher | None = None,
+    rollout_timeout_s: float = 30.0,
+) -> asyncio.Task[None]:
     """The loop as a background task of the controller; without a bus the generations are
     still recorded and the reconciler delivers them."""
     side = DatabaseSide(sessions, rollout_timeout_s)
@@ -271,7 +302,15 @@ def start(sessions: sessionmaker[Session], store: CurveStore, stop: asyncio.Even
         if stage_store is not None:
             export_curve_checks(curve_checks(stage_store), exported)
 
-    loop = AllocationLoop(telemetry_curves(store), publish, cfg, guarantees=side.guarantees, capacity=side.capacity,
-                          two_level=side.two_level, in_force=side.in_force, after_step=check)
+    loop = AllocationLoop(
+        telemetry_curves(store),
+        publish,
+        cfg,
+        guarantees=side.guarantees,
+        capacity=side.capacity,
+        two_level=side.two_level,
+        in_force=side.in_force,
+        after_step=check,
+    )
     holder["loop"] = loop
     return asyncio.create_task(loop.run(stop), name="allocation-loop")

@@ -31,13 +31,14 @@ class TwoLevelSplit:
 
 
 @overload
-def bandwidth(curve: Curve, a1: float, a2: float,
-              memory: float, network: float, storage: float) -> np.float64: ...
+def bandwidth(curve: Curve, a1: float, a2: float, memory: float, network: float, storage: float) -> np.float64: ...
 @overload
-def bandwidth(curve: Curve, a1: np.ndarray, a2: np.ndarray,
-              memory: float, network: float, storage: float) -> np.ndarray: ...
-def bandwidth(curve: Curve, a1: np.ndarray | float, a2: np.ndarray | float,
-              memory: float, network: float, storage: float) -> np.float64 | np.ndarray:
+def bandwidth(
+    curve: Curve, a1: np.ndarray, a2: np.ndarray, memory: float, network: float, storage: float
+) -> np.ndarray: ...
+def bandwidth(
+    curve: Curve, a1: np.ndarray | float, a2: np.ndarray | float, memory: float, network: float, storage: float
+) -> np.float64 | np.ndarray:
     """Sizes give a bandwidth, arrays of sizes (broadcast) an array of them."""
     u1 = curve.hit_ratio(a1)
     u = curve.hit_ratio(np.asarray(a1) + np.asarray(a2))
@@ -46,8 +47,16 @@ def bandwidth(curve: Curve, a1: np.ndarray | float, a2: np.ndarray | float,
 
 
 def split_two_level(
-    tenant: str, curve: Curve, *, sla: float, memory: float, network: float, storage: float,
-    hypervisor_max: float, storage_max: float, epsilon: float,
+    tenant: str,
+    curve: Curve,
+    *,
+    sla: float,
+    memory: float,
+    network: float,
+    storage: float,
+    hypervisor_max: float,
+    storage_max: float,
+    epsilon: float,
 ) -> TwoLevelSplit:
     if not memory >= network >= storage > 0:
         raise ValueError("bandwidths must satisfy memory ≥ network ≥ storage > 0")
@@ -71,8 +80,12 @@ def split_two_level(
     h, s = float(a1[i]), float(a2[j])
     a = h + s
     return TwoLevelSplit(
-        total=a, alpha=h / a if a > 0 else 0.0, hypervisor=h, storage=s,
-        hit_ratio=float(curve.hit_ratio(a)), bandwidth=float(bw[i, j]),
+        total=a,
+        alpha=h / a if a > 0 else 0.0,
+        hypervisor=h,
+        storage=s,
+        hit_ratio=float(curve.hit_ratio(a)),
+        bandwidth=float(bw[i, j]),
     )
 
 
@@ -88,7 +101,10 @@ class TwoLevelSpec:
 
 
 def split_allocation(
-    sizes: dict[str, float], curves: dict[str, Curve], specs: dict[str, TwoLevelSpec], epsilon: float,
+    sizes: dict[str, float],
+    curves: dict[str, Curve],
+    specs: dict[str, TwoLevelSpec],
+    epsilon: float,
 ) -> dict[str, TwoLevelSplit]:
     """The two-level tenants' splits, each within its single-level share (the most hypervisor
     memory it may have) and its server maximum; `sizes` becomes a1 for them. A tenant whose
@@ -102,8 +118,15 @@ def split_allocation(
         if sla is None:
             sla = float(bandwidth(curves[name], h_max, s_max, spec.memory, spec.network, spec.storage))
         split = split_two_level(
-            name, curves[name], sla=sla, memory=spec.memory, network=spec.network, storage=spec.storage,
-            hypervisor_max=h_max, storage_max=s_max, epsilon=epsilon,
+            name,
+            curves[name],
+            sla=sla,
+            memory=spec.memory,
+            network=spec.network,
+            storage=spec.storage,
+            hypervisor_max=h_max,
+            storage_max=s_max,
+            epsilon=epsilon,
         )
         out[name] = split
         sizes[name] = split.hypervisor

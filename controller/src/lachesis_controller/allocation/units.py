@@ -17,20 +17,22 @@ from collections.abc import Mapping
 from lachesis_controller.allocation.allocate import FixedSize, TenantDemand
 
 
-def in_units(demands: Mapping[str, TenantDemand], sizes: Mapping[str, float], capacity: float,
-             unit: float) -> dict[str, float]:
+def in_units(
+    demands: Mapping[str, TenantDemand], sizes: Mapping[str, float], capacity: float, unit: float
+) -> dict[str, float]:
     """`sizes` as whole multiples of `unit` adding up to at most `capacity` (exactly the
     capacity's whole units when some active tenant can take more)."""
     if not unit > 0:
         raise ValueError("unit must be positive")
     out = {n: math.floor(s / unit + 1e-9) * unit for n, s in sizes.items()}
     spare = math.floor(capacity / unit + 1e-9) - round(sum(out.values()) / unit)
-    growing = [n for n, d in demands.items()
-               if n in out and not d.idle and not isinstance(d.guarantee, FixedSize)]
+    growing = [n for n, d in demands.items() if n in out and not d.idle and not isinstance(d.guarantee, FixedSize)]
     while spare > 0 and growing:
+
         def gain(n: str) -> tuple[float, float]:
             d = demands[n]
             return (d.weight * float(d.curve.hit_ratio(out[n] + unit) - d.curve.hit_ratio(out[n])), d.weight)
+
         best = max(sorted(growing), key=gain)
         out[best] += unit
         spare -= 1

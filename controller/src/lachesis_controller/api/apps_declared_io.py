@@ -47,14 +47,26 @@ async def _tell(session: SessionDep, bus: Bus, host: str) -> None:
 
 def job_out(job: DeclaredJob) -> DeclaredJobOut:
     return DeclaredJobOut(
-        id=job.id, host=job.host_id, tenant=job.tenant,
-        files=[DeclaredFile.model_validate(f) for f in job.files], deadline=job.deadline, pace=job.pace,
-        paused=job.paused, rate_bytes_per_s=job.rate_bytes_per_s, source=job.source, state=job.state,
-        bytes_declared=job.bytes_declared, dispatched_bytes=job.dispatched_bytes,
-        foreground_bytes=job.foreground_bytes, shared_bytes=job.shared_bytes,
-        covered_bytes=job.dispatched_bytes + job.foreground_bytes + job.shared_bytes, error=job.error,
+        id=job.id,
+        host=job.host_id,
+        tenant=job.tenant,
+        files=[DeclaredFile.model_validate(f) for f in job.files],
+        deadline=job.deadline,
+        pace=job.pace,
+        paused=job.paused,
+        rate_bytes_per_s=job.rate_bytes_per_s,
+        source=job.source,
+        state=job.state,
+        bytes_declared=job.bytes_declared,
+        dispatched_bytes=job.dispatched_bytes,
+        foreground_bytes=job.foreground_bytes,
+        shared_bytes=job.shared_bytes,
+        covered_bytes=job.dispatched_bytes + job.foreground_bytes + job.shared_bytes,
+        error=job.error,
         checksums=[FileChecksum(**c) for c in job.checksums] if job.checksums is not None else None,
-        created_at=job.created_at, created_by=job.created_by, reported_at=job.reported_at,
+        created_at=job.created_at,
+        created_by=job.created_by,
+        reported_at=job.reported_at,
         finished_at=job.finished_at,
     )
 
@@ -66,7 +78,11 @@ def _actor(principal: object) -> str:
 
 @router.post("", status_code=201, response_model=DeclaredJobOut, responses=WRITE_ERRORS)
 async def declare(
-    spec: DeclaredJobSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    spec: DeclaredJobSpec,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
 ) -> DeclaredJobOut:
     require_tenant(principal, spec.tenant, f"declare IO of tenant {spec.tenant!r}")
@@ -81,27 +97,53 @@ async def declare(
             errors.append(("deadline", f"{spec.deadline.isoformat()} is not in the future"))
         if errors:
             raise invalid(errors)
-        confine(session, principal, settings.endpoint_roots,
-                [(f"files[{i}].path", f.path) for i, f in enumerate(spec.files)])
+        confine(
+            session,
+            principal,
+            settings.endpoint_roots,
+            [(f"files[{i}].path", f.path) for i, f in enumerate(spec.files)],
+        )
         job_id = spec.id or f"dio-{uuid.uuid4().hex[:12]}"
         if session.get(DeclaredJob, job_id) is not None:
             raise conflict("id", f"declared job {job_id!r} already exists")
         open_jobs = session.scalar(
-            select(func.count()).select_from(DeclaredJob)
-            .where(DeclaredJob.host_id == spec.host, DeclaredJob.finished_at.is_(None),
-                   DeclaredJob.state.not_in(FINISHED))
+            select(func.count())
+            .select_from(DeclaredJob)
+            .where(
+                DeclaredJob.host_id == spec.host, DeclaredJob.finished_at.is_(None), DeclaredJob.state.not_in(FINISHED)
+            )
         )
         if (open_jobs or 0) >= MAX_JOBS:
             raise conflict("host", f"host {spec.host!r} already runs {MAX_JOBS} declared jobs")
         job = DeclaredJob(
-            id=job_id, host_id=spec.host, tenant=spec.tenant, files=[f.model_dump() for f in spec.files],
-            deadline=spec.deadline, pace=spec.pace, paused=spec.paused, rate_bytes_per_s=spec.rate_bytes_per_s,
-            source=None, state="pending", dispatched_bytes=0, foreground_bytes=0, shared_bytes=0,
-            created_at=now, created_by=_actor(principal),
+            id=job_id,
+            host_id=spec.host,
+            tenant=spec.tenant,
+            files=[f.model_dump() for f in spec.files],
+            deadline=spec.deadline,
+            pace=spec.pace,
+            paused=spec.paused,
+            rate_bytes_per_s=spec.rate_bytes_per_s,
+            source=None,
+            state="pending",
+            dispatched_bytes=0,
+            foreground_bytes=0,
+            shared_bytes=0,
+            created_at=now,
+            created_by=_actor(principal),
         )
         session.add(job)
-        audit.record(session, principal, "declared_io.create", kind="declared_io", name=job_id,
-                     tenant=spec.tenant, before=None, after=job_out(job).model_dump(mode="json"), rollout_id=None)
+        audit.record(
+            session,
+            principal,
+            "declared_io.create",
+            kind="declared_io",
+            name=job_id,
+            tenant=spec.tenant,
+            before=None,
+            after=job_out(job).model_dump(mode="json"),
+            rollout_id=None,
+        )
     await _tell(session, bus, spec.host)
     response.headers["Location"] = f"/api/v1/apps/declared-io/{job_id}"
     return job_out(job)
@@ -109,7 +151,10 @@ async def declare(
 
 @router.get("", response_model=list[DeclaredJobOut], responses=problem_responses(401))
 async def list_jobs(
-    session: SessionDep, principal: PrincipalDep, host: str | None = None, state: str | None = None,
+    session: SessionDep,
+    principal: PrincipalDep,
+    host: str | None = None,
+    state: str | None = None,
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[DeclaredJobOut]:
     query = select(DeclaredJob).order_by(DeclaredJob.created_at.desc(), DeclaredJob.id)
@@ -137,7 +182,11 @@ async def get_job(job_id: str, session: SessionDep, principal: PrincipalDep) -> 
 
 
 def _change(
-    session: SessionDep, principal: PrincipalDep, job_id: str, action: str, change: Callable[[DeclaredJob], None],
+    session: SessionDep,
+    principal: PrincipalDep,
+    job_id: str,
+    action: str,
+    change: Callable[[DeclaredJob], None],
 ) -> tuple[DeclaredJobOut, str]:
     """Applies `change` to an unfinished job with its audit event; returns it and its host."""
     with session.begin():
@@ -147,14 +196,27 @@ def _change(
         before = job_out(job).model_dump(mode="json")
         change(job)
         out = job_out(job)
-        audit.record(session, principal, f"declared_io.{action}", kind="declared_io", name=job_id,
-                     tenant=job.tenant, before=before, after=out.model_dump(mode="json"), rollout_id=None)
+        audit.record(
+            session,
+            principal,
+            f"declared_io.{action}",
+            kind="declared_io",
+            name=job_id,
+            tenant=job.tenant,
+            before=before,
+            after=out.model_dump(mode="json"),
+            rollout_id=None,
+        )
         return out, job.host_id
 
 
 @router.patch("/{job_id}", response_model=DeclaredJobOut, responses=WRITE_ERRORS)
 async def change_job(
-    job_id: str, patch: DeclaredJobPatch, session: SessionDep, bus: BusDep, principal: PrincipalDep,
+    job_id: str,
+    patch: DeclaredJobPatch,
+    session: SessionDep,
+    bus: BusDep,
+    principal: PrincipalDep,
 ) -> DeclaredJobOut:
     def apply(job: DeclaredJob) -> None:
         if patch.paused is not None:

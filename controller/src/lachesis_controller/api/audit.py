@@ -34,8 +34,15 @@ async def list_audit_events(
         rows = session.scalars(query.limit(limit).offset(offset))
         return [
             AuditEventOut(
-                id=e.id, at=e.at, actor=e.actor, action=e.action, resource_kind=e.resource_kind,
-                resource_name=e.resource_name, tenant=e.tenant, before=e.before, after=e.after,
+                id=e.id,
+                at=e.at,
+                actor=e.actor,
+                action=e.action,
+                resource_kind=e.resource_kind,
+                resource_name=e.resource_name,
+                tenant=e.tenant,
+                before=e.before,
+                after=e.after,
                 rollout_id=e.rollout_id,
             )
             for e in rows

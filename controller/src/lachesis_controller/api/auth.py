@@ -52,9 +52,11 @@ class BearerAuthMiddleware:
         principal = ANONYMOUS if self.bootstrap is None else self._authenticate(scope)
         if principal is None:
             response = problem_response(
-                Request(scope), 401,
+                Request(scope),
+                401,
                 "missing, unknown or revoked bearer token: send 'Authorization: Bearer <token>'",
-                kind="unauthorized", headers={"WWW-Authenticate": 'Bearer realm="lachesis"'},
+                kind="unauthorized",
+                headers={"WWW-Authenticate": 'Bearer realm="lachesis"'},
             )
             await response(scope, receive, send)
             return
@@ -83,9 +85,7 @@ class BearerAuthMiddleware:
         # secret; the compare below is constant-time all the same.
         if token is None or not secrets.compare_digest(token.token_hash, digest):
             return None
-        return Principal(
-            actor=f"token:{token.name}", role=token.role, tenant=token.tenant, token_id=token.id
-        )
+        return Principal(actor=f"token:{token.name}", role=token.role, tenant=token.tenant, token_id=token.id)
 
 
 def _route_refusal(principal: Principal, method: str, path: str) -> str | None:

@@ -10,9 +10,7 @@ from fastapi import Response
 from lachesis_controller.bus.client import Bus, Publication
 
 
-async def ship(
-    bus: Bus, publications: Sequence[Publication], response: Response, rollout_id: str
-) -> None:
+async def ship(bus: Bus, publications: Sequence[Publication], response: Response, rollout_id: str) -> None:
     # A failed publish is not the client's problem: the change is committed and the
     # reconciler delivers it when Redis is back. The rollout shows the progress.
     await bus.publish(publications, source="api")

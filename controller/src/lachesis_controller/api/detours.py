@@ -14,11 +14,11 @@ from lachesis_controller.validation.problems import problem_responses
 router = APIRouter(tags=["detours"])
 
 
-
-
 @router.get("/detours", response_model=list[DetourOut], responses=problem_responses(401))
 async def list_detours(
-    request: Request, principal: PrincipalDep, limit: int = Query(100, ge=1, le=1000),
+    request: Request,
+    principal: PrincipalDep,
+    limit: int = Query(100, ge=1, le=1000),
 ) -> list[DetourOut]:
     store: DetourLog = request.app.state.detours
     rows = store.recent(limit=10**9)

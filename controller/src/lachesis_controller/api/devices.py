@@ -17,12 +17,6 @@ from lachesis_controller.stages.resolve import auto_placements
 router = APIRouter(prefix="/devices", tags=["devices"])
 
 
-
-
-
-
-
-
 def _ratio(media: int | None, host: int | None) -> float | None:
     return media / host if media is not None and host else None
 
@@ -37,7 +31,9 @@ async def list_devices(request: Request, session: SessionDep, principal: Princip
     with session.begin():
         declared = list(store.declared_stages(session).values())
         for host in session.scalars(select(Host).order_by(Host.id)):
-            asked = {p.device: p for p in session.scalars(select(DevicePlacement).where(DevicePlacement.host_id == host.id))}
+            asked = {
+                p.device: p for p in session.scalars(select(DevicePlacement).where(DevicePlacement.host_id == host.id))
+            }
             auto = auto_placements(declared, store.host_view(session, host.id))
             for dev in host.capabilities.get("devices", []):
                 r = reports.get((host.id, dev["name"]))
@@ -46,20 +42,33 @@ async def list_devices(request: Request, session: SessionDep, principal: Princip
                     predicted, by = asked[dev["name"]].predicted_dlwa, asked[dev["name"]].predicted_by
                 elif dev["name"] in auto:
                     predicted, by = auto[dev["name"]].model_dlwa, "model"
-                out.append(DeviceOut(
-                    host=host.id, name=dev["name"], kind=dev["kind"], path=dev["path"], size_bytes=dev["size_bytes"],
-                    placement_handles=dev["placement_handles"], reclaim_unit_bytes=dev.get("reclaim_unit_bytes"),
-                    host_bytes_written=r.host_bytes_written if r else None,
-                    media_bytes_written=r.media_bytes_written if r else None,
-                    dlwa=_ratio(r.media_bytes_written, r.host_bytes_written) if r else None,
-                    predicted_dlwa=predicted, predicted_by=by,
-                    handles=[
-                        HandleOut(handle=h.handle, host_bytes_written=h.host_bytes_written,
-                                  media_bytes_written=h.media_bytes_written,
-                                  dlwa=_ratio(h.media_bytes_written, h.host_bytes_written))
-                        for h in (r.handles or [] if r else [])
-                    ],
-                    series=[DevicePoint(at=at, write_bytes_per_s=w, dlwa=d)
-                            for at, w, d in telemetry.device_series(host.id, dev["name"])],
-                ))
+                out.append(
+                    DeviceOut(
+                        host=host.id,
+                        name=dev["name"],
+                        kind=dev["kind"],
+                        path=dev["path"],
+                        size_bytes=dev["size_bytes"],
+                        placement_handles=dev["placement_handles"],
+                        reclaim_unit_bytes=dev.get("reclaim_unit_bytes"),
+                        host_bytes_written=r.host_bytes_written if r else None,
+                        media_bytes_written=r.media_bytes_written if r else None,
+                        dlwa=_ratio(r.media_bytes_written, r.host_bytes_written) if r else None,
+                        predicted_dlwa=predicted,
+                        predicted_by=by,
+                        handles=[
+                            HandleOut(
+                                handle=h.handle,
+                                host_bytes_written=h.host_bytes_written,
+                                media_bytes_written=h.media_bytes_written,
+                                dlwa=_ratio(h.media_bytes_written, h.host_bytes_written),
+                            )
+                            for h in (r.handles or [] if r else [])
+                        ],
+                        series=[
+                            DevicePoint(at=at, write_bytes_per_s=w, dlwa=d)
+                            for at, w, d in telemetry.device_series(host.id, dev["name"])
+                        ],
+                    )
+                )
     return out

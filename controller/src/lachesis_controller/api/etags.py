@@ -37,6 +37,8 @@ def check(if_match: str | None, current: str | None, what: str) -> None:
         return
     state = "does not exist" if current is None else f"has changed (its ETag is now {current})"
     raise ProblemError(
-        412, f"{what} {state}: read it again and retry", kind="precondition-failed",
+        412,
+        f"{what} {state}: read it again and retry",
+        kind="precondition-failed",
         extra={"etag": current} if current else None,
     )

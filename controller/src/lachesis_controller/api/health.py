@@ -53,9 +53,11 @@ async def readyz(request: Request) -> Response:
     leader = request.app.state.leadership.leading
     if down:
         return problem_response(
-            request, 503,
+            request,
+            503,
             "not ready: " + "; ".join(f"{name} {checks[name]}" for name in down),
-            kind="not-ready", extra={"checks": checks, "leader": leader},
+            kind="not-ready",
+            extra={"checks": checks, "leader": leader},
         )
     return JSONResponse(Readiness(status="ok", checks=checks, leader=leader).model_dump())
 

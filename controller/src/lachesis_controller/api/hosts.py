@@ -66,13 +66,13 @@ async def get_host(host_id: str, session: SessionDep, bus: BusDep) -> HostOut:
     return host_out(host, beats, utcnow())
 
 
-
-
 HostIdPath = Annotated[str, Path(pattern=HOST_ID_PATTERN, description="Host id the agent will run as.")]
 
 
 @router.post(
-    "/{host_id}/enrollment", status_code=201, response_model=EnrollmentOut,
+    "/{host_id}/enrollment",
+    status_code=201,
+    response_model=EnrollmentOut,
     responses=problem_responses(401, 403, 422, 503),
     summary="Enrol an agent: create (or replace) its Redis user and return its bus URL",
 )
@@ -91,32 +91,49 @@ async def enroll_host(
     now = utcnow()
     with session.begin():
         credential = session.get(AgentCredential, host_id)
-        before = None if credential is None else {"redis_user": credential.redis_user, "created_at": credential.created_at.isoformat()}
+        before = (
+            None
+            if credential is None
+            else {"redis_user": credential.redis_user, "created_at": credential.created_at.isoformat()}
+        )
         if credential is None:
             credential = AgentCredential(host_id=host_id, redis_user=agent_user(host_id))
             session.add(credential)
         credential.secret_sha256, credential.created_at, credential.created_by = digest, now, principal.actor
         audit.record(
-            session, principal, "host.enroll", kind="host", name=host_id, tenant=None,
-            before=before, after={"redis_user": credential.redis_user, "created_at": now.isoformat()},
+            session,
+            principal,
+            "host.enroll",
+            kind="host",
+            name=host_id,
+            tenant=None,
+            before=before,
+            after={"redis_user": credential.redis_user, "created_at": now.isoformat()},
             rollout_id=None,
         )
     bus.add_enrolled(host_id)
     return EnrollmentOut(
-        host_id=host_id, redis_user=agent_user(host_id),
-        redis_url=agent_url(settings.redis_url, host_id, secret), created_at=now,
+        host_id=host_id,
+        redis_user=agent_user(host_id),
+        redis_url=agent_url(settings.redis_url, host_id, secret),
+        created_at=now,
     )
 
 
 @router.delete(
-    "/{host_id}", status_code=204, responses=problem_responses(401, 403, 404, 422, 503),
+    "/{host_id}",
+    status_code=204,
+    responses=problem_responses(401, 403, 404, 422, 503),
     summary="Decommission a host: its record, credential, Redis user, keys and streams",
     description="Pending rollouts stop waiting for the host: each is decided by the hosts "
     "that remain (a two-phase rollout whose other hosts drained goes on to install).",
 )
 async def delete_host(
-    host_id: Annotated[str, Path(pattern=HOST_ID_PATTERN)], request: Request, session: SessionDep,
-    bus: BusDep, principal: PrincipalDep,
+    host_id: Annotated[str, Path(pattern=HOST_ID_PATTERN)],
+    request: Request,
+    session: SessionDep,
+    bus: BusDep,
+    principal: PrincipalDep,
 ) -> Response:
     if principal.role != ADMIN:
         raise forbidden(principal, f"delete host {host_id!r} (admin only)")
@@ -137,8 +154,15 @@ async def delete_host(
         with session.begin():
             before, publications = decommission.delete_host(session, host_id, utcnow())
             audit.record(
-                session, principal, "host.delete", kind="host", name=host_id, tenant=None,
-                before=before, after=None, rollout_id=None,
+                session,
+                principal,
+                "host.delete",
+                kind="host",
+                name=host_id,
+                tenant=None,
+                before=before,
+                after=None,
+                rollout_id=None,
             )
     request.app.state.telemetry.forget_host(host_id)
     await bus.publish(publications, source="rollout")

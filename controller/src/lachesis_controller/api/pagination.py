@@ -20,8 +20,8 @@ class Page:
 
     def cut(self, items: Sequence[T], request: Request, response: Response) -> list[T]:
         if self.limit is None:
-            return list(items[self.offset:])
-        page = list(items[self.offset:self.offset + self.limit])
+            return list(items[self.offset :])
+        page = list(items[self.offset : self.offset + self.limit])
         if self.offset + self.limit < len(items):
             url = request.url.include_query_params(limit=self.limit, offset=self.offset + self.limit)
             response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'

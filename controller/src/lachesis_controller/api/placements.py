@@ -24,26 +24,19 @@ from lachesis_controller.validation.problems import invalid, not_found, problem_
 router = APIRouter(prefix="/placements", tags=["placements"])
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def _out(row: DevicePlacement, principal: Principal) -> DevicePlacementOut:
     # A tenant's token sees the device's figures but only its own streams.
     return DevicePlacementOut(
-        host_id=row.host_id, device=row.device, handles=row.handles, overprovisioning=row.overprovisioning,
+        host_id=row.host_id,
+        device=row.device,
+        handles=row.handles,
+        overprovisioning=row.overprovisioning,
         streams=[StreamOut.model_validate(s) for s in row.streams if principal.sees_tenant(s["tenant"])],
         shared=[SharedOut.model_validate(s) for s in row.shared] if principal.tenant is None else [],
-        predicted_dlwa=row.predicted_dlwa, predicted_by=row.predicted_by,
-        model_dlwa=row.model_dlwa, warnings=row.warnings if principal.tenant is None else [],
+        predicted_dlwa=row.predicted_dlwa,
+        predicted_by=row.predicted_by,
+        model_dlwa=row.model_dlwa,
+        warnings=row.warnings if principal.tenant is None else [],
         computed_at=row.computed_at,
     )
 
@@ -54,8 +47,11 @@ async def list_placements(
 ) -> list[DevicePlacementOut]:
     with session.begin():
         rows = session.scalars(select(DevicePlacement).order_by(DevicePlacement.host_id, DevicePlacement.device))
-        out = [_out(r, principal) for r in rows
-               if principal.tenant is None or any(s["tenant"] == principal.tenant for s in r.streams)]
+        out = [
+            _out(r, principal)
+            for r in rows
+            if principal.tenant is None or any(s["tenant"] == principal.tenant for s in r.streams)
+        ]
     return page.cut(out, request, response)
 
 
@@ -63,7 +59,9 @@ async def list_placements(
 async def get_placement(host_id: str, device: str, session: SessionDep, principal: PrincipalDep) -> DevicePlacementOut:
     with session.begin():
         row = session.get(DevicePlacement, (host_id, device))
-        if row is None or (principal.tenant is not None and not any(s["tenant"] == principal.tenant for s in row.streams)):
+        if row is None or (
+            principal.tenant is not None and not any(s["tenant"] == principal.tenant for s in row.streams)
+        ):
             raise not_found("placement of device", f"{host_id}/{device}")
         return _out(row, principal)
 
@@ -90,8 +88,15 @@ def _no_device(host_id: str, device: str, known: str) -> Exception:
 
 
 async def _compute(
-    host_id: str, device: str, streams: list[dict[str, Any]], handles: int, notes: list[str], op: float,
-    reclaim_units: int, simulate: bool, simulator: Path | None,
+    host_id: str,
+    device: str,
+    streams: list[dict[str, Any]],
+    handles: int,
+    notes: list[str],
+    op: float,
+    reclaim_units: int,
+    simulate: bool,
+    simulator: Path | None,
 ) -> DevicePlacement:
     parsed = [Stream(s["tenant"], s["part"], s["space"], s["writes"], s.get("trimmed", False)) for s in streams]
     geometry = Geometry(reclaim_units=reclaim_units, overprovisioning=op, handles=handles)
@@ -102,50 +107,90 @@ async def _compute(
         raise invalid([("streams", str(e))]) from None
     except ValueError as e:  # the simulated device cannot be built (too little spare space)
         raise invalid([("overprovisioning", str(e))]) from None
-    placed = [{**s, "trimmed": s.get("trimmed", False), "handle": result.placement.handles[p.name]}
-              for s, p in zip(streams, parsed, strict=True)]
+    placed = [
+        {**s, "trimmed": s.get("trimmed", False), "handle": result.placement.handles[p.name]}
+        for s, p in zip(streams, parsed, strict=True)
+    ]
     shared = [{"handle": s.handle, "streams": s.streams, "reason": s.reason} for s in result.placement.shared]
     return DevicePlacement(
-        host_id=host_id, device=device, handles=handles, overprovisioning=op, reclaim_units=reclaim_units,
-        streams=placed, shared=shared, predicted_dlwa=result.predicted_dlwa, predicted_by=result.predicted_by,
-        model_dlwa=result.model_dlwa, warnings=notes + result.warnings, computed_at=utcnow(),
+        host_id=host_id,
+        device=device,
+        handles=handles,
+        overprovisioning=op,
+        reclaim_units=reclaim_units,
+        streams=placed,
+        shared=shared,
+        predicted_dlwa=result.predicted_dlwa,
+        predicted_by=result.predicted_by,
+        model_dlwa=result.model_dlwa,
+        warnings=notes + result.warnings,
+        computed_at=utcnow(),
     )
 
 
 @router.post(
-    "/{host_id}/{device}", response_model=DevicePlacementOut,
+    "/{host_id}/{device}",
+    response_model=DevicePlacementOut,
     responses=problem_responses(400, 401, 403, 404, 415, 422),
     summary="Place a device's streams on its handles and predict its DLWA",
 )
 async def place_device(
-    host_id: str, device: str, spec: PlacementRequest, session: SessionDep, principal: PrincipalDep, settings: SettingsDep,
+    host_id: str,
+    device: str,
+    spec: PlacementRequest,
+    session: SessionDep,
+    principal: PrincipalDep,
+    settings: SettingsDep,
 ) -> DevicePlacementOut:
     require_tenant(principal, None, f"place the streams of device {host_id}/{device}")
     with session.begin():
         handles, notes = _handles(session, host_id, device)
         tenants = set(session.scalars(select(Tenant.name)))
-        unknown = [(f"streams[{i}].tenant", f"tenant {s.tenant!r} does not exist")
-                   for i, s in enumerate(spec.streams) if s.tenant not in tenants]
+        unknown = [
+            (f"streams[{i}].tenant", f"tenant {s.tenant!r} does not exist")
+            for i, s in enumerate(spec.streams)
+            if s.tenant not in tenants
+        ]
         if unknown:
             raise invalid(unknown)
     streams = [s.model_dump() for s in spec.streams]
-    row = await _compute(host_id, device, streams, handles, notes, spec.overprovisioning, spec.reclaim_units,
-                         spec.simulate, settings.devsim)
+    row = await _compute(
+        host_id,
+        device,
+        streams,
+        handles,
+        notes,
+        spec.overprovisioning,
+        spec.reclaim_units,
+        spec.simulate,
+        settings.devsim,
+    )
     with session.begin():
         if session.get(Host, host_id) is None:  # deregistered meanwhile
             raise not_found("host", host_id)
         row = session.merge(row)
         out = _out(row, principal)
         audit.record(
-            session, principal, "placement.update", kind="placement", name=f"{host_id}/{device}"[:63], tenant=None,
-            before=None, after={"handles": {f"{s['tenant']}/{s['part']}": s["handle"] for s in row.streams},
-                                "predicted_dlwa": row.predicted_dlwa}, rollout_id=None,
+            session,
+            principal,
+            "placement.update",
+            kind="placement",
+            name=f"{host_id}/{device}"[:63],
+            tenant=None,
+            before=None,
+            after={
+                "handles": {f"{s['tenant']}/{s['part']}": s["handle"] for s in row.streams},
+                "predicted_dlwa": row.predicted_dlwa,
+            },
+            rollout_id=None,
         )
     return out
 
 
 @router.post(
-    "/recompute", response_model=list[DevicePlacementOut], responses=problem_responses(401, 403),
+    "/recompute",
+    response_model=list[DevicePlacementOut],
+    responses=problem_responses(401, 403),
     summary="Place every known device's streams again (after its handle inventory changed)",
 )
 async def recompute(session: SessionDep, principal: PrincipalDep, settings: SettingsDep) -> list[DevicePlacementOut]:

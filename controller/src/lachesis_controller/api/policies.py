@@ -46,7 +46,8 @@ async def _read_document(request: Request) -> str:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type not in YAML_TYPES and content_type != "application/json":
         raise ProblemError(
-            415, f"send the policy as application/yaml or application/json, got {content_type or 'no Content-Type'}",
+            415,
+            f"send the policy as application/yaml or application/json, got {content_type or 'no Content-Type'}",
             kind="unsupported-media-type",
         )
     body = await request.body()
@@ -61,21 +62,34 @@ async def _read_document(request: Request) -> str:
             json.loads(text)
         except json.JSONDecodeError as exc:
             raise ProblemError(
-                400, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                kind="malformed-json", title="Malformed JSON",
+                400,
+                f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                kind="malformed-json",
+                title="Malformed JSON",
             ) from None
     return text
 
 
 @router.post(
-    "", status_code=201, response_model=PolicyResult, openapi_extra=_BODY_DOC,
-    responses={200: {"model": PolicyResult, "description": "Dry run: what applying would change"},
-               **problem_responses(400, 401, 403, 409, 412, 413, 415, 422)},
+    "",
+    status_code=201,
+    response_model=PolicyResult,
+    openapi_extra=_BODY_DOC,
+    responses={
+        200: {"model": PolicyResult, "description": "Dry run: what applying would change"},
+        **problem_responses(400, 401, 403, 409, 412, 413, 415, 422),
+    },
     summary="Apply a policy document, or with dry_run=true show the per-host change",
 )
 async def apply_policy(
-    request: Request, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
-    principal: PrincipalDep, dry_run: Annotated[bool, Query()] = False, if_match: etags.IfMatch = None,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+    dry_run: Annotated[bool, Query()] = False,
+    if_match: etags.IfMatch = None,
 ) -> PolicyResult:
     doc = policy_service.read(await _read_document(request))
     name = doc.name
@@ -86,26 +100,46 @@ async def apply_policy(
         if dry_run:
             response.status_code = 200
             return PolicyResult(
-                name=name, version=plan.version, dry_run=True, rollout_id=None, diff=plan.diff, warnings=plan.warnings,
+                name=name,
+                version=plan.version,
+                dry_run=True,
+                rollout_id=None,
+                diff=plan.diff,
+                warnings=plan.warnings,
             )
         policy_version = policy_service.write(session, plan, principal)
         rollout, publications = rollouts.start_rollout(
-            session, cause=f"policy {name} v{plan.version} applied", trigger="policy",
-            host_ids=rollouts.all_host_ids(session), now=utcnow(),
-            timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+            session,
+            cause=f"policy {name} v{plan.version} applied",
+            trigger="policy",
+            host_ids=rollouts.all_host_ids(session),
+            now=utcnow(),
+            timeout_s=settings.rollout_timeout_s,
+            traceparent=current_traceparent(),
         )
         policy_version.rollout_id = rollout.id
         concerned = policy_service.concerned(plan)
         audit.record(
-            session, principal, "policy.apply", kind="policy", name=name,
+            session,
+            principal,
+            "policy.apply",
+            kind="policy",
+            name=name,
             tenant=concerned[0] if len(concerned) == 1 else None,
-            before=plan.owned.as_dict() if plan.owned else None, after=doc.compiled.as_dict(), rollout_id=rollout.id,
+            before=plan.owned.as_dict() if plan.owned else None,
+            after=doc.compiled.as_dict(),
+            rollout_id=rollout.id,
         )
     await ship(bus, publications, response, rollout.id)
     response.headers["Location"] = f"/api/v1/policies/{name}"
     response.headers["ETag"] = f'"v{plan.version}"'
     return PolicyResult(
-        name=name, version=plan.version, dry_run=False, rollout_id=rollout.id, diff=plan.diff, warnings=plan.warnings,
+        name=name,
+        version=plan.version,
+        dry_run=False,
+        rollout_id=rollout.id,
+        diff=plan.diff,
+        warnings=plan.warnings,
     )
 
 
@@ -116,9 +150,14 @@ def _etag(policy: PolicyVersion) -> str:
 
 def _policy_out(policy: PolicyVersion) -> PolicyOut:
     return PolicyOut(
-        name=policy.name, version=policy.version, created_at=policy.created_at,
-        created_by=policy.created_by, rollout_id=policy.rollout_id, tenants=policy.tenants,
-        document=policy.document, compiled=policy.compiled,
+        name=policy.name,
+        version=policy.version,
+        created_at=policy.created_at,
+        created_by=policy.created_by,
+        rollout_id=policy.rollout_id,
+        tenants=policy.tenants,
+        document=policy.document,
+        compiled=policy.compiled,
     )
 
 
@@ -145,4 +184,3 @@ async def get_policy(name: str, response: Response, session: SessionDep, princip
             raise forbidden(principal, f"read policy {name!r} (it concerns other tenants)")
         response.headers["ETag"] = _etag(policy)
         return _policy_out(policy)
-

@@ -35,10 +35,6 @@ router = APIRouter(prefix="/switch", tags=["switch"])
 POLL_S = 0.05
 
 
-
-
-
-
 def _flow(scope: Scope) -> dict[str, Any]:
     return scope.flow.dump() if scope.flow is not None else {}
 
@@ -51,7 +47,8 @@ def _hosts(session: Session, scope: Scope) -> list[str]:
         return hosts
     errors = [
         (f"hosts[{i}]", f"no host named {h!r} has registered")
-        for i, h in enumerate(scope.hosts) if session.get(Host, h) is None
+        for i, h in enumerate(scope.hosts)
+        if session.get(Host, h) is None
     ]
     if errors:
         raise invalid(errors)
@@ -66,21 +63,38 @@ def _authorise(principal: Principal, scope: Scope, what: str) -> None:
 
 
 async def _quiesce(
-    scope: Scope, response: Response, session: Session, bus: Any, settings: Any, principal: Principal, action: str,
+    scope: Scope,
+    response: Response,
+    session: Session,
+    bus: Any,
+    settings: Any,
+    principal: Principal,
+    action: str,
 ) -> str:
     _authorise(principal, scope, f"{action} IO")
     flow = _flow(scope)
     with session.begin():
         hosts = _hosts(session, scope)
         rollout, publications = rollouts.start_rollout(
-            session, cause=f"switch {action} of {json.dumps(flow, separators=(',', ':'))}",
-            trigger="switch", host_ids=hosts, now=utcnow(), timeout_s=settings.rollout_timeout_s,
-            traceparent=current_traceparent(), hold_flows=[flow],
+            session,
+            cause=f"switch {action} of {json.dumps(flow, separators=(',', ':'))}",
+            trigger="switch",
+            host_ids=hosts,
+            now=utcnow(),
+            timeout_s=settings.rollout_timeout_s,
+            traceparent=current_traceparent(),
+            hold_flows=[flow],
         )
         audit.record(
-            session, principal, f"switch.{action}", kind="switch", name=rollout.id,
+            session,
+            principal,
+            f"switch.{action}",
+            kind="switch",
+            name=rollout.id,
             tenant=scope.flow.tenant if scope.flow is not None else None,
-            before=None, after={"hosts": hosts, "flow": flow}, rollout_id=rollout.id,
+            before=None,
+            after={"hosts": hosts, "flow": flow},
+            rollout_id=rollout.id,
         )
         rollout_id = rollout.id
     await ship(bus, publications, response, rollout_id)
@@ -97,12 +111,18 @@ def _read(session: Session, rollout_id: str) -> RolloutOut:
 
 
 @router.post(
-    "/quiesce", status_code=202, response_model=RolloutOut,
+    "/quiesce",
+    status_code=202,
+    response_model=RolloutOut,
     responses=problem_responses(400, 401, 403, 415, 422),
     summary="Stop admitting new IO of a flow at hosts until resumed (answers at once)",
 )
 async def quiesce(
-    scope: Scope, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    scope: Scope,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
 ) -> RolloutOut:
     rollout_id = await _quiesce(scope, response, session, bus, settings, principal, "quiesce")
@@ -110,11 +130,17 @@ async def quiesce(
 
 
 @router.post(
-    "/drain", response_model=RolloutOut, responses=problem_responses(400, 401, 403, 415, 422, 502, 504),
+    "/drain",
+    response_model=RolloutOut,
+    responses=problem_responses(400, 401, 403, 415, 422, 502, 504),
     summary="Quiesce a flow and answer once its in-flight IO has finished at every host",
 )
 async def drain(
-    scope: Scope, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    scope: Scope,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
 ) -> RolloutOut:
     rollout_id = await _quiesce(scope, response, session, bus, settings, principal, "drain")
@@ -122,20 +148,26 @@ async def drain(
     while True:
         out = _read(session, rollout_id)
         if out.state != rollouts.PENDING:
-            raise ProblemError(502, f"drain failed: {out.reason}", kind="drain-failed", extra={"rollout_id": rollout_id})
+            raise ProblemError(
+                502, f"drain failed: {out.reason}", kind="drain-failed", extra={"rollout_id": rollout_id}
+            )
         if all(t.phase == rollouts.DRAINED for t in out.targets if t.status == rollouts.PENDING):
             return out
         if asyncio.get_running_loop().time() >= deadline:
             waiting = ", ".join(t.host_id for t in out.targets if t.phase == rollouts.QUIESCE)
             raise ProblemError(
-                504, f"not drained within {settings.rollout_timeout_s} s at: {waiting}",
-                kind="drain-timeout", extra={"rollout_id": rollout_id},
+                504,
+                f"not drained within {settings.rollout_timeout_s} s at: {waiting}",
+                kind="drain-timeout",
+                extra={"rollout_id": rollout_id},
             )
         await asyncio.sleep(POLL_S)
 
 
 @router.post(
-    "/resume", response_model=ResumeOut, responses=problem_responses(400, 401, 403, 409, 415, 422),
+    "/resume",
+    response_model=ResumeOut,
+    responses=problem_responses(400, 401, 403, 409, 415, 422),
     summary="Resume IO quiesced by switch quiesce/drain at hosts (and of a flow, if given)",
 )
 async def resume(
@@ -148,7 +180,8 @@ async def resume(
     resumed: list[str] = []
     with session.begin():
         held = session.scalars(
-            select(Rollout).where(Rollout.state == rollouts.PENDING, Rollout.phase == rollouts.HOLD)
+            select(Rollout)
+            .where(Rollout.state == rollouts.PENDING, Rollout.phase == rollouts.HOLD)
             .order_by(Rollout.created_at)
         ).all()
         for rollout in held:
@@ -160,9 +193,15 @@ async def resume(
             publications += rollouts.resume(rollout)
             resumed.append(rollout.id)
             audit.record(
-                session, principal, "switch.resume", kind="switch", name=rollout.id,
+                session,
+                principal,
+                "switch.resume",
+                kind="switch",
+                name=rollout.id,
                 tenant=scope.flow.tenant if scope.flow is not None else None,
-                before=None, after={"hosts": sorted(targets)}, rollout_id=rollout.id,
+                before=None,
+                after={"hosts": sorted(targets)},
+                rollout_id=rollout.id,
             )
         if not resumed:
             raise ProblemError(409, "nothing is quiesced in that scope", kind="conflict")

@@ -32,16 +32,21 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
         phase=rollout.phase,
         rolled_back_by=rollout.rolled_back_by,
         restored=[RestoredResource.model_validate(r) for r in rollout.restored]
-        if rollout.restored is not None else None,
+        if rollout.restored is not None
+        else None,
         traceparent=rollout.traceparent,
         created_at=rollout.created_at,
         deadline=rollout.deadline,
         completed_at=completed_at,
         targets=[
             RolloutTargetOut(
-                host_id=t.host_id, generation=t.generation, status=t.status,
-                phase=t.phase, drained_at=t.drained_at,
-                acked_at=t.acked_at, reason=t.reason,
+                host_id=t.host_id,
+                generation=t.generation,
+                status=t.status,
+                phase=t.phase,
+                drained_at=t.drained_at,
+                acked_at=t.acked_at,
+                reason=t.reason,
             )
             for t in rollout.targets
         ],
@@ -51,9 +56,7 @@ def rollout_out(rollout: Rollout, now: datetime) -> RolloutOut:
 def _of_tenant(principal: Principal) -> ColumnElement[bool]:
     # A rollout is a tenant's when one of its audited causes is: enrollment and changes to
     # rules of all tenants ship other tenants' state too and stay out of its view.
-    return Rollout.id.in_(
-        select(AuditEvent.rollout_id).where(AuditEvent.tenant == principal.tenant)
-    )
+    return Rollout.id.in_(select(AuditEvent.rollout_id).where(AuditEvent.tenant == principal.tenant))
 
 
 @router.get("", response_model=list[RolloutOut], summary="Recent rollouts, newest first")

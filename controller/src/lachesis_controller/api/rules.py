@@ -44,9 +44,7 @@ def rule_out(rule: Rule) -> RuleOut:
 
 def _change(rule: Rule, rollout_id: str) -> RuleChange:
     out = rule_out(rule)
-    return RuleChange(
-        **{name: getattr(out, name) for name in RuleOut.model_fields}, rollout_id=rollout_id
-    )
+    return RuleChange(**{name: getattr(out, name) for name in RuleOut.model_fields}, rollout_id=rollout_id)
 
 
 def _check_references(session: Session, spec: RuleSpec, principal: Principal, settings: Settings) -> None:
@@ -67,18 +65,33 @@ def _check_references(session: Session, spec: RuleSpec, principal: Principal, se
         raise invalid(errors)
     tenants = {t.name: t.classifiers for t in session.scalars(select(Tenant))}
     check_rule_ops(
-        session, [{"name": spec.name, "hosts": spec.hosts, "match": spec.match.dump()}], tenants,
+        session,
+        [{"name": spec.name, "hosts": spec.hosts, "match": spec.match.dump()}],
+        tenants,
         lambda _r, o: f"match.ops[{o}]",
     )
 
 
 def _audit(
-    session: Session, principal: Principal, action: str, name: str, tenant: str | None,
-    before: RuleOut | None, after: RuleOut | None, rollout_id: str,
+    session: Session,
+    principal: Principal,
+    action: str,
+    name: str,
+    tenant: str | None,
+    before: RuleOut | None,
+    after: RuleOut | None,
+    rollout_id: str,
 ) -> None:
     audit.record(
-        session, principal, action, kind="rule", name=name, tenant=tenant,
-        before=audit.snapshot(before), after=audit.snapshot(after), rollout_id=rollout_id,
+        session,
+        principal,
+        action,
+        kind="rule",
+        name=name,
+        tenant=tenant,
+        before=audit.snapshot(before),
+        after=audit.snapshot(after),
+        rollout_id=rollout_id,
     )
 
 
@@ -112,19 +125,31 @@ def _rollout(
     session: Session, settings: Settings, cause: str, host_ids: list[str]
 ) -> tuple[str, list[rollouts.Publication]]:
     rollout, publications = rollouts.start_rollout(
-        session, cause=cause, trigger="rule", host_ids=host_ids, now=utcnow(),
-        timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+        session,
+        cause=cause,
+        trigger="rule",
+        host_ids=host_ids,
+        now=utcnow(),
+        timeout_s=settings.rollout_timeout_s,
+        traceparent=current_traceparent(),
     )
     return rollout.id, publications
 
 
 # exclude_unset keeps `match` as it was given: a field left out stays out, not null.
 @router.post(
-    "", status_code=201, response_model=RuleChange, response_model_exclude_unset=True,
+    "",
+    status_code=201,
+    response_model=RuleChange,
+    response_model_exclude_unset=True,
     responses=problem_responses(400, 401, 403, 409, 415, 422),
 )
 async def create_rule(
-    spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    spec: RuleSpec,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
 ) -> RuleChange:
     require_tenant(principal, spec.match.tenant, f"create rule {spec.name!r}")
@@ -149,7 +174,9 @@ async def create_rule(
 
 
 @router.get(
-    "", response_model=list[RuleOut], response_model_exclude_unset=True,
+    "",
+    response_model=list[RuleOut],
+    response_model_exclude_unset=True,
     summary="All rules in evaluation order (priority, then name)",
 )
 async def list_rules(
@@ -164,7 +191,9 @@ async def list_rules(
 
 
 @router.get(
-    "/{name}", response_model=RuleOut, response_model_exclude_unset=True,
+    "/{name}",
+    response_model=RuleOut,
+    response_model_exclude_unset=True,
     responses=problem_responses(403, 404),
 )
 async def get_rule(name: str, response: Response, session: SessionDep, principal: PrincipalDep) -> RuleOut:
@@ -179,12 +208,21 @@ async def get_rule(name: str, response: Response, session: SessionDep, principal
 
 
 @router.put(
-    "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
-    responses=problem_responses(400, 401, 403, 404, 412, 415, 422), summary="Replace a rule",
+    "/{name}",
+    response_model=RuleChange,
+    response_model_exclude_unset=True,
+    responses=problem_responses(400, 401, 403, 404, 412, 415, 422),
+    summary="Replace a rule",
 )
 async def replace_rule(
-    name: str, spec: RuleSpec, response: Response, session: SessionDep, bus: BusDep,
-    settings: SettingsDep, principal: PrincipalDep, if_match: etags.IfMatch = None,
+    name: str,
+    spec: RuleSpec,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+    if_match: etags.IfMatch = None,
 ) -> RuleChange:
     if spec.name != name:
         raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
@@ -211,12 +249,19 @@ async def replace_rule(
 
 
 @router.delete(
-    "/{name}", response_model=RuleChange, response_model_exclude_unset=True,
+    "/{name}",
+    response_model=RuleChange,
+    response_model_exclude_unset=True,
     responses=problem_responses(401, 403, 404, 412),
 )
 async def delete_rule(
-    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
-    principal: PrincipalDep, if_match: etags.IfMatch = None,
+    name: str,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+    if_match: etags.IfMatch = None,
 ) -> RuleChange:
     with session.begin():
         rule = session.get(Rule, name)

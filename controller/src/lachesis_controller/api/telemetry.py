@@ -25,28 +25,12 @@ from lachesis_controller.validation.problems import not_found, problem_responses
 router = APIRouter(tags=["telemetry"])
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _store(request: Request) -> TelemetryStore:
     store: TelemetryStore = request.app.state.telemetry
     return store
 
 
-@router.get(
-    "/tenants/{name}/telemetry", response_model=TenantTelemetryOut, responses=problem_responses(403, 404)
-)
+@router.get("/tenants/{name}/telemetry", response_model=TenantTelemetryOut, responses=problem_responses(403, 404))
 async def tenant_telemetry(
     name: str, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> TenantTelemetryOut:
@@ -59,7 +43,10 @@ async def tenant_telemetry(
     if view.curve is not None:
         c = view.curve
         curve = CurveOut(
-            policy=c.policy, algorithm=c.algorithm, unit=c.unit, references=c.references,
+            policy=c.policy,
+            algorithm=c.algorithm,
+            unit=c.unit,
+            references=c.references,
             points=[MissRatioPoint(size_bytes=s, miss_ratio=m) for s, m in zip(c.sizes, c.miss_ratios, strict=True)],
         )
     return TenantTelemetryOut(
@@ -68,8 +55,11 @@ async def tenant_telemetry(
         curve=curve,
         series=[
             SeriesPoint(
-                at=p.at, read_iops=p.rates.read_iops, write_iops=p.rates.write_iops,
-                read_bytes_per_s=p.rates.read_bytes_per_s, write_bytes_per_s=p.rates.write_bytes_per_s,
+                at=p.at,
+                read_iops=p.rates.read_iops,
+                write_iops=p.rates.write_iops,
+                read_bytes_per_s=p.rates.read_bytes_per_s,
+                write_bytes_per_s=p.rates.write_bytes_per_s,
                 hit_ratio=p.hit_ratio,
             )
             for p in view.series
@@ -90,18 +80,19 @@ async def telemetry_summary(request: Request, session: SessionDep, principal: Pr
     rates = store.tenant_rates()
     caches = store.tenant_caches()
     tenants = [
-        SummaryTenant(name=n, iops=rates[n].iops if n in rates else 0.0, hit_ratio=hit_ratio([caches[n]] if n in caches else []))
+        SummaryTenant(
+            name=n, iops=rates[n].iops if n in rates else 0.0, hit_ratio=hit_ratio([caches[n]] if n in caches else [])
+        )
         for n in names
     ]
     devices = (
         []
         if principal.tenant is not None
-        else [
-            SummaryDevice(host_id=h, name=d, write_bytes_per_s=w, dlwa=dlwa)
-            for h, d, w, dlwa in store.devices()
-        ]
+        else [SummaryDevice(host_id=h, name=d, write_bytes_per_s=w, dlwa=dlwa) for h, d, w, dlwa in store.devices()]
     )
     return TelemetrySummary(
-        total_iops=sum(t.iops for t in tenants), hit_ratio=hit_ratio([caches[n] for n in names if n in caches]),
-        tenants=tenants, devices=devices
+        total_iops=sum(t.iops for t in tenants),
+        hit_ratio=hit_ratio([caches[n] for n in names if n in caches]),
+        tenants=tenants,
+        devices=devices,
     )

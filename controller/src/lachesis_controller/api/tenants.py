@@ -46,7 +46,8 @@ def _change(tenant: Tenant, rollout_id: str) -> TenantChange:
 def _check_enforced(session: Session, spec: TenantSpec) -> None:
     """Every host gets every tenant: refuse a classifier a host's data path could not decide."""
     check_classifiers(
-        session, [{"name": spec.name, "classifiers": [c.dump() for c in spec.classifiers]}],
+        session,
+        [{"name": spec.name, "classifiers": [c.dump() for c in spec.classifiers]}],
         lambda _t, c: f"classifiers[{c}].kind",
     )
 
@@ -54,15 +55,24 @@ def _check_enforced(session: Session, spec: TenantSpec) -> None:
 def _rollout(session: Session, settings: Settings, cause: str) -> tuple[str, list[rollouts.Publication]]:
     now = utcnow()
     rollout, publications = rollouts.start_rollout(
-        session, cause=cause, trigger="tenant", host_ids=rollouts.all_host_ids(session),
-        now=now, timeout_s=settings.rollout_timeout_s, traceparent=current_traceparent(),
+        session,
+        cause=cause,
+        trigger="tenant",
+        host_ids=rollouts.all_host_ids(session),
+        now=now,
+        timeout_s=settings.rollout_timeout_s,
+        traceparent=current_traceparent(),
     )
     return rollout.id, publications
 
 
 @router.post("", status_code=201, response_model=TenantChange, responses=WRITE_ERRORS)
 async def create_tenant(
-    spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
+    spec: TenantSpec,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
 ) -> TenantChange:
     with session.begin():
@@ -72,14 +82,24 @@ async def create_tenant(
         _check_enforced(session, spec)
         now = utcnow()
         tenant = Tenant(
-            name=spec.name, description=spec.description,
-            classifiers=[c.dump() for c in spec.classifiers], created_at=now, updated_at=now,
+            name=spec.name,
+            description=spec.description,
+            classifiers=[c.dump() for c in spec.classifiers],
+            created_at=now,
+            updated_at=now,
         )
         session.add(tenant)
         rollout_id, publications = _rollout(session, settings, f"tenant {spec.name} created")
         audit.record(
-            session, principal, "tenant.create", kind="tenant", name=spec.name, tenant=spec.name,
-            before=None, after=audit.snapshot(tenant_out(tenant)), rollout_id=rollout_id,
+            session,
+            principal,
+            "tenant.create",
+            kind="tenant",
+            name=spec.name,
+            tenant=spec.name,
+            before=None,
+            after=audit.snapshot(tenant_out(tenant)),
+            rollout_id=rollout_id,
         )
     await ship(bus, publications, response, rollout_id)
     response.headers["Location"] = f"/api/v1/tenants/{spec.name}"
@@ -111,12 +131,20 @@ async def get_tenant(name: str, response: Response, session: SessionDep, princip
 
 
 @router.put(
-    "/{name}", response_model=TenantChange, responses=problem_responses(400, 401, 403, 404, 412, 415, 422),
+    "/{name}",
+    response_model=TenantChange,
+    responses=problem_responses(400, 401, 403, 404, 412, 415, 422),
     summary="Replace a tenant's classifiers and description",
 )
 async def replace_tenant(
-    name: str, spec: TenantSpec, response: Response, session: SessionDep, bus: BusDep,
-    settings: SettingsDep, principal: PrincipalDep, if_match: etags.IfMatch = None,
+    name: str,
+    spec: TenantSpec,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+    if_match: etags.IfMatch = None,
 ) -> TenantChange:
     if spec.name != name:
         raise invalid([("name", f"must equal the name in the path ({name!r}); renaming is delete + create")])
@@ -132,8 +160,15 @@ async def replace_tenant(
         tenant.updated_at = utcnow()
         rollout_id, publications = _rollout(session, settings, f"tenant {name} updated")
         audit.record(
-            session, principal, "tenant.update", kind="tenant", name=name, tenant=name,
-            before=before, after=audit.snapshot(tenant_out(tenant)), rollout_id=rollout_id,
+            session,
+            principal,
+            "tenant.update",
+            kind="tenant",
+            name=name,
+            tenant=name,
+            before=before,
+            after=audit.snapshot(tenant_out(tenant)),
+            rollout_id=rollout_id,
         )
     await ship(bus, publications, response, rollout_id)
     response.headers["ETag"] = etags.etag_of(tenant_out(tenant))
@@ -141,12 +176,19 @@ async def replace_tenant(
 
 
 @router.delete(
-    "/{name}", response_model=TenantChange, responses=problem_responses(401, 403, 404, 409, 412),
+    "/{name}",
+    response_model=TenantChange,
+    responses=problem_responses(401, 403, 404, 409, 412),
     summary="Delete a tenant no rule names",
 )
 async def delete_tenant(
-    name: str, response: Response, session: SessionDep, bus: BusDep, settings: SettingsDep,
-    principal: PrincipalDep, if_match: etags.IfMatch = None,
+    name: str,
+    response: Response,
+    session: SessionDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+    if_match: etags.IfMatch = None,
 ) -> TenantChange:
     with session.begin():
         tenant = session.get(Tenant, name)
@@ -155,14 +197,23 @@ async def delete_tenant(
         etags.check(if_match, etags.etag_of(tenant_out(tenant)), f"tenant {name!r}")
         users = [f"rule {r}" for r in session.scalars(select(Rule.name).where(Rule.tenant == name).order_by(Rule.name))]
         # A stage it owns holds it too (the foreign key would refuse the delete with a 500).
-        users += [f"stage {s}" for s in session.scalars(select(Stage.name).where(Stage.owner == name).order_by(Stage.name))]
+        users += [
+            f"stage {s}" for s in session.scalars(select(Stage.name).where(Stage.owner == name).order_by(Stage.name))
+        ]
         if users:
             raise conflict("name", f"tenant {name!r} is used by {', '.join(users)}: delete them first")
         session.delete(tenant)
         rollout_id, publications = _rollout(session, settings, f"tenant {name} deleted")
         audit.record(
-            session, principal, "tenant.delete", kind="tenant", name=name, tenant=name,
-            before=audit.snapshot(tenant_out(tenant)), after=None, rollout_id=rollout_id,
+            session,
+            principal,
+            "tenant.delete",
+            kind="tenant",
+            name=name,
+            tenant=name,
+            before=audit.snapshot(tenant_out(tenant)),
+            after=None,
+            rollout_id=rollout_id,
         )
     await ship(bus, publications, response, rollout_id)
     return _change(tenant, rollout_id)

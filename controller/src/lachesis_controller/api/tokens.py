@@ -23,13 +23,20 @@ router = APIRouter(prefix="/tokens", tags=["tokens"])
 
 def token_out(token: ApiToken) -> TokenOut:
     return TokenOut(
-        id=token.id, name=token.name, role=token.role, tenant=token.tenant,
-        created_at=token.created_at, created_by=token.created_by, revoked_at=token.revoked_at,
+        id=token.id,
+        name=token.name,
+        role=token.role,
+        tenant=token.tenant,
+        created_at=token.created_at,
+        created_by=token.created_by,
+        revoked_at=token.revoked_at,
     )
 
 
 @router.post(
-    "", status_code=201, response_model=TokenCreated,
+    "",
+    status_code=201,
+    response_model=TokenCreated,
     responses=problem_responses(400, 401, 403, 409, 415, 422),
 )
 async def create_token(
@@ -46,15 +53,27 @@ async def create_token(
             # A token for a tenant made later would see it at once; make the tenant first.
             raise invalid([("tenant", f"no tenant named {spec.tenant!r}")])
         token = ApiToken(
-            id=str(uuid.uuid4()), name=spec.name, role=spec.role, tenant=spec.tenant,
-            token_hash=hash_secret(secret), created_at=utcnow(), created_by=principal.actor,
+            id=str(uuid.uuid4()),
+            name=spec.name,
+            role=spec.role,
+            tenant=spec.tenant,
+            token_hash=hash_secret(secret),
+            created_at=utcnow(),
+            created_by=principal.actor,
             revoked_at=None,
         )
         session.add(token)
         out = token_out(token)
         audit.record(
-            session, principal, "token.create", kind="token", name=spec.name, tenant=spec.tenant,
-            before=None, after=audit.snapshot(out), rollout_id=None,
+            session,
+            principal,
+            "token.create",
+            kind="token",
+            name=spec.name,
+            tenant=spec.tenant,
+            before=None,
+            after=audit.snapshot(out),
+            rollout_id=None,
         )
     response.headers["Location"] = f"/api/v1/tokens/{token.id}"
     return TokenCreated(**out.model_dump(), token=secret)
@@ -68,7 +87,9 @@ async def list_tokens(request: Request, response: Response, session: SessionDep,
 
 
 @router.delete(
-    "/{token_id}", response_model=TokenOut, responses=problem_responses(401, 403, 404, 409),
+    "/{token_id}",
+    response_model=TokenOut,
+    responses=problem_responses(401, 403, 404, 409),
     summary="Revoke a token: it stops working at once",
 )
 async def revoke_token(token_id: str, session: SessionDep, principal: PrincipalDep) -> TokenOut:
@@ -82,7 +103,14 @@ async def revoke_token(token_id: str, session: SessionDep, principal: PrincipalD
         token.revoked_at = utcnow()
         out = token_out(token)
         audit.record(
-            session, principal, "token.revoke", kind="token", name=token.name, tenant=token.tenant,
-            before=before, after=audit.snapshot(out), rollout_id=None,
+            session,
+            principal,
+            "token.revoke",
+            kind="token",
+            name=token.name,
+            tenant=token.tenant,
+            before=before,
+            after=audit.snapshot(out),
+            rollout_id=None,
         )
     return out

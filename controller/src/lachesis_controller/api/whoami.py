@@ -13,8 +13,6 @@ from lachesis_controller.validation.problems import problem_responses
 router = APIRouter(prefix="/whoami", tags=["auth"])
 
 
-
-
 @router.get("", response_model=WhoAmI, responses=problem_responses(401), summary="The caller's identity and rights")
 async def whoami(principal: PrincipalDep) -> WhoAmI:
     # The middleware's own check on a write, so the answer cannot drift from what it enforces.

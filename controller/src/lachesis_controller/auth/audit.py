@@ -31,8 +31,15 @@ def record(
 ) -> None:
     session.add(
         AuditEvent(
-            at=utcnow(), actor=principal.actor, action=action, resource_kind=kind,
-            resource_name=name, tenant=tenant, before=before, after=after, rollout_id=rollout_id,
+            at=utcnow(),
+            actor=principal.actor,
+            action=action,
+            resource_kind=kind,
+            resource_name=name,
+            tenant=tenant,
+            before=before,
+            after=after,
+            rollout_id=rollout_id,
         )
     )
 

@@ -37,7 +37,9 @@ def roots_of(session: Session, tenant: str, configured: Iterable[str]) -> list[s
     return sorted({*own, *configured})
 
 
-def confine(session: Session, principal: Principal, configured: Iterable[str], paths: Iterable[tuple[str, str]]) -> None:
+def confine(
+    session: Session, principal: Principal, configured: Iterable[str], paths: Iterable[tuple[str, str]]
+) -> None:
     """422 naming each (field, path) outside the roots of the principal's tenant; nothing for
     a principal of all tenants."""
     if principal.tenant is None:

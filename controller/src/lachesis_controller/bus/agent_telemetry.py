@@ -155,8 +155,9 @@ def _rates(now: TelemetryTenant, before: TelemetryTenant, seconds: float) -> Rat
     blocks_now, blocks_before = _block_refs(now), _block_refs(before)
     # A curve that appears started from zero references; one that disappears went back to zero
     # (the slot was recreated): neither is a report without the counter.
-    blocks = (None if blocks_now is None and blocks_before is None
-              else _delta(blocks_now or 0, blocks_before or 0) / seconds)
+    blocks = (
+        None if blocks_now is None and blocks_before is None else _delta(blocks_now or 0, blocks_before or 0) / seconds
+    )
     return Rates(
         _delta(now.ops_read, before.ops_read) / seconds,
         _delta(now.ops_written, before.ops_written) / seconds,
@@ -191,8 +192,10 @@ class TelemetryStore:
             if prev is not None and at > prev.at:
                 entry.rates = _rates(t, prev.counters, (at - prev.at).total_seconds())
                 if t.cache is not None and prev.counters.cache is not None:
-                    entry.cache = (_delta(t.cache.hits, prev.counters.cache.hits),
-                                   _delta(t.cache.misses, prev.counters.cache.misses))
+                    entry.cache = (
+                        _delta(t.cache.hits, prev.counters.cache.hits),
+                        _delta(t.cache.misses, prev.counters.cache.misses),
+                    )
             elif prev is not None:
                 # Out of order or repeated (a backlog re-read): keep the newer report.
                 continue
@@ -262,7 +265,8 @@ class TelemetryStore:
     def _tenant_cache(self, name: str, now: datetime) -> tuple[int, int] | None:
         """(hits, misses) of the tenant's cache over the last interval, summed over hosts."""
         reported = [
-            e.cache for (_, tenant), e in self._tenants.items()
+            e.cache
+            for (_, tenant), e in self._tenants.items()
             if tenant == name and e.cache is not None and self._fresh(e.at, e.interval_s, now)
         ]
         if not reported:
@@ -350,10 +354,7 @@ class TelemetryStore:
 
     def devices(self) -> list[tuple[str, str, float | None, float | None]]:
         """(host, device, write bytes/s, DLWA) of every device, latest report."""
-        return [
-            (host, name, e.write_bytes_per_s, e.dlwa)
-            for (host, name), e in sorted(self._devices.items())
-        ]
+        return [(host, name, e.write_bytes_per_s, e.dlwa) for (host, name), e in sorted(self._devices.items())]
 
 
 def _ratio(cache: tuple[int, int] | None) -> float | None:

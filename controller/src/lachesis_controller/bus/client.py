@@ -82,7 +82,10 @@ def agent_stream(host_id: str, kind: str) -> str:
 def host_keys(host_id: str) -> list[str]:
     """Every key the bus keeps for one host (deleted with the host)."""
     return [
-        desired_key(host_id), inbox_key(host_id), heartbeat_key(host_id), detour_verdicts_key(host_id),
+        desired_key(host_id),
+        inbox_key(host_id),
+        heartbeat_key(host_id),
+        detour_verdicts_key(host_id),
         *(agent_stream(host_id, kind) for kind in AGENT_STREAM_KINDS),
     ]
 
@@ -100,7 +103,11 @@ def agent_acl_rules(host_id: str, secret_sha256: str) -> list[str]:
     append to its own agent streams; no other key, command or channel. Redis keeps only the
     SHA-256 of the secret (`#`), like the controller's database."""
     return [
-        "reset", "on", f"#{secret_sha256}", "resetchannels", "-@all",
+        "reset",
+        "on",
+        f"#{secret_sha256}",
+        "resetchannels",
+        "-@all",
         *(f"+{command}" for command in AGENT_COMMANDS),
         f"%R~lachesis:agent:{host_id}:*",
         f"%R~{detour_verdicts_key(host_id)}",
@@ -213,8 +220,10 @@ class Bus:
                 for pub in publications:
                     pipe.set(desired_key(pub.host_id), pub.message)
                     pipe.xadd(
-                        inbox_key(pub.host_id), {"msg": pub.message},
-                        maxlen=INBOX_MAXLEN, approximate=True,
+                        inbox_key(pub.host_id),
+                        {"msg": pub.message},
+                        maxlen=INBOX_MAXLEN,
+                        approximate=True,
                     )
                 await pipe.execute()
         except REDIS_DOWN as exc:
@@ -222,7 +231,8 @@ class Bus:
             log.warning(
                 "could not publish desired state to %s (%s: %s); the reconciler will retry",
                 ", ".join(f"{p.host_id}@{p.generation}" for p in publications),
-                type(exc).__name__, exc,
+                type(exc).__name__,
+                exc,
             )
             return False
         metrics.DESIRED_STATE_PUBLISHED.labels(source).inc(len(publications))
@@ -232,7 +242,9 @@ class Bus:
 
     async def set_agent_user(self, host_id: str, secret_sha256: str) -> None:
         """Create or replace the agent's ACL user (raises on Redis errors)."""
-        await self.redis.execute_command("ACL", "SETUSER", agent_user(host_id), *agent_acl_rules(host_id, secret_sha256))
+        await self.redis.execute_command(
+            "ACL", "SETUSER", agent_user(host_id), *agent_acl_rules(host_id, secret_sha256)
+        )
 
     async def restore_agent_users(self, credentials: Sequence[tuple[str, str]]) -> int:
         """Recreate the ACL users Redis lost (a restart without an ACL file); returns how

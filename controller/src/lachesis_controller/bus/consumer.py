@@ -269,13 +269,14 @@ def reject(kind: str, host: str, why: str, reason: str) -> None:
         _logged_rejections.add((kind, host, why))
         log.warning(
             "%s stream of %s: rejected a message that %s (logged once; counted in "
-            "lachesis_bus_messages_rejected_total)", kind, host, reason,
+            "lachesis_bus_messages_rejected_total)",
+            kind,
+            host,
+            reason,
         )
 
 
 def _brief(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()[:3]
-        )
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()[:3])
     return str(exc)

@@ -24,9 +24,7 @@ NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 # RFC 3339 date-time; fromisoformat alone would also take a date without time or a naive time.
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"
-)
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _check_timestamp(value: str) -> str:
@@ -40,9 +38,7 @@ def _check_timestamp(value: str) -> str:
 
 
 HostId = Annotated[str, Field(pattern=HOST_ID_PATTERN, description="Stable host identifier.")]
-Name = Annotated[
-    str, Field(pattern=NAME_PATTERN, description="Lower-case DNS-label-like name of a tenant or rule.")
-]
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="Lower-case DNS-label-like name of a tenant or rule.")]
 # Kept as the string that was sent: re-rendering a datetime would change "10:01:00.250Z"
 # into "10:01:00.250000Z" and break the byte-for-byte round trip agents rely on.
 Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
@@ -209,7 +205,11 @@ class RateLimitStageConfig(BusModel):
     def _something_set(self) -> RateLimitStageConfig:
         if self.iops is None and self.bytes_per_s is None and self.min_bytes_per_s is None and self.priority is None:
             raise ValueError("set iops, bytes_per_s, min_bytes_per_s or priority")
-        if self.min_bytes_per_s is not None and self.bytes_per_s is not None and self.min_bytes_per_s > self.bytes_per_s:
+        if (
+            self.min_bytes_per_s is not None
+            and self.bytes_per_s is not None
+            and self.min_bytes_per_s > self.bytes_per_s
+        ):
             raise ValueError("min_bytes_per_s is above bytes_per_s")
         return self
 
@@ -225,9 +225,7 @@ class LogStageConfig(BusModel):
     reclaim_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES)
 
 
-StageConfig = Annotated[
-    CacheStageConfig | RateLimitStageConfig | LogStageConfig, Field(discriminator="kind")
-]
+StageConfig = Annotated[CacheStageConfig | RateLimitStageConfig | LogStageConfig, Field(discriminator="kind")]
 
 
 class DesiredState(BusModel):
@@ -298,9 +296,7 @@ class DataPath(BusModel):
 class DataPaths(BusModel):
     """The data paths the agent runs; one not listed is not run."""
 
-    fuse: Absent[DataPath] = Field(
-        default=None, description="The FUSE switch (--mount): file IO, classified at open."
-    )
+    fuse: Absent[DataPath] = Field(default=None, description="The FUSE switch (--mount): file IO, classified at open.")
     kv: Absent[DataPath] = Field(
         default=None, description="The key-value front end (--kv-listen): requests, classified by key or port."
     )

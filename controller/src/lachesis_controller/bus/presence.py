@@ -13,9 +13,7 @@ from lachesis_controller.bus.messages import Heartbeat
 from lachesis_controller.models import Host
 
 
-def record_heartbeats(
-    session: Session, beats: Mapping[str, Heartbeat | None], now: datetime
-) -> None:
+def record_heartbeats(session: Session, beats: Mapping[str, Heartbeat | None], now: datetime) -> None:
     for host_id, beat in beats.items():
         if beat is None:
             continue

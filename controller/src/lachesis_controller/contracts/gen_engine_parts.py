@@ -51,11 +51,11 @@ def render(schema: dict[str, Any]) -> str:
         raise ValueError(f"x-parts names parts the part enum does not have: {unknown}")
     lines = [
         '"""Generated from api-schemas/bus/common.schema.json by',
-        "`python -m lachesis_controller.contracts.gen_engine_parts`: do not edit.\"\"\"",
+        '`python -m lachesis_controller.contracts.gen_engine_parts`: do not edit."""',
         "",
         "from typing import Literal",
         "",
-        "Pattern = Literal[\"sequential\", \"random\"]",
+        'Pattern = Literal["sequential", "random"]',
         "",
         "# Engine -> the write streams (engine parts) it has on flash.",
         "ENGINE_PARTS: dict[str, tuple[str, ...]] = {",
@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render(json.loads(SCHEMA.read_text()))
     if args.check:
         if OUTPUT.read_text() != text:
-            print(f"{OUTPUT} is out of date: run python -m lachesis_controller.contracts.gen_engine_parts", file=sys.stderr)
+            print(
+                f"{OUTPUT} is out of date: run python -m lachesis_controller.contracts.gen_engine_parts",
+                file=sys.stderr,
+            )
             return 1
         return 0
     OUTPUT.write_text(text)

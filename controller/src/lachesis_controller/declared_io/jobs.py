@@ -41,8 +41,13 @@ def _rfc3339(moment: datetime) -> str:
 
 def job_message(job: DeclaredJob) -> dict[str, Any]:
     return {
-        "id": job.id, "tenant": job.tenant, "files": job.files, "deadline": _rfc3339(job.deadline),
-        "pace": job.pace, "paused": job.paused, "rate_bytes_per_s": job.rate_bytes_per_s,
+        "id": job.id,
+        "tenant": job.tenant,
+        "files": job.files,
+        "deadline": _rfc3339(job.deadline),
+        "pace": job.pace,
+        "paused": job.paused,
+        "rate_bytes_per_s": job.rate_bytes_per_s,
     }
 
 

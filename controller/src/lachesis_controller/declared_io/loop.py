@@ -45,20 +45,33 @@ def declare_due_scrubs(session: Session, now: datetime) -> set[str]:
             if host_id not in hosts:
                 continue
             last = session.scalars(
-                select(DeclaredJob).where(DeclaredJob.source == name, DeclaredJob.host_id == host_id)
-                .order_by(DeclaredJob.created_at.desc()).limit(1)
+                select(DeclaredJob)
+                .where(DeclaredJob.source == name, DeclaredJob.host_id == host_id)
+                .order_by(DeclaredJob.created_at.desc())
+                .limit(1)
             ).first()
             if last is not None and (is_shipped(last) or now < last.created_at + timedelta(seconds=stage["every_s"])):
                 continue
             n = 1 + int(last.id.rsplit("-", 1)[1]) if last is not None else 1
-            session.add(DeclaredJob(
-                id=scrub_job_id(name, host_id, n), host_id=host_id, tenant=stage["owner"],
-                files=[{"path": p, "offset": 0, "length": None} for p in stage["paths"]],
-                deadline=now + timedelta(seconds=stage.get("window_s") or stage["every_s"]),
-                pace=stage.get("pace", "deadline"), paused=False, rate_bytes_per_s=stage.get("rate_bytes_per_s"),
-                source=name, state="pending", dispatched_bytes=0, foreground_bytes=0, shared_bytes=0,
-                created_at=now, created_by=f"scrub:{name}",
-            ))
+            session.add(
+                DeclaredJob(
+                    id=scrub_job_id(name, host_id, n),
+                    host_id=host_id,
+                    tenant=stage["owner"],
+                    files=[{"path": p, "offset": 0, "length": None} for p in stage["paths"]],
+                    deadline=now + timedelta(seconds=stage.get("window_s") or stage["every_s"]),
+                    pace=stage.get("pace", "deadline"),
+                    paused=False,
+                    rate_bytes_per_s=stage.get("rate_bytes_per_s"),
+                    source=name,
+                    state="pending",
+                    dispatched_bytes=0,
+                    foreground_bytes=0,
+                    shared_bytes=0,
+                    created_at=now,
+                    created_by=f"scrub:{name}",
+                )
+            )
             changed.add(host_id)
             log.info("scrub %s: declared job %d on %s", name, n, host_id)
     return changed
@@ -82,8 +95,9 @@ def take_reports(session: Session, telemetry: TelemetryStore, now: datetime) -> 
     return changed
 
 
-async def step(sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore,
-               clock: Callable[[], datetime] = utcnow) -> None:
+async def step(
+    sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore, clock: Callable[[], datetime] = utcnow
+) -> None:
     now = clock()
     with sessions() as session, session.begin():
         changed = take_reports(session, telemetry, now) | declare_due_scrubs(session, now)
@@ -93,8 +107,9 @@ async def step(sessions: sessionmaker[Session], redis: Redis, telemetry: Telemet
         await publish(session, redis, hosts)
 
 
-async def run(sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore,
-              stop: asyncio.Event, interval_s: float) -> None:
+async def run(
+    sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore, stop: asyncio.Event, interval_s: float
+) -> None:
     down = False
     while not stop.is_set():
         try:
@@ -114,7 +129,7 @@ async def run(sessions: sessionmaker[Session], redis: Redis, telemetry: Telemetr
             pass
 
 
-def start(sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore, stop: asyncio.Event,
-          interval_s: float) -> asyncio.Task[None]:
+def start(
+    sessions: sessionmaker[Session], redis: Redis, telemetry: TelemetryStore, stop: asyncio.Event, interval_s: float
+) -> asyncio.Task[None]:
     return asyncio.create_task(run(sessions, redis, telemetry, stop, interval_s), name="declared-io")
-

@@ -90,8 +90,13 @@ class ReadSet:
     name = "readset"
 
     def __init__(
-        self, sessions: sessionmaker[Session], publish: Publish, *, rollout_timeout_s: float,
-        quiet_s: float, stop: asyncio.Event,
+        self,
+        sessions: sessionmaker[Session],
+        publish: Publish,
+        *,
+        rollout_timeout_s: float,
+        quiet_s: float,
+        stop: asyncio.Event,
     ) -> None:
         self.sessions = sessions
         self.publish = publish
@@ -118,7 +123,8 @@ class ReadSet:
                 self.last_write[name] = now
             if to_switch:
                 ok, why = await self._set_read_sets(
-                    {name: None for name in to_switch}, cause=f"readset: write to {request.header.path} on {request.host_id}",
+                    {name: None for name in to_switch},
+                    cause=f"readset: write to {request.header.path} on {request.host_id}",
                     traceparent=request.traceparent,
                 )
                 if not ok:
@@ -127,13 +133,20 @@ class ReadSet:
                 for name in to_switch:
                     self._watch(name)
             reason = (
-                f"read set of {', '.join(to_switch)} switched to the primary" if to_switch
-                else f"read set of {', '.join(flow)} is primary-only" if flow else "no read rule of this flow"
+                f"read set of {', '.join(to_switch)} switched to the primary"
+                if to_switch
+                else f"read set of {', '.join(flow)} is primary-only"
+                if flow
+                else "no read rule of this flow"
             )
             return Decision("proceed", ttl_ms=self.ttl_ms(), reason=reason)
 
     async def _set_read_sets(
-        self, changes: dict[str, list[dict[str, Any]] | None], *, cause: str, traceparent: str | None,
+        self,
+        changes: dict[str, list[dict[str, Any]] | None],
+        *,
+        cause: str,
+        traceparent: str | None,
     ) -> tuple[bool, str]:
         """Rules by name -> their new detours (None: the primary only, saving the full set),
         rolled out in one rollout; waits for it to finish."""
@@ -152,8 +165,13 @@ class ReadSet:
                 rule.updated_at = utcnow()
             s.flush()
             rollout, publications = rollouts.start_rollout(
-                s, cause=cause, trigger="detour", host_ids=rollouts.all_host_ids(s), now=utcnow(),
-                timeout_s=self.rollout_timeout_s, traceparent=traceparent,
+                s,
+                cause=cause,
+                trigger="detour",
+                host_ids=rollouts.all_host_ids(s),
+                now=utcnow(),
+                timeout_s=self.rollout_timeout_s,
+                traceparent=traceparent,
             )
             rollout_id = rollout.id
         await self.publish(publications)
@@ -189,7 +207,8 @@ class ReadSet:
                 if full is None:
                     return
                 ok, why = await self._set_read_sets(
-                    {name: full}, cause=f"readset: flow of {name} write-free for {self.quiet_s:g} s",
+                    {name: full},
+                    cause=f"readset: flow of {name} write-free for {self.quiet_s:g} s",
                     traceparent=None,
                 )
                 if ok:

@@ -50,17 +50,27 @@ class DetourLog:
         self.entries: deque[dict[str, Any]] = deque(maxlen=size)
 
     def add(self, request: DetourRequest, decision: Decision | None, latency_ms: float) -> None:
-        self.entries.append({
-            "id": request.id, "host_id": request.host_id, "rule": request.rule,
-            "target": request.target, "hold": request.hold, "tenant": request.header.tenant,
-            "op": request.header.op, "path": request.header.path, "offset": request.header.offset,
-            "length": request.header.length, "sent_at": request.sent_at,
-            "verdict": decision.verdict if decision else None,
-            "errno": decision.errno if decision else None,
-            "ttl_ms": decision.ttl_ms if decision else None,
-            "reason": decision.reason if decision else None,
-            "latency_ms": round(latency_ms, 3), "traceparent": request.traceparent,
-        })
+        self.entries.append(
+            {
+                "id": request.id,
+                "host_id": request.host_id,
+                "rule": request.rule,
+                "target": request.target,
+                "hold": request.hold,
+                "tenant": request.header.tenant,
+                "op": request.header.op,
+                "path": request.header.path,
+                "offset": request.header.offset,
+                "length": request.header.length,
+                "sent_at": request.sent_at,
+                "verdict": decision.verdict if decision else None,
+                "errno": decision.errno if decision else None,
+                "ttl_ms": decision.ttl_ms if decision else None,
+                "reason": decision.reason if decision else None,
+                "latency_ms": round(latency_ms, 3),
+                "traceparent": request.traceparent,
+            }
+        )
 
     def recent(self, *, tenant: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         rows = [e for e in reversed(self.entries) if tenant is None or e["tenant"] == tenant]
@@ -69,12 +79,19 @@ class DetourLog:
 
 def verdict_message(request: DetourRequest, decision: Decision) -> str:
     now = datetime.now(timezone.utc)
-    verdict = DetourVerdict.model_validate({
-        "schema": "lachesis.detour-verdict/v1", "id": request.id, "host_id": request.host_id,
-        "verdict": decision.verdict, "errno": decision.errno, "ttl_ms": decision.ttl_ms,
-        "reason": (decision.reason or "")[:1024] or None, "decided_at": rfc3339(now),
-        "traceparent": request.traceparent,
-    })
+    verdict = DetourVerdict.model_validate(
+        {
+            "schema": "lachesis.detour-verdict/v1",
+            "id": request.id,
+            "host_id": request.host_id,
+            "verdict": decision.verdict,
+            "errno": decision.errno,
+            "ttl_ms": decision.ttl_ms,
+            "reason": (decision.reason or "")[:1024] or None,
+            "decided_at": rfc3339(now),
+            "traceparent": request.traceparent,
+        }
+    )
     return json.dumps(verdict.dump(), separators=(",", ":"))
 
 
@@ -101,11 +118,14 @@ class DetourService:
     async def answer(self, request: DetourRequest) -> None:
         started = time.monotonic()
         with tracer.start_as_current_span(
-            "detour verdict", context=context_from_traceparent(request.traceparent),
+            "detour verdict",
+            context=context_from_traceparent(request.traceparent),
             kind=trace.SpanKind.CONSUMER,
             attributes={
-                "lachesis.host_id": request.host_id, "lachesis.rule": request.rule,
-                "lachesis.detour.target": request.target, "lachesis.io.op": request.header.op,
+                "lachesis.host_id": request.host_id,
+                "lachesis.rule": request.rule,
+                "lachesis.detour.target": request.target,
+                "lachesis.io.op": request.header.op,
             },
         ):
             app = self.apps.get(request.target)
@@ -121,8 +141,10 @@ class DetourService:
                 decision = Decision("deny", errno=EIO, reason=f"application {request.target} failed: {exc}")
             try:
                 await self.bus.redis.xadd(
-                    verdicts_key(request.host_id), {"msg": verdict_message(request, decision)},
-                    maxlen=VERDICTS_MAXLEN, approximate=True,
+                    verdicts_key(request.host_id),
+                    {"msg": verdict_message(request, decision)},
+                    maxlen=VERDICTS_MAXLEN,
+                    approximate=True,
                 )
             except REDIS_DOWN as exc:
                 # The agent's IO fails at its deadline; nothing else to do without Redis.
@@ -130,14 +152,25 @@ class DetourService:
         latency_ms = (time.monotonic() - started) * 1000
         self.log.add(request, decision, latency_ms)
         log.info(
-            "detour %s from %s (rule %s, %s %s) -> %s in %.1f ms%s", request.id, request.host_id,
-            request.rule, request.header.op, request.header.path, decision.verdict, latency_ms,
+            "detour %s from %s (rule %s, %s %s) -> %s in %.1f ms%s",
+            request.id,
+            request.host_id,
+            request.rule,
+            request.header.op,
+            request.header.path,
+            decision.verdict,
+            latency_ms,
             f" ({decision.reason})" if decision.reason else "",
         )
 
 
 def start(
-    sessions: sessionmaker[Session], bus: Bus, stop: asyncio.Event, log_: DetourLog, *, rollout_timeout_s: float,
+    sessions: sessionmaker[Session],
+    bus: Bus,
+    stop: asyncio.Event,
+    log_: DetourLog,
+    *,
+    rollout_timeout_s: float,
     quiet_s: float = 30.0,
 ) -> asyncio.Task[None]:
     async def publish(publications: Any) -> object:

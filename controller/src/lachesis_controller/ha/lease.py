@@ -36,8 +36,12 @@ LOCK_KEY = int.from_bytes(b"lachesis", "big")
 # libpq settings of the lease's connection: a peer that vanished without closing the socket
 # (a partition) breaks it within a few seconds instead of the kernel's two hours.
 KEEPALIVE = {
-    "connect_timeout": 3, "keepalives": 1, "keepalives_idle": 2, "keepalives_interval": 1,
-    "keepalives_count": 2, "tcp_user_timeout": 3000,
+    "connect_timeout": 3,
+    "keepalives": 1,
+    "keepalives_idle": 2,
+    "keepalives_interval": 1,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 3000,
 }
 
 
@@ -84,7 +88,9 @@ class AdvisoryLease:
         try:
             if self._connection is None:
                 self._connection = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            return bool(self._connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self.key}).scalar_one())
+            return bool(
+                self._connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": self.key}).scalar_one()
+            )
         except Exception as exc:  # any driver error: not held, try again on a new connection
             log.warning("leader lease: cannot reach the database (%s: %s)", type(exc).__name__, exc)
             self.release()
@@ -96,11 +102,15 @@ class AdvisoryLease:
         try:
             # A session-level advisory lock lasts as long as its session: if this answers on
             # the connection that took it, the lock is still ours.
-            return bool(self._connection.execute(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                     "AND pid = pg_backend_pid() AND ((classid::bigint << 32) | objid::bigint) = :key"),
-                {"key": self.key},
-            ).scalar_one())
+            return bool(
+                self._connection.execute(
+                    text(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND pid = pg_backend_pid() AND ((classid::bigint << 32) | objid::bigint) = :key"
+                    ),
+                    {"key": self.key},
+                ).scalar_one()
+            )
         except Exception as exc:
             log.warning("leader lease: lost the database connection (%s: %s)", type(exc).__name__, exc)
             self.release()
@@ -151,8 +161,14 @@ class Leadership:
     exactly while it holds it."""
 
     def __init__(
-        self, lease: Lease, singletons: Singletons, stop: asyncio.Event, *,
-        interval_s: float = 1.0, probe_timeout_s: float = 3.0, grace_s: float = 5.0,
+        self,
+        lease: Lease,
+        singletons: Singletons,
+        stop: asyncio.Event,
+        *,
+        interval_s: float = 1.0,
+        probe_timeout_s: float = 3.0,
+        grace_s: float = 5.0,
     ) -> None:
         self.lease = lease
         self.singletons = singletons

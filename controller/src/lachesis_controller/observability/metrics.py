@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
-ROLLOUTS_STARTED = Counter(
-    "lachesis_rollouts_started_total", "Rollouts created, by the kind of change", ["trigger"]
-)
-ROLLOUTS_COMPLETED = Counter(
-    "lachesis_rollouts_completed_total", "Rollouts that reached a final state", ["state"]
-)
-ACKS_RECEIVED = Counter(
-    "lachesis_acks_received_total", "Agent acks read from the agents' acks streams", ["status"]
-)
+ROLLOUTS_STARTED = Counter("lachesis_rollouts_started_total", "Rollouts created, by the kind of change", ["trigger"])
+ROLLOUTS_COMPLETED = Counter("lachesis_rollouts_completed_total", "Rollouts that reached a final state", ["state"])
+ACKS_RECEIVED = Counter("lachesis_acks_received_total", "Agent acks read from the agents' acks streams", ["status"])
 REGISTRATIONS_RECEIVED = Counter(
     "lachesis_registrations_received_total", "Agent registrations read from the agents' registrations streams"
 )
@@ -30,9 +24,7 @@ DESIRED_STATE_PUBLISHED = Counter(
     "Desired-state messages written to Redis, by who wrote them",
     ["source"],
 )
-PUBLISH_FAILURES = Counter(
-    "lachesis_publish_failures_total", "Desired-state publishes that Redis refused or missed"
-)
+PUBLISH_FAILURES = Counter("lachesis_publish_failures_total", "Desired-state publishes that Redis refused or missed")
 CONTROLLER_LEADER = Gauge(
     "lachesis_controller_leader",
     "1 while this controller replica holds the leader lease (runs the allocation loop, reconciler and consumers)",

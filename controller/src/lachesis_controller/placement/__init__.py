@@ -7,6 +7,17 @@ from lachesis_controller.placement.predict import DevicePrediction, predict
 from lachesis_controller.placement.streams import PART_PATTERNS, Stream
 
 __all__ = [
-    "PART_PATTERNS", "DevicePrediction", "DevsimFailed", "DevsimUnavailable", "Geometry", "Placement",
-    "PlacementError", "SharedHandle", "Stream", "assign", "find_devsim", "naive", "predict",
+    "PART_PATTERNS",
+    "DevicePrediction",
+    "DevsimFailed",
+    "DevsimUnavailable",
+    "Geometry",
+    "Placement",
+    "PlacementError",
+    "SharedHandle",
+    "Stream",
+    "assign",
+    "find_devsim",
+    "naive",
+    "predict",
 ]

@@ -94,16 +94,18 @@ def _groups(cut: np.ndarray, n: int, k: int) -> list[list[int]]:
     return groups[::-1]
 
 
-def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
-           previous: Mapping[str, int] | None = None) -> Placement:
+def assign(
+    streams: Sequence[Stream], handles: int, overprovisioning: float, previous: Mapping[str, int] | None = None
+) -> Placement:
     """`previous`: stream name -> the handle it has now. The groups keep those numbers where
     they can (see `_numbers`); without it they are numbered in order."""
     validate(streams, handles)
     if len(streams) <= handles:
         groups: list[list[Stream]] = [[s] for s in streams]
         numbers = _numbers(groups, handles, previous or {})
-        return Placement({s.name: numbers[i] for i, s in enumerate(streams)}, [],
-                         placement_dlwa(groups, overprovisioning))
+        return Placement(
+            {s.name: numbers[i] for i, s in enumerate(streams)}, [], placement_dlwa(groups, overprovisioning)
+        )
     by_pattern: dict[Pattern, list[Stream]] = {}
     for s in streams:
         by_pattern.setdefault(s.pattern, []).append(s)
@@ -111,8 +113,9 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
     if handles < len(patterns):
         placement: dict[str, int] = {s.name: 0 for s in streams}
         shared: list[SharedHandle] = [
-            SharedHandle(0, [s.name for s in streams],
-                         "one handle for logs and random rewrites alike: the device has only one")
+            SharedHandle(
+                0, [s.name for s in streams], "one handle for logs and random rewrites alike: the device has only one"
+            )
         ]
         return Placement(placement, shared, placement_dlwa([list(streams)], overprovisioning))
 
@@ -131,8 +134,10 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
             groups += [[members[p][i] for i in g] for g in _groups(cut, n, k)]
             spread += float(cost[k, n])
         dlwa = placement_dlwa(groups, overprovisioning)
-        if best is None or (dlwa, spread) < (best[0] - 1e-12, best[1] - 1e-12) or (
-            abs(dlwa - best[0]) <= 1e-12 and spread < best[1] - 1e-12
+        if (
+            best is None
+            or (dlwa, spread) < (best[0] - 1e-12, best[1] - 1e-12)
+            or (abs(dlwa - best[0]) <= 1e-12 and spread < best[1] - 1e-12)
         ):
             best = (dlwa, spread, groups)
     assert best is not None
@@ -144,10 +149,16 @@ def assign(streams: Sequence[Stream], handles: int, overprovisioning: float,
             placement[s.name] = h
         if len(g) > 1:
             rates = [s.invalidation_rate for s in g]
-            shared.append(SharedHandle(h, [s.name for s in g], (
-                f"{len(streams)} streams, {handles} handles: {g[0].pattern} streams with invalidation rates "
-                f"{min(rates):.3g}-{max(rates):.3g} share handle {h}"
-            )))
+            shared.append(
+                SharedHandle(
+                    h,
+                    [s.name for s in g],
+                    (
+                        f"{len(streams)} streams, {handles} handles: {g[0].pattern} streams with invalidation rates "
+                        f"{min(rates):.3g}-{max(rates):.3g} share handle {h}"
+                    ),
+                )
+            )
     return Placement(placement, shared, dlwa)
 
 

@@ -28,6 +28,7 @@ class DevsimFailed(RuntimeError):
 @dataclass(frozen=True)
 class Geometry:
     """The simulated device: as many reclaim units as the prediction can afford."""
+
     reclaim_units: int = 1024
     pages_per_ru: int = 64
     overprovisioning: float = 0.07
@@ -50,21 +51,37 @@ def find_devsim(configured: Path | None = None) -> Path:
     )
 
 
-def request(streams: Sequence[Stream], handles: Mapping[str, int], geometry: Geometry, *,
-            seed: int = 1, warmup_turns: float = 2.0, measure_turns: float = 4.0) -> dict[str, Any]:
+def request(
+    streams: Sequence[Stream],
+    handles: Mapping[str, int],
+    geometry: Geometry,
+    *,
+    seed: int = 1,
+    warmup_turns: float = 2.0,
+    measure_turns: float = 4.0,
+) -> dict[str, Any]:
     # Shares of host writes are relative; the simulator wants them to sum to 1.
     total = sum(s.writes for s in streams) or 1.0
     return {
         "device": {
-            "reclaim_units": geometry.reclaim_units, "pages_per_ru": geometry.pages_per_ru,
-            "overprovisioning": geometry.overprovisioning, "handles": geometry.handles,
+            "reclaim_units": geometry.reclaim_units,
+            "pages_per_ru": geometry.pages_per_ru,
+            "overprovisioning": geometry.overprovisioning,
+            "handles": geometry.handles,
         },
         "streams": [
-            {"pattern": s.pattern, "space": s.space, "writes": s.writes / total, "handle": handles[s.name],
-             "trim": s.trimmed and s.pattern == "sequential"}
+            {
+                "pattern": s.pattern,
+                "space": s.space,
+                "writes": s.writes / total,
+                "handle": handles[s.name],
+                "trim": s.trimmed and s.pattern == "sequential",
+            }
             for s in streams
         ],
-        "warmup_turns": warmup_turns, "measure_turns": measure_turns, "seed": seed,
+        "warmup_turns": warmup_turns,
+        "measure_turns": measure_turns,
+        "seed": seed,
     }
 
 

@@ -22,8 +22,14 @@ class DevicePrediction:
     warnings: list[str]
 
 
-def predict(streams: Sequence[Stream], geometry: devsim.Geometry, *, simulate: bool = True,
-            seed: int = 1, simulator: Path | None = None) -> DevicePrediction:
+def predict(
+    streams: Sequence[Stream],
+    geometry: devsim.Geometry,
+    *,
+    simulate: bool = True,
+    seed: int = 1,
+    simulator: Path | None = None,
+) -> DevicePrediction:
     """`simulator`: the configured lachesis-devsim (config.Settings.devsim), else found."""
     placement = assign(streams, geometry.handles, geometry.overprovisioning)
     warnings = [f"handle {s.handle} shared by {', '.join(s.streams)}: {s.reason}" for s in placement.shared]

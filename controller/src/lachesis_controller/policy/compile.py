@@ -54,9 +54,11 @@ def compile_policy(document: PolicyDocument) -> Compiled:
     stages = [s.model_dump(mode="json") for s in spec.stages]
     rules = [
         {
-            "name": r.name, "priority": r.priority,
+            "name": r.name,
+            "priority": r.priority,
             "hosts": list(r.hosts) if r.hosts is not None else None,
-            "match": r.match.dump(), "detours": [d.dump() for d in r.detours],
+            "match": r.match.dump(),
+            "detours": [d.dump() for d in r.detours],
         }
         for r in spec.rules
     ]

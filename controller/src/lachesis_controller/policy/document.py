@@ -45,7 +45,9 @@ class TwoLevel(RequestModel):
     network_bytes_per_s: float = Field(gt=0, le=1e18, description="Reads served by the server's level.")
     storage_bytes_per_s: float = Field(gt=0, le=1e18, description="Reads served by the server's store.")
     sla_bytes_per_s: float | None = Field(
-        default=None, gt=0, le=1e18,
+        default=None,
+        gt=0,
+        le=1e18,
         description="Bandwidth to reach; null: the best the two levels' maxima allow, at the smallest total.",
     )
     server_max_bytes: int = Field(ge=0, le=1 << 50, description="Most the server level may give the owner (a2).")
@@ -63,11 +65,10 @@ class StageBase(RequestModel):
         pattern=r"^[a-z0-9]([a-z0-9/-]{0,126}[a-z0-9])?$",
         description="What rules name as a stage target, e.g. cache/web.",
     )
-    owner: Name | None = Field(
-        default=None, description="Tenant the stage belongs to; null: shared infrastructure."
-    )
+    owner: Name | None = Field(default=None, description="Tenant the stage belongs to; null: shared infrastructure.")
     shared_with: list[Name] = Field(
-        default_factory=list, max_length=MAX_PATHS,
+        default_factory=list,
+        max_length=MAX_PATHS,
         description="Other tenants whose IO may go through this stage. Without it, only the owner's.",
     )
     hosts: list[HostId] | None = Field(
@@ -78,7 +79,8 @@ class StageBase(RequestModel):
 class CacheStage(StageBase):
     kind: Literal["cache"]
     size_bytes: int = Field(
-        ge=1 << 20, le=1 << 50,
+        ge=1 << 20,
+        le=1 << 50,
         description="Declared size; the allocation loop's share of the owner replaces it while an allocation is in force.",
     )
     level: Literal[1, 2] = 1
@@ -88,14 +90,14 @@ class CacheStage(StageBase):
         description="mrc (one shared stage partitioned by its tenants' miss-ratio curves) is refused until an agent "
         "can honour it: it would ship as lru.",
     )
-    engine: CacheEngine | None = Field(
-        default=None, description="null: loc on a host with a flash device, else dram."
-    )
+    engine: CacheEngine | None = Field(default=None, description="null: loc on a host with a flash device, else dram.")
     write_mode: Literal["through", "back", "around"] = "through"
     max_dirty_bytes: int = Field(default=16 << 20, ge=4096, le=1 << 50)
     device: Name | None = Field(default=None, description="The host's flash device; null: its first.")
     serves: list[ServeDir] | None = Field(
-        default=None, min_length=1, max_length=64,
+        default=None,
+        min_length=1,
+        max_length=64,
         description="Server level of a two-level cache (level 2): directories under the root of the forwarding "
         "server of the hosts it applies to (agents run with --serve-listen/--serve-root; the dir of tcp://HOST:PORT/dir "
         "endpoints) whose forwarded reads it caches in front of the server's store. With a two-level allocation in force "
@@ -117,8 +119,10 @@ class CacheStage(StageBase):
     @classmethod
     def _no_mrc(cls, value: str) -> str:
         if value == "mrc":
-            raise ValueError("no agent partitions a shared stage by its tenants' curves yet, so mrc would ship as lru: "
-                             "use lru (an owned stage is sized by its owner's curve with lru)")
+            raise ValueError(
+                "no agent partitions a shared stage by its tenants' curves yet, so mrc would ship as lru: "
+                "use lru (an owned stage is sized by its owner's curve with lru)"
+            )
         return value
 
     @model_validator(mode="after")
@@ -136,7 +140,9 @@ class QosStage(StageBase):
         "queued IO of a high tenant goes 4 times as often as a normal one's, 16 times as often as a low one's.",
     )
     min_bandwidth_bytes_per_s: int | None = Field(
-        default=None, ge=1, le=MAX_BYTES,
+        default=None,
+        ge=1,
+        le=MAX_BYTES,
         description="Bytes/s reserved in each host's IO scheduler: the owner's queued IO is served ahead of every "
         "weight until it has had this much (dmClock's reservation). At most max_bandwidth_bytes_per_s.",
     )
@@ -158,14 +164,20 @@ class LogStage(StageBase):
 
 class ReplicaSetStage(StageBase):
     kind: Literal["replica_set"]
-    write_set: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS, description="Every write goes to all of these.")
+    write_set: list[FilePath] = Field(
+        min_length=1, max_length=MAX_PATHS, description="Every write goes to all of these."
+    )
     read_set: list[FilePath] = Field(min_length=1, max_length=MAX_PATHS, description="Reads go to one of these.")
 
 
-RemoteServer = Annotated[str, Field(
-    pattern=r"^tcp://[^/:\s]+:[1-9][0-9]{0,4}/[^\s]*$", max_length=4096,
-    description="A remote endpoint, tcp://HOST:PORT/dir, served by an agent's lachesis-fs serve.",
-)]
+RemoteServer = Annotated[
+    str,
+    Field(
+        pattern=r"^tcp://[^/:\s]+:[1-9][0-9]{0,4}/[^\s]*$",
+        max_length=4096,
+        description="A remote endpoint, tcp://HOST:PORT/dir, served by an agent's lachesis-fs serve.",
+    ),
+]
 
 
 class TailLatencyStage(StageBase):
@@ -177,20 +189,29 @@ class TailLatencyStage(StageBase):
 
     kind: Literal["tail_latency"]
     candidates: list[FilePath] = Field(
-        default_factory=list, max_length=MAX_PATHS, description="Replicas a read may be sent to (at least 2, or use servers)."
+        default_factory=list,
+        max_length=MAX_PATHS,
+        description="Replicas a read may be sent to (at least 2, or use servers).",
     )
     servers: list[RemoteServer] = Field(
-        default_factory=list, max_length=MAX_PATHS,
+        default_factory=list,
+        max_length=MAX_PATHS,
         description="tcp://HOST:PORT/dir endpoints: the first is the owner's, writes may be forwarded to the others.",
     )
     hedge_after_ms: float | None = Field(
-        default=None, gt=0, le=60_000,
+        default=None,
+        gt=0,
+        le=60_000,
         description="Hedged reads: not done by any agent, so refused when set (nothing accepted that is not enforced).",
     )
     alpha: float = Field(default=2.0, gt=1, le=1000, description="Forward when recent latency > alpha x long-run mean.")
-    reclaim_bytes_per_s: int = Field(default=64 << 20, ge=1, le=MAX_BYTES, description="Pace of copying forwarded data back.")
+    reclaim_bytes_per_s: int = Field(
+        default=64 << 20, ge=1, le=MAX_BYTES, description="Pace of copying forwarded data back."
+    )
     enter_reports: int = Field(
-        default=2, ge=1, le=100,
+        default=2,
+        ge=1,
+        le=100,
         description="Forward only once the endpoint is slow in this many of the agents' reports in a row (1: on the first).",
     )
 
@@ -198,7 +219,9 @@ class TailLatencyStage(StageBase):
     @classmethod
     def _no_hedging(cls, value: float | None) -> float | None:
         if value is not None:
-            raise ValueError("no agent hedges reads yet, so a hedge would be shipped and ignored: leave hedge_after_ms out")
+            raise ValueError(
+                "no agent hedges reads yet, so a hedge would be shipped and ignored: leave hedge_after_ms out"
+            )
         return value
 
     @model_validator(mode="after")
@@ -206,7 +229,9 @@ class TailLatencyStage(StageBase):
         if len(self.candidates) < 2 and len(self.servers) < 2:
             raise ValueError("a tail_latency stage needs at least 2 candidates or at least 2 servers")
         if self.servers and self.candidates:
-            raise ValueError("a tail_latency stage has candidates (local replicas) or servers (remote endpoints), not both")
+            raise ValueError(
+                "a tail_latency stage has candidates (local replicas) or servers (remote endpoints), not both"
+            )
         if self.servers and self.owner is None:
             raise ValueError("a tail_latency stage with servers needs an owner: the tenant whose writes it forwards")
         return self
@@ -236,11 +261,14 @@ class ScrubStage(StageBase):
     kind: Literal["scrub"]
     owner: Name = Field(description="The tenant whose data it reads.")
     paths: list[FilePath] = Field(
-        min_length=1, max_length=MAX_PATHS,
+        min_length=1,
+        max_length=MAX_PATHS,
         description="Files or directories (every regular file under one) in the hosts' FUSE namespace, e.g. /archive "
         "(or host paths under a mountpoint).",
     )
-    every_s: int = Field(ge=60, le=366 * 86400, description="A job is declared this long after the previous one was, once it finished.")
+    every_s: int = Field(
+        ge=60, le=366 * 86400, description="A job is declared this long after the previous one was, once it finished."
+    )
     window_s: int | None = Field(
         default=None, ge=1, le=366 * 86400, description="Each job's deadline, after its declaration; null: every_s."
     )
@@ -249,12 +277,16 @@ class ScrubStage(StageBase):
         description="deadline: read at the rate that finishes a tenth of the window early, leaving the slack to "
         "foreground reads; budget: at the agent's whole budget at once.",
     )
-    rate_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES, description="Each job's cap under the agent's budget.")
+    rate_bytes_per_s: int | None = Field(
+        default=None, ge=1, le=MAX_BYTES, description="Each job's cap under the agent's budget."
+    )
 
     @field_validator("shared_with")
     @classmethod
     def _not_shared(cls, value: list[str]) -> list[str]:
-        return _unshared(value, "a scrub's jobs count every foreground read of its paths, whoever's: there is nothing to share")
+        return _unshared(
+            value, "a scrub's jobs count every foreground read of its paths, whoever's: there is nothing to share"
+        )
 
 
 def _unshared(value: list[str], why: str) -> list[str]:

@@ -63,9 +63,11 @@ def _decided(session: Session) -> dict[str, dict[str, Decides]]:
         paths = (host.capabilities or {}).get("data_paths")
         if isinstance(paths, dict):
             out[host.id] = {
-                name: Decides(frozenset(p.get("classifiers", [])),
-                              frozenset(p["ops"]) if isinstance(p.get("ops"), list) else None)
-                for name, p in paths.items() if isinstance(p, dict)
+                name: Decides(
+                    frozenset(p.get("classifiers", [])), frozenset(p["ops"]) if isinstance(p.get("ops"), list) else None
+                )
+                for name, p in paths.items()
+                if isinstance(p, dict)
             }
     return out
 
@@ -89,24 +91,28 @@ def check_classifiers(
             path = DATA_PATH_OF.get(kind)
             if path is None:  # a kind no data path decides
                 continue
-            refusing = sorted(h for h, paths in decided.items() if path in paths and kind not in paths[path].classifiers)
+            refusing = sorted(
+                h for h, paths in decided.items() if path in paths and kind not in paths[path].classifiers
+            )
             if not refusing:
                 continue
             hosts += refusing
             can = sorted({k for h in refusing for k in decided[h][path].classifiers})
             where = position(t_index, c_index)
-            errors.append(FieldError(
-                field=field_of(t_index, c_index),
-                message=(
-                    f"{DATA_PATH_NAMES[path]} of host(s) {', '.join(refusing)} cannot classify tenant "
-                    f"{tenant['name']!r} by {kind} (it classifies by {', '.join(can) or 'nothing'}): "
-                    "its IO there would match none of its rules"
-                ),
-                line=where[0] if where else None, column=where[1] if where else None,
-            ))
+            errors.append(
+                FieldError(
+                    field=field_of(t_index, c_index),
+                    message=(
+                        f"{DATA_PATH_NAMES[path]} of host(s) {', '.join(refusing)} cannot classify tenant "
+                        f"{tenant['name']!r} by {kind} (it classifies by {', '.join(can) or 'nothing'}): "
+                        "its IO there would match none of its rules"
+                    ),
+                    line=where[0] if where else None,
+                    column=where[1] if where else None,
+                )
+            )
     if errors:
         raise not_enforced(errors, hosts)
-
 
 
 def rule_data_paths(match: Mapping[str, Any], tenants: Mapping[str, Sequence[Mapping[str, Any]]]) -> set[str]:
@@ -151,14 +157,17 @@ def check_rule_ops(
             for path, on in sorted(refusing.items()):
                 hosts += on
                 where = position(r_index, o_index)
-                errors.append(FieldError(
-                    field=field_of(r_index, o_index),
-                    message=(
-                        f"{DATA_PATH_NAMES[path]} of host(s) {', '.join(sorted(on))} never sees a {op} "
-                        f"(its IO is {', '.join(sorted(decided[min(on)][path].ops or ()))}): rule "
-                        f"{rule['name']!r} would never match there"
-                    ),
-                    line=where[0] if where else None, column=where[1] if where else None,
-                ))
+                errors.append(
+                    FieldError(
+                        field=field_of(r_index, o_index),
+                        message=(
+                            f"{DATA_PATH_NAMES[path]} of host(s) {', '.join(sorted(on))} never sees a {op} "
+                            f"(its IO is {', '.join(sorted(decided[min(on)][path].ops or ()))}): rule "
+                            f"{rule['name']!r} would never match there"
+                        ),
+                        line=where[0] if where else None,
+                        column=where[1] if where else None,
+                    )
+                )
     if errors:
         raise not_enforced(errors, hosts)

@@ -1,7 +1,7 @@
 """Write the policy JSON Schema (policies/schema/policy.schema.json) from policy/document.py.
 
-    python -m lachesis_controller.policy.json_schema           # write
-    python -m lachesis_controller.policy.json_schema --check   # exit 1 if the file differs
+python -m lachesis_controller.policy.json_schema           # write
+python -m lachesis_controller.policy.json_schema --check   # exit 1 if the file differs
 """
 
 from __future__ import annotations

@@ -109,7 +109,9 @@ def parse(text: str) -> Located:
     except _TooBig as exc:
         line, column = exc.mark.line + 1, exc.mark.column + 1
         raise ProblemError(
-            422, f"line {line}, column {column}: the document {exc.message}", kind="document-out-of-bounds",
+            422,
+            f"line {line}, column {column}: the document {exc.message}",
+            kind="document-out-of-bounds",
             title="Policy document out of bounds",
             errors=[FieldError(field="body", message=f"the document {exc.message}", line=line, column=column)],
             extra={"max_aliases": MAX_ALIASES, "max_expanded_nodes": MAX_EXPANDED_NODES, "max_depth": MAX_DEPTH},
@@ -119,7 +121,10 @@ def parse(text: str) -> Located:
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "unknown position"
         reason = exc.problem or "invalid YAML"
         raise ProblemError(
-            400, f"malformed YAML at {where}: {reason}", kind="malformed-yaml", title="Malformed YAML",
+            400,
+            f"malformed YAML at {where}: {reason}",
+            kind="malformed-yaml",
+            title="Malformed YAML",
             errors=[FieldError(field="body", message=f"{reason} at {where}")],
         ) from None
     except yaml.YAMLError as exc:
@@ -149,8 +154,11 @@ def validate(located: Located) -> PolicyDocument:
     """The document, or 422 whose errors name each bad field with its line and column."""
     if not isinstance(located.value, dict):
         raise ProblemError(
-            422, "a policy is a mapping with apiVersion, kind, metadata and spec", kind="validation-error",
-            title="Invalid policy", errors=[FieldError(field="body", message="expected a mapping")],
+            422,
+            "a policy is a mapping with apiVersion, kind, metadata and spec",
+            kind="validation-error",
+            title="Invalid policy",
+            errors=[FieldError(field="body", message="expected a mapping")],
         )
     try:
         return PolicyDocument.model_validate(located.value)
@@ -171,8 +179,11 @@ def policy_error(located: Located, exc: ValidationError) -> ProblemError:
     position = f"line {first.line}, column {first.column}: " if first.line else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return ProblemError(
-        422, f"{position}{first.field}: {first.message}{more}", kind="validation-error",
-        title="Invalid policy", errors=errors,
+        422,
+        f"{position}{first.field}: {first.message}{more}",
+        kind="validation-error",
+        title="Invalid policy",
+        errors=errors,
     )
 
 

@@ -13,8 +13,11 @@ from lachesis_controller.policy.verify import StageInfo
 
 def rule_dict(rule: Rule) -> dict[str, Any]:
     return {
-        "name": rule.name, "priority": rule.priority, "hosts": rule.hosts,
-        "match": rule.match, "detours": rule.detours,
+        "name": rule.name,
+        "priority": rule.priority,
+        "hosts": rule.hosts,
+        "match": rule.match,
+        "detours": rule.detours,
     }
 
 
@@ -40,7 +43,9 @@ def policies_in_force(session: Session) -> list[PolicyVersion]:
 def stage_info(stage: dict[str, Any]) -> StageInfo:
     files = tuple(stage.get("write_set", [])) + tuple(stage.get("read_set", [])) + tuple(stage.get("candidates", []))
     return StageInfo(
-        name=stage["name"], owner=stage.get("owner"), shared_with=tuple(stage.get("shared_with", [])),
+        name=stage["name"],
+        owner=stage.get("owner"),
+        shared_with=tuple(stage.get("shared_with", [])),
         files=files,
     )
 

@@ -65,7 +65,10 @@ def previous_version(session: Session, name: str) -> PolicyVersion | None:
 
 
 def plan(
-    session: Session, principal: Principal, endpoint_roots: tuple[str, ...], doc: Document,
+    session: Session,
+    principal: Principal,
+    endpoint_roots: tuple[str, ...],
+    doc: Document,
     previous: PolicyVersion | None,
 ) -> Plan:
     """Every check, and the per-host change; raises a ProblemError on the first refusal."""
@@ -80,13 +83,18 @@ def plan(
     remaining = [r for r in rules_before if r["name"] not in owned_rules]
     _check_references(session, compiled, remaining, owned)
     check_classifiers(
-        session, compiled.tenants, lambda t, c: f"spec.tenants[{t}].classifiers[{c}].kind",
+        session,
+        compiled.tenants,
+        lambda t, c: f"spec.tenants[{t}].classifiers[{c}].kind",
         lambda t, c: doc.located.where(("spec", "tenants", t, "classifiers", c, "kind")),
     )
     tenants_known = {t.name: t.classifiers for t in session.scalars(select(Tenant))}
     tenants_known.update({t["name"]: t["classifiers"] for t in compiled.tenants})
     check_rule_ops(
-        session, compiled.rules, tenants_known, lambda r, o: f"spec.rules[{r}].match.ops[{o}]",
+        session,
+        compiled.rules,
+        tenants_known,
+        lambda r, o: f"spec.rules[{r}].match.ops[{o}]",
         lambda r, o: doc.located.where(("spec", "rules", r, "match", "ops", o)),
     )
     rules_after = sorted(remaining + compiled.rules, key=lambda r: (r["priority"], r["name"]))
@@ -96,7 +104,8 @@ def plan(
     stages_before = other_stages + (owned.stages if owned else [])
     stages_after = other_stages + compiled.stages
     report = verify(
-        rules_after, {s["name"]: stage_info(s) for s in stages_after},
+        rules_after,
+        {s["name"]: stage_info(s) for s in stages_after},
         strict_targets=[r["name"] for r in compiled.rules],
     )
     if report.errors:
@@ -119,8 +128,14 @@ def write(session: Session, plan: Plan, principal: Principal) -> PolicyVersion:
     # In the session before the rollout: the desired state it builds ships this
     # version's stages (stages/store.py reads the policies in force).
     policy_version = PolicyVersion(
-        name=plan.document.name, version=plan.version, document=plan.document.text, compiled=compiled.as_dict(),
-        tenants=concerned(plan), created_at=utcnow(), created_by=principal.actor, rollout_id=None,
+        name=plan.document.name,
+        version=plan.version,
+        document=plan.document.text,
+        compiled=compiled.as_dict(),
+        tenants=concerned(plan),
+        created_at=utcnow(),
+        created_by=principal.actor,
+        rollout_id=None,
     )
     session.add(policy_version)
     session.flush()
@@ -151,7 +166,9 @@ def _check_names(session: Session, compiled: Compiled, owned: Compiled | None, p
     owned_rules = {r["name"] for r in owned.rules} if owned else set()
     for index, tenant in enumerate(compiled.tenants):
         if tenant["name"] not in owned_tenants and session.get(Tenant, tenant["name"]) is not None:
-            raise conflict(f"spec.tenants[{index}].name", f"tenant {tenant['name']!r} exists and is not policy {policy!r}'s")
+            raise conflict(
+                f"spec.tenants[{index}].name", f"tenant {tenant['name']!r} exists and is not policy {policy!r}'s"
+            )
     for index, rule in enumerate(compiled.rules):
         if rule["name"] not in owned_rules and session.get(Rule, rule["name"]) is not None:
             raise conflict(f"spec.rules[{index}].name", f"rule {rule['name']!r} exists and is not policy {policy!r}'s")
@@ -161,7 +178,9 @@ def _check_names(session: Session, compiled: Compiled, owned: Compiled | None, p
             raise conflict(f"spec.stages[{index}].name", f"stage {stage['name']!r} is declared by another policy")
 
 
-def _check_references(session: Session, compiled: Compiled, remaining_rules: list[dict[str, Any]], owned: Compiled | None) -> None:
+def _check_references(
+    session: Session, compiled: Compiled, remaining_rules: list[dict[str, Any]], owned: Compiled | None
+) -> None:
     declared = {t["name"] for t in compiled.tenants}
     dropped = ({t["name"] for t in owned.tenants} if owned else set()) - declared
     known = (set(session.scalars(select(Tenant.name))) - dropped) | declared
@@ -181,11 +200,18 @@ def _check_references(session: Session, compiled: Compiled, remaining_rules: lis
                 if name is not None and name not in known:
                     errors.append((f"spec.stages[{index}].{field}", f"no tenant named {name!r}"))
         parent = stage.get("parent")
-        if parent is not None and (parent not in stages or stages[parent].get("kind") != "cache" or stages[parent].get("level") != 2):
+        if parent is not None and (
+            parent not in stages or stages[parent].get("kind") != "cache" or stages[parent].get("level") != 2
+        ):
             errors.append((f"spec.stages[{index}].parent", f"{parent!r} is not a level-2 cache stage of this policy"))
     for rule in remaining_rules:
         if rule["match"].get("tenant") in dropped:
-            errors.append(("spec.tenants", f"tenant {rule['match']['tenant']!r} would be removed but rule {rule['name']!r} names it"))
+            errors.append(
+                (
+                    "spec.tenants",
+                    f"tenant {rule['match']['tenant']!r} would be removed but rule {rule['name']!r} names it",
+                )
+            )
     if errors:
         raise invalid(errors)
 
@@ -206,7 +232,8 @@ def _diff(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -
         "removed": sorted(before.keys() - after.keys()),
         "changed": [
             {"name": n, "before": before[n], "after": after[n]}
-            for n in sorted(before.keys() & after.keys()) if before[n] != after[n]
+            for n in sorted(before.keys() & after.keys())
+            if before[n] != after[n]
         ],
     }
 
@@ -216,9 +243,13 @@ def _on(items: list[dict[str, Any]], host: str) -> dict[str, dict[str, Any]]:
 
 
 def _plan_diff(
-    session: Session, rules_before: list[dict[str, Any]], rules_after: list[dict[str, Any]],
-    stages_before: list[dict[str, Any]], stages_after: list[dict[str, Any]],
-    tenants_before: dict[str, dict[str, Any]], tenants_after: dict[str, dict[str, Any]],
+    session: Session,
+    rules_before: list[dict[str, Any]],
+    rules_after: list[dict[str, Any]],
+    stages_before: list[dict[str, Any]],
+    stages_after: list[dict[str, Any]],
+    tenants_before: dict[str, dict[str, Any]],
+    tenants_after: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     hosts = {}
     for host in sorted(session.scalars(select(Host.id))):

@@ -75,7 +75,10 @@ def _writes(match: Mapping[str, Any]) -> bool:
 
 
 def _check_writes(
-    rule: Mapping[str, Any], stages: Mapping[str, StageInfo], known_files: set[str], strict: bool,
+    rule: Mapping[str, Any],
+    stages: Mapping[str, StageInfo],
+    known_files: set[str],
+    strict: bool,
     report: Report,
 ) -> None:
     if not _writes(rule["match"]):
@@ -85,10 +88,13 @@ def _check_writes(
     if not any(d["what"] == "io" for d in detours) and not _asks_controller(detours):
         # A header-only detour hands the data to nobody: the write would be lost. (Unless
         # the controller is asked first: the IO waits, then goes to its original file.)
-        report.errors.append(Finding(
-            "write-loss", (name,),
-            f"rule {name!r} matches writes but detours only their headers; add an io detour",
-        ))
+        report.errors.append(
+            Finding(
+                "write-loss",
+                (name,),
+                f"rule {name!r} matches writes but detours only their headers; add an io detour",
+            )
+        )
     if not strict:
         return
     for detour in detours:
@@ -97,15 +103,21 @@ def _check_writes(
             continue
         to = detour["to"]
         if to["kind"] == "stage" and to["target"] not in stages:
-            report.errors.append(Finding(
-                "write-loss", (name,),
-                f"rule {name!r} sends IO to stage {to['target']!r}, which no policy declares",
-            ))
+            report.errors.append(
+                Finding(
+                    "write-loss",
+                    (name,),
+                    f"rule {name!r} sends IO to stage {to['target']!r}, which no policy declares",
+                )
+            )
         elif to["kind"] == "file" and to["target"] not in known_files:
-            report.errors.append(Finding(
-                "write-loss", (name,),
-                f"rule {name!r} sends IO to file {to['target']!r}, which no stage declares",
-            ))
+            report.errors.append(
+                Finding(
+                    "write-loss",
+                    (name,),
+                    f"rule {name!r} sends IO to file {to['target']!r}, which no stage declares",
+                )
+            )
 
 
 def _asks_controller(detours: Sequence[Mapping[str, Any]]) -> bool:
@@ -121,17 +133,22 @@ def _check_controller(rule: Mapping[str, Any], report: Report) -> None:
         if to["kind"] != "controller":
             continue
         if detour["what"] == "io":
-            report.errors.append(Finding(
-                "controller", (name,),
-                f"rule {name!r} detours[{index}]: the controller takes IO headers, not IO; "
-                "use what: header",
-            ))
+            report.errors.append(
+                Finding(
+                    "controller",
+                    (name,),
+                    f"rule {name!r} detours[{index}]: the controller takes IO headers, not IO; use what: header",
+                )
+            )
         elif to["target"] not in CONTROLLER_APPS:
-            report.errors.append(Finding(
-                "controller", (name,),
-                f"rule {name!r} detours[{index}].to.target: no controller application "
-                f"{to['target']!r}; known: {', '.join(sorted(CONTROLLER_APPS))}",
-            ))
+            report.errors.append(
+                Finding(
+                    "controller",
+                    (name,),
+                    f"rule {name!r} detours[{index}].to.target: no controller application "
+                    f"{to['target']!r}; known: {', '.join(sorted(CONTROLLER_APPS))}",
+                )
+            )
 
 
 def _check_header_targets(rule: Mapping[str, Any], report: Report) -> None:
@@ -140,11 +157,14 @@ def _check_header_targets(rule: Mapping[str, Any], report: Report) -> None:
     for index, detour in enumerate(rule["detours"]):
         to = detour["to"]
         if detour["what"] == "header" and to["kind"] == "stage":
-            report.errors.append(Finding(
-                "header-target", (name,),
-                f"rule {name!r} detours[{index}]: stage {to['target']!r} takes IO, not headers; "
-                "send headers to a file (a header log) or the controller, or use what: io",
-            ))
+            report.errors.append(
+                Finding(
+                    "header-target",
+                    (name,),
+                    f"rule {name!r} detours[{index}]: stage {to['target']!r} takes IO, not headers; "
+                    "send headers to a file (a header log) or the controller, or use what: io",
+                )
+            )
 
 
 def _check_isolation(rule: Mapping[str, Any], stages: Mapping[str, StageInfo], report: Report) -> None:
@@ -155,17 +175,23 @@ def _check_isolation(rule: Mapping[str, Any], stages: Mapping[str, StageInfo], r
         if stage is None or stage.owner is None:
             continue
         if tenant is None:
-            report.errors.append(Finding(
-                "isolation", (rule["name"],),
-                f"rule {rule['name']!r} sends every tenant's IO to stage {stage.name!r} of tenant "
-                f"{stage.owner!r}; match one tenant or make the stage shared",
-            ))
+            report.errors.append(
+                Finding(
+                    "isolation",
+                    (rule["name"],),
+                    f"rule {rule['name']!r} sends every tenant's IO to stage {stage.name!r} of tenant "
+                    f"{stage.owner!r}; match one tenant or make the stage shared",
+                )
+            )
         elif tenant != stage.owner and tenant not in stage.shared_with:
-            report.errors.append(Finding(
-                "isolation", (rule["name"],),
-                f"rule {rule['name']!r} sends tenant {tenant!r}'s IO to stage {stage.name!r} of "
-                f"tenant {stage.owner!r}, which does not share it with {tenant!r}",
-            ))
+            report.errors.append(
+                Finding(
+                    "isolation",
+                    (rule["name"],),
+                    f"rule {rule['name']!r} sends tenant {tenant!r}'s IO to stage {stage.name!r} of "
+                    f"tenant {stage.owner!r}, which does not share it with {tenant!r}",
+                )
+            )
 
 
 def _check_loops(ordered: Sequence[Mapping[str, Any]], report: Report) -> None:
@@ -184,9 +210,13 @@ def _check_loops(ordered: Sequence[Mapping[str, Any]], report: Report) -> None:
         path = _cycle_from(start_rule, target, edges)
         if path and frozenset(path) not in reported:
             reported.add(frozenset(path))
-            report.errors.append(Finding(
-                "loop", tuple(path), "detour loop through rules " + " -> ".join(path + [path[0]]),
-            ))
+            report.errors.append(
+                Finding(
+                    "loop",
+                    tuple(path),
+                    "detour loop through rules " + " -> ".join(path + [path[0]]),
+                )
+            )
 
 
 def _cycle_from(start: str, target: str, edges: list[tuple[str, str, str]]) -> list[str] | None:
@@ -215,9 +245,12 @@ def _check_shadowing(ordered: Sequence[Mapping[str, Any]], report: Report) -> No
     for index, later in enumerate(ordered):
         for earlier in ordered[:index]:
             if _covers(earlier, later):
-                report.warnings.append(Finding(
-                    "shadowed", (later["name"], earlier["name"]),
-                    f"rule {later['name']!r} never matches: rule {earlier['name']!r} comes first "
-                    "and matches all its IO",
-                ))
+                report.warnings.append(
+                    Finding(
+                        "shadowed",
+                        (later["name"], earlier["name"]),
+                        f"rule {later['name']!r} never matches: rule {earlier['name']!r} comes first "
+                        "and matches all its IO",
+                    )
+                )
                 break

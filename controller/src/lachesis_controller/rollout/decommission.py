@@ -33,7 +33,8 @@ def delete_host(session: Session, host_id: str, now: datetime) -> tuple[dict[str
     before: dict[str, Any] = {}
     if host is not None:
         before.update(
-            agent_version=host.agent_version, desired_generation=host.desired_generation,
+            agent_version=host.agent_version,
+            desired_generation=host.desired_generation,
             acked_generation=host.acked_generation,
         )
         session.delete(host)

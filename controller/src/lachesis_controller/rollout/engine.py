@@ -89,8 +89,10 @@ class DesiredInputs:
     @classmethod
     def load(cls, session: Session) -> DesiredInputs:
         return cls(
-            tenants=[{"name": t.name, "classifiers": t.classifiers}
-                     for t in session.scalars(select(Tenant).order_by(Tenant.name))],
+            tenants=[
+                {"name": t.name, "classifiers": t.classifiers}
+                for t in session.scalars(select(Tenant).order_by(Tenant.name))
+            ],
             rules=list(session.scalars(select(Rule).order_by(Rule.priority, Rule.name))),
             caches=cache_sizes(session),
             declared=stage_store.declared_stages(session),
@@ -105,7 +107,9 @@ class DesiredInputs:
         stages: list[dict[str, Any]] = []
         if self.declared:
             host = stage_store.host_view(session, host_id)
-            stages = shipped_stages(self.declared.values(), host, self.allocation, self.server, forwarding=self.forwarding)
+            stages = shipped_stages(
+                self.declared.values(), host, self.allocation, self.server, forwarding=self.forwarding
+            )
         rule_dicts = [
             {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
             for r in self.rules
@@ -134,18 +138,24 @@ def build_desired_state(
     issued_at: datetime,
 ) -> str:
     """The whole state of one host as JSON: agents replace what they hold with it."""
-    return encode({
-        **_envelope(host_id, generation, rollout_id, traceparent, issued_at),
-        **desired_body(session, host_id),
-    })
+    return encode(
+        {
+            **_envelope(host_id, generation, rollout_id, traceparent, issued_at),
+            **desired_body(session, host_id),
+        }
+    )
 
 
 def _envelope(
     host_id: str, generation: int, rollout_id: str | None, traceparent: str | None, issued_at: datetime
 ) -> dict[str, Any]:
     return {
-        "schema": "lachesis.desired-state/v1", "host_id": host_id, "generation": generation,
-        "rollout_id": rollout_id, "issued_at": rfc3339(issued_at), "traceparent": traceparent,
+        "schema": "lachesis.desired-state/v1",
+        "host_id": host_id,
+        "generation": generation,
+        "rollout_id": rollout_id,
+        "issued_at": rfc3339(issued_at),
+        "traceparent": traceparent,
     }
 
 
@@ -310,8 +320,11 @@ def start_rollout(
     # copy the session loaded earlier (record_acks' hosts before a rollback) may predate a
     # generation another replica committed meanwhile, and N + 1 from it would be issued twice.
     hosts = session.scalars(
-        select(Host).where(Host.id.in_(wanted)).order_by(Host.id)
-        .with_for_update().execution_options(populate_existing=True)
+        select(Host)
+        .where(Host.id.in_(wanted))
+        .order_by(Host.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).all()
     staged: list[tuple[Host, dict[str, Any], list[dict[str, Any]]]] = []
     shipped = _shipped_bodies(session, hosts)
@@ -339,9 +352,14 @@ def start_rollout(
         if canonical not in stored:
             stored[canonical] = _stored(session, body)
         target = RolloutTarget(
-            host_id=host.id, generation=host.desired_generation, status=PENDING,
-            reason=None, acked_at=None, state=stored[canonical],
-            phase=QUIESCE if two_phase else INSTALL, quiesce=flows if two_phase else None,
+            host_id=host.id,
+            generation=host.desired_generation,
+            status=PENDING,
+            reason=None,
+            acked_at=None,
+            state=stored[canonical],
+            phase=QUIESCE if two_phase else INSTALL,
+            quiesce=flows if two_phase else None,
             restores=None if restores is None else restores.get(host.id, 0),
         )
         rollout.targets.append(target)
@@ -355,7 +373,10 @@ def start_rollout(
     prune_states(session)
     metrics.ROLLOUTS_STARTED.labels(trigger).inc()
     log.info(
-        "rollout %s (%s): %d host(s)%s", rollout.id, cause, len(publications),
+        "rollout %s (%s): %d host(s)%s",
+        rollout.id,
+        cause,
+        len(publications),
         f", two-phase ({rollout.phase})" if two_phase else "",
     )
     return rollout, publications
@@ -414,8 +435,12 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
 
 
 def _apply(
-    host: Host, by_key: dict[tuple[str, int], RolloutTarget], of_host: list[RolloutTarget], ack: Ack,
-    now: datetime, touched: dict[str, Rollout],
+    host: Host,
+    by_key: dict[tuple[str, int], RolloutTarget],
+    of_host: list[RolloutTarget],
+    ack: Ack,
+    now: datetime,
+    touched: dict[str, Rollout],
 ) -> None:
     host.last_seen = max(host.last_seen, now)
     target = by_key.get((ack.host_id, ack.generation))
@@ -436,7 +461,10 @@ def _apply(
         if ack.rollout_id is not None and ack.rollout_id != target.rollout_id:
             log.warning(
                 "ack from %s for generation %d names rollout %s, expected %s",
-                ack.host_id, ack.generation, ack.rollout_id, target.rollout_id,
+                ack.host_id,
+                ack.generation,
+                ack.rollout_id,
+                target.rollout_id,
             )
         target.acked_at = now
         if ack.status == APPLIED:
@@ -558,21 +586,33 @@ def roll_back(session: Session, rollout: Rollout, now: datetime) -> list[Publica
         ).one_or_none()
         hosts[host.id] = previous or 0
     back, publications = start_rollout(
-        session, cause=f"rollback of rollout {rollout.id}", trigger="rollback", host_ids=hosts,
-        now=now, timeout_s=_timeout_of(rollout),
-        traceparent=rollout.traceparent, restores=hosts,
+        session,
+        cause=f"rollback of rollout {rollout.id}",
+        trigger="rollback",
+        host_ids=hosts,
+        now=now,
+        timeout_s=_timeout_of(rollout),
+        traceparent=rollout.traceparent,
+        restores=hosts,
     )
     for change in restored:
         audit.record(
-            session, audit.CONTROLLER, f"{change['kind']}.rollback", kind=change["kind"],
-            name=intent.name_of(change), tenant=intent.tenant_of(change),
-            before=change["after"], after=change["before"], rollout_id=back.id,
+            session,
+            audit.CONTROLLER,
+            f"{change['kind']}.rollback",
+            kind=change["kind"],
+            name=intent.name_of(change),
+            tenant=intent.tenant_of(change),
+            before=change["after"],
+            after=change["before"],
+            rollout_id=back.id,
         )
     rollout.rolled_back_by = back.id
     what = ", ".join(f"{r['kind']} {r['name']}" for r in rollout.restored) or "no change"
     rollout.reason = f"{rollout.reason}; rolled back by rollout {back.id} (restored: {what})"
-    log.warning("rollout %s rolled back by rollout %s (%d host(s); restored: %s)",
-                rollout.id, back.id, len(publications), what)
+    log.warning(
+        "rollout %s rolled back by rollout %s (%d host(s); restored: %s)", rollout.id, back.id, len(publications), what
+    )
     return publications
 
 
@@ -590,9 +630,7 @@ def settle(rollout: Rollout, now: datetime) -> None:
     rejected = [t for t in rollout.targets if t.status == REJECTED]
     if rejected:
         rollout.state = FAILED
-        rollout.reason = "; ".join(
-            f"{t.host_id} rejected generation {t.generation}: {t.reason}" for t in rejected
-        )
+        rollout.reason = "; ".join(f"{t.host_id} rejected generation {t.generation}: {t.reason}" for t in rejected)
     elif all(t.status == APPLIED for t in rollout.targets):
         rollout.state = SUCCEEDED
         rollout.changes = None  # installed: nothing to restore any more
@@ -607,24 +645,21 @@ def timeout_reason(rollout: Rollout) -> str:
     # Drained targets acked their phase: they wait on the others, not the reverse.
     waiting = ", ".join(
         f"{t.host_id}{f' ({t.phase})' if t.phase == QUIESCE else ''}"
-        for t in rollout.targets if t.status == PENDING and t.phase != DRAINED
+        for t in rollout.targets
+        if t.status == PENDING and t.phase != DRAINED
     )
     return f"no ack before the deadline from: {waiting}"
 
 
 def held_and_drained(rollout: Rollout) -> bool:
-    return rollout.phase == HOLD and all(
-        t.phase == DRAINED for t in rollout.targets if t.status == PENDING
-    )
+    return rollout.phase == HOLD and all(t.phase == DRAINED for t in rollout.targets if t.status == PENDING)
 
 
 def expire(session: Session, now: datetime) -> list[Publication]:
     """Mark pending rollouts past their deadline as timed out (rolling back the two-phase
     ones); returns the rollback messages to publish. A held switch quiesce whose targets
     all drained waits for its resume instead."""
-    overdue = session.scalars(
-        select(Rollout).where(Rollout.state == PENDING, Rollout.deadline <= now)
-    ).all()
+    overdue = session.scalars(select(Rollout).where(Rollout.state == PENDING, Rollout.deadline <= now)).all()
     publications: list[Publication] = []
     for rollout in overdue:
         if held_and_drained(rollout):
@@ -643,9 +678,7 @@ def fail_dead(session: Session, dead: set[str], now: datetime) -> list[Publicati
     waiting for the deadline would keep the other hosts' flows quiesced for nothing."""
     if not dead:
         return []
-    candidates = session.scalars(
-        select(Rollout).where(Rollout.state == PENDING, Rollout.phase.is_not(None))
-    ).all()
+    candidates = session.scalars(select(Rollout).where(Rollout.state == PENDING, Rollout.phase.is_not(None))).all()
     publications: list[Publication] = []
     for rollout in candidates:
         if held_and_drained(rollout):

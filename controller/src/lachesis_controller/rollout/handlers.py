@@ -33,9 +33,7 @@ class Handlers:
 
     async def registration(self, reg: Registration) -> None:
         metrics.REGISTRATIONS_RECEIVED.inc()
-        with tracer.start_as_current_span(
-            "agent registration", attributes={"lachesis.host_id": reg.host_id}
-        ):
+        with tracer.start_as_current_span("agent registration", attributes={"lachesis.host_id": reg.host_id}):
             floor = await self._generation_floor(reg.host_id)
             now = utcnow()
             publications: list[rollouts.Publication] = []
@@ -49,15 +47,24 @@ class Handlers:
                 capabilities = reg.capabilities.dump()
                 if host is None:
                     host = Host(
-                        id=reg.host_id, agent_version=reg.agent_version, capabilities=capabilities,
-                        enrolled_at=now, registered_at=now, last_seen=now,
-                        desired_generation=floor, acked_generation=0,
+                        id=reg.host_id,
+                        agent_version=reg.agent_version,
+                        capabilities=capabilities,
+                        enrolled_at=now,
+                        registered_at=now,
+                        last_seen=now,
+                        desired_generation=floor,
+                        acked_generation=0,
                     )
                     session.add(host)
                     session.flush()
                     _, publications = rollouts.start_rollout(
-                        session, cause=f"host {reg.host_id} enrolled", trigger="host",
-                        host_ids=[reg.host_id], now=now, timeout_s=self.rollout_timeout_s,
+                        session,
+                        cause=f"host {reg.host_id} enrolled",
+                        trigger="host",
+                        host_ids=[reg.host_id],
+                        now=now,
+                        timeout_s=self.rollout_timeout_s,
                         traceparent=current_traceparent(),
                     )
                     log.info("host %s enrolled (agent %s)", reg.host_id, reg.agent_version)
@@ -104,8 +111,11 @@ class Handlers:
                 },
             ).end()
             log.info(
-                "ack from %s: generation %d %s%s%s", ack.host_id, ack.generation,
-                f"{ack.phase} " if ack.phase else "", ack.status,
+                "ack from %s: generation %d %s%s%s",
+                ack.host_id,
+                ack.generation,
+                f"{ack.phase} " if ack.phase else "",
+                ack.status,
                 f" ({ack.reason})" if ack.reason else "",
             )
         with self.sessions.begin() as session:
@@ -121,4 +131,3 @@ def start(handlers: Handlers, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         StreamConsumer(handlers.bus, ACKS, Ack, handlers.acks, stop, batch=True, delete_handled=True),
     ]
     return [asyncio.create_task(c.run(), name=f"consume {c.kind}") for c in consumers]
-

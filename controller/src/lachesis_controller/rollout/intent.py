@@ -110,11 +110,14 @@ def diff(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) ->
             was, now = old.get(name), new.get(name)
             if was is not None and now is not None and was["row"] == now["row"]:
                 continue
-            changes.append({
-                "kind": kind.name, "key": (new[name] if name in new else old[name])["key"],
-                "before": None if was is None else was["row"],
-                "after": None if now is None else now["row"],
-            })
+            changes.append(
+                {
+                    "kind": kind.name,
+                    "key": (new[name] if name in new else old[name])["key"],
+                    "before": None if was is None else was["row"],
+                    "after": None if now is None else now["row"],
+                }
+            )
     return changes
 
 

@@ -26,9 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class Reconciler:
-    def __init__(
-        self, sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event
-    ) -> None:
+    def __init__(self, sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event) -> None:
         self.sessions = sessions
         self.stop = stop
         self.bus = bus
@@ -70,8 +68,7 @@ class Reconciler:
                     select(Host.id, Host.desired_generation, RolloutTarget.phase)
                     .outerjoin(
                         RolloutTarget,
-                        (RolloutTarget.host_id == Host.id)
-                        & (RolloutTarget.generation == Host.desired_generation),
+                        (RolloutTarget.host_id == Host.id) & (RolloutTarget.generation == Host.desired_generation),
                     )
                     .where(Host.desired_generation > 0)
                     .order_by(Host.id)
@@ -117,16 +114,18 @@ class Reconciler:
                     # Every generation is created with a rollout target, so this means the
                     # rollout history was pruned: rebuild the state as it is now.
                     message = rollouts.build_desired_state(
-                        session, host_id, generation,
-                        rollout_id=None, traceparent=None, issued_at=utcnow(),
+                        session,
+                        host_id,
+                        generation,
+                        rollout_id=None,
+                        traceparent=None,
+                        issued_at=utcnow(),
                     )
                 publications.append(rollouts.Publication(host_id, generation, message))
         return publications
 
 
-async def track_enrolment(
-    sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event
-) -> None:
+async def track_enrolment(sessions: sessionmaker[Session], bus: Bus, interval_s: float, stop: asyncio.Event) -> None:
     """Keep `bus.enrolled` (whose streams the consumers read) in step with the database on
     every replica: the leader's reconciler does it too, but a follower reads the telemetry
     of hosts another replica enrolled."""

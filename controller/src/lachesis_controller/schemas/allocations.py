@@ -21,7 +21,9 @@ class CurveIn(RequestModel):
         min_length=1, max_length=100_000, description="Cache sizes in bytes, increasing."
     )
     miss_ratios: list[float] = Field(min_length=1, max_length=100_000, description="Miss ratio at each size.")
-    weight: float = Field(allow_inf_nan=False, default=1.0, ge=0, le=1e12, description="Requests per second: the weight of its hit ratio.")
+    weight: float = Field(
+        allow_inf_nan=False, default=1.0, ge=0, le=1e12, description="Requests per second: the weight of its hit ratio."
+    )
 
 
 class MinHitRatioIn(RequestModel):
@@ -33,8 +35,12 @@ class BandwidthIn(RequestModel):
     """Turned into a minimum hit ratio by Moirai's Eq. 5.2."""
 
     kind: Literal["bandwidth"]
-    sla: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth the tenant must get, bytes/s.")
-    storage: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the storage back end, bytes/s.")
+    sla: float = Field(
+        allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth the tenant must get, bytes/s."
+    )
+    storage: float = Field(
+        allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the storage back end, bytes/s."
+    )
     memory: float = Field(allow_inf_nan=False, gt=0, le=MAX_QUANTITY, description="Bandwidth of the cache, bytes/s.")
 
     @model_validator(mode="after")
@@ -54,15 +60,23 @@ GuaranteeIn = Annotated[MinHitRatioIn | BandwidthIn | FixedSizeIn, Field(discrim
 
 class ProposalRequest(RequestModel):
     capacity_bytes: float = Field(allow_inf_nan=False, ge=1, le=MAX_QUANTITY)
-    epsilon_bytes: float | None = Field(allow_inf_nan=False, default=None, gt=0, description="Increment; default 0.001 × capacity.")
+    epsilon_bytes: float | None = Field(
+        allow_inf_nan=False, default=None, gt=0, description="Increment; default 0.001 × capacity."
+    )
     method: Literal["optimal", "waterfill"] = "optimal"
     curves: dict[Name, CurveIn] | None = Field(
-        default=None, max_length=MAX_TENANTS, description="Curves to use (and keep) instead of the stored ones, by tenant."
+        default=None,
+        max_length=MAX_TENANTS,
+        description="Curves to use (and keep) instead of the stored ones, by tenant.",
     )
     guarantees: dict[Name, GuaranteeIn] | None = Field(
-        default=None, max_length=MAX_TENANTS, description="Guarantees for this proposal only, overriding the stored ones."
+        default=None,
+        max_length=MAX_TENANTS,
+        description="Guarantees for this proposal only, overriding the stored ones.",
     )
-    idle: list[Name] = Field(default_factory=list, max_length=MAX_TENANTS, description="Tenants whose space is reclaimed.")
+    idle: list[Name] = Field(
+        default_factory=list, max_length=MAX_TENANTS, description="Tenants whose space is reclaimed."
+    )
 
 
 class AllocationCurvePoint(BaseModel):
@@ -85,11 +99,13 @@ class CurveCheckOut(BaseModel):
 
     installed_bytes: int = Field(description="The size the stage is installed at, where the curve is read.")
     measured_hit_ratio: float | None = Field(
-        description="Hits over the references counted at this size after the warm-up; null until enough.")
+        description="Hits over the references counted at this size after the warm-up; null until enough."
+    )
     predicted_hit_ratio: float | None = Field(description="1 - the curve's miss ratio at installed_bytes.")
     references: int = Field(description="References measured (after the warm-up).")
     off: bool | None = Field(
-        description="The curve is off the measurement by more than the tolerance; null: no verdict yet.")
+        description="The curve is off the measurement by more than the tolerance; null: no verdict yet."
+    )
     reason: str
 
 
@@ -99,7 +115,8 @@ class TenantAllocationOut(BaseModel):
     proposed: TenantShare | None
     guarantee: GuaranteeIn | None
     curve_check: CurveCheckOut | None = Field(
-        default=None, description="Is the tenant's curve right? Null: it has no reporting cache stage.")
+        default=None, description="Is the tenant's curve right? Null: it has no reporting cache stage."
+    )
 
 
 class AllocationSummary(BaseModel):

@@ -16,7 +16,9 @@ MAX_BYTES = 1 << 50
 
 
 class DeclaredFile(RequestModel):
-    path: HostPath = Field(description="A file under one of the host agent's mounts (mountpoint or backing directory); a directory: every regular file under it.")
+    path: HostPath = Field(
+        description="A file under one of the host agent's mounts (mountpoint or backing directory); a directory: every regular file under it."
+    )
     offset: int = Field(default=0, ge=0, le=MAX_BYTES)
     length: int | None = Field(default=None, ge=1, le=MAX_BYTES, description="null: to the file's end.")
 
@@ -26,10 +28,19 @@ class DeclaredJobSpec(RequestModel):
     host: HostId = Field(description="The host whose agent reads the files.")
     tenant: Name = Field(description="Whose data it is.")
     files: list[DeclaredFile] = Field(min_length=1, max_length=1024)
-    deadline: AwareDatetime = Field(strict=False, description="When every declared byte must have been read; in the future.")
-    pace: Pace = Field(default="deadline", description="deadline: read at the rate that finishes a tenth of the window before the deadline, leaving the slack to foreground reads; budget: at the agent's whole budget now.")
-    paused: bool = Field(default=False, description="The agent's dispatcher reads nothing for it; foreground reads still count.")
-    rate_bytes_per_s: int | None = Field(default=None, ge=1, le=MAX_BYTES, description="The job's own cap under the agent's budget.")
+    deadline: AwareDatetime = Field(
+        strict=False, description="When every declared byte must have been read; in the future."
+    )
+    pace: Pace = Field(
+        default="deadline",
+        description="deadline: read at the rate that finishes a tenth of the window before the deadline, leaving the slack to foreground reads; budget: at the agent's whole budget now.",
+    )
+    paused: bool = Field(
+        default=False, description="The agent's dispatcher reads nothing for it; foreground reads still count."
+    )
+    rate_bytes_per_s: int | None = Field(
+        default=None, ge=1, le=MAX_BYTES, description="The job's own cap under the agent's budget."
+    )
 
 
 class DeclaredJobPatch(RequestModel):
@@ -42,7 +53,9 @@ class FileChecksum(BaseModel):
     path: str
     offset: int
     length: int
-    crc32: int = Field(description="CRC-32 of the CRC-32s (little endian) of the range's bytes in each 64 KiB block aligned to file offsets.")
+    crc32: int = Field(
+        description="CRC-32 of the CRC-32s (little endian) of the range's bytes in each 64 KiB block aligned to file offsets."
+    )
 
 
 class DeclaredJobOut(BaseModel):

@@ -31,7 +31,9 @@ class DeviceOut(BaseModel):
     host_bytes_written: int | None = Field(description="Since the agent opened the device.")
     media_bytes_written: int | None
     dlwa: float | None = Field(description="Media over host bytes since the agent opened the device.")
-    predicted_dlwa: float | None = Field(description="The placement broker's prediction for the streams placed on the device.")
+    predicted_dlwa: float | None = Field(
+        description="The placement broker's prediction for the streams placed on the device."
+    )
     predicted_by: str | None = Field(description="simulator or model (the FDP paper's closed form).")
     handles: list[HandleOut]
     series: list[DevicePoint]

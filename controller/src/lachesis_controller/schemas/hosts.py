@@ -16,9 +16,7 @@ class HostOut(BaseModel):
     enrolled_at: datetime = Field(description="First registration.")
     registered_at: datetime = Field(description="Latest registration (agent start or reconnect).")
     last_seen: datetime
-    alive: bool | None = Field(
-        description="Whether the agent's heartbeat key exists; null when Redis cannot be asked."
-    )
+    alive: bool | None = Field(description="Whether the agent's heartbeat key exists; null when Redis cannot be asked.")
     desired_generation: int
     acked_generation: int
 

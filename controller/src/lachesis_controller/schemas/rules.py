@@ -39,9 +39,7 @@ CheckedMatch = Annotated[
 
 class RuleSpec(RequestModel):
     name: Name
-    priority: int = Field(
-        ge=0, le=1_000_000, description="Rules are evaluated in ascending priority, then name."
-    )
+    priority: int = Field(ge=0, le=1_000_000, description="Rules are evaluated in ascending priority, then name.")
     hosts: list[HostId] | None = Field(
         default=None,
         min_length=1,
@@ -50,7 +48,8 @@ class RuleSpec(RequestModel):
     )
     match: CheckedMatch
     detours: list[Detour] = Field(
-        min_length=1, max_length=MAX_DETOURS,
+        min_length=1,
+        max_length=MAX_DETOURS,
         description="A file target is an absolute, normal path or tcp://HOST:PORT/...; no control characters.",
     )
 

@@ -22,19 +22,25 @@ class StagePartOut(BaseModel):
     """One engine part of a flash cache stage as the host reports it."""
 
     part: str = Field(description="kangaroo or fairywren (small objects), or loc (the log, large objects).")
-    handles: list[int] = Field(description="The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets).")
+    handles: list[int] = Field(
+        description="The placement handles the part writes with (kangaroo: KLog, KSet; fairywren: FwLog, hot subsets, cold subsets)."
+    )
     objects: int
     gets: int
     hits: int
     flash_bytes_written: int
-    dram_bytes: int | None = Field(default=None, description="DRAM of the part's index and buffers; null where the host does not report it.")
+    dram_bytes: int | None = Field(
+        default=None, description="DRAM of the part's index and buffers; null where the host does not report it."
+    )
 
 
 class StageHost(BaseModel):
     """One host's instance of a stage: what desired state asks for and what the agent reports."""
 
     host_id: str
-    allocated_bytes: int | None = Field(description="Cache size shipped to the host (the allocation while one is in force).")
+    allocated_bytes: int | None = Field(
+        description="Cache size shipped to the host (the allocation while one is in force)."
+    )
     reported_at: datetime | None
     installed_bytes: int | None = Field(description="Size the engine holds now.")
     hits: int | None
@@ -46,10 +52,21 @@ class StageHost(BaseModel):
     evictions: int | None
     writebacks: int | None
     dirty_bytes: int | None
-    demoted_blocks: int | None = Field(default=None, description="Two-level caches with demotion: a level-1 stage's evicted blocks queued for the server level, a server-level stage's demoted blocks taken; null: none reported.")
-    demotion_hits: int | None = Field(default=None, description="A server-level stage's hits on blocks it holds because level 1 demoted them.")
-    front_end: str | None = Field(default=None, description="The data path running the stage: fs (the FUSE switch) or kv (the key-value front end); null before a report.")
-    parts: list[StagePartOut] | None = Field(default=None, description="A flash cache's engine parts with their handles, where the host reports them (the key-value front end).")
+    demoted_blocks: int | None = Field(
+        default=None,
+        description="Two-level caches with demotion: a level-1 stage's evicted blocks queued for the server level, a server-level stage's demoted blocks taken; null: none reported.",
+    )
+    demotion_hits: int | None = Field(
+        default=None, description="A server-level stage's hits on blocks it holds because level 1 demoted them."
+    )
+    front_end: str | None = Field(
+        default=None,
+        description="The data path running the stage: fs (the FUSE switch) or kv (the key-value front end); null before a report.",
+    )
+    parts: list[StagePartOut] | None = Field(
+        default=None,
+        description="A flash cache's engine parts with their handles, where the host reports them (the key-value front end).",
+    )
     series: list[StagePointOut] = Field(description="Per reporting interval, oldest first (bounded).")
 
 

@@ -47,7 +47,9 @@ class SummaryDevice(BaseModel):
     host_id: str
     name: str
     write_bytes_per_s: float | None = Field(description="Null until the device has reported twice.")
-    dlwa: float | None = Field(description="Media bytes over host bytes written; null if the device does not report media writes.")
+    dlwa: float | None = Field(
+        description="Media bytes over host bytes written; null if the device does not report media writes."
+    )
 
 
 class TelemetrySummary(BaseModel):

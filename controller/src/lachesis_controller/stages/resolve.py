@@ -138,19 +138,28 @@ def _cache(stage: Mapping[str, Any], host: HostView, size: int, fdp: Mapping[tup
             if handle is not None:
                 placement.append({"part": part, "handle": handle})
     return {
-        "kind": "cache", "name": stage["name"], "owner": stage.get("owner"), "engine": engine,
-        "size_bytes": int(size), "write_mode": stage.get("write_mode", "through"),
+        "kind": "cache",
+        "name": stage["name"],
+        "owner": stage.get("owner"),
+        "engine": engine,
+        "size_bytes": int(size),
+        "write_mode": stage.get("write_mode", "through"),
         "eviction": "fifo" if stage.get("eviction") == "fifo" else "lru",
-        "max_dirty_bytes": stage.get("max_dirty_bytes", 16 << 20), "device": device,
-        "placement": placement, "next": stage.get("parent"),
+        "max_dirty_bytes": stage.get("max_dirty_bytes", 16 << 20),
+        "device": device,
+        "placement": placement,
+        "next": stage.get("parent"),
         **({"serves": list(stage["serves"])} if stage.get("serves") else {}),
         **({"exclusive": True} if stage.get("serves") and stage.get("exclusive") else {}),
     }
 
 
 def shipped_stages(
-    declared: Iterable[Mapping[str, Any]], host: HostView, allocation: Mapping[str, int] | None,
-    server: Mapping[str, int] | None = None, forwarding: Mapping[str, Forwarding] | None = None,
+    declared: Iterable[Mapping[str, Any]],
+    host: HostView,
+    allocation: Mapping[str, int] | None,
+    server: Mapping[str, int] | None = None,
+    forwarding: Mapping[str, Forwarding] | None = None,
 ) -> list[dict[str, Any]]:
     """The stage contract for `host`: every declared data-plane stage that applies to it.
     `server`: tenant -> a2 of the two-level splits in force (sizes the server-level stages)."""
@@ -166,7 +175,8 @@ def shipped_stages(
     sized = {**_owner_shares(mine, allocation or {}), **_server_shares(mine, server or {})}
     fdp = {
         (s["device"], s["owner"]): s["placement_handle"]
-        for s in mine if s["kind"] == "fdp_placement" and s.get("owner")
+        for s in mine
+        if s["kind"] == "fdp_placement" and s.get("owner")
     }
     out = []
     for s in sorted(mine, key=lambda s: s["name"]):
@@ -216,8 +226,11 @@ def _qos(stage: Mapping[str, Any]) -> dict[str, Any]:
     """A qos stage: its owner's class in the host's IO scheduler (reservation, weight from the
     priority, limits), so even one without limits ships: its priority is enforced."""
     out = {
-        "kind": "ratelimit", "name": stage["name"], "owner": stage.get("owner"),
-        "iops": stage.get("max_iops"), "bytes_per_s": stage.get("max_bandwidth_bytes_per_s"),
+        "kind": "ratelimit",
+        "name": stage["name"],
+        "owner": stage.get("owner"),
+        "iops": stage.get("max_iops"),
+        "bytes_per_s": stage.get("max_bandwidth_bytes_per_s"),
         "priority": stage.get("priority") or "normal",
     }
     if stage.get("min_bandwidth_bytes_per_s"):
@@ -228,8 +241,11 @@ def _qos(stage: Mapping[str, Any]) -> dict[str, Any]:
 def _forward_log(stage: Mapping[str, Any], fwd: Forwarding) -> dict[str, Any]:
     """The remote log a tail_latency stage's owner's writes are forwarded into."""
     log = {
-        "kind": "log", "name": log_name(stage["name"]), "owner": stage.get("owner"),
-        "dir": f"{LOG_ROOT}/{stage['name'].replace('/', '-')}", "remote": "tcp://" + server_addr(fwd.to),
+        "kind": "log",
+        "name": log_name(stage["name"]),
+        "owner": stage.get("owner"),
+        "dir": f"{LOG_ROOT}/{stage['name'].replace('/', '-')}",
+        "remote": "tcp://" + server_addr(fwd.to),
     }
     if fwd.reclaim_bytes_per_s is not None:
         log["reclaim_bytes_per_s"] = fwd.reclaim_bytes_per_s
@@ -245,7 +261,9 @@ def _suffixed(name: str, suffix: str) -> str:
 
 
 def shipped_rules(
-    rules: Iterable[Mapping[str, Any]], declared: Mapping[str, Mapping[str, Any]], shipped: Iterable[str],
+    rules: Iterable[Mapping[str, Any]],
+    declared: Mapping[str, Mapping[str, Any]],
+    shipped: Iterable[str],
     host_id: str,
 ) -> list[dict[str, Any]]:
     """The rules as `host_id` runs them: detours to stages that are not data-plane stages
@@ -284,14 +302,20 @@ def shipped_rules(
         reads = [o for o in ops if o == "read"]
         others = [o for o in ops if o != "read"]
         if reads:
-            out.append({
-                **base, "match": {**rule["match"], "ops": reads},
-                "detours": detours + _files(split["read_set"]),
-            })
+            out.append(
+                {
+                    **base,
+                    "match": {**rule["match"], "ops": reads},
+                    "detours": detours + _files(split["read_set"]),
+                }
+            )
         if others:
-            out.append({
-                **base, "name": _suffixed(rule["name"], "-writes") if reads else rule["name"],
-                "match": {**rule["match"], "ops": others},
-                "detours": detours + _files(split["write_set"]),
-            })
+            out.append(
+                {
+                    **base,
+                    "name": _suffixed(rule["name"], "-writes") if reads else rule["name"],
+                    "match": {**rule["match"], "ops": others},
+                    "detours": detours + _files(split["write_set"]),
+                }
+            )
     return out

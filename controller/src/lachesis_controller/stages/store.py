@@ -39,7 +39,8 @@ def server_sizes(session: Session) -> dict[str, int]:
         return {}
     return {
         name: max(0, round(share["levels"]["server_bytes"]))
-        for name, share in current.tenants.items() if share.get("levels")
+        for name, share in current.tenants.items()
+        if share.get("levels")
     }
 
 
@@ -65,7 +66,7 @@ def host_view(session: Session, host_id: str) -> HostView:
             .order_by(RolloutTarget.generation.desc())
             .limit(1)
         ).one_or_none()
-        for s in (json.loads(shipped).get("stages", []) if shipped else []):
+        for s in json.loads(shipped).get("stages", []) if shipped else []:
             if s["kind"] == "cache" and s["owner"] and (s["device"] or devices):
                 for p in s["placement"]:
                     previous[(s["device"] or devices[0], s["owner"], p["part"])] = p["handle"]

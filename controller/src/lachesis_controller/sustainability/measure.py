@@ -124,8 +124,14 @@ def attribute(
             if media_b is not None:
                 tenant_media[t] = tenant_media.get(t, 0.0) + media_b * share
     return DeviceWindow(
-        host, device, capacity_bytes, measured.seconds, measured.host_bytes, measured.media_bytes,
-        tenant_host_bytes=tenant_host, tenant_media_bytes=tenant_media if measured.media_bytes is not None else {},
+        host,
+        device,
+        capacity_bytes,
+        measured.seconds,
+        measured.host_bytes,
+        measured.media_bytes,
+        tenant_host_bytes=tenant_host,
+        tenant_media_bytes=tenant_media if measured.media_bytes is not None else {},
     )
 
 
@@ -142,4 +148,3 @@ def _split(tenants: list[str], given: dict[str, int]) -> dict[str, float]:
 def shipped_streams(previous: dict[tuple[str, str, str], int], device: str) -> dict[tuple[str, str], int]:
     """(tenant, part) -> handle on `device`, from stages/store.host_view's `previous`."""
     return {(t, p): h for (d, t, p), h in previous.items() if d == device}
-

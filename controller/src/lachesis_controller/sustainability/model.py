@@ -74,7 +74,9 @@ def kg_per_year(media_bytes_per_s: float, capacity_bytes: int, a: FlashAssumptio
     return embodied_kg(capacity_bytes, a) / years
 
 
-def theorem2_kg(dlwa: float, capacity_bytes: int, system_years: float, warranty_years: float, kg_per_gb: float) -> float:
+def theorem2_kg(
+    dlwa: float, capacity_bytes: int, system_years: float, warranty_years: float, kg_per_gb: float
+) -> float:
     """FDP in CacheLib, Theorem 2: embodied kgCO2e over a system life cycle, devices replaced
     as they wear out."""
     return dlwa * capacity_bytes / GB * system_years / warranty_years * kg_per_gb
@@ -87,7 +89,11 @@ def theorem2_kg(dlwa: float, capacity_bytes: int, system_years: float, warranty_
 # (FairyWREN + LOC) as FairyWREN.
 ENGINE_WA: dict[str, float] = {"kangaroo": 23.0, "hybrid": 23.0, "fairywren": 1.89, "hybrid-fairywren": 1.89}
 ENGINE_ALTERNATIVES: dict[str, str] = {
-    "kangaroo": "fairywren", "hybrid": "hybrid-fairywren", "fairywren": "kangaroo", "hybrid-fairywren": "hybrid"}
+    "kangaroo": "fairywren",
+    "hybrid": "hybrid-fairywren",
+    "fairywren": "kangaroo",
+    "hybrid-fairywren": "hybrid",
+}
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -140,7 +146,10 @@ def footprint(w: DeviceWindow, a: FlashAssumptions) -> DeviceFootprint:
     media_rate = media / w.seconds
     shares = {t: b / media for t, b in sorted(per_tenant.items())} if media > 0 else {}
     return DeviceFootprint(
-        host=w.host, device=w.device, capacity_bytes=w.capacity_bytes, seconds=w.seconds,
+        host=w.host,
+        device=w.device,
+        capacity_bytes=w.capacity_bytes,
+        seconds=w.seconds,
         host_bytes_per_s=host_rate,
         media_bytes_per_s=media_rate if w.media_bytes is not None else None,
         dlwa=ratio(w.media_bytes, w.host_bytes),
@@ -161,7 +170,10 @@ def with_tenant_media(w: DeviceWindow, tenant: str, media_bytes: float) -> Devic
     scale = media_bytes / old_media if old_media else 1.0
     new_host = old_host * scale
     return DeviceWindow(
-        w.host, w.device, w.capacity_bytes, w.seconds,
+        w.host,
+        w.device,
+        w.capacity_bytes,
+        w.seconds,
         host_bytes=round(w.host_bytes - old_host + new_host),
         media_bytes=None if w.media_bytes is None else round(w.media_bytes - old_media + media_bytes),
         tenant_host_bytes={**w.tenant_host_bytes, tenant: new_host},
@@ -173,7 +185,12 @@ def with_dlwa(w: DeviceWindow, dlwa: float) -> DeviceWindow:
     """The same host writes at another device DLWA (another placement), every tenant's media
     bytes scaled alike."""
     return DeviceWindow(
-        w.host, w.device, w.capacity_bytes, w.seconds, w.host_bytes, round(w.host_bytes * dlwa),
+        w.host,
+        w.device,
+        w.capacity_bytes,
+        w.seconds,
+        w.host_bytes,
+        round(w.host_bytes * dlwa),
         tenant_host_bytes=dict(w.tenant_host_bytes),
         tenant_media_bytes={t: b * dlwa for t, b in w.tenant_host_bytes.items()},
     )

@@ -79,29 +79,46 @@ def devices(session: Session, store: TelemetryStore, a: FlashAssumptions, window
         view = stage_store.host_view(session, host.id)
         given = measure.given_bytes_by_tenant(store, host.id, window_s)
         streams = cache_streams(declared, view)
-        asked = {p.device: p for p in session.scalars(select(DevicePlacement).where(DevicePlacement.host_id == host.id))}
+        asked = {
+            p.device: p for p in session.scalars(select(DevicePlacement).where(DevicePlacement.host_id == host.id))
+        }
         for dev in host.capabilities.get("devices", []):
             name, capacity = dev["name"], int(dev["size_bytes"])
             measured = measure.device_bytes(store.device_history(host.id, name), window_s)
             window = None
             if measured is not None and capacity > 0:
-                window = measure.attribute(host.id, name, capacity, measured,
-                                           measure.shipped_streams(dict(view.previous), name), given)
-            separate, one = _placement_dlwa(asked.get(name), streams.get(name, []), view.previous, name,
-                                            int(dev.get("placement_handles") or 0))
-            out.append(DeviceView(
-                host.id, name, capacity, int(dev.get("placement_handles") or 0), window,
-                footprint(window, a) if window is not None else None, separate, one,
-            ))
+                window = measure.attribute(
+                    host.id, name, capacity, measured, measure.shipped_streams(dict(view.previous), name), given
+                )
+            separate, one = _placement_dlwa(
+                asked.get(name), streams.get(name, []), view.previous, name, int(dev.get("placement_handles") or 0)
+            )
+            out.append(
+                DeviceView(
+                    host.id,
+                    name,
+                    capacity,
+                    int(dev.get("placement_handles") or 0),
+                    window,
+                    footprint(window, a) if window is not None else None,
+                    separate,
+                    one,
+                )
+            )
     return out
 
 
 def _placement_dlwa(
-    asked: DevicePlacement | None, streams: list[Stream], previous: Mapping[tuple[str, str, str], int], device: str,
+    asked: DevicePlacement | None,
+    streams: list[Stream],
+    previous: Mapping[tuple[str, str, str], int],
+    device: str,
     handles: int,
 ) -> tuple[float | None, float | None]:
     if asked is not None:
-        streams = [Stream(s["tenant"], s["part"], s["space"], s["writes"], s.get("trimmed", False)) for s in asked.streams]
+        streams = [
+            Stream(s["tenant"], s["part"], s["space"], s["writes"], s.get("trimmed", False)) for s in asked.streams
+        ]
         by_handle = {f"{s['tenant']}/{s['part']}": int(s["handle"]) for s in asked.streams}
         op = asked.overprovisioning
     else:
@@ -173,11 +190,19 @@ def compare(tenant: TenantView, a: FlashAssumptions) -> list[Scenario]:
     alt = ENGINE_ALTERNATIVES.get(engine or "")
     if engine is not None and alt is not None and all(w.media_bytes is not None for _, w in written) and written:
         factor = ENGINE_WA[alt] / ENGINE_WA[engine]
-        out.append(_scenario(
-            alt, f"modelled: measured write amplification x {ENGINE_WA[alt]}/{ENGINE_WA[engine]} (FairyWREN §6.4)",
-            alt, tenant,
-            [with_tenant_media(w, tenant.name, w.tenant_media_bytes.get(tenant.name, 0.0) * factor) for _, w in written], a,
-        ))
+        out.append(
+            _scenario(
+                alt,
+                f"modelled: measured write amplification x {ENGINE_WA[alt]}/{ENGINE_WA[engine]} (FairyWREN §6.4)",
+                alt,
+                tenant,
+                [
+                    with_tenant_media(w, tenant.name, w.tenant_media_bytes.get(tenant.name, 0.0) * factor)
+                    for _, w in written
+                ],
+                a,
+            )
+        )
     if written and all(v.separate_dlwa is not None for v, _ in written):
         for name, dlwas in (
             ("separate handles", [v.separate_dlwa for v, _ in written]),
@@ -186,14 +211,22 @@ def compare(tenant: TenantView, a: FlashAssumptions) -> list[Scenario]:
             windows = [with_dlwa(w, d) for (_, w), d in zip(written, dlwas, strict=True) if d is not None]
             if len(windows) < len(written):  # no finite DLWA on some device (_placement_dlwa): no scenario
                 continue
-            out.append(_scenario(
-                name, "modelled: placement closed form (FDP in CacheLib, Theorem 1)", engine, tenant, windows, a,
-            ))
+            out.append(
+                _scenario(
+                    name,
+                    "modelled: placement closed form (FDP in CacheLib, Theorem 1)",
+                    engine,
+                    tenant,
+                    windows,
+                    a,
+                )
+            )
     return out
 
 
-def _scenario(name: str, source: str, engine: str | None, tenant: TenantView, windows: list[DeviceWindow],
-              a: FlashAssumptions) -> Scenario:
+def _scenario(
+    name: str, source: str, engine: str | None, tenant: TenantView, windows: list[DeviceWindow], a: FlashAssumptions
+) -> Scenario:
     host_b = media_b = kg = 0.0
     life: float | None = None
     measured_media = True

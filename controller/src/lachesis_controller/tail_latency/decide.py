@@ -93,12 +93,18 @@ def _least_loaded(servers: list[str], endpoints: Mapping[str, EndpointReport]) -
     return min(enumerate(servers[1:]), key=key)[1]
 
 
-def step(st: StageState, stage: Mapping[str, Any], endpoints: Mapping[str, EndpointReport],
-         log: LogReport | None) -> bool:
+def step(
+    st: StageState, stage: Mapping[str, Any], endpoints: Mapping[str, EndpointReport], log: LogReport | None
+) -> bool:
     """Advances `st` by the latest reports; True when the forwarding to ship changed."""
     st.log = log
     e = endpoints.get(server_addr(stage["servers"][0]))
-    if st.state == RECLAIMING and log is not None and log.held_bytes == 0 and (e is None or e.requests > st.last_requests):
+    if (
+        st.state == RECLAIMING
+        and log is not None
+        and log.held_bytes == 0
+        and (e is None or e.requests > st.last_requests)
+    ):
         st.state, st.forwarded_to, st.baseline_us, st.calm, st.since_rollout = NORMAL, None, None, 0, None
         st.history.append("reclaimed")
         return True

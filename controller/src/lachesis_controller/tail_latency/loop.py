@@ -66,8 +66,9 @@ def log_report(store: TelemetryStore, name: str) -> LogReport | None:
     )
 
 
-def step_all(app: TailLatency, declared: dict[str, dict[str, Any]], store: TelemetryStore, session: Session,
-             now: datetime) -> list[str]:
+def step_all(
+    app: TailLatency, declared: dict[str, dict[str, Any]], store: TelemetryStore, session: Session, now: datetime
+) -> list[str]:
     """Steps every tail_latency stage with servers; returns the stages whose forwarding changed
     (already written to the session, for `stages/forwarding.py`)."""
     changed = []
@@ -92,8 +93,16 @@ def reclaim_rate(stage: dict[str, Any]) -> int:
     return int(stage.get("reclaim_bytes_per_s", 64 << 20))
 
 
-def start(sessions: sessionmaker[Session], store: TelemetryStore, stop: asyncio.Event, app: TailLatency,
-          interval_s: float, *, bus: Publisher | None = None, rollout_timeout_s: float = 30.0) -> asyncio.Task[None]:
+def start(
+    sessions: sessionmaker[Session],
+    store: TelemetryStore,
+    stop: asyncio.Event,
+    app: TailLatency,
+    interval_s: float,
+    *,
+    bus: Publisher | None = None,
+    rollout_timeout_s: float = 30.0,
+) -> asyncio.Task[None]:
     async def run() -> None:
         resumed = False
         while not stop.is_set():
@@ -110,10 +119,16 @@ def start(sessions: sessionmaker[Session], store: TelemetryStore, stop: asyncio.
                     changed = step_all(app, declared, store, s, now)
                     publications: list[rollouts.Publication] = []
                     if changed:
-                        hosts = sorted({h for n in changed for h in (declared.get(n, {}).get("hosts") or rollouts.all_host_ids(s))})
+                        hosts = sorted(
+                            {h for n in changed for h in (declared.get(n, {}).get("hosts") or rollouts.all_host_ids(s))}
+                        )
                         rollout, publications = rollouts.start_rollout(
-                            s, cause=f"tail latency: {', '.join(f'{n} {app.states[n].state}' for n in changed if n in app.states)}",
-                            trigger="tail-latency", host_ids=hosts, now=now, timeout_s=rollout_timeout_s,
+                            s,
+                            cause=f"tail latency: {', '.join(f'{n} {app.states[n].state}' for n in changed if n in app.states)}",
+                            trigger="tail-latency",
+                            host_ids=hosts,
+                            now=now,
+                            timeout_s=rollout_timeout_s,
                             traceparent=None,
                         )
                         for n in changed:
@@ -121,7 +136,10 @@ def start(sessions: sessionmaker[Session], store: TelemetryStore, stop: asyncio.
                             if tracked is not None and tracked.state != NORMAL and tracked.since_rollout is None:
                                 tracked.since_rollout = rollout.id
                                 persist.save(s, tracked, reclaim_rate(declared[n]), now)
-                        log.info("tail latency: %s", "; ".join(f"{n}: {app.states[n].history[-1]}" for n in changed if n in app.states))
+                        log.info(
+                            "tail latency: %s",
+                            "; ".join(f"{n}: {app.states[n].history[-1]}" for n in changed if n in app.states),
+                        )
                 if publications and bus is not None:
                     await bus.publish(publications, source="tail-latency")
             except Exception:  # a pass that fails is logged; the next one starts afresh

@@ -22,9 +22,17 @@ from lachesis_controller.tail_latency.decide import NORMAL, StageState
 def load(session: Session) -> dict[str, StageState]:
     out = {}
     for r in session.scalars(select(TailLatencyState)):
-        st = StageState(r.stage, r.tenant, "", state=r.state, forwarded_to=r.forwarded_to,
-                        baseline_us=r.baseline_us, forwards=r.forwards, reclaims=r.reclaims,
-                        since_rollout=r.since_rollout)
+        st = StageState(
+            r.stage,
+            r.tenant,
+            "",
+            state=r.state,
+            forwarded_to=r.forwarded_to,
+            baseline_us=r.baseline_us,
+            forwards=r.forwards,
+            reclaims=r.reclaims,
+            since_rollout=r.since_rollout,
+        )
         st.history.append(f"resumed {r.state}" + (f" to {r.forwarded_to}" if r.forwarded_to else ""))
         out[r.stage] = st
     return out

@@ -65,7 +65,11 @@ class BodyLimitMiddleware:
                 line, column = _line_column(body, offset)
                 detail = f"the JSON body nests deeper than {self.max_depth} levels at line {line} column {column}"
                 response = problem_response(
-                    request, 422, detail, kind="too-deep", title="Body nested too deeply",
+                    request,
+                    422,
+                    detail,
+                    kind="too-deep",
+                    title="Body nested too deeply",
                     errors=[FieldError(field="body", message=detail, line=line, column=column)],
                     extra={"max_depth": self.max_depth},
                 )
@@ -85,8 +89,11 @@ class BodyLimitMiddleware:
 
     async def _too_large(self, request: Request, receive: Receive, send: Send) -> None:
         response = problem_response(
-            request, 413, f"the request body is larger than the limit of {self.max_bytes} bytes",
-            kind="content-too-large", extra={"max_bytes": self.max_bytes},
+            request,
+            413,
+            f"the request body is larger than the limit of {self.max_bytes} bytes",
+            kind="content-too-large",
+            extra={"max_bytes": self.max_bytes},
         )
         await response(request.scope, receive, send)
 

@@ -31,9 +31,7 @@ MAX_PATH_CHARS = 4096  # PATH_MAX
 # The same paths as normal_path(..., trailing_slash=False), for JSON Schema readers: the bus
 # contract's $defs/host_path (api-schemas/bus/common.schema.json) and the policy schema.
 _SEGMENT_CHAR = r"[^/\x00-\x1f\x7f]"
-HOST_PATH_PATTERN = (
-    r"^(/([^/\x00-\x1f\x7f.]|\.[^/\x00-\x1f\x7f.]|\.\.[^/\x00-\x1f\x7f])" + _SEGMENT_CHAR + r"*)+$"
-)
+HOST_PATH_PATTERN = r"^(/([^/\x00-\x1f\x7f.]|\.[^/\x00-\x1f\x7f.]|\.\.[^/\x00-\x1f\x7f])" + _SEGMENT_CHAR + r"*)+$"
 # A remote endpoint of a file detour (agents/fs forwards to it), not a host path.
 REMOTE_ENDPOINT = re.compile(r"tcp://[^/\s]+:[0-9]{1,5}(/[^\s]*)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -76,13 +74,16 @@ def under(path: str, root: str) -> bool:
 HostPath = Annotated[
     str,
     Field(
-        min_length=2, max_length=MAX_PATH_CHARS, json_schema_extra={"pattern": HOST_PATH_PATTERN},
+        min_length=2,
+        max_length=MAX_PATH_CHARS,
+        json_schema_extra={"pattern": HOST_PATH_PATTERN},
         description="Absolute, normal path (no . or .. segment, no //, no trailing /, no control character).",
     ),
     AfterValidator(normal_path),
 ]
 PathPrefix = Annotated[
-    str, Field(min_length=1, max_length=MAX_PATH_CHARS, description="Absolute, normal path prefix; may end with /."),
+    str,
+    Field(min_length=1, max_length=MAX_PATH_CHARS, description="Absolute, normal path prefix; may end with /."),
     AfterValidator(_prefix),
 ]
 Text = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS), AfterValidator(no_control_characters)]
@@ -122,10 +123,10 @@ def _not_a_host_path(cgroup: str) -> None:
     rewritten: one spelling, one meaning on every host."""
     if cgroup != CGROUP_MOUNT and not cgroup.startswith(CGROUP_MOUNT + "/"):
         return
-    rest = cgroup[len(CGROUP_MOUNT):]
+    rest = cgroup[len(CGROUP_MOUNT) :]
     # /sys/fs/cgroup/unified/... on a hybrid host, /sys/fs/cgroup/... on a pure v2 one.
     if rest == "/unified" or rest.startswith("/unified/"):
-        rest = rest[len("/unified"):]
+        rest = rest[len("/unified") :]
     meant = rest.rstrip("/") or "/"
     raise ValueError(
         f"{cgroup!r} is a host path under the cgroup2 mount {CGROUP_MOUNT}: a cgroup is the cgroup v2 path "

@@ -67,16 +67,17 @@ def not_found(what: str, name: str) -> ProblemError:
 
 
 def conflict(field: str, detail: str) -> ProblemError:
-    return ProblemError(
-        409, detail, kind="conflict", errors=[FieldError(field=field, message=detail)]
-    )
+    return ProblemError(409, detail, kind="conflict", errors=[FieldError(field=field, message=detail)])
 
 
 def invalid(errors: Iterable[tuple[str, str]]) -> ProblemError:
     """422 for input that is well-formed but names things that do not exist or clash."""
     field_errors = [FieldError(field=f, message=m) for f, m in errors]
     return ProblemError(
-        422, _summary(field_errors), kind="validation-error", title="Invalid request",
+        422,
+        _summary(field_errors),
+        kind="validation-error",
+        title="Invalid request",
         errors=field_errors,
     )
 
@@ -154,14 +155,18 @@ async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
             reason = (error.get("ctx") or {}).get("error", "invalid JSON")
             where = _position(exc.body, pos)
             return problem_response(
-                request, 400, f"malformed JSON at {where}: {reason}",
-                kind="malformed-json", title="Malformed JSON",
+                request,
+                400,
+                f"malformed JSON at {where}: {reason}",
+                kind="malformed-json",
+                title="Malformed JSON",
                 errors=[FieldError(field="body", message=f"{reason} at {where}")],
             )
     content_type = request.headers.get("content-type", "")
     if isinstance(exc.body, bytes | bytearray) and "json" not in content_type:
         return problem_response(
-            request, 415,
+            request,
+            415,
             f"request body must be JSON (Content-Type: application/json), got {content_type or 'no Content-Type'}",
             kind="unsupported-media-type",
         )
@@ -169,7 +174,11 @@ async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
     if not field_errors:
         field_errors = [FieldError(field="body", message="invalid request")]
     return problem_response(
-        request, 422, _summary(field_errors), kind="validation-error", title="Invalid request",
+        request,
+        422,
+        _summary(field_errors),
+        kind="validation-error",
+        title="Invalid request",
         errors=field_errors,
     )
 
@@ -189,7 +198,10 @@ async def _http_handler(request: Request, exc: Exception) -> JSONResponse:
     elif status == 405:
         detail = f"method {request.method} is not allowed on {request.url.path}"
     return problem_response(
-        request, status, detail, kind=phrase.lower().replace(" ", "-"),
+        request,
+        status,
+        detail,
+        kind=phrase.lower().replace(" ", "-"),
         headers=dict(exc.headers) if exc.headers else None,
     )
 
@@ -198,7 +210,9 @@ async def _unexpected_handler(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the log only: a client learns nothing about the internals.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(
-        request, 500, "the controller failed to handle this request; see its log",
+        request,
+        500,
+        "the controller failed to handle this request; see its log",
         kind="internal-error",
     )
 
@@ -226,19 +240,24 @@ def not_enforced(errors: Sequence[FieldError], hosts: Sequence[str]) -> ProblemE
     """422 for input the agents of `hosts` could not enforce (a tenant classifier a data path
     of theirs cannot decide): refused before anything ships rather than shipped and ignored."""
     return ProblemError(
-        422, _summary(errors), kind="not-enforced", title="Not enforceable by the agents",
-        errors=errors, extra={"hosts": sorted(set(hosts))},
+        422,
+        _summary(errors),
+        kind="not-enforced",
+        title="Not enforceable by the agents",
+        errors=errors,
+        extra={"hosts": sorted(set(hosts))},
     )
 
 
 def unsafe(findings: Sequence[Any], warnings: Sequence[Any]) -> ProblemError:
     """422 for a rule set the verifier refused; `violations` names the check and the rules."""
-    field_errors = [
-        FieldError(field="rules." + ",".join(f.rules), message=f"{f.check}: {f.message}") for f in findings
-    ]
+    field_errors = [FieldError(field="rules." + ",".join(f.rules), message=f"{f.check}: {f.message}") for f in findings]
     return ProblemError(
-        422, "the rule set is unsafe: " + _summary(field_errors), kind="unsafe-rules",
-        title="Rule set refused by the verifier", errors=field_errors,
+        422,
+        "the rule set is unsafe: " + _summary(field_errors),
+        kind="unsafe-rules",
+        title="Rule set refused by the verifier",
+        errors=field_errors,
         extra={
             "violations": [f.as_dict() for f in findings],
             "warnings": [w.as_dict() for w in warnings],

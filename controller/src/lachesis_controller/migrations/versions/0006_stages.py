@@ -12,30 +12,30 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0006'
-down_revision: tuple[str, ...] | None = ('0004', '0005')
+revision: str = "0006"
+down_revision: tuple[str, ...] | None = ("0004", "0005")
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
     op.create_table(
-        'stages',
-        sa.Column('name', sa.String(length=128), nullable=False),
-        sa.Column('kind', sa.String(length=16), nullable=False),
-        sa.Column('owner', sa.String(length=63), nullable=True),
-        sa.Column('spec', sa.JSON(), nullable=False),
-        sa.Column('created_at', sa.DateTime(), nullable=False),
-        sa.Column('updated_at', sa.DateTime(), nullable=False),
-        sa.Column('created_by', sa.String(length=128), nullable=False),
-        sa.ForeignKeyConstraint(['owner'], ['tenants.name'], ondelete='RESTRICT'),
-        sa.PrimaryKeyConstraint('name'),
+        "stages",
+        sa.Column("name", sa.String(length=128), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False),
+        sa.Column("owner", sa.String(length=63), nullable=True),
+        sa.Column("spec", sa.JSON(), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.Column("created_by", sa.String(length=128), nullable=False),
+        sa.ForeignKeyConstraint(["owner"], ["tenants.name"], ondelete="RESTRICT"),
+        sa.PrimaryKeyConstraint("name"),
     )
-    with op.batch_alter_table('stages') as batch:
-        batch.create_index(batch.f('ix_stages_owner'), ['owner'], unique=False)
+    with op.batch_alter_table("stages") as batch:
+        batch.create_index(batch.f("ix_stages_owner"), ["owner"], unique=False)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('stages') as batch:
-        batch.drop_index(batch.f('ix_stages_owner'))
-    op.drop_table('stages')
+    with op.batch_alter_table("stages") as batch:
+        batch.drop_index(batch.f("ix_stages_owner"))
+    op.drop_table("stages")
