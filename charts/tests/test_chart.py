@@ -145,10 +145,11 @@ def test_every_controller_setting_reaches_the_controller_from_values(helm: Helm)
 
 
 def test_every_agent_variable_reaches_the_agent_from_values(helm: Helm) -> None:
-    """Each `lachesis-agent run` flag that has an environment variable (main.rs) is set by
-    the chart under some values (eBPF on or off, forwarding, endpoint roots)."""
-    main = (CHART.parents[1] / "agents/agent/src/main.rs").read_text()
-    variables = set(re.findall(r'env = "(LACHESIS_[A-Z0-9_]+)"', main))
+    """Each `lachesis-agent` flag that has an environment variable (cli.rs for `run`, main.rs
+    for `top`) is set by the chart under some values (eBPF on or off, forwarding, endpoint
+    roots)."""
+    sources = [CHART.parents[1] / "agents/agent/src" / f for f in ("cli.rs", "main.rs")]
+    variables = {v for f in sources for v in re.findall(r'env = "(LACHESIS_[A-Z0-9_]+)"', f.read_text())}
     assert "LACHESIS_HOST_ID" in variables
     seen: set[str] = set()
     for ebpf in ("true", "false"):
