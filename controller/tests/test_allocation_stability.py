@@ -1,7 +1,7 @@
 """Issue 34, item 2: stable decisions. Sizes in whole units of the stages, the refill cost of
 what moves, at most one change per reaction time on noisy curves, and the check of each curve
-against its stage's measured hit ratio. Time is a fake clock advanced by whole intervals: the
-assertions count decisions and references, never durations."""
+against its stage's measured hit ratio. The loop's clock is a fake one the test steps by whole
+intervals, so every assertion is on counts: decisions, steps between them, references."""
 
 from __future__ import annotations
 
