@@ -273,6 +273,21 @@ class Cluster:
         return "\n".join(f"===== {p.name} ({p.log}) =====\n{p.text()[-6000:]}" for p in self.processes.values())
 
 
+# A guard per test (pytest-timeout) that only turns a hang into a failure, so that a run
+# ends with the stack of what hung and the processes' logs instead of running out of CI's
+# time. SIGALRM interrupts the test's thread; the fixtures' teardown then stops the agents,
+# which ends a FUSE mount whose callers a hang left stuck in the kernel. Several times the
+# longest test's run here (the conformance module's, which waits for its background jobs):
+# not a duration asserted.
+HANG_GUARD_S = 1200
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(HANG_GUARD_S, method="signal"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

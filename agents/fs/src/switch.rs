@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use lachesis_switch::{
-    check_stages, CacheEngine, Gate, IoHeader, Op, Rule, RuleTable, StageConfig,
+    check_stages, Admitted, CacheEngine, Gate, IoHeader, Op, Rule, RuleTable, StageConfig,
 };
 
 mod coherence;
@@ -860,47 +860,83 @@ impl Switch {
 
     /// Reads at `off`, up to the file's size.
     pub fn read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        loop {
+            if let Some(n) = self.try_read(ctx, buf, off)? {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// One attempt of [`Switch::read`]: `None` when a flow of the range was quiesced; the
+    /// attempt then waited for its resume holding no lock, and the read starts again. A read
+    /// held at the gate must not keep its block locks: a truncate or write behind them would
+    /// hold `held`, which the install that resumes the flow needs (a deadlock that no
+    /// timeout ends, with the reader stuck in the kernel).
+    fn try_read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<Option<usize>> {
         let size = ctx.backing.metadata()?.len();
         if off >= size {
-            return Ok(0);
+            return Ok(Some(0));
         }
         let len = buf.len().min((size - off) as usize);
-        self.observe(ctx, off, len as u64);
         let buf = &mut buf[..len];
         let end = off + len as u64;
         // Held across the delegate lookup too: a concurrent write moves both bytes and route.
-        let _blocks = self.blocks.read(ctx.id, off, len as u64);
+        let blocks = self.blocks.read(ctx.id, off, len as u64);
         let segs = self
             .delegates
             .segments(&ctx.path, off, end)
             .unwrap_or_else(|| vec![(off, end, None)]);
+        // Every piece admitted before any is read.
+        let mut pieces = Vec::with_capacity(segs.len());
         for (s, e, delegated) in segs {
-            let piece = &mut buf[(s - off) as usize..(e - off) as usize];
-            let n = match delegated {
+            let piece = match delegated {
                 // Written ranges are read where they were written, from the primary.
-                Some(route) => {
-                    self.log_delegated_read(ctx, s, e - s);
-                    self.run_read(ctx, &route, 0, piece, s)?
-                }
+                Some(route) => Piece::Delegated(route),
                 None => {
                     let (flow, route) = self.lookup_held(ctx, Op::Read, s, e - s)?;
-                    let _admitted = Gate::admit(&self.gates, flow);
+                    let admitted = match flow {
+                        None => Gate::admit(&self.gates, None),
+                        Some(flow) => match Gate::try_admit(&self.gates, flow.clone()) {
+                            Some(admitted) => admitted,
+                            None => {
+                                drop((pieces, blocks));
+                                Gate::wait_while_held(&self.gates, flow);
+                                return Ok(None);
+                            }
+                        },
+                    };
+                    Piece::Routed(route, admitted)
+                }
+            };
+            pieces.push((s, e, piece));
+        }
+        self.observe(ctx, off, len as u64);
+        for (s, e, piece) in &pieces {
+            let piece_buf = &mut buf[(s - off) as usize..(e - off) as usize];
+            let n = match piece {
+                Piece::Delegated(route) => {
+                    self.log_delegated_read(ctx, *s, e - s);
+                    self.run_read(ctx, route, 0, piece_buf, *s)?
+                }
+                Piece::Routed(route, _admitted) => {
                     // A read set of several replicas spreads reads over all of them.
                     let from = match route.endpoints.len() {
                         0 | 1 => 0,
                         n => self.read_rr.fetch_add(1, Ordering::Relaxed) % n,
                     };
-                    self.run_read(ctx, &route, from, piece, s)?
+                    self.run_read(ctx, route, from, piece_buf, *s)?
                 }
             };
             // Inside the file's size a short read is a hole.
-            piece[n..].fill(0);
+            piece_buf[n..].fill(0);
         }
+        drop(pieces);
         self.user_read.fetch_add(len as u64, Ordering::Relaxed);
         if let Some(w) = self.read_watch.get() {
             w.read(ctx, off, buf);
         }
-        Ok(len)
+        drop(blocks);
+        Ok(Some(len))
     }
 
     fn run_read(
@@ -1498,4 +1534,11 @@ fn check_controller(c: &Compiled, linked: bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A piece of a read: a range a delegate says where it was written, or one its rule routes
+/// (admitted at its flow's gate until the piece is read).
+enum Piece<'a> {
+    Delegated(Arc<Route>),
+    Routed(Arc<Route>, Admitted<&'a Gate<String, String>, String>),
 }

@@ -196,6 +196,70 @@ fn quiesce_holds_a_flow_and_drain_waits_for_it() {
     assert_eq!(&buf, b"xirst");
 }
 
+/// A read held at a quiesced gate holds no lock: a truncate of its file (not gated) and the
+/// rule change that a rollout installs before it resumes the flow both go on while it waits.
+/// The read once kept its block locks while held: the truncate waited for them holding
+/// `held`, the install waited for `held`, and nothing could resume the flow (a hang of a
+/// two-phase rollout in CI, the reader stuck in the kernel).
+#[test]
+fn a_read_held_at_the_quiesce_gate_lets_a_truncate_and_an_install_go_on() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let rules = |size: u64| {
+        format!(
+            r#"{{"rules": [{{"name": "c", "priority": 1, "match": {{"tenant": "t"}},
+                 "detours": [{{"what": "io", "to": {{"kind": "stage", "target": "cache/c"}}}}]}}],
+                "stages": [{{"kind": "cache", "name": "cache/c", "owner": null, "engine": "dram",
+                  "size_bytes": {size}, "write_mode": "back", "eviction": "lru",
+                  "max_dirty_bytes": 65536, "device": null, "placement": [], "next": null}}]}}"#
+        )
+    };
+    let sw = Arc::new(switch(&t.path().join("s"), &rules(1 << 20)));
+    // Bytes the switch did not write: no delegate, so reads of them take the rule (and its gate).
+    std::fs::write(b.join("f"), [7u8; 16384]).unwrap();
+    let c = Arc::new(ctx(&b, Some("t"), "/f"));
+    let mut first = vec![0u8; 4096];
+    sw.read(&c, &mut first, 0).unwrap();
+    let flow = |what: &str| sw.stats()["flows"]["c"][what].as_u64().unwrap();
+    let admitted = flow("admitted");
+    sw.quiesce("c");
+    let (sw2, c2) = (sw.clone(), c.clone());
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 8192];
+        let n = sw2.read(&c2, &mut buf, 0).unwrap();
+        buf.truncate(n);
+        buf
+    });
+    wait_until("the read waiting at the gate", || flow("waiting") == 1);
+    // Each change on a thread of its own, so that a hang fails the test instead of hanging it.
+    let (done_tx, done) = mpsc::channel();
+    let (sw3, c3) = (sw.clone(), c.clone());
+    std::thread::spawn(move || {
+        let cut = sw3.truncate("/f", c3.id, 4096, || c3.backing.set_len(4096));
+        let f = lachesis_fs::config::parse(&rules(2 << 20)).unwrap();
+        let installed = sw3.set_rules(f.rules, &f.stages);
+        done_tx
+            .send((cut.map_err(|e| e.to_string()), installed))
+            .unwrap();
+    });
+    let (cut, installed) = done
+        .recv_timeout(GUARD)
+        .expect("a truncate and an install went on while a read was held at the gate");
+    cut.unwrap();
+    installed.unwrap();
+    assert!(!reader.is_finished(), "the quiesced flow admitted the read");
+    assert_eq!(
+        flow("admitted"),
+        admitted,
+        "nothing admitted while quiesced"
+    );
+    sw.resume("c");
+    // The read ran after the truncate, so it sees the file's new size.
+    assert_eq!(reader.join().unwrap(), vec![7u8; 4096]);
+    assert_eq!((flow("admitted"), flow("waiting")), (admitted + 1, 0));
+}
+
 #[test]
 fn log_stage_route_is_followed_by_other_tenants_and_survives_restart() {
     let t = tempfile::tempdir().unwrap();

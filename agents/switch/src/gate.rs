@@ -314,6 +314,33 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         }
     }
 
+    /// Blocks the thread while a quiesced flow holds `key` (counted as waiting), and returns
+    /// without admitting: for an IO that found its flow held by [`Gate::try_admit`] while it
+    /// held locks, let them go, and must wait with none held before it tries again (a held IO
+    /// that keeps a lock can stall what the rollout that resumes it needs).
+    pub fn wait_while_held<G: Deref<Target = Self>>(gate: G, key: K) {
+        let mut state = gate.lock();
+        let k = state.key_mut(&key);
+        if !k.held {
+            if !gate.keep_idle && k.counts.idle() {
+                state.keys.remove(&key);
+            }
+            return;
+        }
+        k.counts.waiting += 1;
+        let first = k.counts.waiting == 1;
+        drop(state);
+        if let Some(f) = gate.on_hold.filter(|_| first) {
+            f(&key);
+        }
+        let mut state = gate.lock();
+        while state.is_held(&key) {
+            state = gate.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(state);
+        gate.stop_waiting(&key);
+    }
+
     /// Admits an IO under `key`, or `None` while a quiesced flow holds it (not counted as
     /// waiting).
     pub fn try_admit<G: Deref<Target = Self>>(gate: G, key: K) -> Option<Admitted<G, K>> {
@@ -541,6 +568,36 @@ mod tests {
             }
         );
         assert_eq!(g.counts("r2").admitted, 1);
+    }
+
+    #[test]
+    fn waiting_while_held_counts_as_waiting_and_admits_nothing() {
+        let g = Arc::new(Rules::counting());
+        // Open: returns at once, nothing counted.
+        Gate::wait_while_held(g.as_ref(), "r".to_string());
+        assert_eq!(g.counts("r"), FlowCounts::default());
+        g.quiesce("r".to_string());
+        let g2 = g.clone();
+        let waiter =
+            std::thread::spawn(move || Gate::wait_while_held(g2.as_ref(), "r".to_string()));
+        let mut polls = 0;
+        while g.counts("r").waiting == 0 {
+            polls += 1;
+            assert!(polls < 60_000, "the waiter never reached the gate");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!waiter.is_finished(), "returned while the flow is held");
+        g.resume("r");
+        waiter.join().unwrap();
+        assert_eq!(
+            g.counts("r"),
+            FlowCounts::default(),
+            "never admitted, no longer waiting"
+        );
+        // A gate keyed per header forgets the key again.
+        let h = Gate::<String, String>::new();
+        Gate::wait_while_held(&h, "x".to_string());
+        assert!(h.lock().keys.is_empty());
     }
 
     #[test]
