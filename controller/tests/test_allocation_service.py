@@ -259,3 +259,45 @@ def test_an_allocation_an_operator_applied_is_what_the_loop_improves_on(sessions
     row = current()
     assert row is not None and row.computed_by == "allocation-loop", "the operator's equal split stayed in force"
     assert row.tenants["loop"]["size_bytes"] == pytest.approx(600)
+
+
+def test_a_qos_stages_minimum_bandwidth_becomes_its_owners_cache_guarantee(sessions: sessionmaker[Session]) -> None:
+    """Moirai §5.3.2 wired into the loop: a tenant whose qos stage reserves a bandwidth and who
+    owns a cache stage gets the hit ratio Eq. 5.2 asks for as its guarantee; an operator's own
+    guarantee wins; a qos stage without a cache stage of its owner adds none; without the
+    bandwidths (None) only the operator's guarantees count."""
+    from lachesis_controller.allocation.allocate import BandwidthSLA, FixedSize
+    from lachesis_controller.models import Stage
+
+    now = utcnow()
+    with sessions() as s, s.begin():
+        for t in ("gold", "silver", "bronze"):
+            s.add(Tenant(name=t, description=None, classifiers=[], created_at=now, updated_at=now))
+        s.flush()
+
+        def stage(name: str, owner: str, **spec: object) -> Stage:
+            return Stage(
+                name=name,
+                kind=str(spec["kind"]),
+                owner=owner,
+                spec={"name": name, "owner": owner, **spec},
+                created_at=now,
+                updated_at=now,
+                created_by="test",
+            )
+
+        s.add(stage("qos/gold", "gold", kind="qos", min_bandwidth_bytes_per_s=1_100e6))
+        s.add(stage("cache/gold", "gold", kind="cache", engine="loc", size_bytes=1 << 20))
+        s.add(stage("qos/silver", "silver", kind="qos", min_bandwidth_bytes_per_s=500e6))
+        s.add(stage("cache/silver", "silver", kind="cache", engine="loc", size_bytes=1 << 20))
+        s.add(stage("qos/bronze", "bronze", kind="qos", min_bandwidth_bytes_per_s=500e6))
+        s.add(
+            AllocationGuarantee(
+                tenant="silver", kind="fixed_size", spec={"kind": "fixed_size", "size_bytes": 700}, updated_at=now
+            )
+        )
+    storage, cache = 200e6, 2e9
+    got = DatabaseSide(sessions, bandwidths=(storage, cache)).guarantees()
+    assert got == {"gold": BandwidthSLA(1_100e6, storage, cache), "silver": FixedSize(700)}
+    assert got["gold"].hit_ratio() == pytest.approx(0.5)  # (1.1 - 0.2) / (2 - 0.2)
+    assert DatabaseSide(sessions).guarantees() == {"silver": FixedSize(700)}

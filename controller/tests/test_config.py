@@ -43,6 +43,10 @@ def test_values_from_env() -> None:
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "soon"),
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "0"),
         ("LACHESIS_LOG_LEVEL", "LOUD"),
+        ("LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S", "0"),
+        # Eq. 5.2 divides by cache - storage: a storage as fast as the caches is refused.
+        ("LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S", "2e9"),
+        ("LACHESIS_ALLOCATION_CACHE_BYTES_PER_S", "1e6"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:

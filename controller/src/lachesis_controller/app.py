@@ -161,6 +161,7 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
                 loop_config(settings),
                 bus=bus,
                 rollout_timeout_s=settings.rollout_timeout_s,
+                bandwidths=(settings.allocation_storage_bytes_per_s, settings.allocation_cache_bytes_per_s),
             )
         )
         tasks.append(

@@ -68,6 +68,10 @@ class Settings:
     allocation_refill_horizon_s: float = 60.0
     # Reaction times after a rollout during which a move must be a gain under its weights too.
     allocation_hold_reaction_times: float = 4.0
+    # The bandwidths Eq. 5.2 sizes a qos stage owner's cache by (allocation/qos_guarantees.py):
+    # the storage behind the caches and the caches themselves, bytes per second.
+    allocation_storage_bytes_per_s: float = 250e6
+    allocation_cache_bytes_per_s: float = 2e9
     # How long writes must be quiet before the read-set application restores a flow's
     # replica reads (detours/apps.py; 30 s as in the sRoute paper).
     readset_quiet_s: float = 30.0
@@ -121,6 +125,7 @@ class Settings:
             allocation_unit_bytes=positive_int(env, "LACHESIS_ALLOCATION_UNIT_BYTES", 1 << 20),
             allocation_refill_horizon_s=positive_float(env, "LACHESIS_ALLOCATION_REFILL_HORIZON_S", 60.0),
             allocation_hold_reaction_times=positive_float(env, "LACHESIS_ALLOCATION_HOLD_REACTION_TIMES", 4.0),
+            **_bandwidths(env),
             readset_quiet_s=positive_float(env, "LACHESIS_READSET_QUIET_S", 30.0),
             devsim=Path(env["LACHESIS_DEVSIM"]) if env.get("LACHESIS_DEVSIM") else None,
             lease_interval_s=positive_float(env, "LACHESIS_LEASE_INTERVAL_S", 1.0),
@@ -157,6 +162,20 @@ def _parse_bind(value: str) -> tuple[str, int]:
     if not 0 <= port_number <= 65535:
         raise ConfigError(f"LACHESIS_BIND={value!r}: port must be 0-65535")
     return host.strip("[]"), port_number
+
+
+def _bandwidths(env: Mapping[str, str]) -> dict[str, float]:
+    """The storage and cache bandwidths of Eq. 5.2, the storage's below the cache's (the
+    equation divides by their difference)."""
+    storage = positive_float(env, "LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S", 250e6)
+    cache = positive_float(env, "LACHESIS_ALLOCATION_CACHE_BYTES_PER_S", 2e9)
+    if storage >= cache:
+        raise ConfigError(
+            f"LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S ({storage:g}) must be below "
+            f"LACHESIS_ALLOCATION_CACHE_BYTES_PER_S ({cache:g}): a cache slower than its storage "
+            "cannot meet a bandwidth guarantee"
+        )
+    return {"allocation_storage_bytes_per_s": storage, "allocation_cache_bytes_per_s": cache}
 
 
 def positive_float(env: Mapping[str, str], name: str, default: float) -> float:

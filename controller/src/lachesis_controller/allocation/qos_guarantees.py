@@ -13,8 +13,8 @@ cache of its own; the scheduler's reservation is all it gets). A guarantee an op
 (`PUT /api/v1/allocations/guarantees/{tenant}`) wins over the derived one. Pure: the
 bandwidths of the storage and of memory are the caller's (configuration, or measurements).
 
-Not yet called by the allocation loop (`service.py`): it plugs in where the loop reads its
-guarantees, `{**qos_guarantees(declared, storage, memory), **operator_guarantees}`.
+The allocation loop reads its guarantees through it (`service.DatabaseSide.guarantees`), with
+the bandwidths of LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S and _CACHE_BYTES_PER_S.
 """
 
 from __future__ import annotations

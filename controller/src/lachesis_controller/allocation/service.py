@@ -45,6 +45,7 @@ from lachesis_controller.allocation.allocate import (
 from lachesis_controller.allocation.curve_check import CheckConfig, CurveCheck, check_curves
 from lachesis_controller.allocation.curves import Curve, CurveError
 from lachesis_controller.allocation.loop import AllocationLoop, Decision, LoopConfig, TenantCurve
+from lachesis_controller.allocation.qos_guarantees import qos_guarantees
 from lachesis_controller.allocation.two_level import TwoLevelSpec, TwoLevelSplit
 from lachesis_controller.config import Settings
 from lachesis_controller.db import utcnow
@@ -205,11 +206,19 @@ def loop_config(settings: Settings) -> LoopConfig:
 
 
 class DatabaseSide:
-    """Capacity and guarantees in, decisions out."""
+    """Capacity and guarantees in, decisions out. `bandwidths`: the storage's and the caches'
+    bytes per second, by which a qos stage's minimum bandwidth becomes its owner's cache
+    guarantee (Eq. 5.2); None: only the operator's guarantees."""
 
-    def __init__(self, sessions: sessionmaker[Session], rollout_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        rollout_timeout_s: float = 30.0,
+        bandwidths: tuple[float, float] | None = None,
+    ) -> None:
         self.sessions = sessions
         self.rollout_timeout_s = rollout_timeout_s
+        self.bandwidths = bandwidths
         self._demands: Mapping[str, TenantDemand] = {}
 
     def capacity(self) -> float | None:
@@ -225,8 +234,15 @@ class DatabaseSide:
             return None if row is None else {n: float(t["size_bytes"]) for n, t in row.tenants.items()}
 
     def guarantees(self) -> dict[str, Guarantee]:
+        """The operator's guarantees (`PUT /api/v1/allocations/guarantees/{tenant}`), and for
+        every other owner of a qos stage with a minimum bandwidth and a cache stage, the cache
+        that bandwidth needs (Eq. 5.2)."""
         with self.sessions() as s, s.begin():
-            return {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
+            operator = {g.tenant: guarantee_of(g.kind, g.spec) for g in s.scalars(select(AllocationGuarantee))}
+            if self.bandwidths is None:
+                return operator
+            declared = stage_store.declared_stages(s).values()
+            return qos_guarantees(declared, *self.bandwidths, operator=operator)
 
     def two_level(self) -> dict[str, TwoLevelSpec]:
         with self.sessions() as s, s.begin():
@@ -280,10 +296,12 @@ def start(
     *,
     bus: Publisher | None = None,
     rollout_timeout_s: float = 30.0,
+    bandwidths: tuple[float, float] | None = None,
 ) -> asyncio.Task[None]:
     """The loop as a background task of the controller; without a bus the generations are
-    still recorded and the reconciler delivers them."""
-    side = DatabaseSide(sessions, rollout_timeout_s)
+    still recorded and the reconciler delivers them. `bandwidths`: (storage, cache) bytes per
+    second for qos stages' guarantees (`DatabaseSide`)."""
+    side = DatabaseSide(sessions, rollout_timeout_s, bandwidths)
     cfg = config or LoopConfig(capacity=0.0)
     holder: dict[str, AllocationLoop] = {}
 
