@@ -25,6 +25,13 @@ use crate::switch::{Change, FileCtx, Switch};
 
 const TTL: Duration = Duration::from_secs(1);
 
+/// How a handle the switch serves is opened: direct IO (the switch's stages are the cache,
+/// not the page cache), and writes of one file in parallel (the kernel otherwise takes the
+/// inode lock for each direct write; it still does for writes that extend the file). The
+/// switch orders overlapping IO itself (per-block locks), so only writes that overlap wait.
+const SWITCHED: FopenFlags =
+    FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
+
 /// As the kernel's default `vm.dirty_expire_centisecs` (30 s).
 pub const DEFAULT_DIRTY_EXPIRE: Duration = Duration::from_secs(30);
 
@@ -751,7 +758,7 @@ impl Filesystem for SwitchFs {
         })();
         match r {
             Ok((fh, Some(id))) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
-            Ok((fh, None)) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
+            Ok((fh, None)) => reply.opened(fh, SWITCHED),
             Err(e) => reply.error(e),
         }
     }
@@ -805,9 +812,7 @@ impl Filesystem for SwitchFs {
             Ok((a, fh, Some(id))) => {
                 reply.created_passthrough(&TTL, &a, generation(&a), fh, FopenFlags::empty(), &id)
             }
-            Ok((a, fh, None)) => {
-                reply.created(&TTL, &a, generation(&a), fh, FopenFlags::FOPEN_DIRECT_IO)
-            }
+            Ok((a, fh, None)) => reply.created(&TTL, &a, generation(&a), fh, SWITCHED),
             Err(e) => reply.error(e),
         }
     }
