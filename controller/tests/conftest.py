@@ -182,6 +182,7 @@ BOTH_DATABASES = {
     "test_rollouts",
     "test_stages_api",
     "test_rollouts_rollback",
+    "test_rollout_bulk",
     "test_desired_states",
 }
 

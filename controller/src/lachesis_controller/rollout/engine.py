@@ -36,16 +36,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from lachesis_controller.auth import audit
 from lachesis_controller.bus.client import Publication as Publication  # re-exported: what the engine returns
-from lachesis_controller.bus.messages import Ack, DesiredState
+from lachesis_controller.bus.messages import Ack
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
 from lachesis_controller.observability import metrics
 from lachesis_controller.rollout import intent
+from lachesis_controller.rollout.render import Renderer, encode, envelope
+from lachesis_controller.rollout.render import rfc3339 as rfc3339  # re-exported: detours, tests
 from lachesis_controller.stages import forwarding
 from lachesis_controller.stages import store as stage_store
 from lachesis_controller.stages.resolve import shipped_rules, shipped_stages
@@ -66,10 +68,6 @@ INSTALL: Final = "install"
 # A rollout made by a switch operation (api/quiesce.py): quiesced flows stay quiesced, after
 # the drain, until an explicit resume.
 HOLD: Final = "hold"
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @dataclass(frozen=True)
@@ -140,40 +138,16 @@ def build_desired_state(
     """The whole state of one host as JSON: agents replace what they hold with it."""
     return encode(
         {
-            **_envelope(host_id, generation, rollout_id, traceparent, issued_at),
+            **envelope(host_id, generation, rollout_id, traceparent, issued_at),
             **desired_body(session, host_id),
         }
     )
 
 
-def _envelope(
-    host_id: str, generation: int, rollout_id: str | None, traceparent: str | None, issued_at: datetime
-) -> dict[str, Any]:
-    return {
-        "schema": "lachesis.desired-state/v1",
-        "host_id": host_id,
-        "generation": generation,
-        "rollout_id": rollout_id,
-        "issued_at": rfc3339(issued_at),
-        "traceparent": traceparent,
-    }
-
-
 def message_of(target: RolloutTarget, phase: str = INSTALL) -> str | None:
     """The message of `target` in `phase` (quiesce: its phase 1), byte for byte as first
     published; None once its state was pruned."""
-    if target.state is None:
-        return None
-    rollout = target.rollout
-    fields = {
-        **_envelope(target.host_id, target.generation, rollout.id, rollout.traceparent, rollout.created_at),
-        **json.loads(target.state.body),
-    }
-    if phase == QUIESCE:
-        fields.update(phase=QUIESCE, quiesce=target.quiesce)
-    elif target.restores is not None:
-        fields.update(phase=INSTALL, restores=target.restores)
-    return encode(fields)
+    return Renderer().target(target, phase)
 
 
 def _stored(session: Session, body: dict[str, Any]) -> DesiredStateBody:
@@ -246,11 +220,6 @@ def cache_sizes(session: Session) -> list[dict[str, Any]] | None:
         {"tenant": name, "size_bytes": max(0, round(share["size_bytes"]))}
         for name, share in sorted(current.tenants.items())
     ]
-
-
-def encode(fields: dict[str, Any]) -> str:
-    """A desired-state message as compact JSON, checked against its model."""
-    return json.dumps(DesiredState.model_validate(fields).dump(), separators=(",", ":"))
 
 
 def moved_flows(before: list[dict[str, Any]] | None, after: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -345,25 +314,49 @@ def start_rollout(
     if two_phase:
         rollout.phase = HOLD if hold_flows is not None else QUIESCE
     publications = []
+    rows: list[dict[str, Any]] = []
+    renderer = Renderer()
+    phase = QUIESCE if two_phase else INSTALL
     # Hosts that run the same content share one stored body: hashed and looked up once.
     stored: dict[str, DesiredStateBody] = {}
     for host, body, flows in staged:
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
         if canonical not in stored:
             stored[canonical] = _stored(session, body)
-        target = RolloutTarget(
-            host_id=host.id,
-            generation=host.desired_generation,
-            status=PENDING,
-            reason=None,
-            acked_at=None,
-            state=stored[canonical],
-            phase=QUIESCE if two_phase else INSTALL,
-            quiesce=flows if two_phase else None,
-            restores=None if restores is None else restores.get(host.id, 0),
+        quiesce = flows if two_phase else None
+        restored = None if restores is None else restores.get(host.id, 0)
+        rows.append(
+            {
+                "rollout_id": rollout.id,
+                "host_id": host.id,
+                "generation": host.desired_generation,
+                "status": PENDING,
+                "reason": None,
+                "acked_at": None,
+                "state_id": stored[canonical].id,
+                "phase": phase,
+                "quiesce": quiesce,
+                "restores": restored,
+                "drained_at": None,
+            }
         )
-        rollout.targets.append(target)
-        publications.append(Publication(host.id, host.desired_generation, _rendered(target, target.phase)))
+        message = renderer.message(
+            rollout,
+            stored[canonical],
+            host.id,
+            host.desired_generation,
+            phase,
+            quiesce=quiesce,
+            restores=restored,
+        )
+        publications.append(Publication(host.id, host.desired_generation, message))
+    if rows:
+        # One executemany instead of 1,000 ORM objects and their unit of work
+        # (docs/benchmarks/controller.md): the rollout row goes first, the targets name it, and
+        # `rollout.targets` is read back from the database when next used.
+        session.flush()
+        session.execute(insert(RolloutTarget), rows)
+        session.expire(rollout, ["targets"])
     if not publications:
         # Nothing to wait for: the change is in force as soon as it is committed.
         rollout.state = SUCCEEDED
@@ -527,11 +520,12 @@ def resume(rollout: Rollout) -> list[Publication]:
 
 
 def _install(targets: list[RolloutTarget]) -> list[Publication]:
-    return [Publication(t.host_id, t.generation, _rendered(t, INSTALL)) for t in targets]
+    renderer = Renderer()  # one validation per distinct state, not per host
+    return [Publication(t.host_id, t.generation, _rendered(renderer, t, INSTALL)) for t in targets]
 
 
-def _rendered(target: RolloutTarget, phase: str) -> str:
-    message = message_of(target, phase)
+def _rendered(renderer: Renderer, target: RolloutTarget, phase: str) -> str:
+    message = renderer.target(target, phase)
     if message is None:
         raise RuntimeError(f"state of pending {target.host_id}@{target.generation} was pruned")
     return message
