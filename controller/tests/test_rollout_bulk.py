@@ -126,16 +126,39 @@ def test_bulk_targets_and_shared_renders_match_the_per_host_way(sessions: sessio
         assert {p.host_id: p.message for p in publications} == {
             h: one_by_one(by_host[h], engine.QUIESCE) for h in HOSTS
         }
-        installs = engine.record_acks(session, acks_of(publications, "quiesce"), utcnow())
+        # In batches, as the consumer reads them: only the last one's drain starts phase 2.
+        drains = acks_of(publications, "quiesce")
+        assert engine.record_acks(session, drains[:5], utcnow()) == []
+        assert engine.record_acks(session, drains[5:-1], utcnow()) == []
+        installs = engine.record_acks(session, drains[-1:], utcnow())
         assert {p.host_id: p.message for p in installs} == {h: one_by_one(by_host[h], engine.INSTALL) for h in HOSTS}
         assert all(engine.message_of(by_host[h]) == one_by_one(by_host[h], engine.INSTALL) for h in HOSTS)
-    with sessions.begin() as session:
-        assert engine.record_acks(session, acks_of(installs, None), utcnow()) == []
+    for batch in (installs[:3], installs[3:]):
+        with sessions.begin() as session:
+            rollout = session.get(Rollout, second)
+            assert rollout is not None and rollout.state == "pending"
+            assert engine.record_acks(session, acks_of(batch, None), utcnow()) == []
     with sessions.begin() as session:
         rollout = session.get(Rollout, second)
         assert rollout is not None and rollout.state == "succeeded" and rollout.phase == "install"
         assert {(t.status, t.phase) for t in rollout.targets} == {("applied", "install")}
         assert all(h.acked_generation == 2 for h in session.scalars(select(Host)))
+
+
+def test_a_refusal_in_a_later_batch_fails_and_rolls_back(sessions: sessionmaker[Session]) -> None:
+    first, publications = start(sessions, 11)
+    with sessions.begin() as session:
+        engine.record_acks(session, acks_of(publications, None), utcnow())
+    second, publications = start(sessions, 12)
+    drains = acks_of(publications, "quiesce")
+    refused = drains[-1].model_copy(update={"status": "rejected", "reason": "no"})
+    with sessions.begin() as session:
+        assert engine.record_acks(session, drains[:-1], utcnow()) == []
+        rollbacks = engine.record_acks(session, [refused], utcnow())
+    assert sorted(p.host_id for p in rollbacks) == HOSTS
+    with sessions.begin() as session:
+        rollout = session.get(Rollout, second)
+        assert rollout is not None and rollout.state == "failed" and rollout.rolled_back_by is not None
 
 
 def test_a_shared_render_still_checks_each_host_id(sessions: sessionmaker[Session]) -> None:
