@@ -183,6 +183,7 @@ BOTH_DATABASES = {
     "test_stages_api",
     "test_rollouts_rollback",
     "test_rollout_bulk",
+    "test_presence",
     "test_desired_states",
 }
 

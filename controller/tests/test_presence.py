@@ -1,0 +1,44 @@
+"""Heartbeats move last_seen forward, never back, in one statement for every host; unknown
+hosts and missing heartbeats change nothing. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from lachesis_controller.bus.messages import Heartbeat
+from lachesis_controller.bus.presence import record_heartbeats
+from lachesis_controller.config import Settings
+from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
+from lachesis_controller.models import Host
+from lachesis_controller.rollout.render import rfc3339
+
+
+def beat(host_id: str, sent_at: str) -> Heartbeat:
+    return Heartbeat.model_validate(
+        {"schema": "lachesis.heartbeat/v1", "host_id": host_id, "sent_at": sent_at, "generation": 1, "uptime_s": 5}
+    )
+
+
+def test_heartbeats_move_last_seen_forward_only(settings: Settings) -> None:
+    db = make_engine(settings.database_url)
+    sessions = make_sessionmaker(db)
+    now = utcnow().replace(microsecond=0)
+    before, after = now - timedelta(minutes=5), now - timedelta(minutes=1)
+    with sessions.begin() as session:
+        for host_id in ("old", "new", "silent"):
+            seen = now if host_id == "new" else before
+            session.add(Host(id=host_id, agent_version="0.1.0", capabilities={}, enrolled_at=before, registered_at=before, last_seen=seen, desired_generation=0, acked_generation=0))  # fmt: skip
+    beats = {
+        "old": beat("old", rfc3339(after)),
+        "new": beat("new", rfc3339(after)),  # older than what is recorded: kept
+        "silent": None,
+        "gone": beat("gone", rfc3339(after)),  # not enrolled: nothing to move
+    }
+    with sessions.begin() as session:
+        record_heartbeats(session, beats, now)
+    with sessions() as session:
+        seen = {host_id: last_seen for host_id, last_seen in session.execute(select(Host.id, Host.last_seen))}
+    assert seen == {"old": after, "new": now, "silent": before}
+    db.dispose()
