@@ -276,9 +276,9 @@ class Cluster:
 # A guard per test (pytest-timeout) that only turns a hang into a failure, so that a run
 # ends with the stack of what hung and the processes' logs instead of running out of CI's
 # time. SIGALRM interrupts the test's thread; the fixtures' teardown then stops the agents,
-# which ends a FUSE mount whose callers a hang left stuck in the kernel. Several times the
-# longest test's run here (the conformance module's, which waits for its background jobs):
-# not a duration asserted.
+# which ends a FUSE mount whose callers a hang left stuck in the kernel. No test's outcome
+# depends on it: it is far above the longest test here (the conformance module's, which waits
+# for its background jobs) and only stops a run that would otherwise never end.
 HANG_GUARD_S = 1200
 
 

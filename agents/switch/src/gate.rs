@@ -327,12 +327,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
             }
             return;
         }
-        k.counts.waiting += 1;
-        let first = k.counts.waiting == 1;
-        drop(state);
-        if let Some(f) = gate.on_hold.filter(|_| first) {
-            f(&key);
-        }
+        gate.start_waiting(state, &key);
         let mut state = gate.lock();
         while state.is_held(&key) {
             state = gate.changed.wait(state).unwrap_or_else(|e| e.into_inner());
@@ -362,16 +357,22 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
                 entered: Some((gate, key)),
             });
         }
-        let c = &mut state.key_mut(&key).counts;
-        c.waiting += 1;
-        let first = c.waiting == 1;
-        drop(state);
-        if let Some(f) = gate.on_hold.filter(|_| first) {
-            f(&key);
-        }
+        gate.start_waiting(state, &key);
         Err(Waiting {
             at: Some((gate, key)),
         })
+    }
+
+    /// Counts one more IO of `key` waiting at the quiesced gate, lets the lock go, and tells
+    /// `on_hold` when it is the key's first.
+    fn start_waiting(&self, mut state: MutexGuard<'_, State<K, F>>, key: &K) {
+        let c = &mut state.key_mut(key).counts;
+        c.waiting += 1;
+        let first = c.waiting == 1;
+        drop(state);
+        if let Some(f) = self.on_hold.filter(|_| first) {
+            f(key);
+        }
     }
 
     fn enter_locked(&self, state: &mut State<K, F>, key: &K, waited: bool) -> bool {
