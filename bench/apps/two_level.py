@@ -14,7 +14,7 @@ store 200 MB/s; no SLA (the best the maxima allow, at the smallest total). Confi
 - two levels, exclusive (Moirai's global LRU: the server level holds what the host evicted):
   hits of an LRU of a1 at the host, of a1 + a2 in total;
 - two levels with demotion (what the agents run with `exclusive: true`, simulated step by
-  step as `agents/fs/src/remote/cached_store.rs` and `stage/cache.rs` do it): a host miss is
+  step as `agents/stages/src/serve/cached_store.rs` and `stage/cache.rs` do it): a host miss is
   a lend read at the server (a hit there takes the block out, a miss fills nothing), the block
   goes into the host's LRU, and the host's clean eviction is demoted into the server's LRU.
   Counted: blocks demoted, server hits on demoted blocks. It matches the global LRU's hits

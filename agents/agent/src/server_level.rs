@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lachesis_fs::remote::auth::Key;
-use lachesis_fs::remote::cached_store::CachedStore;
-use lachesis_fs::remote::server::{self, DirStore, Store};
+use lachesis_fs::serve::cached_store::CachedStore;
+use lachesis_fs::serve::server::{self, DirStore, Store};
 use lachesis_fs::stage::Devices;
 use tracing::{info, warn};
 
@@ -136,7 +136,7 @@ impl Part for ServerLevel {
             warn!(stages = ?plan.server.iter().map(|c| &c.name).collect::<Vec<_>>(),
                   "server-level cache stages built, but this agent runs no forwarding server (--serve-listen): no request reaches them");
         }
-        self.store.set_stages(&plan.server)
+        Ok(self.store.set_stages(&plan.server)?)
     }
 }
 

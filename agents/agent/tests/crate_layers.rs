@@ -98,3 +98,86 @@ fn the_readme_table_says_what_each_crate_depends_on() {
         );
     }
 }
+
+/// The modules of `lachesis-stages`, lowest first: a module may use modules of a lower
+/// layer only, so none of its folders imports another that imports it back (the forwarding
+/// server runs stages, stages use the remote client and the scheduler, not the other way).
+const STAGES_LAYERS: [&[&str]; 4] = [
+    &["private", "rangemap"],
+    &["qos", "remote"],
+    &["stage"],
+    &["serve"],
+];
+
+/// The `crate::<module>` paths a source file names in code, outside its unit tests (`mod
+/// tests`).
+fn crate_paths(source: &str) -> BTreeSet<String> {
+    let code: String = source
+        .split("mod tests {")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if end > 0 {
+            out.insert(rest[..end].to_string());
+        }
+    }
+    out
+}
+
+/// Every `.rs` file of module `name` under `src` (`name.rs`, or the folder `name/`).
+fn module_files(src: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let file = src.join(format!("{name}.rs"));
+    if file.is_file() {
+        return vec![file];
+    }
+    let mut out = Vec::new();
+    let mut dirs = vec![src.join(name)];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_stages_crate_modules_import_only_lower_layers() {
+    let src = workspace().join("stages/src");
+    let layer_of = |m: &str| STAGES_LAYERS.iter().position(|l| l.contains(&m));
+    for e in std::fs::read_dir(&src).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        let module = name.trim_end_matches(".rs");
+        if module == "lib" {
+            continue;
+        }
+        let layer = layer_of(module).unwrap_or_else(|| {
+            panic!("stages/src/{name} is in no layer of STAGES_LAYERS: say where it belongs")
+        });
+        for file in module_files(&src, module) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for used in crate_paths(&text) {
+                let Some(l) = layer_of(&used) else { continue };
+                assert!(
+                    used == module || l < layer,
+                    "{} uses crate::{used}, which is not below {module} \
+                     (layers, lowest first: {STAGES_LAYERS:?})",
+                    file.display()
+                );
+            }
+        }
+    }
+}

@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -140,13 +141,15 @@ pub struct DetourStats {
     pub copies: u64,
 }
 
-/// The controller detours of one switch.
+/// The controller detours of the switches of one agent (its mounts share one link).
 pub struct Detours {
     link: Arc<dyn ControllerLink>,
     deadline: Duration,
     clock: Clock,
     state: Mutex<State>,
     stats: Mutex<DetourStats>,
+    /// The last rule-table generation handed out ([`Detours::next_table`]).
+    tables: AtomicU64,
 }
 
 /// Where the detours read the time for verdict TTLs and overdue headers: `Instant::now` in
@@ -167,7 +170,15 @@ impl Detours {
             clock: Arc::new(Instant::now),
             state: Mutex::new(State::default()),
             stats: Mutex::new(DetourStats::default()),
+            tables: AtomicU64::new(0),
         }
+    }
+
+    /// A generation for a rule table a switch compiled, distinct from every other table of
+    /// the switches sharing these detours: remembered verdicts are keyed by it, so a
+    /// `proceed` given under one table never lets IO of another through.
+    pub fn next_table(&self) -> u64 {
+        self.tables.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Reads TTL and overdue times from `clock` instead of `Instant::now` (the deadline a

@@ -21,6 +21,6 @@ pub mod switch;
 
 // The stages, their device space and the remote protocol live in `lachesis-stages`, shared
 // with the KV front end; re-exported so `lachesis_fs::stage` and `lachesis_fs::remote` still name them.
-pub use lachesis_stages::{private, qos, rangemap, remote, stage};
+pub use lachesis_stages::{private, qos, rangemap, remote, serve, stage};
 
 pub use switch::{IoObserver, ReadWatch, Switch, SwitchOptions};

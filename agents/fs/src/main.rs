@@ -41,7 +41,7 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         test_delay_file: Option<PathBuf>,
         /// Answer at most N requests a second (all connections together; probes and
-        /// metadata count): requests over it queue in arrival order (remote/qos.rs).
+        /// metadata count): requests over it queue in arrival order (lachesis-stages serve/limit.rs).
         #[arg(long, value_name = "N")]
         max_iops: Option<u64>,
         /// Read and write at most N data bytes a second (all connections together);
@@ -49,7 +49,7 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         max_bytes_per_s: Option<u64>,
         #[command(flatten)]
-        level: lachesis_fs::remote::serve_level::ServeLevelArgs,
+        level: lachesis_fs::serve::level::ServeLevelArgs,
     },
 }
 
@@ -141,10 +141,10 @@ fn main() -> ExitCode {
             level,
         } => {
             if let Some(f) = test_delay_file {
-                lachesis_fs::remote::server::test_delay::set_file(f);
+                lachesis_fs::serve::server::test_delay::set_file(f);
             }
-            let limit = match lachesis_fs::remote::qos::Limits::new(max_iops, max_bytes_per_s) {
-                Ok(l) => l.map(|l| Arc::new(lachesis_fs::remote::qos::RateLimit::new(l))),
+            let limit = match lachesis_fs::serve::limit::Limits::new(max_iops, max_bytes_per_s) {
+                Ok(l) => l.map(|l| Arc::new(lachesis_fs::serve::limit::RateLimit::new(l))),
                 Err(e) => return usage_error(e),
             };
             serve(&listen, &root, forward_key_file.as_deref(), &level, limit)
@@ -279,7 +279,7 @@ fn mount(args: MountArgs) -> ExitCode {
         let now = mtime(&rules);
         if now != seen {
             seen = now;
-            match config::load(&rules).and_then(|f| switch.set_rules(f.rules, &f.stages)) {
+            match config::load(&rules).and_then(|f| Ok(switch.set_rules(f.rules, &f.stages)?)) {
                 Ok(()) => tracing::info!("rules reloaded from {}", rules.display()),
                 Err(e) => tracing::error!("keeping the old rules: {e}"),
             }
@@ -370,7 +370,7 @@ fn open_devices(specs: &[String]) -> Result<Devices, String> {
         };
         list.push((name.to_string(), dev));
     }
-    Devices::new(list)
+    Ok(Devices::new(list)?)
 }
 
 /// `lachesis-fs serve`: runs until killed.
@@ -378,10 +378,10 @@ fn serve(
     listen: &str,
     root: &std::path::Path,
     key_file: Option<&std::path::Path>,
-    level: &lachesis_fs::remote::serve_level::ServeLevelArgs,
-    limit: Option<Arc<lachesis_fs::remote::qos::RateLimit>>,
+    level: &lachesis_fs::serve::level::ServeLevelArgs,
+    limit: Option<Arc<lachesis_fs::serve::limit::RateLimit>>,
 ) -> ExitCode {
-    use lachesis_fs::remote::server;
+    use lachesis_fs::serve::server;
     let key = match key_file.map(Key::load).transpose() {
         Ok(k) => k,
         Err(e) => return usage_error(format!("--forward-key-file: {e}")),

@@ -14,7 +14,9 @@ use lachesis_switch::{
 };
 
 mod coherence;
+mod error;
 pub use coherence::Change;
+pub use error::SwitchError;
 
 use crate::confine::Roots;
 use crate::delegate::Delegates;
@@ -75,11 +77,11 @@ struct Compiled {
     stages: Vec<Arc<dyn Stage>>,
     endpoint_dirs: Vec<PathBuf>,
     remotes: Vec<Arc<RemoteEndpoint>>,
-    /// Distinct per compiled table: the controller's `proceed`s are remembered per table.
+    /// Distinct per compiled table of the switches sharing one way to the controller
+    /// ([`Detours::next_table`]; 0 without one): the controller's `proceed`s are
+    /// remembered per table.
     generation: u64,
 }
-
-static TABLE_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 pub struct Switch {
     compiled: RwLock<Arc<Compiled>>,
@@ -264,7 +266,13 @@ impl Switch {
         })?);
         check_stages(&opts.stages)?;
         let plan = plan(&StageSet::new(), &opts.stages, &opts.devices, &registry)?;
-        let compiled = compile(&registry, opts.rules, &plan.set, opts.stages)?;
+        let compiled = compile(
+            &registry,
+            opts.rules,
+            &plan.set,
+            opts.stages,
+            detours.as_deref(),
+        )?;
         check_controller(&compiled, detours.is_some())?;
         registry.replace(plan.set);
         let delegates = Delegates::open(&opts.state_dir, &compiled.endpoint_dirs, |s| {
@@ -349,7 +357,7 @@ impl Switch {
     /// compile. Write-backs and resizes run after the new table is in force; their
     /// failures are logged (an old stage that could not write back stays reachable by the
     /// delegates of its data).
-    pub fn set_rules(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
+    pub fn set_rules(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), SwitchError> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         // Device space that the change frees by shrinking stages it keeps is given back
         // first, so the stages it adds or grows can take it (an allocation moves space from
@@ -370,7 +378,7 @@ impl Switch {
         // lose nothing a replacement would not (it starts cold; dirty blocks are written
         // back before the space goes) and, refused again, grow back cold.
         let emptied = interim_stages(&old_stages, stages, true);
-        if !refused.contains(crate::stage::space::DEVICE_FULL) || emptied == shrunk {
+        if !refused.is_device_full() || emptied == shrunk {
             return Err(refused);
         }
         tracing::info!(
@@ -388,7 +396,7 @@ impl Switch {
         interim: &[StageConfig],
         rules: Vec<Rule>,
         stages: &[StageConfig],
-    ) -> Result<(), String> {
+    ) -> Result<(), SwitchError> {
         if interim == old_stages {
             return self.set_rules_locked(rules, stages);
         }
@@ -398,11 +406,21 @@ impl Switch {
         })
     }
 
-    fn set_rules_locked(&self, rules: Vec<Rule>, stages: &[StageConfig]) -> Result<(), String> {
+    fn set_rules_locked(
+        &self,
+        rules: Vec<Rule>,
+        stages: &[StageConfig],
+    ) -> Result<(), SwitchError> {
         check_stages(stages)?;
         let old = self.registry.current();
         let plan = plan(&old, stages, &self.devices, &self.registry)?;
-        let c = compile(&self.registry, rules, &plan.set, stages.to_vec())?;
+        let c = compile(
+            &self.registry,
+            rules,
+            &plan.set,
+            stages.to_vec(),
+            self.detours.as_deref(),
+        )?;
         check_controller(&c, self.detours.is_some())?;
         self.registry.replace(plan.set.clone());
         *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
@@ -684,7 +702,7 @@ impl Switch {
 
     /// Switch API Insert: adds one rule (fails, changing nothing, on a duplicate name or a
     /// route that does not compile). The stages stay.
-    pub fn insert_rule(&self, rule: Rule) -> Result<(), String> {
+    pub fn insert_rule(&self, rule: Rule) -> Result<(), SwitchError> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         let mut rules = self.rules();
         rules.push(rule);
@@ -692,7 +710,7 @@ impl Switch {
     }
 
     /// Switch API Delete: removes the rule of that name. The stages stay.
-    pub fn delete_rule(&self, name: &str) -> Result<Rule, String> {
+    pub fn delete_rule(&self, name: &str) -> Result<Rule, SwitchError> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         let mut rules = self.rules();
         let i = rules
@@ -1326,9 +1344,6 @@ struct Resize {
     reserved: Option<Reservation>,
 }
 
-/// Reconciles `stages` with `old` by name without changing anything live: keeps, plans
-/// resizes (taking the device space a growth needs), builds new instances. An error drops
-/// what was built and taken.
 /// Gives `copy` the owner and permission bits of `original`.
 fn adopt_owner(copy: &File, original: &File) -> io::Result<()> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -1371,46 +1386,15 @@ fn keeps_its_log(config: &StageConfig) -> bool {
     matches!(config, StageConfig::Log(l) if l.remote.is_none() && l.reclaim_bytes_per_s.is_none())
 }
 
-/// Builds a declared stage: a log on another agent through the registry's connection to it.
-fn build_stage(
-    cfg: &StageConfig,
-    devices: &Devices,
-    registry: &StageRegistry,
-) -> Result<crate::stage::Built, String> {
-    let b = match cfg {
-        StageConfig::Log(l) if l.remote.is_some() => {
-            let addr = l.remote.as_deref().unwrap_or_default();
-            let client = registry.client(addr.trim_start_matches("tcp://"));
-            crate::stage::Built {
-                stage: Arc::new(
-                    crate::stage::logwriter::LogWriter::open_remote(client, &l.dir)
-                        .map_err(|e| format!("log stage {:?}: {addr}{}: {e}", l.name, l.dir))?,
-                ),
-                cache: None,
-            }
-        }
-        // A qos stage is a class of the switch's IO scheduler, shared by all of them.
-        StageConfig::RateLimit(r) => crate::stage::Built {
-            stage: Arc::new(lachesis_stages::qos::QosStage::new(
-                r,
-                registry.qos().clone(),
-            )?),
-            cache: None,
-        },
-        _ => crate::stage::build(cfg, devices)?,
-    };
-    if let StageConfig::Log(l) = cfg {
-        b.stage.set_reclaim(l.reclaim_bytes_per_s);
-    }
-    Ok(b)
-}
-
+/// Reconciles `stages` with `old` by name without changing anything live: keeps, plans
+/// resizes (taking the device space a growth needs), builds new instances. An error drops
+/// what was built and taken.
 fn plan(
     old: &StageSet,
     stages: &[StageConfig],
     devices: &Devices,
     registry: &StageRegistry,
-) -> Result<Plan, String> {
+) -> Result<Plan, SwitchError> {
     let roots = registry.roots();
     // Before anything is built: a refused directory must not be created.
     for cfg in stages {
@@ -1421,7 +1405,7 @@ fn plan(
             }
             roots
                 .check("log stage directory", &l.dir)
-                .map_err(|e| format!("stage {:?}: {e}", l.name))?;
+                .map_err(|e| SwitchError::Refused(format!("stage {:?}: {e}", l.name)))?;
         }
     }
     let mut set = StageSet::new();
@@ -1435,7 +1419,7 @@ fn plan(
                 if a.same_but_size(b) =>
             {
                 let reserved = cache.reserve(b.size_bytes).map_err(|e| {
-                    format!("stage {name:?}: growing to {} bytes: {e}", b.size_bytes)
+                    e.context(format!("stage {name:?}: growing to {} bytes", b.size_bytes))
                 })?;
                 let live = Arc::new(LiveStage {
                     config: cfg.clone(),
@@ -1460,7 +1444,14 @@ fn plan(
                 })
             }
             _ => {
-                let b = build_stage(cfg, devices, registry)?;
+                let b = crate::stage::build(
+                    cfg,
+                    &crate::stage::Resources {
+                        devices,
+                        scheduler: registry.qos(),
+                        remote: &|addr| registry.client(addr),
+                    },
+                )?;
                 Arc::new(LiveStage {
                     config: cfg.clone(),
                     stage: b.stage,
@@ -1487,6 +1478,7 @@ fn compile(
     rules: Vec<Rule>,
     set: &StageSet,
     stage_configs: Vec<StageConfig>,
+    detours: Option<&Detours>,
 ) -> Result<Compiled, String> {
     let table = RuleTable::build(rules).map_err(|e| e.to_string())?;
     let mut routes = HashMap::new();
@@ -1515,7 +1507,7 @@ fn compile(
         stages: set.values().map(|l| l.stage.clone()).collect(),
         endpoint_dirs,
         remotes,
-        generation: TABLE_GENERATION.fetch_add(1, Ordering::Relaxed),
+        generation: detours.map_or(0, Detours::next_table),
     })
 }
 

@@ -49,7 +49,7 @@ fn targets_outside_the_roots_are_refused_and_nothing_is_created_there() {
         ("io", root.join("../outside/ep")),
     ] {
         let f = config::parse(&rules_to(what, &target)).unwrap();
-        let e = sw.set_rules(f.rules, &f.stages).unwrap_err();
+        let e = sw.set_rules(f.rules, &f.stages).unwrap_err().to_string();
         assert!(e.contains("rule \"r\""), "{e}");
         assert_eq!(
             sw.rules()[0].detours[0].to.target,
@@ -62,7 +62,7 @@ fn targets_outside_the_roots_are_refused_and_nothing_is_created_there() {
         outside.join("log").display()
     );
     let f = config::parse(&log_stage).unwrap();
-    let e = sw.set_rules(f.rules, &f.stages).unwrap_err();
+    let e = sw.set_rules(f.rules, &f.stages).unwrap_err().to_string();
     assert!(
         e.contains("log stage directory") && e.contains("\"log/t\""),
         "{e}"

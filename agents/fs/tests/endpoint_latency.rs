@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use lachesis_fs::confine::Roots;
 use lachesis_fs::remote::latency::WINDOW;
-use lachesis_fs::remote::server::{self, test_delay, DirStore};
+use lachesis_fs::serve::server::{self, test_delay, DirStore};
 
 mod common;
 

@@ -12,8 +12,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use lachesis_fs::remote::frame::Frame;
-use lachesis_fs::remote::server::{self, DirStore, Store};
 use lachesis_fs::remote::Client;
+use lachesis_fs::serve::server::{self, DirStore, Store};
 use lachesis_fs::{config, Switch, SwitchOptions};
 
 /// Bounds the waits that only turn a hang into a failure, and the client timeouts of tests
@@ -261,7 +261,8 @@ fn a_tenants_writes_go_to_the_remote_and_reads_of_them_follow() {
     );
     let e = sw
         .set_rules(config::parse_rules(&bad).unwrap(), &[])
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("named twice"), "{e}");
     assert_eq!(sw.rules().len(), 1);
 }

@@ -1,4 +1,4 @@
-//! `serve`'s rate limit (`--max-iops`, remote/qos.rs) on a real server over real connections
+//! `serve`'s rate limit (`--max-iops`, stages serve/limit.rs) on a real server over real connections
 //! (its own test binary: the limit is process-wide), and the real binary refusing a zero
 //! limit. Order and counts, not times: replies are numbered as they arrive.
 
@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 use lachesis_fs::remote::frame::{Frame, Op};
-use lachesis_fs::remote::qos::{self, Limits};
-use lachesis_fs::remote::server::{self, DirStore};
+use lachesis_fs::serve::limit::{self as qos, Limits};
+use lachesis_fs::serve::server::{self, DirStore};
 
 /// Connections, and requests each keeps outstanding (a connection's workers).
 const CONNS: usize = 4;

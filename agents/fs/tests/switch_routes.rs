@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use lachesis_fs::remote::server::{self, DirStore, Store};
+use lachesis_fs::serve::server::{self, DirStore, Store};
 use lachesis_fs::{config, Switch};
 
 /// A switch with the rules (and stages) of a rules file's text.
@@ -299,11 +299,12 @@ fn log_stage_route_is_followed_by_other_tenants_and_survives_restart() {
     assert!(sw
         .insert_rule(r[0].clone())
         .unwrap_err()
+        .to_string()
         .contains("duplicate"));
     let mut bad = r[0].clone();
     bad.name = "bad".into();
     bad.detours[0].to.target = "cache/nosuch".into();
-    let e = sw.insert_rule(bad).unwrap_err();
+    let e = sw.insert_rule(bad).unwrap_err().to_string();
     assert!(e.contains("\"cache/nosuch\" is not declared"), "{e}");
     assert_eq!(sw.rules().len(), 2);
     assert_eq!(sw.delete_rule("g").unwrap().name, "g");

@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lachesis_fs::remote::server::{self, DirStore};
+use lachesis_fs::serve::server::{self, DirStore};
 use lachesis_fs::{Switch, SwitchOptions};
 use lachesis_switch::StageConfig;
 

@@ -11,8 +11,8 @@ use common::{ctx, switch_of};
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use lachesis_fs::remote::cached_store::CachedStore;
-use lachesis_fs::remote::server::{self, DirStore, Store};
+use lachesis_fs::serve::cached_store::CachedStore;
+use lachesis_fs::serve::server::{self, DirStore, Store};
 use lachesis_fs::stage::{Devices, StageStats};
 use lachesis_fs::switch::FileCtx;
 use lachesis_fs::Switch;

@@ -14,6 +14,7 @@ use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{Engine, EngineStats, Hybrid, HybridConfig, LocConfig, RegionEviction, Span};
 use lachesis_device::PlacementHandle;
 use lachesis_stages::stage::space::{Devices, Space};
+use lachesis_stages::stage::StageError;
 use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
 use serde::Serialize;
 
@@ -54,7 +55,7 @@ pub trait Cache: Send + Sync {
     fn stats(&self) -> CacheStats;
     /// Changes the size (bytes of flash, or of DRAM for a DRAM cache); a flash cache is
     /// rebuilt empty, as the file cache stages' hybrid is.
-    fn resize(&self, bytes: u64) -> Result<(), String>;
+    fn resize(&self, bytes: u64) -> Result<(), StageError>;
     /// The flash cache inside, for warm restart.
     fn flash(&self) -> Option<&FlashCache> {
         None
@@ -129,7 +130,7 @@ impl Cache for DramCache {
         }
     }
 
-    fn resize(&self, bytes: u64) -> Result<(), String> {
+    fn resize(&self, bytes: u64) -> Result<(), StageError> {
         let mut evicted = 0;
         for s in &self.shards {
             evicted += locked(s).set_capacity(bytes as usize / SHARDS).len() as u64;
@@ -206,13 +207,13 @@ impl FlashCache {
         devices: &Devices,
         layout: FlashLayout,
         warm: Option<Saved>,
-    ) -> Result<(FlashCache, bool), String> {
-        let what = |e: String| format!("cache stage {:?}: {e}", config.name);
+    ) -> Result<(FlashCache, bool), StageError> {
+        let what = |e: StageError| e.context(format!("cache stage {:?}", config.name));
         let pool = devices.get(config.device.as_deref()).map_err(what)?;
         for p in &config.placement {
             pool.geometry()
                 .check_handle(PlacementHandle(p.handle))
-                .map_err(|e| what(format!("placement {:?}: {e}", p.part)))?;
+                .map_err(|e| what(format!("placement {:?}: {e}", p.part).into()))?;
         }
         let fc = FlashCache {
             config: config.clone(),
@@ -293,7 +294,7 @@ impl FlashCache {
     /// Replaces the engine by an empty one of `bytes` (rounded down to whole regions), taking
     /// the regions it needs first so a full device changes nothing; or, with `warm` and the
     /// same regions, by the saved one. Returns whether it restored.
-    fn rebuild(&self, bytes: u64, warm: Option<Saved>) -> Result<bool, String> {
+    fn rebuild(&self, bytes: u64, warm: Option<Saved>) -> Result<bool, StageError> {
         let n = self.regions_for(bytes);
         let have = self.space().regions();
         let reserved = if n > have {
@@ -482,10 +483,10 @@ impl Cache for FlashCache {
         }
     }
 
-    fn resize(&self, bytes: u64) -> Result<(), String> {
+    fn resize(&self, bytes: u64) -> Result<(), StageError> {
         self.rebuild(bytes, None)
             .map(|_| ())
-            .map_err(|e| format!("cache stage {:?}: {e}", self.config.name))
+            .map_err(|e| e.context(format!("cache stage {:?}", self.config.name)))
     }
 
     fn flash(&self) -> Option<&FlashCache> {

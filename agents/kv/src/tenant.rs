@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use lachesis_stages::qos::QosStage;
 use lachesis_stages::remote::RemoteTarget;
+use lachesis_stages::stage::qos::QosStage;
 use lachesis_switch::{
     ClassifierKind, DetourKind, IoHeader, Op, Rule, RuleTable, StageConfig, Tenant,
 };

@@ -13,7 +13,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use super::mclock::{Counters, Next, Params, Scheduler, UnknownClass};
-use crate::stage::Clock;
+use crate::Clock;
 
 /// Who a request is for: a qos stage (by name) or the agent's declared-IO dispatcher.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -93,7 +93,7 @@ impl Gate {
         let epoch = clock();
         let mut sched = Scheduler::new();
         // The declared-IO dispatcher's maintenance reads: below every tenant's weight.
-        let declared = Params::new(0.0, super::stage::DECLARED_WEIGHT, None, None)
+        let declared = Params::new(0.0, super::classes::DECLARED_WEIGHT, None, None)
             .expect("a weight of at least 1 and no rates");
         sched.set_class(ClassKey::Declared, declared);
         Gate {
@@ -285,7 +285,7 @@ mod tests {
             min_bytes_per_s: None,
             priority: Some(lachesis_switch::Priority::Low),
         };
-        gate.set_class(low.clone(), super::super::stage::params(&config).unwrap());
+        gate.set_class(low.clone(), super::super::classes::params(&config).unwrap());
         let mut inner = gate.lock();
         for i in 0..4 {
             inner

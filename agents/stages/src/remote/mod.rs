@@ -1,17 +1,14 @@
-//! Agent-to-agent forwarding over TCP for remote endpoints (`tcp://HOST:PORT/dir`): the frame
-//! format ([`frame`]), the server of `lachesis-fs serve` ([`server`], its rate limit [`qos`]) and the client a route's
-//! remote endpoint uses ([`client`]); with a shared key both ends authenticate each other at
-//! connect ([`auth`]).
+//! Agent-to-agent forwarding over TCP for remote endpoints (`tcp://HOST:PORT/dir`), the side
+//! a route uses: the frame format ([`frame`]), the client ([`client`], its latency monitor and
+//! demotion queue); with a shared key both ends authenticate each other at connect
+//! ([`auth`]). The other side, the forwarding server with its server-level caches, is
+//! `crate::serve`: it runs stages, so it sits above them, while stages use this client.
 
 pub mod auth;
-pub mod cached_store;
 pub mod client;
 pub mod demote;
 pub mod frame;
 pub mod latency;
-pub mod qos;
-pub mod serve_level;
-pub mod server;
 
 pub use client::Client;
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use lachesis_switch::{CacheConfig, WriteMode};
 
 use super::engines::BlockEngine;
+use super::error::StageError;
 use super::space::{Devices, Reservation};
 use super::{Backend, Clock, Stage, StageStats};
 use crate::remote::demote::{DemoteTo, Lease};
@@ -155,7 +156,7 @@ impl CacheStage {
     }
 
     /// The stage `config` describes, its flash engine on one of `devices`.
-    pub fn from_config(config: &CacheConfig, devices: &Devices) -> Result<Self, String> {
+    pub fn from_config(config: &CacheConfig, devices: &Devices) -> Result<Self, StageError> {
         Ok(Self::new(
             BlockEngine::build(config, devices)?,
             config.write_mode.into(),
@@ -198,14 +199,14 @@ impl CacheStage {
 
     /// Takes from the device what a resize to `size` needs beyond what the engine holds, so
     /// a full device refuses before anything changes. `None`: nothing to take.
-    pub fn reserve(&self, size: u64) -> Result<Option<Reservation>, String> {
+    pub fn reserve(&self, size: u64) -> Result<Option<Reservation>, StageError> {
         self.lock().engine.reserve(size)
     }
 
     /// Changes the engine's size (see `engines.rs`: in place or rebuilt). Dirty blocks are
     /// not the engine's and stay; a write-back stage that shrinks writes them back first
     /// (the switch does, it knows the files' routes).
-    pub fn resize(&self, size: u64, reserved: Option<Reservation>) -> Result<(), String> {
+    pub fn resize(&self, size: u64, reserved: Option<Reservation>) -> Result<(), StageError> {
         let mut inner = self.lock();
         inner.engine.resize(size, reserved)?;
         inner.demote_evicted();

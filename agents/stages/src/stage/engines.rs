@@ -36,6 +36,7 @@ use lachesis_cache::{
 use lachesis_device::PlacementHandle;
 use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
 
+use super::error::StageError;
 use super::mem_engine::MemEngine;
 use super::space::{Devices, Reservation, Space};
 
@@ -71,8 +72,8 @@ impl Engine for Nothing {
     }
 }
 
-fn cache_err(e: lachesis_cache::Error) -> String {
-    e.to_string()
+fn cache_err(e: lachesis_cache::Error) -> StageError {
+    StageError::Engine(e)
 }
 
 /// A cache stage's engine, its space and its size.
@@ -94,8 +95,8 @@ pub struct BlockEngine {
 
 impl BlockEngine {
     /// Builds the engine `config` asks for on `devices` (flash engines), at `config.size_bytes`.
-    pub fn build(config: &CacheConfig, devices: &Devices) -> Result<BlockEngine, String> {
-        let what = |e: String| format!("cache stage {:?}: {e}", config.name);
+    pub fn build(config: &CacheConfig, devices: &Devices) -> Result<BlockEngine, StageError> {
+        let what = |e: StageError| e.context(format!("cache stage {:?}", config.name));
         let chunks = if matches!(
             config.engine,
             CacheEngine::Kangaroo | CacheEngine::Fairywren
@@ -129,7 +130,7 @@ impl BlockEngine {
         for p in &config.placement {
             pool.geometry()
                 .check_handle(PlacementHandle(p.handle))
-                .map_err(|e| what(format!("placement {:?}: {e}", p.part)))?;
+                .map_err(|e| what(StageError::from(format!("placement {:?}: {e}", p.part))))?;
         }
         be.space = Some(Space::new(pool));
         let n = be.regions_for(config.size_bytes);
@@ -177,7 +178,7 @@ impl BlockEngine {
         }
     }
 
-    fn reserve_regions(&self, n: u32) -> Result<Option<Reservation>, String> {
+    fn reserve_regions(&self, n: u32) -> Result<Option<Reservation>, StageError> {
         let Some(space) = &self.space else {
             return Ok(None);
         };
@@ -190,14 +191,14 @@ impl BlockEngine {
 
     /// Takes the regions a resize to `size` needs beyond those held (none for DRAM or a
     /// shrink), so a full device is refused before anything changes.
-    pub fn reserve(&self, size: u64) -> Result<Option<Reservation>, String> {
+    pub fn reserve(&self, size: u64) -> Result<Option<Reservation>, StageError> {
         self.reserve_regions(self.regions_for(size))
     }
 
     /// Resizes to `size` with the regions `reserve(size)` took: the log and DRAM in place,
     /// the others rebuilt empty. What the engine drops is clean (a stage keeps its dirty
     /// blocks apart), so no write is lost.
-    pub fn resize(&mut self, size: u64, reserved: Option<Reservation>) -> Result<(), String> {
+    pub fn resize(&mut self, size: u64, reserved: Option<Reservation>) -> Result<(), StageError> {
         self.config.size_bytes = size;
         if self.space.is_none() {
             self.engine.resize(size).map_err(cache_err)?;
@@ -229,7 +230,7 @@ impl BlockEngine {
     }
 
     /// Replaces the flash engine by an empty one of `n` regions.
-    fn rebuild(&mut self, n: u32, reserved: Option<Reservation>) -> Result<(), String> {
+    fn rebuild(&mut self, n: u32, reserved: Option<Reservation>) -> Result<(), StageError> {
         let old = std::mem::replace(&mut self.engine, Box::new(Nothing(EngineStats::default())));
         // Its objects are gone with it; stats() takes `objects` from the engine in place.
         self.retired += &old.stats();
@@ -573,7 +574,7 @@ mod tests {
         );
         // A device too small for a growth refuses it and changes nothing.
         let e = loc.reserve(1 << 40).err().unwrap();
-        assert!(e.contains("is full"), "{e}");
+        assert!(e.is_device_full(), "{e}");
         assert_eq!(p.free_regions(), p.regions() - 4 - 6);
     }
 
@@ -601,11 +602,11 @@ mod tests {
         assert_eq!(built, 4);
         let mut c = config(CacheEngine::Loc, 4 * MIB);
         c.device = Some("flash9".into());
-        let e = BlockEngine::build(&c, &devices).err().unwrap();
+        let e = BlockEngine::build(&c, &devices).err().unwrap().to_string();
         assert!(e.contains("cache/t") && e.contains("flash9"), "{e}");
         c.device = None;
         c.placement[0].handle = 8;
-        let e = BlockEngine::build(&c, &devices).err().unwrap();
+        let e = BlockEngine::build(&c, &devices).err().unwrap().to_string();
         assert!(e.contains("placement Loc") && e.contains("handle 8"), "{e}");
     }
 }

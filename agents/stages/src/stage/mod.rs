@@ -8,24 +8,23 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
 
 use lachesis_switch::{CacheEngine, StageConfig};
 use serde::{Deserialize, Serialize};
 
 pub mod cache;
 pub mod engines;
+pub mod error;
 pub mod logwriter;
 pub mod mem_engine;
-pub mod ratelimit;
+pub mod qos;
 pub mod resizes;
 pub mod space;
 
+pub use error::StageError;
 pub use space::Devices;
 
-/// Where a stage reads the time: `Instant::now` in the product; tests inject a clock they
-/// move, so ages expire when the test says and not after a sleep.
-pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+pub use crate::Clock;
 
 /// A stage's counters for telemetry (cache statistics, Moirai's getCacheStats). Byte and
 /// block counters are cumulative since the stage was built; `size_bytes` is the size asked
@@ -229,28 +228,44 @@ pub struct Built {
     pub cache: Option<Arc<cache::CacheStage>>,
 }
 
-/// Builds the stage `config` declares; flash cache engines take their space on `devices`.
-pub fn build(config: &StageConfig, devices: &Devices) -> Result<Built, String> {
-    match config {
+/// What building a stage takes besides its config.
+pub struct Resources<'a> {
+    /// The flash devices cache engines take their space on.
+    pub devices: &'a Devices,
+    /// The data path's IO scheduler: a qos stage is one of its classes.
+    pub scheduler: &'a Arc<crate::qos::Gate>,
+    /// The connection to the agent at HOST:PORT, for a log stage on another agent.
+    pub remote: &'a dyn Fn(&str) -> Arc<crate::remote::Client>,
+}
+
+/// Builds the stage `config` declares (the one place a stage kind is built): flash cache
+/// engines take their space on the devices, a qos stage is a class of the scheduler, a log
+/// with `remote` writes through the connection to that agent.
+pub fn build(config: &StageConfig, with: &Resources<'_>) -> Result<Built, StageError> {
+    let (stage, cache): (Arc<dyn Stage>, _) = match config {
         StageConfig::Cache(c) => {
-            let s = Arc::new(cache::CacheStage::from_config(c, devices)?);
-            Ok(Built {
-                stage: s.clone(),
-                cache: Some(s),
-            })
+            let s = Arc::new(cache::CacheStage::from_config(c, with.devices)?);
+            (s.clone(), Some(s))
         }
-        StageConfig::RateLimit(r) => Ok(Built {
-            stage: Arc::new(ratelimit::RateLimit::new(r)),
-            cache: None,
-        }),
-        StageConfig::Log(l) => Ok(Built {
-            stage: Arc::new(
-                logwriter::LogWriter::open(std::path::Path::new(&l.dir))
+        StageConfig::RateLimit(r) => (
+            Arc::new(qos::QosStage::new(r, with.scheduler.clone())?),
+            None,
+        ),
+        StageConfig::Log(l) => {
+            let log = match l.remote.as_deref() {
+                Some(addr) => {
+                    let client = (with.remote)(addr.trim_start_matches("tcp://"));
+                    logwriter::LogWriter::open_remote(client, &l.dir)
+                        .map_err(|e| format!("log stage {:?}: {addr}{}: {e}", l.name, l.dir))?
+                }
+                None => logwriter::LogWriter::open(std::path::Path::new(&l.dir))
                     .map_err(|e| format!("log stage {:?}: {}: {e}", l.name, l.dir))?,
-            ),
-            cache: None,
-        }),
-    }
+            };
+            log.set_reclaim(l.reclaim_bytes_per_s);
+            (Arc::new(log), None)
+        }
+    };
+    Ok(Built { stage, cache })
 }
 
 /// A file-like backend over a `HashMap`, for the stage unit tests.
@@ -328,6 +343,22 @@ mod tests {
         serde_json::from_value(v["stages"].clone()).unwrap()
     }
 
+    /// Builds `config` on `devices`, with a scheduler of its own and no other agent.
+    fn build_on(config: &StageConfig, devices: &Devices) -> Result<Built, StageError> {
+        let scheduler = Arc::new(crate::qos::Gate::new(
+            crate::qos::DEPTH,
+            Arc::new(std::time::Instant::now),
+        ));
+        build(
+            config,
+            &Resources {
+                devices,
+                scheduler: &scheduler,
+                remote: &|addr| unreachable!("no log on another agent here ({addr})"),
+            },
+        )
+    }
+
     #[test]
     fn every_kind_builds_from_its_config() {
         let d = tempfile::tempdir().unwrap();
@@ -339,7 +370,7 @@ mod tests {
                 // The fixture's directory is the agent's; build it under a temp dir here.
                 l.dir = d.path().join("log").display().to_string();
             }
-            let b = build(&s, &devices).unwrap();
+            let b = build_on(&s, &devices).unwrap();
             assert_eq!(b.cache.is_some(), s.kind() == "cache");
             let c = b.stage.counters();
             assert_eq!(c.kind, s.kind());
@@ -361,20 +392,22 @@ mod tests {
         let StageConfig::Cache(mut c) = fixture_stages().remove(0) else {
             unreachable!()
         };
-        let e = build(&StageConfig::Cache(c.clone()), &Devices::default())
+        let e = build_on(&StageConfig::Cache(c.clone()), &Devices::default())
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(e.contains("cache/alpha") && e.contains("--device"), "{e}");
         c.engine = CacheEngine::Dram;
-        assert!(build(&StageConfig::Cache(c), &Devices::default()).is_ok());
-        let e = build(
+        assert!(build_on(&StageConfig::Cache(c), &Devices::default()).is_ok());
+        let e = build_on(
             &StageConfig::Log(LogConfig::local("log/x", None, "/proc/lachesis-no/such")),
             &devices,
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.contains("log/x"), "{e}");
-        let r = build(
+        let r = build_on(
             &StageConfig::RateLimit(RateLimitConfig {
                 name: "qos/x".into(),
                 owner: None,

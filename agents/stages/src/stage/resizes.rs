@@ -8,6 +8,8 @@
 //! The FUSE switch goes further (interim stage sets written back before a shrink, a retry
 //! with replaced stages emptied); that is `Switch::set_rules`.
 
+use super::error::StageError;
+
 /// One stage to resize from `from` to `to` bytes.
 pub struct Resize<T> {
     pub stage: T,
@@ -16,12 +18,12 @@ pub struct Resize<T> {
 }
 
 /// The resizes made so far of one change: [`Resized::undo`] takes them back.
-pub struct Resized<T, F: Fn(&T, u64) -> Result<(), String>> {
+pub struct Resized<T, F: Fn(&T, u64) -> Result<(), StageError>> {
     done: Vec<Resize<T>>,
     resize: F,
 }
 
-impl<T, F: Fn(&T, u64) -> Result<(), String>> Resized<T, F> {
+impl<T, F: Fn(&T, u64) -> Result<(), StageError>> Resized<T, F> {
     /// Puts every resized stage back at its former size (growths first), logging what cannot
     /// go back (its space went to another stage meanwhile).
     pub fn undo(self) {
@@ -45,10 +47,10 @@ impl<T, F: Fn(&T, u64) -> Result<(), String>> Resized<T, F> {
 /// Runs `resize(stage, to)` for each of `resizes`, shrinks first. On a failure the ones made
 /// are undone and the error returned; on success the caller holds what to undo should a later
 /// step of its change fail.
-pub fn resize_all<T, F: Fn(&T, u64) -> Result<(), String>>(
+pub fn resize_all<T, F: Fn(&T, u64) -> Result<(), StageError>>(
     mut resizes: Vec<Resize<T>>,
     resize: F,
-) -> Result<Resized<T, F>, String> {
+) -> Result<Resized<T, F>, StageError> {
     resizes.sort_by_key(|r| r.to > r.from);
     let mut made = Resized {
         done: Vec::with_capacity(resizes.len()),
@@ -57,7 +59,7 @@ pub fn resize_all<T, F: Fn(&T, u64) -> Result<(), String>>(
     for r in resizes {
         if let Err(e) = (made.resize)(&r.stage, r.to) {
             made.undo();
-            return Err(format!("resizing from {} to {} bytes: {e}", r.from, r.to));
+            return Err(e.context(format!("resizing from {} to {} bytes", r.from, r.to)));
         }
         made.done.push(r);
     }
@@ -77,11 +79,11 @@ mod tests {
     }
 
     impl Pool {
-        fn resize(&self, i: &usize, to: u64) -> Result<(), String> {
+        fn resize(&self, i: &usize, to: u64) -> Result<(), StageError> {
             let mut s = self.sizes.borrow_mut();
             let used: u64 = s.iter().sum::<u64>() - s[*i] + to;
             if used > self.total {
-                return Err(format!("full: {used} > {}", self.total));
+                return Err(format!("full: {used} > {}", self.total).into());
             }
             s[*i] = to;
             self.log.borrow_mut().push((*i, to));
@@ -138,7 +140,10 @@ mod tests {
                 to: 9,
             },
         ];
-        let e = resize_all(changes, |i, to| p.resize(i, to)).err().unwrap();
+        let e = resize_all(changes, |i, to| p.resize(i, to))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("from 2 to 9") && e.contains("full"), "{e}");
         assert_eq!(*p.sizes.borrow(), vec![6, 2, 2]);
         // Made: 0 shrank, 1 grew; undone: 1 first (its growth), then 0.

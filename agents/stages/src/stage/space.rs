@@ -19,11 +19,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lachesis_cache::dev::{lock, SharedDevice};
 use lachesis_device::{BlockDevice, Geometry, PlacementHandle};
 
+use super::error::StageError;
+
 /// Smallest region when the device has no reclaim unit (or a smaller one).
 pub const MIN_REGION: u64 = 1 << 20;
-/// What a refusal for want of device space says (the switch retries such a change after
-/// emptying the stages it replaces: see `Switch::set_rules`).
-pub const DEVICE_FULL: &str = "is full";
 /// Most regions a pool is cut into by default (larger devices get larger regions), so the
 /// per-region bookkeeping of a log that may grow over the whole device stays small.
 const MAX_REGIONS: u64 = 1 << 16;
@@ -37,7 +36,7 @@ pub struct Devices {
 
 impl Devices {
     /// Pools over `devices` with the default region size (see [`Devices::with_region_bytes`]).
-    pub fn new(devices: Vec<(String, SharedDevice)>) -> Result<Devices, String> {
+    pub fn new(devices: Vec<(String, SharedDevice)>) -> Result<Devices, StageError> {
         Self::with_region_bytes(devices, 0)
     }
 
@@ -47,11 +46,11 @@ impl Devices {
     pub fn with_region_bytes(
         devices: Vec<(String, SharedDevice)>,
         region_bytes: u64,
-    ) -> Result<Devices, String> {
+    ) -> Result<Devices, StageError> {
         let mut pools: Vec<Arc<Pool>> = Vec::new();
         for (name, device) in devices {
             if pools.iter().any(|p| p.name == name) {
-                return Err(format!("device {name:?} is given twice"));
+                return Err(format!("device {name:?} is given twice").into());
             }
             pools.push(Arc::new(Pool::new(name, device, region_bytes)?));
         }
@@ -63,14 +62,17 @@ impl Devices {
     }
 
     /// The pool of device `name`; `None`: the first device.
-    pub fn get(&self, name: Option<&str>) -> Result<Arc<Pool>, String> {
+    pub fn get(&self, name: Option<&str>) -> Result<Arc<Pool>, StageError> {
         match name {
             None => self.pools.first().cloned().ok_or_else(|| {
-                "no device for a flash engine: the agent was given none (--device)".to_string()
+                StageError::from(
+                    "no device for a flash engine: the agent was given none (--device)",
+                )
             }),
             Some(n) if self.pools.is_empty() => Err(format!(
                 "no device {n:?} for a flash engine: the agent was given none (--device)"
-            )),
+            )
+            .into()),
             Some(n) => self
                 .pools
                 .iter()
@@ -85,6 +87,7 @@ impl Devices {
                             .collect::<Vec<_>>()
                             .join(", ")
                     )
+                    .into()
                 }),
         }
     }
@@ -107,7 +110,7 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn new(name: String, device: SharedDevice, region_bytes: u64) -> Result<Pool, String> {
+    fn new(name: String, device: SharedDevice, region_bytes: u64) -> Result<Pool, StageError> {
         let geometry = lock(&device).geometry().clone();
         let bs = u64::from(geometry.block_size);
         let ru = geometry.reclaim_unit_bytes;
@@ -131,19 +134,19 @@ impl Pool {
                 } else {
                     String::new()
                 }
-            ));
+            )
+            .into());
         }
         if region > u64::from(u32::MAX) {
-            return Err(format!(
-                "device {name:?}: regions of {region} bytes exceed 4 GiB"
-            ));
+            return Err(format!("device {name:?}: regions of {region} bytes exceed 4 GiB").into());
         }
         let regions = u32::try_from(geometry.capacity_bytes / region).unwrap_or(u32::MAX);
         if regions == 0 {
             return Err(format!(
                 "device {name:?}: its {} bytes hold no region of {region} bytes",
                 geometry.capacity_bytes
-            ));
+            )
+            .into());
         }
         Ok(Pool {
             name,
@@ -182,16 +185,16 @@ impl Pool {
     }
 
     /// Takes `n` free regions, all or none.
-    pub fn reserve(self: &Arc<Self>, n: u32) -> Result<Reservation, String> {
+    pub fn reserve(self: &Arc<Self>, n: u32) -> Result<Reservation, StageError> {
         let mut free = self.lock_free();
         if (free.len() as u64) < u64::from(n) {
-            return Err(format!(
-                "device {:?} {DEVICE_FULL}: {n} more regions of {} bytes needed, {} of {} free",
-                self.name,
-                self.region_bytes,
-                free.len(),
-                self.regions
-            ));
+            return Err(StageError::DeviceFull {
+                device: self.name.clone(),
+                needed: n,
+                region_bytes: self.region_bytes,
+                free: free.len() as u32,
+                regions: self.regions,
+            });
         }
         let regions: Vec<u32> = free.iter().take(n as usize).copied().collect();
         for r in &regions {
@@ -557,17 +560,18 @@ mod tests {
         assert!(p.regions() >= 16, "{}", p.regions());
         assert_eq!(p.free_regions(), p.regions());
         assert!(Arc::ptr_eq(&d.get(Some("flash0")).unwrap(), &p));
-        let e = d.get(Some("nvme9")).err().unwrap();
+        let e = d.get(Some("nvme9")).err().unwrap().to_string();
         assert!(
             e.contains("no device \"nvme9\"") && e.contains("flash0"),
             "{e}"
         );
-        let e = Devices::default().get(None).err().unwrap();
+        let e = Devices::default().get(None).err().unwrap().to_string();
         assert!(e.contains("--device"), "{e}");
         let (dev, _) = sim(4);
         let e = Devices::with_region_bytes(vec![("x".into(), dev)], 4096)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(e.contains("reclaim unit"), "{e}");
     }
 
@@ -583,7 +587,11 @@ mod tests {
         assert_eq!(p.free_regions(), total - 5);
         // All or nothing: asking for more than is free takes nothing.
         let e = p.reserve(total).err().unwrap();
-        assert!(e.contains("device \"flash0\" is full"), "{e}");
+        assert!(e.is_device_full(), "{e}");
+        assert!(
+            e.to_string().starts_with("device \"flash0\" is full"),
+            "{e}"
+        );
         assert_eq!(p.free_regions(), total - 5);
         // A reservation dropped unused goes back.
         drop(p.reserve(total - 5).unwrap());

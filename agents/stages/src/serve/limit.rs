@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::frame::{Frame, Op};
+use crate::remote::frame::{Frame, Op};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -44,7 +44,7 @@ pub fn bytes_of(req: &Frame) -> u64 {
     match req.op {
         // A reply carries at most a frame: a larger length asked for (a bad or hostile
         // client) costs that much, not a wait beyond any schedule (nor a Duration overflow).
-        Op::Read => req.len.min(super::frame::MAX_FRAME as u64),
+        Op::Read => req.len.min(crate::remote::frame::MAX_FRAME as u64),
         Op::Write | Op::Demote => req.data.len() as u64,
         _ => 0,
     }
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn a_read_asking_for_more_than_a_frame_costs_a_frame() {
         let huge = Frame::request(Op::Read, "f", 0, u64::MAX, vec![]);
-        assert_eq!(bytes_of(&huge), super::super::frame::MAX_FRAME as u64);
+        assert_eq!(bytes_of(&huge), crate::remote::frame::MAX_FRAME as u64);
         let l = RateLimit::new(Limits::new(None, Some(1)).unwrap().unwrap());
         let t0 = Instant::now();
         assert_eq!(l.reserve(bytes_of(&huge), t0), t0, "room: at once");

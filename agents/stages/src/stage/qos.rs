@@ -6,35 +6,12 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use lachesis_switch::{Priority, RateLimitConfig};
+use lachesis_switch::RateLimitConfig;
 
-use super::gate::{ClassKey, Gate, Permit};
-use super::mclock::{Params, ParamsError, UnknownClass};
-use crate::stage::{Backend, Stage, StageStats};
-
-/// Weights of the priorities: a high tenant's queued IO goes 4 times as often as a normal
-/// one's, 16 times as often as a low one's (and a low one's is never starved).
-pub fn weight(p: Option<Priority>) -> f64 {
-    match p.unwrap_or(Priority::Normal) {
-        Priority::High => 32.0,
-        Priority::Normal => 8.0,
-        Priority::Low => 2.0,
-    }
-}
-
-/// The declared-IO dispatcher's weight (scrubs and other maintenance reads): below every
-/// tenant's, so it takes what tenants leave and still moves.
-pub const DECLARED_WEIGHT: f64 = 1.0;
-
-/// The scheduler parameters a stage's config asks for.
-pub fn params(config: &RateLimitConfig) -> Result<Params, ParamsError> {
-    Params::new(
-        config.min_bytes_per_s.unwrap_or(0) as f64,
-        weight(config.priority),
-        config.bytes_per_s.map(|b| b as f64),
-        config.iops.map(|i| i as f64),
-    )
-}
+use super::{Backend, Stage, StageStats};
+use crate::qos::classes::params;
+use crate::qos::gate::{ClassKey, Gate, Permit};
+use crate::qos::mclock::UnknownClass;
 
 pub struct QosStage {
     config: RateLimitConfig,
@@ -115,6 +92,7 @@ impl Stage for QosStage {
 mod tests {
     use super::*;
     use crate::stage::testing::MemFiles;
+    use lachesis_switch::Priority;
     use std::time::Instant;
 
     fn config(name: &str, priority: Priority, min: Option<u64>) -> RateLimitConfig {

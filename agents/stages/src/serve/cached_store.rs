@@ -26,7 +26,7 @@ use serde::Serialize;
 use super::server::Store;
 use crate::stage::cache::{CacheStage, BLOCK};
 use crate::stage::resizes::{resize_all, Resize};
-use crate::stage::{Backend, Devices, Stage, StageStats};
+use crate::stage::{Backend, Devices, Stage, StageError, StageStats};
 
 struct ServerStage {
     config: CacheConfig,
@@ -220,21 +220,21 @@ impl CachedStore {
     /// built anew (an allocation moving space from one tenant's server level to another's is
     /// one change). All or nothing: a stage that cannot be built or grown leaves the stages
     /// as they were (those already resized go back to their sizes, cold where they shrank).
-    pub fn set_stages(&self, configs: &[CacheConfig]) -> Result<(), String> {
+    pub fn set_stages(&self, configs: &[CacheConfig]) -> Result<(), StageError> {
         let mut stages = self.stages.write().unwrap_or_else(|e| e.into_inner());
         for c in configs {
             if c.serves.is_none() {
-                return Err(format!(
-                    "stage {:?}: not a server-level stage (no serves)",
-                    c.name
-                ));
+                return Err(
+                    format!("stage {:?}: not a server-level stage (no serves)", c.name).into(),
+                );
             }
             if c.write_mode == WriteMode::Back {
                 return Err(format!(
                     "stage {:?}: a server-level stage caches reads; write_mode back is not \
                      supported (the server acknowledges writes once its store has them)",
                     c.name
-                ));
+                )
+                .into());
             }
         }
         let old_of = |c: &CacheConfig| stages.iter().find(|s| s.config.name == c.name).cloned();
@@ -527,14 +527,14 @@ mod tests {
         assert_eq!(s.stage_stats()[0].hits, 2, "resized in place, still warm");
         let mut back = config("cache/b", 1 << 20, &["x"]);
         back.write_mode = WriteMode::Back;
-        let e = s.set_stages(&[back]).unwrap_err();
+        let e = s.set_stages(&[back]).unwrap_err().to_string();
         assert!(
             e.contains("cache/b") && e.contains("write_mode back"),
             "{e}"
         );
         let mut flash = config("cache/c", 1 << 20, &["x"]);
         flash.engine = CacheEngine::Loc;
-        let e = s.set_stages(&[flash]).unwrap_err();
+        let e = s.set_stages(&[flash]).unwrap_err().to_string();
         assert!(e.contains("cache/c"), "{e}");
         // Refused whole: the stage in force is still there and warm.
         assert_eq!(s.stage_stats().len(), 1);
@@ -581,7 +581,7 @@ mod tests {
         let e = s
             .set_stages(&[flash("cache/a", 2, "a"), flash("cache/b", 64, "b")])
             .unwrap_err();
-        assert!(e.contains(crate::stage::space::DEVICE_FULL), "{e}");
+        assert!(e.is_device_full(), "{e}");
         assert_eq!(
             installed(&s),
             [("cache/a".into(), 4 << 20), ("cache/b".into(), 10 << 20)]
@@ -596,7 +596,7 @@ mod tests {
             ])
             .unwrap_err();
         assert!(
-            e.contains("cache/c") || e.contains(crate::stage::space::DEVICE_FULL),
+            e.is_device_full() && e.to_string().contains("cache/c"),
             "{e}"
         );
         assert_eq!(

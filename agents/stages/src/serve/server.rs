@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 
-use super::frame::{Frame, Op};
+use crate::remote::frame::{Frame, Op};
 
 /// Where forwarded IO lands. `write` need not be durable by itself: the server calls `sync`
 /// before acknowledging.
@@ -154,7 +154,7 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5)
 pub fn serve(
     listener: TcpListener,
     store: Arc<dyn Store>,
-    key: Option<super::auth::Key>,
+    key: Option<crate::remote::auth::Key>,
 ) -> io::Result<()> {
     serve_limited(listener, store, key, None)
 }
@@ -164,8 +164,8 @@ pub fn serve(
 pub fn serve_limited(
     listener: TcpListener,
     store: Arc<dyn Store>,
-    key: Option<super::auth::Key>,
-    limit: Option<Arc<super::qos::RateLimit>>,
+    key: Option<crate::remote::auth::Key>,
+    limit: Option<Arc<super::limit::RateLimit>>,
 ) -> io::Result<()> {
     for conn in listener.incoming() {
         let conn = conn?;
@@ -175,7 +175,7 @@ pub fn serve_limited(
             if let Some(key) = &key {
                 let hs = conn
                     .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-                    .and_then(|_| super::auth::server(&mut &conn, key))
+                    .and_then(|_| crate::remote::auth::server(&mut &conn, key))
                     .and_then(|_| conn.set_read_timeout(None));
                 if let Err(e) = hs {
                     tracing::warn!("refused unauthenticated peer {peer:?}: {e}");
@@ -194,7 +194,7 @@ pub fn serve_limited(
 fn handle(
     conn: TcpStream,
     store: Arc<dyn Store>,
-    limit: Option<Arc<super::qos::RateLimit>>,
+    limit: Option<Arc<super::limit::RateLimit>>,
 ) -> io::Result<()> {
     conn.set_nodelay(true)?;
     let out = Arc::new(Mutex::new(conn.try_clone()?));
@@ -208,7 +208,7 @@ fn handle(
                     Ok(r) => r,
                     Err(_) => return,
                 };
-                super::qos::admit(limit.as_deref(), &req);
+                super::limit::admit(limit.as_deref(), &req);
                 test_delay::wait();
                 let reply = answer(&*store, req).encode();
                 let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
@@ -304,10 +304,10 @@ pub fn answer(store: &dyn Store, req: Frame) -> Frame {
     let id = req.id;
     let mut token = 0;
     let res: io::Result<(u64, Vec<u8>)> = match req.op {
-        Op::Read if req.len > super::frame::MAX_FRAME as u64 => {
+        Op::Read if req.len > crate::remote::frame::MAX_FRAME as u64 => {
             Err(io::Error::from_raw_os_error(libc::EINVAL))
         }
-        Op::Read if req.status & super::frame::READ_LEND != 0 => store
+        Op::Read if req.status & crate::remote::frame::READ_LEND != 0 => store
             .read_lent(&req.path, req.offset, req.len as usize)
             .map(|(d, t)| {
                 token = t;
