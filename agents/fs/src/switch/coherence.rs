@@ -19,13 +19,14 @@
 //!   kernel does its IO without the switch.
 
 use std::collections::HashMap;
-use std::fs::Metadata;
+use std::fs::{Metadata, OpenOptions};
 use std::io;
 use std::num::NonZeroUsize;
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{FileCtx, Switch};
+use crate::route::under;
 use crate::stage::Stage;
 
 /// How many closed files' stamps are kept; a file whose stamp was dropped starts cold at its
@@ -278,5 +279,71 @@ impl Switch {
             io::Error::other(format!("file {id} has data in a stage but no known route"))
         })?;
         self.each_stage_of_routes(ctx, |s, next| s.write_back_file(id, next))
+    }
+}
+
+impl Switch {
+    /// The file was truncated to `size` on the backing file system.
+    pub fn truncated(&self, path: &str, id: u64, size: u64) -> io::Result<()> {
+        let c = self.current();
+        for s in &c.stages {
+            s.truncate(id, size);
+        }
+        for d in &c.endpoint_dirs {
+            let p = under(d, path);
+            if let Ok(f) = OpenOptions::new().write(true).open(&p) {
+                if f.metadata()?.len() > size {
+                    f.set_len(size)?;
+                }
+            }
+        }
+        for r in &c.remotes {
+            // Hygiene only: delegates past `size` are dropped below, so reads there no longer
+            // go to the remote copy; an unreachable agent must not fail the truncate.
+            let p = r.path_of(path);
+            let res = r.client.getattr(&p).and_then(|s| {
+                if s > size {
+                    r.client.truncate(&p, size)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = res {
+                tracing::warn!("truncating {p} on {}: {e}", r.client.addr());
+            }
+        }
+        self.delegates.truncate(path, size)
+    }
+
+    /// `from` was renamed to `to`; endpoint copies and delegates follow.
+    pub fn renamed(&self, from: &str, to: &str) -> io::Result<()> {
+        self.forget_endpoint_files();
+        for ctx in self
+            .held
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .values_mut()
+        {
+            if let Some(rest) = ctx.path.strip_prefix(from) {
+                if rest.is_empty() || rest.starts_with('/') {
+                    ctx.path = format!("{to}{rest}");
+                }
+            }
+        }
+        for d in &self.current().endpoint_dirs {
+            let src = under(d, from);
+            if src.exists() {
+                let dst = under(d, to);
+                if let Some(p) = dst.parent() {
+                    std::fs::create_dir_all(p)?;
+                }
+                std::fs::rename(src, dst)?;
+            }
+        }
+        // Delegates follow the name, so remote copies must too (or reads would miss them).
+        for r in &self.current().remotes {
+            r.client.rename(&r.path_of(from), &r.path_of(to))?;
+        }
+        self.delegates.rename(from, to)
     }
 }
