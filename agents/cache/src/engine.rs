@@ -108,6 +108,11 @@ pub trait Engine: Send {
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Sizes fixed when the engine was built (sets, units, spare pages...), by name: what a
+    /// benchmark reports beside the counters to say which cache it measured. Empty by default.
+    fn layout(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
     /// Uses `bytes` of its span from now on (the span itself does not change): growing
     /// takes effect at once, shrinking evicts what lies past the new end. Returns `Ok(false)`,
     /// changing nothing, when the engine cannot resize in place (the default); an error when

@@ -475,13 +475,12 @@ impl Engine for Hybrid {
 
     /// The small engine's counters as "small.*".
     fn counters(&self) -> Vec<(String, u64)> {
-        let flash = locked(&self.flash);
-        flash
-            .small
-            .counters()
-            .into_iter()
-            .map(|(k, v)| (format!("small.{k}"), v))
-            .collect()
+        small_named(locked(&self.flash).small.counters())
+    }
+
+    /// The small engine's layout as "small.*".
+    fn layout(&self) -> Vec<(String, u64)> {
+        small_named(locked(&self.flash).small.layout())
     }
 
     /// The log's parts as "large.*", the small engine's as "small.*" (a small engine replaced
@@ -514,4 +513,12 @@ impl Engine for Hybrid {
                 .into(),
         ))
     }
+}
+
+/// Names of the small engine's figures, prefixed so they never clash with the log's.
+fn small_named(named: Vec<(String, u64)>) -> Vec<(String, u64)> {
+    named
+        .into_iter()
+        .map(|(k, v)| (format!("small.{k}"), v))
+        .collect()
 }

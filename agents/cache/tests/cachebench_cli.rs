@@ -170,6 +170,33 @@ fn fairywren_reports_what_kangaroo_reports_and_never_makes_the_device_relocate()
     assert!(fairywren["alwa"].as_f64().unwrap() >= 1.0);
     assert!(fairywren["objects"].as_u64().unwrap() > 0);
     assert!(fairywren["dram_bits_per_object"].as_f64().unwrap() > 0.0);
+    // FwSets' sizes and the counters that say where its pages go.
+    let layout = &fairywren["layout"];
+    assert!(layout["sets"].as_u64().unwrap() > 0, "{layout}");
+    assert!(layout["spare_pages"].is_u64(), "{layout}");
+    let c = &fairywren["counters"];
+    for k in [
+        "hot_page_writes",
+        "cold_page_writes",
+        "hot_victim_live_pages",
+        "cold_victim_live_pages",
+        "gc_cold_repacks",
+        "objects_packed_by_log",
+    ] {
+        assert!(c[k].is_u64(), "{k}: {c}");
+    }
+    assert_eq!(
+        c["hot_page_writes"].as_u64().unwrap() + c["cold_page_writes"].as_u64().unwrap(),
+        c["set_page_writes"].as_u64().unwrap()
+    );
+    let fifo = json(
+        &[
+            FW_SMALL,
+            &["--engine", "fairywren", "--fwsets-victims", "fifo-plus"],
+        ]
+        .concat(),
+    );
+    assert_ne!(fifo["counters"], fairywren["counters"]);
     // The shared knobs reach both engines.
     let k10 = json(&[FW_SMALL, &["--engine", "kangaroo", "--log-fraction", "0.1"]].concat());
     let f10 = json(
@@ -198,6 +225,7 @@ fn bad_fairywren_flags_exit_2_naming_the_flag() {
         (&["--cold-every", "0"][..], "--cold-every"),
         (&["--cold-pages", "0"][..], "--cold-pages"),
         (&["--fwsets-op", "0.6"][..], "--fwsets-op"),
+        (&["--fwsets-victims", "lru"][..], "--fwsets-victims"),
         // Eight 512 KiB units (the device has spare units for its own needs): too few erase
         // units for FwLog and FwSets.
         (&["--flash-mib", "4", "--op", "1.0"][..], "erase units"),
@@ -236,6 +264,7 @@ const REPORT_KEYS: &[&str] = &[
     "gets",
     "gets_per_s",
     "handles",
+    "layout",
     "measured_requests",
     "media_bytes_per_request",
     "miss_ratio",

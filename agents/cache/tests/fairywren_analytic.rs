@@ -6,7 +6,7 @@
 mod common;
 
 use lachesis_cache::fairywren::analytic::Fifo;
-use lachesis_cache::fairywren::store::Store;
+use lachesis_cache::fairywren::store::{Store, Victims};
 use lachesis_device::{BlockDevice, PlacementHandle};
 
 /// Writes `rounds × live` random page rewrites of `live` owners into a store of `eus` units of
@@ -81,5 +81,43 @@ fn fifo_plus_amplification_follows_the_model_across_erase_unit_sizes() {
         );
         assert!(measured > last, "larger erase units amplify more");
         last = measured;
+    }
+}
+
+/// Five sealed units of 4 pages, oldest first, with 4, 3, 2, 1 and 2 live pages. FIFO+ takes
+/// the oldest with a dead page, greedy the least live, cost-benefit the one whose dead pages
+/// are worth most for their age ((1 − u) · age / (1 + u), age in pages written since sealing:
+/// 12 · ¼ / 1¾ = 1.7, 8 · ½ / 1½ = 2.7, 4 · ¾ / 1¼ = 2.4, 0). With every unit all live, each
+/// policy still takes one, the oldest.
+#[test]
+fn victim_policies_choose_by_age_liveness_or_both() {
+    let (b, eus) = (4u32, 6u32);
+    let (_sim, dev) = common::device(64, 0.25);
+    let span = common::span(&dev, 0, u64::from(eus * b) * 4096);
+    let data = vec![0u8; 4096];
+    let filled = |victims: Victims, dead: &[u32]| {
+        let mut store = Store::new(0, eus, b, vec![PlacementHandle(0)]).with_victims(victims);
+        for owner in 0..5 * b {
+            assert_eq!(store.append(&span, 0, owner, &data).unwrap(), Some(owner));
+        }
+        for &page in dead {
+            store.invalidate(page);
+        }
+        store
+    };
+    let dead = [4, 8, 9, 12, 13, 14, 16, 17];
+    for (victims, unit, live) in [
+        (Victims::FifoPlus, 1, 3),
+        (Victims::Greedy, 3, 1),
+        (Victims::CostBenefit, 2, 2),
+    ] {
+        let mut store = filled(victims, &dead);
+        assert_eq!(store.victim(), Some(unit), "{victims:?}");
+        assert_eq!(store.stream_victim_live, vec![live], "{victims:?}");
+        assert_eq!(
+            filled(victims, &[]).victim(),
+            Some(0),
+            "{victims:?} all live"
+        );
     }
 }

@@ -678,6 +678,11 @@ fn fairywren_comes_back_warm_after_reclaims_and_a_bad_index_starts_empty() {
         &mut &index[..],
     ));
     assert!(e.contains("span length was 1048576"), "{e}");
+    // Another victim policy would take the restored units in another order: refused by name.
+    let mut greedy = cfg();
+    greedy.victims = lachesis_cache::fairywren::Victims::Greedy;
+    let e = err(FairyWren::restore(greedy, &mut &index[..]));
+    assert!(e.contains("FwSets victim policy"), "{e}");
     // Refused, the caller builds the engine cold: nothing of the saved life is read back.
     let mut cold = FairyWren::new(cfg()).unwrap();
     assert!((0..2000).all(|k| cold.get(&key(k)).unwrap().is_none()));

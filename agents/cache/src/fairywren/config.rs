@@ -2,6 +2,7 @@
 
 use lachesis_device::PlacementHandle;
 
+use super::store::Victims;
 use crate::dev::Span;
 use crate::kangaroo::index::{MAX_PAGES, MAX_SLOTS};
 use crate::kangaroo::page::PAGE;
@@ -37,6 +38,9 @@ pub struct FairyWrenConfig {
     /// FwSets over-provisioning: the share of its erase units not holding live sets (Table 4:
     /// 5%), so that nest packing always finds a unit with dead subsets.
     pub op: f64,
+    /// How FwSets' garbage collection picks a victim unit (hot and cold units are apart, each
+    /// on its stream's handle): cost-benefit by default; §4.4's FIFO+ for the model.
+    pub victims: Victims,
     /// FwLog slices (§5.4.2: 64); fewer when a segment has too few pages for each slice to
     /// get [`MIN_SLICE_PAGES`] (the paper's balls-into-bins argument needs many objects per
     /// slice, or the overflow buffer forces out mostly empty segments).
@@ -77,6 +81,7 @@ impl FairyWrenConfig {
             eu_bytes: 0,
             log_fraction: 0.05,
             op: 0.05,
+            victims: Victims::CostBenefit,
             slices: 64,
             segment_bytes: 0,
             cold_pages: 1,
@@ -107,6 +112,7 @@ pub struct Layout {
     pub slots_per_table: usize,
     pub bloom_bits: usize,
     pub hit_bits: usize,
+    pub victims: Victims,
 }
 
 fn bad(msg: String) -> Error {
@@ -234,6 +240,7 @@ impl Layout {
             slots_per_table: expected.div_ceil(tables as usize),
             bloom_bits: 3 * per_set,
             hit_bits: per_set,
+            victims: c.victims,
         })
     }
 

@@ -32,6 +32,7 @@ pub mod store;
 
 pub use config::{FairyWrenConfig, Layout, MIN_EUS, SETS_RESERVE};
 pub use fwsets::HOT;
+pub use store::Victims;
 
 use fwlog::{Append, FwLog};
 use fwsets::FwSets;
@@ -66,9 +67,24 @@ pub struct FairyWrenStats {
     pub purge_updates: u64,
     /// Updates that merged and re-split the hot and cold subsets.
     pub resplits: u64,
-    /// Log objects moved into sets, and how many of those moves rode on garbage collection.
+    /// Log objects moved into sets, and how many of those moves rode on garbage collection
+    /// and on FwLog reclaiming a unit.
     pub objects_packed: u64,
     pub objects_packed_by_gc: u64,
+    pub objects_packed_by_log: u64,
+    /// Cold subsets garbage collection moved: repacked (the set re-split with its log
+    /// objects, as FwLog's own updates do) or copied as they were (when FwSets was too short
+    /// of free units to write the hot subset too).
+    pub gc_cold_repacks: u64,
+    pub gc_cold_copies: u64,
+    /// FwSets by stream: pages written, erase units reclaimed, and pages still live in those
+    /// units when garbage collection took them (moved, or dropped if FwSets was full).
+    pub hot_page_writes: u64,
+    pub cold_page_writes: u64,
+    pub hot_eu_erases: u64,
+    pub cold_eu_erases: u64,
+    pub hot_victim_live_pages: u64,
+    pub cold_victim_live_pages: u64,
     /// FwLog objects dropped by threshold admission, and those readmitted because they were
     /// read while in FwLog.
     pub objects_dropped: u64,
@@ -99,6 +115,10 @@ impl DramBreakdown {
         self.per_object_structures() + self.buffers
     }
 }
+
+/// Free FwSets units garbage collection needs to repack a cold subset rather than copy it:
+/// a repack writes the hot subset as well, and each stream may have to open a unit.
+const GC_REPACK_FREE_EUS: u32 = 2;
 
 /// Why a set is rewritten.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +222,8 @@ impl FairyWren {
                 layout.set_eus,
                 layout.eu_pages,
                 vec![hot_handle, cold_handle],
-            ),
+            )
+            .with_victims(layout.victims),
             FwSets::new(
                 layout.sets,
                 layout.cold_pages,
@@ -236,6 +257,7 @@ impl FairyWren {
             .with("FwLog index slots per table", l.slots_per_table as u64)
             .with("Bloom bits per subset", l.bloom_bits as u64)
             .with("hit bits per subset", l.hit_bits as u64)
+            .with("FwSets victim policy", l.victims.code())
     }
 
     pub fn layout(&self) -> Layout {
@@ -248,6 +270,12 @@ impl FairyWren {
             log_eu_erases: self.log.eu_erases,
             set_page_writes: self.store.page_writes,
             set_eu_erases: self.store.erases,
+            hot_page_writes: self.store.stream_writes[0],
+            cold_page_writes: self.store.stream_writes[1],
+            hot_eu_erases: self.store.stream_erases[0],
+            cold_eu_erases: self.store.stream_erases[1],
+            hot_victim_live_pages: self.store.stream_victim_live[0],
+            cold_victim_live_pages: self.store.stream_victim_live[1],
             ..self.f.clone()
         }
     }
@@ -537,9 +565,14 @@ impl FairyWren {
     /// merges both subsets and re-splits them by popularity.
     fn update(&mut self, set: u32, why: Why, drop_keys: &[Vec<u8>]) -> Result<()> {
         let (slice, bucket) = self.slice_bucket(set);
-        // Moving a cold subset packs nothing: that would add a hot page to a collection that
-        // must free more than it writes.
-        let entries = if matches!(why, Why::Gc(sub) if sub != HOT) {
+        // Garbage collection moving a cold subset repacks the set (Fig. 8's migration: the
+        // set's log objects come in and hot and cold are re-split) instead of copying the page:
+        // the hot page it writes retires an older one, so the collection still frees what it
+        // did, and the set's next re-split and log update are spent here. Only when FwSets is
+        // nearly out of free units is the cold page copied, writing one page for one.
+        let copy =
+            matches!(why, Why::Gc(sub) if sub != HOT) && self.store.free_eus() < GC_REPACK_FREE_EUS;
+        let entries = if copy {
             Vec::new()
         } else {
             self.index.bucket(slice, bucket)
@@ -563,11 +596,21 @@ impl FairyWren {
         }
         self.f.objects_packed += incoming.len() as u64;
         match why {
-            Why::Gc(_) => {
+            Why::Gc(sub) => {
                 self.f.gc_updates += 1;
                 self.f.objects_packed_by_gc += incoming.len() as u64;
+                if sub != HOT {
+                    if copy {
+                        self.f.gc_cold_copies += 1;
+                    } else {
+                        self.f.gc_cold_repacks += 1;
+                    }
+                }
             }
-            Why::Log => self.f.log_updates += 1,
+            Why::Log => {
+                self.f.log_updates += 1;
+                self.f.objects_packed_by_log += incoming.len() as u64;
+            }
             Why::Purge => self.f.purge_updates += 1,
         }
         let goes = |o: &Obj| {
@@ -587,9 +630,16 @@ impl FairyWren {
 
         let n = &mut self.sets.updates[set as usize];
         *n = n.saturating_add(1);
-        // Not during garbage collection, which must free more than it writes: the re-split
-        // waits for the set's next update from FwLog.
-        let resplit = *n >= self.cold_every && !matches!(why, Why::Gc(_));
+        // A hot subset moved by garbage collection is not re-split: the re-split writes the
+        // cold pages too, and with little spare space those writes feed collection itself
+        // (tried: at Table 4's 5% FwSets spare, 16 MiB, small-meta, the engine wrote 17× more
+        // and held fewer objects). It waits for the set's next update from FwLog or for its
+        // cold subset's collection.
+        let resplit = match why {
+            Why::Gc(HOT) => false,
+            Why::Gc(_) => !copy,
+            Why::Log | Why::Purge => *n >= self.cold_every,
+        };
         let mut writes: Vec<(u32, Vec<Obj>, usize)> = Vec::new();
         let evicted = if resplit {
             *n = 0;
@@ -665,7 +715,25 @@ fn resplit_subsets(
             None => rest.push(o),
         }
     }
-    let (hot_out, evicted) = rrip::merge(rest, incoming);
+    let mut left: Vec<Obj> = rest.iter().chain(&incoming).cloned().collect();
+    let (hot_out, _) = rrip::merge(rest, incoming);
+    // What the hot subset cannot hold fills the cold pages' room before it is evicted: a cold
+    // page holding only the objects read since the last re-split is often part empty, and
+    // leaving it so costs the cache capacity (the objects stay a cold cycle, then are aged and
+    // judged again). Nearest predictions first.
+    left.retain(|o| !hot_out.iter().any(|h| h.key == o.key));
+    left.sort_by_key(|o| o.rrip);
+    let mut evicted = 0;
+    for o in left {
+        let c = o.kset_cost();
+        match used.iter().position(|&u| u + c <= SET_CAPACITY) {
+            Some(p) => {
+                used[p] += c;
+                cold_out[p].push(o);
+            }
+            None => evicted += 1,
+        }
+    }
     (hot_out, cold_out, evicted)
 }
 
@@ -745,6 +813,30 @@ impl Engine for FairyWren {
     /// units), FwSets in pages.
     fn counters(&self) -> Vec<(String, u64)> {
         named_counters(&self.fairywren_stats())
+    }
+
+    /// FwSets' pages split into what live subsets may fill, the reserved and open units, and
+    /// the spare beyond both (the over-provisioning garbage collection actually has).
+    fn layout(&self) -> Vec<(String, u64)> {
+        let l = &self.layout;
+        let set_pages = u64::from(l.set_eus) * u64::from(l.eu_pages);
+        let subset_pages = u64::from(l.sets) * u64::from(1 + l.cold_pages);
+        let reserved = u64::from(SETS_RESERVE + 2) * u64::from(l.eu_pages);
+        [
+            ("eu_pages", u64::from(l.eu_pages)),
+            ("fwlog_eus", u64::from(l.log_eus)),
+            ("fwsets_eus", u64::from(l.set_eus)),
+            ("sets", u64::from(l.sets)),
+            ("subset_pages", subset_pages),
+            ("reserved_and_open_pages", reserved),
+            (
+                "spare_pages",
+                set_pages.saturating_sub(subset_pages + reserved),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 
     fn parts(&self) -> Vec<PartStats> {

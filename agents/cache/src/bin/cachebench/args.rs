@@ -31,6 +31,17 @@ pub enum SmallEngine {
     Fairywren,
 }
 
+/// FairyWREN: how FwSets' garbage collection picks the erase unit to reclaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FwVictims {
+    /// §4.4: the oldest unit with a dead page, hot and cold units in one queue.
+    FifoPlus,
+    /// The unit with the fewest live pages.
+    Greedy,
+    /// Sprite LFS's (1 - u) * age / (1 + u): old cold units before young hot ones.
+    CostBenefit,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Handles {
     /// Every part of the engine writes with placement handle 0: a conventional (LBAD) SSD,
@@ -123,6 +134,9 @@ pub struct Args {
     /// Table 4: 5%), so garbage collection finds victims with dead subsets.
     #[arg(long, default_value_t = 0.05)]
     pub fwsets_op: f64,
+    /// FairyWREN: FwSets' victim choice in garbage collection.
+    #[arg(long, value_enum, default_value = "cost-benefit")]
+    pub fwsets_victims: FwVictims,
     /// FairyWREN: every n-th update of a set re-splits its hot and cold subsets.
     #[arg(long, default_value_t = 5)]
     pub cold_every: u8,

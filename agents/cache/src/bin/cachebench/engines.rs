@@ -12,10 +12,10 @@ use lachesis_device::nvme::logpage::{FdpStats, RuhType};
 use lachesis_device::sim::SimConfig;
 use lachesis_device::PlacementHandle;
 
-use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig};
+use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, Victims};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 
-use crate::args::{Args, EngineKind, Handles, SmallEngine};
+use crate::args::{Args, EngineKind, FwVictims, Handles, SmallEngine};
 use crate::steady::Point;
 
 /// The simulated device's page (its logical block).
@@ -200,6 +200,11 @@ fn fairywren(span: Span, [log, hot, cold]: [PlacementHandle; 3], args: &Args) ->
     config.cold_every = args.cold_every;
     config.cold_pages = args.cold_pages;
     config.op = args.fwsets_op;
+    config.victims = match args.fwsets_victims {
+        FwVictims::FifoPlus => Victims::FifoPlus,
+        FwVictims::Greedy => Victims::Greedy,
+        FwVictims::CostBenefit => Victims::CostBenefit,
+    };
     config
 }
 

@@ -39,6 +39,8 @@ pub struct Report {
     pub parts: Vec<PartWindow>,
     /// The engine's own counters over the window (set writes by cause, objects moved...).
     pub counters: std::collections::BTreeMap<String, u64>,
+    /// The engine's sizes (FairyWREN: sets, reserved and spare FwSets pages...).
+    pub layout: std::collections::BTreeMap<String, u64>,
     pub gets: u64,
     pub misses: u64,
     pub miss_ratio: f64,
@@ -125,6 +127,7 @@ pub fn build(
         })
         .collect();
     Report {
+        layout: bench.engine.layout().into_iter().collect(),
         engine: format!("{:?}", args.engine).to_lowercase(),
         workload,
         handles: format!("{:?}", args.handles).to_lowercase(),
