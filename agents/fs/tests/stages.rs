@@ -13,7 +13,7 @@ use std::sync::Arc;
 use lachesis_fs::stage::space::testing::{sim, Writes};
 use lachesis_fs::stage::{Devices, StageStats};
 use lachesis_fs::{config, Switch, SwitchOptions};
-use lachesis_switch::{Rule, StageConfig};
+use lachesis_switch::{LogConfig, Rule, StageConfig};
 
 const MIB: u64 = 1 << 20;
 
@@ -728,4 +728,48 @@ fn fairywren_stages_cache_and_read_back_through_the_switch() {
         BTreeSet::from([2]),
         "the hybrid's blocks go to its log"
     );
+}
+
+/// A log's reclaim rate changes when the change it comes in is made: a change refused for
+/// another reason (a rule naming no stage) leaves the log holding its data, unreclaimed.
+#[test]
+fn a_refused_change_leaves_a_logs_reclaim_rate_as_it_was() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("b");
+    std::fs::create_dir_all(&b).unwrap();
+    let dir = t.path().join("log").display().to_string();
+    let held = StageConfig::Log(LogConfig::local("log/l", None, &dir));
+    let mut reclaiming = LogConfig::local("log/l", None, &dir);
+    reclaiming.reclaim_bytes_per_s = Some(1 << 30);
+    let reclaiming = StageConfig::Log(reclaiming);
+    let routes = rules(&[("log/l", "/l")]);
+    let sw = switch(
+        &t.path().join("s"),
+        routes.clone(),
+        vec![held.clone()],
+        Devices::default(),
+    );
+    let l = ctx(&b, None, "/l");
+    sw.write(&l, &block(3, 0, 0), 0).unwrap();
+    let e = sw
+        .set_rules(
+            rules(&[("log/l", "/l"), ("cache/zz", "/z")]),
+            std::slice::from_ref(&reclaiming),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"cache/zz\" is not declared"), "{e}");
+    sw.reclaim(std::time::Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        stats_of(&sw, "log/l").reclaimed_bytes,
+        0,
+        "refused: no reclaim"
+    );
+    // The log holds the bytes; the backing file has only their size.
+    assert_eq!(std::fs::read(b.join("l")).unwrap(), vec![0u8; 4096]);
+    // Made, the same rate reclaims the log into the file.
+    sw.set_rules(routes, &[reclaiming]).unwrap();
+    sw.reclaim(std::time::Duration::from_secs(1)).unwrap();
+    assert_eq!(stats_of(&sw, "log/l").reclaimed_bytes, 4096);
+    assert_eq!(std::fs::read(b.join("l")).unwrap(), block(3, 0, 0));
 }

@@ -11,7 +11,9 @@ use lachesis_stages::qos::Gate;
 use lachesis_stages::stage::qos::QosStage;
 use lachesis_stages::stage::resizes::{resize_all, Resize};
 use lachesis_stages::stage::space::Devices;
-use lachesis_switch::{CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageConfig, Tenant};
+use lachesis_switch::{
+    CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageChange, StageConfig, Tenant,
+};
 use serde::Serialize;
 
 use crate::cache::{Cache, CacheStats, DramCache, FlashCache, FlashLayout};
@@ -287,18 +289,16 @@ impl Service {
         // them back (lachesis_stages::stage::resizes: all or nothing).
         let resizes = wanted
             .iter()
-            .filter_map(|s| match (&built.stages.get(s.name())?.config, *s) {
-                (StageConfig::Cache(a), StageConfig::Cache(b)) if a != b && a.same_but_size(b) => {
-                    match b_stage(&built.stages[s.name()]) {
-                        Stage::Cache(store) => Some(Resize {
-                            stage: store,
-                            from: a.size_bytes,
-                            to: b.size_bytes,
-                        }),
-                        _ => None,
-                    }
+            .filter_map(|s| {
+                let live = built.stages.get(s.name())?;
+                match (live.config.change_to(s), b_stage(live)) {
+                    (StageChange::Resize { from, to }, Stage::Cache(store)) => Some(Resize {
+                        stage: store,
+                        from,
+                        to,
+                    }),
+                    _ => None,
                 }
-                _ => None,
             })
             .collect();
         let resized = resize_all(resizes, |store: &Arc<Store>, to| store.cache().resize(to))?;
@@ -306,16 +306,13 @@ impl Service {
         let mut compiled = HashMap::new();
         let built_all = (|| {
             for s in &wanted {
-                let reuse = built
-                    .stages
-                    .get(s.name())
-                    .and_then(|b| match (&b.config, *s) {
-                        (a, b) if a == b => Some(b_stage(&built.stages[s.name()])),
-                        (StageConfig::Cache(a), StageConfig::Cache(b)) if a.same_but_size(b) => {
-                            Some(b_stage(&built.stages[s.name()]))
-                        }
-                        _ => None,
-                    });
+                let reuse = built.stages.get(s.name()).and_then(|live| {
+                    matches!(
+                        live.config.change_to(s),
+                        StageChange::Keep | StageChange::Resize { .. }
+                    )
+                    .then(|| b_stage(live))
+                });
                 let st = match reuse {
                     Some(st) => st,
                     None => self.build_stage(s)?,

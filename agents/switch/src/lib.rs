@@ -34,6 +34,6 @@ pub use rule::{
 };
 pub use stage::{
     check_stages, host_path_error, CacheConfig, CacheEngine, EnginePart, Eviction, LogConfig,
-    PartHandle, Priority, RateLimitConfig, StageConfig, WriteMode,
+    PartHandle, Priority, RateLimitConfig, StageChange, StageConfig, WriteMode,
 };
 pub use table::{IoHeader, OwnedIoHeader, RuleTable, TableError};

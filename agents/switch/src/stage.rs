@@ -178,6 +178,33 @@ impl StageConfig {
             StageConfig::Log(_) => "log",
         }
     }
+
+    /// What a live stage built from `self` must do to become `new` (a stage of the same
+    /// name): the one decision every reconciler (the FUSE switch, the KV front end, the
+    /// server level) makes per stage, so that they keep, resize and rebuild alike.
+    pub fn change_to(&self, new: &StageConfig) -> StageChange {
+        match (self, new) {
+            (a, b) if a == b => StageChange::Keep,
+            (StageConfig::Cache(a), StageConfig::Cache(b)) => a.change_to(b),
+            (StageConfig::Log(a), StageConfig::Log(b)) if a.same_but_reclaim(b) => {
+                StageChange::Reclaim(b.reclaim_bytes_per_s)
+            }
+            _ => StageChange::Rebuild,
+        }
+    }
+}
+
+/// How a live stage becomes the stage of the same name a new desired state declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageChange {
+    /// Nothing changed: the live stage stays, warm.
+    Keep,
+    /// A cache stage whose size alone changed: resized in place (what it drops is clean).
+    Resize { from: u64, to: u64 },
+    /// A log whose reclaim rate alone changed: the log and its data stay, at the new rate.
+    Reclaim(Option<u64>),
+    /// Anything else: a new stage is built; the old one writes back what it holds and goes.
+    Rebuild,
 }
 
 /// Where a cache stage keeps its blocks.
@@ -347,6 +374,20 @@ impl CacheConfig {
             size_bytes: other.size_bytes,
             ..self.clone()
         } == *other
+    }
+
+    /// [`StageConfig::change_to`] of cache stages (the server level reconciles these alone).
+    pub fn change_to(&self, new: &CacheConfig) -> StageChange {
+        if self == new {
+            StageChange::Keep
+        } else if self.same_but_size(new) {
+            StageChange::Resize {
+                from: self.size_bytes,
+                to: new.size_bytes,
+            }
+        } else {
+            StageChange::Rebuild
+        }
     }
 }
 

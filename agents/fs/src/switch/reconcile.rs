@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use lachesis_switch::{check_stages, CacheEngine, Rule, RuleTable, StageConfig};
+use lachesis_switch::{check_stages, CacheEngine, Rule, RuleTable, StageChange, StageConfig};
 
 use super::{Compiled, Switch, SwitchError};
 use crate::detour::Detours;
@@ -137,6 +137,9 @@ impl Switch {
             self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(stage = name, "{what}: {e}");
         };
+        for (log, rate) in plan.reclaims {
+            log.set_reclaim(rate);
+        }
         for rs in plan.resizes {
             let name = rs.live.config.name();
             let cache = rs.live.cache.as_ref().expect("resizes are of cache stages");
@@ -225,6 +228,8 @@ impl Switch {
 pub(super) struct Plan {
     pub(super) set: Arc<StageSet>,
     resizes: Vec<Resize>,
+    /// Logs kept whose reclaim rate changes.
+    reclaims: Vec<(Arc<dyn Stage>, Option<u64>)>,
     /// Old instances no longer in the set (replaced or removed).
     retired: Vec<Arc<LiveStage>>,
 }
@@ -295,17 +300,20 @@ pub(super) fn plan(
     }
     let mut set = StageSet::new();
     let mut resizes = Vec::new();
+    let mut reclaims = Vec::new();
     for cfg in stages {
         let name = cfg.name();
         let prev = old.get(name);
-        let live = match prev.map(|l| (l, &l.config, cfg, &l.cache)) {
-            Some((l, a, b, _)) if a == b => l.clone(),
-            Some((l, StageConfig::Cache(a), StageConfig::Cache(b), Some(cache)))
-                if a.same_but_size(b) =>
-            {
-                let reserved = cache.reserve(b.size_bytes).map_err(|e| {
-                    e.context(format!("stage {name:?}: growing to {} bytes", b.size_bytes))
-                })?;
+        let change = prev.map(|l| (l, l.config.change_to(cfg)));
+        let live = match change {
+            Some((l, StageChange::Keep)) => l.clone(),
+            Some((l, StageChange::Resize { from, to })) if l.cache.is_some() => {
+                let reserved = l
+                    .cache
+                    .as_ref()
+                    .expect("matched")
+                    .reserve(to)
+                    .map_err(|e| e.context(format!("stage {name:?}: growing to {to} bytes")))?;
                 let live = Arc::new(LiveStage {
                     config: cfg.clone(),
                     stage: l.stage.clone(),
@@ -313,15 +321,16 @@ pub(super) fn plan(
                 });
                 resizes.push(Resize {
                     live: live.clone(),
-                    from: a.size_bytes,
-                    size: b.size_bytes,
+                    from,
+                    size: to,
                     reserved,
                 });
                 live
             }
-            // A log whose reclaim rate alone changed keeps its log and its data.
-            Some((l, StageConfig::Log(a), StageConfig::Log(b), _)) if a.same_but_reclaim(b) => {
-                l.stage.set_reclaim(b.reclaim_bytes_per_s);
+            // A log whose reclaim rate alone changed keeps its log and its data; the rate
+            // changes when the change is made (`apply`), not while it is planned.
+            Some((l, StageChange::Reclaim(rate))) => {
+                reclaims.push((l.stage.clone(), rate));
                 Arc::new(LiveStage {
                     config: cfg.clone(),
                     stage: l.stage.clone(),
@@ -354,6 +363,7 @@ pub(super) fn plan(
     Ok(Plan {
         set: Arc::new(set),
         resizes,
+        reclaims,
         retired,
     })
 }

@@ -20,7 +20,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
-use lachesis_switch::{CacheConfig, WriteMode};
+use lachesis_switch::{CacheConfig, StageChange, WriteMode};
 use serde::Serialize;
 
 use super::server::Store;
@@ -242,11 +242,14 @@ impl CachedStore {
             .iter()
             .filter_map(|c| {
                 let s = old_of(c)?;
-                (s.config != *c && s.config.same_but_size(c)).then(|| Resize {
-                    stage: s.stage.clone(),
-                    from: s.config.size_bytes,
-                    to: c.size_bytes,
-                })
+                match s.config.change_to(c) {
+                    StageChange::Resize { from, to } => Some(Resize {
+                        stage: s.stage.clone(),
+                        from,
+                        to,
+                    }),
+                    _ => None,
+                }
             })
             .collect();
         let resized = resize_all(resizes, |stage: &Arc<CacheStage>, to| {
@@ -256,7 +259,14 @@ impl CachedStore {
         for c in configs {
             let old = old_of(c);
             let stage = match &old {
-                Some(s) if s.config == *c || s.config.same_but_size(c) => s.stage.clone(),
+                Some(s)
+                    if matches!(
+                        s.config.change_to(c),
+                        StageChange::Keep | StageChange::Resize { .. }
+                    ) =>
+                {
+                    s.stage.clone()
+                }
                 _ => match CacheStage::from_config(c, &self.devices) {
                     Ok(s) => Arc::new(s),
                     Err(e) => {
