@@ -9,11 +9,12 @@ broker and the stage resolver read the generated module, and the agents' Rust te
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from lachesis_controller.contracts import regenerate
 
 SCHEMA = Path(__file__).resolve().parents[4] / "api-schemas" / "bus" / "common.schema.json"
 OUTPUT = Path(__file__).resolve().parent / "engine_parts.py"
@@ -72,21 +73,10 @@ def render(schema: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed module differs")
-    args = parser.parse_args(argv)
-    text = render(json.loads(SCHEMA.read_text()))
-    if args.check:
-        if OUTPUT.read_text() != text:
-            print(
-                f"{OUTPUT} is out of date: run python -m lachesis_controller.contracts.gen_engine_parts",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT}")
-    return 0
+    command = "python -m lachesis_controller.contracts.gen_engine_parts"
+    return regenerate.main(
+        argv, doc=__doc__, output=OUTPUT, render=lambda: render(json.loads(SCHEMA.read_text())), command=command
+    )
 
 
 if __name__ == "__main__":
