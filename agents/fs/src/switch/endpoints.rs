@@ -50,12 +50,7 @@ impl Switch {
     /// root-owned, or readable by all, would not be the writer's file any more. Directories it
     /// creates stay root's, so no writer can plant a symlink in the path the switch opens;
     /// the copy itself is opened with O_NOFOLLOW.
-    fn endpoint_file(
-        &self,
-        dir: &Path,
-        ctx: &FileCtx,
-        direct: bool,
-    ) -> io::Result<Arc<File>> {
+    fn endpoint_file(&self, dir: &Path, ctx: &FileCtx, direct: bool) -> io::Result<Arc<File>> {
         use std::os::unix::fs::OpenOptionsExt;
         let p = under(dir, &ctx.path);
         let mut m = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());

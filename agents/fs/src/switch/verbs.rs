@@ -137,12 +137,7 @@ impl Switch {
     /// held at the gate must not keep its block locks: a truncate or write behind them would
     /// hold `held`, which the install that resumes the flow needs (a deadlock that no
     /// timeout ends, with the reader stuck in the kernel).
-    fn try_read(
-        &self,
-        ctx: &FileCtx,
-        buf: &mut [u8],
-        off: u64,
-    ) -> io::Result<Option<usize>> {
+    fn try_read(&self, ctx: &FileCtx, buf: &mut [u8], off: u64) -> io::Result<Option<usize>> {
         let size = ctx.backing.metadata()?.len();
         if off >= size {
             return Ok(Some(0));
