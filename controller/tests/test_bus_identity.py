@@ -209,3 +209,37 @@ def test_cli_deletes_a_host_and_refuses_an_unknown_one(settings, admin: redis.Re
         unknown = cli(url, "hosts", "delete", "host-a")
         assert unknown.exit_code == 2
         assert "host-a" in unknown.output and "does not exist" in unknown.output
+
+
+def test_a_host_deleted_while_the_reconciler_restores_users_stays_deleted(redis_url: str, admin: redis.Redis) -> None:
+    """The reconciler's pass restores the ACL users Redis lost; a deletion that comes while
+    that pass awaits Redis (here: scheduled at its ACL USERS and let run as far as it can
+    before the pass goes on) must not have its user brought back by the pass."""
+    import asyncio
+
+    from lachesis_controller.bus.client import Bus, agent_user, make_redis
+
+    async def scenario() -> None:
+        bus = Bus(make_redis(redis_url))
+        real = bus.redis.execute_command
+        deletion: list[asyncio.Task[None]] = []
+
+        async def delete() -> None:
+            async with bus.lock:  # as api/hosts.py's delete_host
+                bus.remove_enrolled("race-host")
+                await bus.forget_host("race-host")
+
+        async def spy(*args: object, **kwargs: object) -> object:
+            if args[:2] == ("ACL", "USERS") and not deletion:
+                deletion.append(asyncio.create_task(delete()))
+                for _ in range(50):
+                    await asyncio.sleep(0)
+            return await real(*args, **kwargs)
+
+        bus.redis.execute_command = spy  # type: ignore[method-assign]
+        await bus.restore_agent_users([("race-host", "0" * 64)])
+        await deletion[0]
+        await bus.redis.aclose()
+
+    asyncio.run(scenario())
+    assert agent_user("race-host") not in admin.execute_command("ACL", "USERS")

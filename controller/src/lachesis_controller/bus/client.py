@@ -249,15 +249,20 @@ class Bus:
     async def restore_agent_users(self, credentials: Sequence[tuple[str, str]]) -> int:
         """Recreate the ACL users Redis lost (a restart without an ACL file); returns how
         many. `credentials` are (host_id, secret_sha256) as the database keeps them: every
-        enrolled host, so they also become the hosts whose streams are read."""
-        credentials = [(h, digest) for h, digest in credentials if h not in self._deleted]
-        self.set_enrolled(host_id for host_id, _ in credentials)
-        if not credentials:
-            return 0
-        present = set(await self.redis.execute_command("ACL", "USERS"))
-        missing = [(h, digest) for h, digest in credentials if agent_user(h) not in present]
-        for host_id, digest in missing:
-            await self.set_agent_user(host_id, digest)
+        enrolled host, so they also become the hosts whose streams are read.
+
+        Under `lock`, as a host's deletion is: a deletion made while this pass awaited Redis
+        would otherwise come between its check of the deleted hosts and its ACL SETUSER, and
+        the deleted host's user would come back."""
+        async with self.lock:
+            credentials = [(h, digest) for h, digest in credentials if h not in self._deleted]
+            self.set_enrolled(host_id for host_id, _ in credentials)
+            if not credentials:
+                return 0
+            present = set(await self.redis.execute_command("ACL", "USERS"))
+            missing = [(h, digest) for h, digest in credentials if agent_user(h) not in present]
+            for host_id, digest in missing:
+                await self.set_agent_user(host_id, digest)
         if missing:
             log.warning("recreated the Redis ACL users of %s", ", ".join(h for h, _ in missing))
         return len(missing)
