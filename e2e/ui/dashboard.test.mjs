@@ -459,21 +459,19 @@ async function run() {
       log(`SKIP step 5: ${noCgroup}`);
     } else if (has("/api/v1/policies") && telemetryArgs.length) {
       tenantIo(cgroup, path.join(tmp, "reports.dat"));
-      // Reports are told apart by their place in the stream, not by clocks: an agent's first
-      // report after this mark may have been taken while the IO still ran, its second not.
+      // Reports are told apart by their place in the stream and by what they counted, not by
+      // clocks: a report after this mark counts the tenant's reads once it has all three passes
+      // over the 32 MiB file (the agent may drain its eBPF events after a report was taken).
+      const reads = (3 * 32 * MiB) / 4096;
       const redis = (...args) => spawnSync("redis-cli", ["-u", redisUrl, "--raw", ...args], { encoding: "utf8" }).stdout;
       const stream = (h) => `lachesis:agent:${h}:telemetry`;
       const marks = Object.fromEntries(HOSTS.map((h) => [h, redis("XREVRANGE", stream(h), "+", "-", "COUNT", "1").split("\n")[0].trim() || "0-0"]));
       const curve = await waitFor("an agent's telemetry with a curve for tenant reports", async () => {
         // --raw: one line per element: an entry's id, then its field and the message's JSON
-        const seen = {};
         for (const line of HOSTS.flatMap((h) => redis("XRANGE", stream(h), `(${marks[h]}`, "+").split("\n"))) {
           if (!line.startsWith("{")) continue;
-          const msg = JSON.parse(line);
-          seen[msg.host_id] = (seen[msg.host_id] ?? 0) + 1;
-          if (seen[msg.host_id] < 2) continue; // maybe taken while the IO still ran
-          const t = msg.tenants.find((x) => x.name === "reports" && x.curve);
-          if (t) return t.curve;
+          const t = JSON.parse(line).tenants.find((x) => x.name === "reports" && x.curve);
+          if (t && t.curve.references >= reads) return t.curve;
         }
         return null;
       }, 60000, 250);
@@ -502,9 +500,10 @@ async function run() {
           const text = await page.textContent('[data-testid="curve-caption"]');
           const m = /^Allocated 64 MiB: expected hit rate ([\d.]+)%/.exec(text ?? "");
           if (!m) return null;
-          const served = (await api("GET", "/api/v1/tenants/reports/telemetry")).body?.curve?.points;
-          if (!served?.length) return null;
-          const miss = missAt(served, 64 << 20);
+          const servedCurve = (await api("GET", "/api/v1/tenants/reports/telemetry")).body?.curve;
+          const served = servedCurve?.points;
+          if (!served?.length || servedCurve.references < reads) return null;
+          const miss = missAt(served, 64 * MiB);
           assert(miss < 0.5, `the served curve has its knee at the 32 MiB file: ${JSON.stringify(served)}`);
           return Math.abs(Number(m[1]) - (1 - miss) * 100) < 0.1 ? text : null;
         }, 30000, 250);
