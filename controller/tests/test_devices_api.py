@@ -7,6 +7,7 @@ from typing import Any
 
 from conftest import TENANT, FakeAgent, enroll_host, now_rfc3339, wait_until
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
 
 from lachesis_controller.bus.messages import Telemetry
 
@@ -100,3 +101,43 @@ def test_devices_show_measured_and_predicted_dlwa(client: TestClient, agents: Ca
     )
     assert dev["dlwa"] == 1.25 and dev["handles"][0]["dlwa"] == 1.25
     assert dev["predicted_by"] == "model" and dev["predicted_dlwa"] >= 1.0
+
+
+def test_placement_assignments_follow_what_each_generation_shipped(
+    client: TestClient, agents: Callable[[str], FakeAgent], db: Engine
+) -> None:
+    """The handles a host was shipped are rows of their own, replaced by every generation:
+    a new tenant's stage leaves the others' handles alone, and a stage taken away takes its
+    rows with it."""
+
+    def rows() -> dict[tuple[str, str], tuple[int, int]]:
+        with db.connect() as connection:
+            found = connection.execute(
+                text("SELECT tenant, part, handle, generation FROM placement_assignments WHERE host_id = 'host-a'")
+            )
+            return {(t, p): (h, g) for t, p, h, g in found}
+
+    def shipped(state: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:
+        return {
+            (s["owner"], p["part"]): (p["handle"], state["generation"]) for s in state["stages"] for p in s["placement"]
+        }
+
+    agent = agents("host-a")
+    state = two_kangaroo_tenants(client, agent)
+    agent.ack(state)
+    assert len(rows()) == 4 and rows() == shipped(state)
+
+    tenant = {**TENANT, "name": "batch", "classifiers": [{"kind": "path_prefix", "value": "/srv/batch/"}]}
+    assert client.post("/api/v1/tenants", json=tenant).status_code == 201
+    agent.ack(agent.wait_desired(6))
+    stage = {"name": "cache/batch", "kind": "cache", "owner": "batch", "size_bytes": 128 << 20, "engine": "kangaroo"}
+    assert client.post("/api/v1/stages", json=stage).status_code == 201
+    later = agent.wait_desired(7)
+    agent.ack(later)
+    assert rows() == shipped(later) and len(rows()) == 6
+    kept = {k: h for k, (h, _) in shipped(state).items()}
+    assert {k: h for k, (h, _) in rows().items() if k[0] != "batch"} == kept
+
+    assert client.delete("/api/v1/stages/cache/web").status_code == 204
+    last = agent.wait_desired(8)
+    assert {t for t, _ in rows()} == {"api", "batch"} and rows() == shipped(last)

@@ -47,6 +47,15 @@ def _at(engine: Engine, revision: str, *, down: bool = False) -> None:
         (command.downgrade if down else command.upgrade)(cfg, revision)
 
 
+def _empty_database(backend: str, name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Engine:
+    """A database with no revision yet, on SQLite or the test PostgreSQL server."""
+    if backend == "sqlite":
+        return make_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    server = request.getfixturevalue("postgres_server")
+    server._execute(f"CREATE DATABASE {name}")
+    return make_engine(server.url(name))
+
+
 def _old_message(host: str, generation: int, rollout: str, issued: datetime, **extra: Any) -> str:
     return encode(
         {
@@ -67,13 +76,7 @@ def _old_message(host: str, generation: int, rollout: str, issued: datetime, **e
 def test_0008_moves_each_message_into_one_stored_state(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'l.db'}"
-    else:
-        server = request.getfixturevalue("postgres_server")
-        server._execute("CREATE DATABASE migration_0008")  # empty: no revision yet
-        url = server.url("migration_0008")
-    engine = make_engine(url)
+    engine = _empty_database(backend, "migration_0008", tmp_path, request)
     _at(engine, "0007")
     issued = datetime(2026, 11, 24, 21, 0, 0, 123000, tzinfo=UTC)
     # Three hosts got the same state from one two-phase rollout; host-a then a rollback.
@@ -128,4 +131,77 @@ def test_0008_moves_each_message_into_one_stored_state(
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT rollout_id, host_id, message, quiesce_message FROM rollout_targets"))
         assert {(r, h): (m, q) for r, h, m, q in rows} == {k: (m, quiesce.get(k)) for k, m in messages.items()}
+    engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_0011_keeps_each_hosts_shipped_handles_as_its_placement_assignments(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    engine = _empty_database(backend, "migration_0011", tmp_path, request)
+    _at(engine, "0010")
+    t = datetime(2026, 11, 28, 21, 0, 0)
+    stages = [  # one stage on the host's first device (none named), one on flash1, one in DRAM
+        {
+            "kind": "cache",
+            "name": "cache/web",
+            "owner": "web",
+            "device": None,
+            "placement": [{"part": "klog", "handle": 3}, {"part": "kset", "handle": 4}],
+        },
+        {
+            "kind": "cache",
+            "name": "cache/api",
+            "owner": "api",
+            "device": "flash1",
+            "placement": [{"part": "loc", "handle": 1}],
+        },
+        {"kind": "cache", "name": "cache/tmp", "owner": None, "device": None, "placement": []},
+    ]
+    caps = json.dumps({"devices": [{"name": "flash0"}, {"name": "flash1"}]})
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO hosts (id, agent_version, capabilities, enrolled_at, registered_at, last_seen, "
+                "desired_generation, acked_generation) VALUES ('host-a', '0.1.0', :c, :t, :t, :t, 2, 2)"
+            ),
+            {"c": caps, "t": t},
+        )
+        for generation in (1, 2):
+            connection.execute(
+                text(
+                    "INSERT INTO rollouts (id, cause, state, created_at, deadline) VALUES (:id, 'c', 'succeeded', :t, :t)"
+                ),
+                {"id": f"r{generation}", "t": t},
+            )
+        for generation, body in (
+            (1, {"tenants": [], "rules": []}),
+            (2, {"stages": stages, "tenants": [], "rules": []}),
+        ):
+            connection.execute(
+                text("INSERT INTO desired_states (id, body, created_at) VALUES (:id, :b, :t)"),
+                {"id": f"s{generation}", "b": json.dumps(body), "t": t},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO rollout_targets (rollout_id, host_id, generation, status, state_id, phase) "
+                    "VALUES (:r, 'host-a', :g, 'applied', :s, 'install')"
+                ),
+                {"r": f"r{generation}", "g": generation, "s": f"s{generation}"},
+            )
+    _at(engine, "heads")
+    with engine.connect() as connection:
+        rows = set(
+            connection.execute(
+                text("SELECT host_id, device, tenant, part, handle, generation FROM placement_assignments")
+            )
+        )
+    assert rows == {
+        ("host-a", "flash0", "web", "klog", 3, 2),
+        ("host-a", "flash0", "web", "kset", 4, 2),
+        ("host-a", "flash1", "api", "loc", 1, 2),
+    }
+    _at(engine, "0010", down=True)
+    with engine.connect() as connection:
+        assert "placement_assignments" not in inspect(connection).get_table_names()
     engine.dispose()

@@ -164,6 +164,7 @@ impl Switch {
             detours.as_deref(),
         )?;
         check_controller(&compiled, detours.is_some())?;
+        plan.put_in_force();
         registry.replace(plan.set);
         let delegates = Delegates::open(&opts.state_dir, &compiled.endpoint_dirs, |s| {
             registry.build_recovered(s.clone()).map(Arc::new)

@@ -732,6 +732,46 @@ fn fairywren_stages_cache_and_read_back_through_the_switch() {
 
 /// A log's reclaim rate changes when the change it comes in is made: a change refused for
 /// another reason (a rule naming no stage) leaves the log holding its data, unreclaimed.
+/// A qos stage in the contract's shape.
+fn qos(name: &str, priority: &str) -> StageConfig {
+    serde_json::from_value(serde_json::json!({
+        "kind": "ratelimit", "name": name, "owner": null, "iops": null,
+        "bytes_per_s": null, "min_bytes_per_s": null, "priority": priority,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_refused_change_leaves_a_qos_stages_class_as_it_was() {
+    let t = tempfile::tempdir().unwrap();
+    let routes = rules(&[("qos/q", "/q")]);
+    let sw = switch(
+        &t.path().join("s"),
+        routes.clone(),
+        vec![qos("qos/q", "low")],
+        Devices::default(),
+    );
+    let key = lachesis_fs::qos::ClassKey::Stage("qos/q".into());
+    let low = sw.qos().params(&key).expect("the class is in force");
+    // The new priority rebuilds the stage; the change is refused at its rules.
+    let e = sw
+        .set_rules(
+            rules(&[("qos/q", "/q"), ("cache/zz", "/z")]),
+            &[qos("qos/q", "high")],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"cache/zz\" is not declared"), "{e}");
+    assert_eq!(
+        sw.qos().params(&key),
+        Some(low),
+        "refused: the class is as it was"
+    );
+    sw.set_rules(routes, &[qos("qos/q", "high")]).unwrap();
+    let high = sw.qos().params(&key).unwrap();
+    assert!(high.weight > low.weight, "made: {high:?} after {low:?}");
+}
+
 #[test]
 fn a_refused_change_leaves_a_logs_reclaim_rate_as_it_was() {
     let t = tempfile::tempdir().unwrap();

@@ -304,6 +304,8 @@ impl Service {
         let resized = resize_all(resizes, |store: &Arc<Store>, to| store.cache().resize(to))?;
         let mut next: HashMap<String, Stage> = HashMap::new();
         let mut compiled = HashMap::new();
+        // New qos stages: their classes change in the scheduler only once nothing can refuse.
+        let mut fresh = Vec::new();
         let built_all = (|| {
             for s in &wanted {
                 let reuse = built.stages.get(s.name()).and_then(|live| {
@@ -315,7 +317,13 @@ impl Service {
                 });
                 let st = match reuse {
                     Some(st) => st,
-                    None => self.build_stage(s)?,
+                    None => {
+                        let st = self.build_stage(s)?;
+                        if let Stage::RateLimit(q) = &st {
+                            fresh.push(q.clone());
+                        }
+                        st
+                    }
                 };
                 next.insert(s.name().to_string(), st);
             }
@@ -327,6 +335,9 @@ impl Service {
         if let Err(e) = built_all {
             resized.undo();
             return Err(e);
+        }
+        for q in &fresh {
+            lachesis_stages::stage::Stage::put_in_force(&**q);
         }
         let mut defaults = HashMap::new();
         let mut dram = HashMap::new();
@@ -419,6 +430,12 @@ impl Service {
     pub fn qos_counters(&self, stage: &str) -> Option<lachesis_stages::qos::Counters> {
         self.qos
             .counters(&lachesis_stages::qos::ClassKey::Stage(stage.into()))
+    }
+
+    /// The parameters qos stage `stage`'s class runs with (None: none in force).
+    pub fn qos_params(&self, stage: &str) -> Option<lachesis_stages::qos::mclock::Params> {
+        self.qos
+            .params(&lachesis_stages::qos::ClassKey::Stage(stage.into()))
     }
 
     pub fn stats(&self) -> KvStats {

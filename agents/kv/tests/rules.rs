@@ -210,3 +210,60 @@ fn a_high_tenant_goes_ahead_of_a_low_one() {
         0
     );
 }
+
+/// A change refused after its new qos stage was built (a later stage names no device) leaves
+/// the scheduler's class as it was; made, it takes the new priority.
+#[test]
+fn a_refused_change_leaves_a_qos_class_as_it_was() {
+    let tenants = vec![Tenant {
+        name: "hi".into(),
+        classifiers: vec![Classifier {
+            kind: ClassifierKind::KeyPrefix,
+            value: "hi:".into(),
+        }],
+    }];
+    let rules = vec![Rule::new(
+        "hi-io",
+        1,
+        Match::any().tenant("hi"),
+        vec![Detour::new(DetourWhat::Io, DetourKind::Stage, "qos/hi")],
+    )];
+    let qos = |p: Priority| {
+        StageConfig::RateLimit(RateLimitConfig {
+            name: "qos/hi".into(),
+            owner: Some("hi".into()),
+            iops: None,
+            bytes_per_s: None,
+            min_bytes_per_s: None,
+            priority: Some(p),
+        })
+    };
+    let no_device: StageConfig = serde_json::from_value(serde_json::json!({
+        "kind": "cache", "name": "cache/hi", "owner": "hi", "engine": "loc", "size_bytes": 1 << 20,
+        "write_mode": "through", "eviction": "lru", "max_dirty_bytes": 1 << 20,
+        "device": "nope", "placement": [], "next": null,
+    }))
+    .unwrap();
+    let service = Service::new(ServiceConfig::new(Devices::default())).unwrap();
+    service
+        .apply(tenants.clone(), rules.clone(), vec![qos(Priority::Low)])
+        .unwrap();
+    let low = service.qos_params("qos/hi").expect("in force");
+    let e = service
+        .apply(
+            tenants.clone(),
+            rules.clone(),
+            vec![qos(Priority::High), no_device],
+        )
+        .unwrap_err();
+    assert!(e.contains("nope"), "{e}");
+    assert_eq!(
+        service.qos_params("qos/hi"),
+        Some(low),
+        "refused: as it was"
+    );
+    service
+        .apply(tenants, rules, vec![qos(Priority::High)])
+        .unwrap();
+    assert!(service.qos_params("qos/hi").unwrap().weight > low.weight);
+}

@@ -298,6 +298,23 @@ class DevicePlacement(Base):
     computed_at: Mapped[datetime]
 
 
+class PlacementAssignment(Base):
+    """The placement handle each owned flash cache stream was last shipped with, per host:
+    automatic placement keeps these (a stream whose handle changes is rebuilt cold), so they
+    are kept as rows rather than recovered from the last desired state's JSON. Replaced as a
+    whole for a host by every generation shipped to it (rollout/engine.py)."""
+
+    __tablename__ = "placement_assignments"
+
+    host_id: Mapped[str] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True)
+    device: Mapped[str] = mapped_column(String(63), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(63), primary_key=True)
+    part: Mapped[str] = mapped_column(String(16), primary_key=True)
+    handle: Mapped[int] = mapped_column(Integer)
+    # The host's generation that shipped it.
+    generation: Mapped[int] = mapped_column(Integer)
+
+
 class Stage(Base):
     """A stage declared through REST (`/api/v1/stages`, Moirai's cache API). Stages declared
     by policies live in their policy versions; stages/store.py reads both as one list."""

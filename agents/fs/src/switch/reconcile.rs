@@ -123,6 +123,8 @@ impl Switch {
             self.detours.as_deref(),
         )?;
         check_controller(&c, self.detours.is_some())?;
+        // Checked: from here the change is made.
+        plan.put_in_force();
         self.registry.replace(plan.set.clone());
         *self.compiled.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
         self.refresh_stage_list();
@@ -232,6 +234,18 @@ pub(super) struct Plan {
     reclaims: Vec<(Arc<dyn Stage>, Option<u64>)>,
     /// Old instances no longer in the set (replaced or removed).
     retired: Vec<Arc<LiveStage>>,
+    /// Instances built by this change, put in force when it is made.
+    built: Vec<Arc<dyn Stage>>,
+}
+
+impl Plan {
+    /// The change is being made: its new stages put in force what they change outside
+    /// themselves (a qos stage's class), before the table that routes IO to them.
+    pub(super) fn put_in_force(&self) {
+        for s in &self.built {
+            s.put_in_force();
+        }
+    }
 }
 
 struct Resize {
@@ -301,6 +315,7 @@ pub(super) fn plan(
     let mut set = StageSet::new();
     let mut resizes = Vec::new();
     let mut reclaims = Vec::new();
+    let mut built = Vec::new();
     for cfg in stages {
         let name = cfg.name();
         let prev = old.get(name);
@@ -346,6 +361,7 @@ pub(super) fn plan(
                         remote: &|addr| registry.client(addr),
                     },
                 )?;
+                built.push(b.stage.clone());
                 Arc::new(LiveStage {
                     config: cfg.clone(),
                     stage: b.stage,
@@ -365,6 +381,7 @@ pub(super) fn plan(
         resizes,
         reclaims,
         retired,
+        built,
     })
 }
 

@@ -126,6 +126,11 @@ impl Gate {
         self.lock().sched.set_class(key, params);
     }
 
+    /// The parameters `key` runs with (None: no such class).
+    pub fn params(&self, key: &ClassKey) -> Option<Params> {
+        self.lock().sched.params(key)
+    }
+
     pub fn counters(&self, key: &ClassKey) -> Option<Counters> {
         self.lock().sched.counters(key)
     }

@@ -127,6 +127,11 @@ pub trait Stage: Send + Sync {
     fn dirty_files(&self) -> Vec<u64> {
         Vec::new()
     }
+    /// The change that built this stage is being made: called by the reconciler after the
+    /// change was checked and before any IO reaches the stage, so that what a stage changes
+    /// outside itself (a qos stage's class in the shared scheduler) is not changed by a
+    /// change that is then refused.
+    fn put_in_force(&self) {}
     /// The stage was replaced or removed from the switch's stages: from now on it keeps no
     /// new data of its own (a write-back cache passes writes on), so one last write-back
     /// empties it.

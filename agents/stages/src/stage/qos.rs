@@ -11,25 +11,27 @@ use lachesis_switch::RateLimitConfig;
 use super::{Backend, Stage, StageStats};
 use crate::qos::classes::params;
 use crate::qos::gate::{ClassKey, Gate, Permit};
-use crate::qos::mclock::UnknownClass;
+use crate::qos::mclock::{Params, UnknownClass};
 
 pub struct QosStage {
     config: RateLimitConfig,
     key: ClassKey,
+    params: Params,
     gate: Arc<Gate>,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
 }
 
 impl QosStage {
-    /// The stage `config` declares, as a class of `gate` (added, or its parameters changed).
+    /// The stage `config` declares, as a class of `gate`: its parameters are checked here
+    /// and take effect in the gate at [`Stage::put_in_force`] (the class is added or its
+    /// parameters changed), so a refused change leaves the scheduler as it was.
     pub fn new(config: &RateLimitConfig, gate: Arc<Gate>) -> Result<QosStage, String> {
         let p = params(config).map_err(|e| format!("qos stage {:?}: {e}", config.name))?;
-        let key = ClassKey::Stage(config.name.clone());
-        gate.set_class(key.clone(), p);
         Ok(QosStage {
             config: config.clone(),
-            key,
+            key: ClassKey::Stage(config.name.clone()),
+            params: p,
             gate,
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
@@ -52,6 +54,10 @@ impl QosStage {
 }
 
 impl Stage for QosStage {
+    fn put_in_force(&self) {
+        self.gate.set_class(self.key.clone(), self.params);
+    }
+
     fn read(&self, file: u64, buf: &mut [u8], off: u64, next: &dyn Backend) -> io::Result<usize> {
         let n = buf.len();
         let r = self.pass(n, || next.read_at(file, buf, off))??;
@@ -111,6 +117,7 @@ mod tests {
         let t = Instant::now();
         let gate = Arc::new(Gate::new(1, Arc::new(move || t)));
         let s = QosStage::new(&config("qos/a", Priority::High, Some(1 << 20)), gate).unwrap();
+        s.put_in_force();
         let m = MemFiles::default();
         s.write(1, b"hello", 0, &m).unwrap();
         let mut buf = [0u8; 5];
@@ -121,6 +128,34 @@ mod tests {
         // The first was due by reservation at once; the second only 5 bytes' worth of the
         // reservation later, and this clock does not move: it went by weight.
         assert_eq!(q.reserved_bytes, 5);
+    }
+
+    #[test]
+    fn a_stage_changes_its_class_only_when_put_in_force() {
+        let t = Instant::now();
+        let gate = Arc::new(Gate::new(1, Arc::new(move || t)));
+        let key = ClassKey::Stage("qos/a".into());
+        let low = QosStage::new(&config("qos/a", Priority::Low, None), gate.clone()).unwrap();
+        assert_eq!(gate.params(&key), None, "built, not yet in force");
+        low.put_in_force();
+        let in_force = gate.params(&key).unwrap();
+        // A successor built for a change that is then refused leaves the class as it was.
+        let high = QosStage::new(
+            &config("qos/a", Priority::High, Some(1 << 20)),
+            gate.clone(),
+        );
+        drop(high.unwrap());
+        assert_eq!(gate.params(&key), Some(in_force));
+        let high = QosStage::new(
+            &config("qos/a", Priority::High, Some(1 << 20)),
+            gate.clone(),
+        );
+        high.unwrap().put_in_force();
+        let now = gate.params(&key).unwrap();
+        assert!(
+            now.weight > in_force.weight && now.reservation > 0.0,
+            "{now:?}"
+        );
     }
 
     #[test]

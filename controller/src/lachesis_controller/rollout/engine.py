@@ -350,6 +350,7 @@ def start_rollout(
             restores=restored,
         )
         publications.append(Publication(host.id, host.desired_generation, message))
+    stage_store.record_assignments(session, ((host, body.get("stages", [])) for host, body, _ in staged))
     if rows:
         # One executemany instead of 1,000 ORM objects and their unit of work
         # (docs/benchmarks/controller.md): the rollout row goes first, the targets name it, and

@@ -18,7 +18,7 @@ Pure functions of their inputs, so the whole mapping is tested without a databas
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,19 @@ class HostView:
 
 # The measuring device's default spare share (agents/device/src/measured.rs).
 AUTO_OVERPROVISIONING = 0.07
+
+
+def assignments(stages: Iterable[Mapping[str, Any]], devices: Sequence[str]) -> dict[tuple[str, str, str], int]:
+    """(device, tenant, part) -> handle of the owned flash cache stages in a shipped stage list
+    (a stage without a device is on the host's first): what `HostView.previous` is next time."""
+    out: dict[tuple[str, str, str], int] = {}
+    for s in stages:
+        device = s.get("device") or (devices[0] if devices else None)
+        if s["kind"] != "cache" or not s.get("owner") or device is None:
+            continue
+        for p in s.get("placement", []):
+            out.setdefault((device, s["owner"], p["part"]), int(p["handle"]))
+    return out
 
 
 def auto_placements(declared: Iterable[Mapping[str, Any]], host: HostView) -> dict[str, Placement]:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from lachesis_controller.models import CacheAllocation, DesiredStateBody, DevicePlacement, Host, RolloutTarget, Stage
+from lachesis_controller.models import CacheAllocation, DevicePlacement, Host, PlacementAssignment, Stage
 from lachesis_controller.policy.ruleset import policies_in_force
-from lachesis_controller.stages.resolve import HostView
+from lachesis_controller.stages.resolve import HostView, assignments
 
 
 def declared_stages(session: Session) -> dict[str, dict[str, Any]]:
@@ -57,17 +57,25 @@ def host_view(session: Session, host_id: str) -> HostView:
         d["name"]: (int(d.get("placement_handles", 0)), int(d.get("size_bytes", 0)))
         for d in (host.capabilities.get("devices", []) if host else [])
     }
-    previous: dict[tuple[str, str, str], int] = {}
-    if host is not None:
-        shipped = session.scalars(
-            select(DesiredStateBody.body)
-            .join(RolloutTarget, RolloutTarget.state_id == DesiredStateBody.id)
-            .where(RolloutTarget.host_id == host_id, RolloutTarget.generation <= host.desired_generation)
-            .order_by(RolloutTarget.generation.desc())
-            .limit(1)
-        ).one_or_none()
-        for s in json.loads(shipped).get("stages", []) if shipped else []:
-            if s["kind"] == "cache" and s["owner"] and (s["device"] or devices):
-                for p in s["placement"]:
-                    previous[(s["device"] or devices[0], s["owner"], p["part"])] = p["handle"]
+    previous = {
+        (a.device, a.tenant, a.part): a.handle
+        for a in session.scalars(select(PlacementAssignment).where(PlacementAssignment.host_id == host_id))
+    }
     return HostView(host_id=host_id, devices=devices, handles=handles, geometry=geometry, previous=previous)
+
+
+def record_assignments(session: Session, shipped: Iterable[tuple[Host, list[dict[str, Any]]]]) -> None:
+    """Keep the handles each host's new desired generation ships (host, its stages) as its
+    placement assignments, replacing the previous generation's: host_view reads them back
+    as `previous`. One delete and one insert for the whole rollout."""
+    shipped = list(shipped)
+    if not shipped:
+        return
+    session.execute(delete(PlacementAssignment).where(PlacementAssignment.host_id.in_([h.id for h, _ in shipped])))
+    rows = [
+        {"host_id": host.id, "device": d, "tenant": t, "part": p, "handle": h, "generation": host.desired_generation}
+        for host, stages in shipped
+        for (d, t, p), h in assignments(stages, [d["name"] for d in host.capabilities.get("devices", [])]).items()
+    ]
+    if rows:
+        session.execute(insert(PlacementAssignment), rows)
