@@ -4,11 +4,11 @@
 //! device, each to its own byte range and with its own placement handle, so the device is shared
 //! behind a lock and every engine names the [`Span`] it owns.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use lachesis_device::nvme::logpage::FdpStats;
 use lachesis_device::sim::{SimConfig, SimSsd};
-use lachesis_device::{BlockDevice, Geometry, PlacementHandle};
+use lachesis_device::{BlockDevice, ConcurrentRead, Geometry, PlacementHandle};
 
 use crate::{Error, Result};
 
@@ -69,6 +69,28 @@ impl Span {
     pub fn trim(&self, rel: u64, len: u64) -> Result<()> {
         Ok(lock(&self.device).trim(self.offset + rel, len)?)
     }
+
+    /// Reads of the span without the device's lock, if its device can do them.
+    pub fn concurrent_reads(&self) -> Option<SpanReads> {
+        let reads = lock(&self.device).concurrent_reads()?;
+        Some(SpanReads {
+            reads,
+            offset: self.offset,
+        })
+    }
+}
+
+/// Reads of a [`Span`] that many threads can do at once (no device lock).
+#[derive(Clone)]
+pub struct SpanReads {
+    reads: Arc<dyn ConcurrentRead>,
+    offset: u64,
+}
+
+impl SpanReads {
+    pub fn read(&self, rel: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.reads.read_at(self.offset + rel, buf)?)
+    }
 }
 
 /// The simulated FDP SSD with the data kept in memory: [`SimSsd`] does the placement, garbage
@@ -76,7 +98,9 @@ impl Span {
 /// they wrote (checksums, keys) without a backing file's system calls.
 pub struct DataSim {
     sim: SimSsd,
-    data: Vec<u8>,
+    /// Shared with [`DataSim::concurrent_reads`]'s readers (the write lock is only taken by
+    /// the device's own writes and trims).
+    data: Arc<RwLock<Vec<u8>>>,
     page: usize,
     /// Whether deallocations reach the simulator's mapping (see [`DataSim::ignore_deallocate`]).
     deallocate: bool,
@@ -94,7 +118,7 @@ impl DataSim {
         let page = sim.geometry().block_size as usize;
         Ok(DataSim {
             sim,
-            data: vec![0; cap],
+            data: Arc::new(RwLock::new(vec![0; cap])),
             page,
             deallocate: true,
             ever_written: vec![0; (cap / page).div_ceil(64)],
@@ -142,7 +166,7 @@ impl BlockDevice for DataSim {
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
         self.sim.geometry().check_range(offset, buf.len() as u64)?;
         let o = offset as usize;
-        buf.copy_from_slice(&self.data[o..o + buf.len()]);
+        buf.copy_from_slice(&read_data(&self.data)[o..o + buf.len()]);
         Ok(())
     }
 
@@ -158,7 +182,7 @@ impl BlockDevice for DataSim {
             .write_pages(offset / ps, buf.len() as u64 / ps, handle)?;
         self.mark_written(offset / ps, buf.len() as u64 / ps);
         let o = offset as usize;
-        self.data[o..o + buf.len()].copy_from_slice(buf);
+        write_data(&self.data)[o..o + buf.len()].copy_from_slice(buf);
         Ok(())
     }
 
@@ -169,11 +193,41 @@ impl BlockDevice for DataSim {
             self.sim.geometry().check_range(offset, len)?;
         }
         // Deallocated blocks read as zeroes, as on the simulator.
-        self.data[offset as usize..(offset + len) as usize].fill(0);
+        write_data(&self.data)[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }
 
     fn flush(&mut self) -> lachesis_device::Result<()> {
         Ok(())
     }
+
+    fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+        Some(Arc::new(DataSimReads {
+            geometry: self.sim.geometry().clone(),
+            data: self.data.clone(),
+        }))
+    }
+}
+
+/// [`ConcurrentRead`] of a [`DataSim`]: its data, read under a read lock.
+struct DataSimReads {
+    geometry: Geometry,
+    data: Arc<RwLock<Vec<u8>>>,
+}
+
+impl ConcurrentRead for DataSimReads {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
+        self.geometry.check_range(offset, buf.len() as u64)?;
+        let o = offset as usize;
+        buf.copy_from_slice(&read_data(&self.data)[o..o + buf.len()]);
+        Ok(())
+    }
+}
+
+fn read_data(data: &RwLock<Vec<u8>>) -> std::sync::RwLockReadGuard<'_, Vec<u8>> {
+    data.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write_data(data: &RwLock<Vec<u8>>) -> std::sync::RwLockWriteGuard<'_, Vec<u8>> {
+    data.write().unwrap_or_else(|e| e.into_inner())
 }

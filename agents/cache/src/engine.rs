@@ -74,6 +74,54 @@ pub fn named_counters(stats: &impl serde::Serialize) -> Vec<(String, u64)> {
     }
 }
 
+/// What [`Engine::lookup`] found: the answer, or a device read to do without the lock the
+/// engine is driven under.
+pub enum Lookup {
+    /// A miss, or the value (from memory, or read under the lock by an engine that cannot
+    /// read otherwise).
+    Done(Option<Vec<u8>>),
+    /// Do [`PendingRead::read`] with the lock released, then hand its result to
+    /// [`Engine::finish`] under the lock again.
+    Read(PendingRead),
+}
+
+/// A device read an engine planned under its owner's lock, done without it: many threads'
+/// hits then reach the device at once. The engine checks at [`Engine::finish`] that the
+/// object was not moved, replaced, deleted or its space reused meanwhile; if it was, the
+/// bytes read are never used.
+pub struct PendingRead {
+    pub(crate) reads: crate::dev::SpanReads,
+    /// Span-relative, block-aligned start and length of the read; the object is `len`
+    /// bytes from `skip` in it.
+    pub(crate) at: u64,
+    pub(crate) extent: usize,
+    pub(crate) skip: usize,
+    pub(crate) len: usize,
+    pub(crate) stamp: Stamp,
+}
+
+/// An engine's record of where an object was and which use of its space that was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) hash: u64,
+    pub(crate) region: u32,
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+    /// The region's generation: bumped whenever its space is evicted or reused.
+    pub(crate) generation: u64,
+}
+
+impl PendingRead {
+    /// Reads the object's bytes from the device (no lock taken).
+    pub fn read(&self) -> crate::Result<Vec<u8>> {
+        let mut tmp = vec![0; self.extent];
+        self.reads.read(self.at, &mut tmp)?;
+        tmp.drain(..self.skip);
+        tmp.truncate(self.len);
+        Ok(tmp)
+    }
+}
+
 /// A key-value cache on a block device. An engine is driven by one thread at a time
 /// (`&mut self`); the hybrid cache shards and locks around it.
 ///
@@ -96,6 +144,24 @@ pub trait Engine: Send {
     fn set(&mut self, key: &[u8], value: &[u8]) -> crate::Result<bool>;
     /// Removes `key`; returns whether it was present.
     fn delete(&mut self, key: &[u8]) -> crate::Result<bool>;
+    /// [`Engine::get`] in two steps, so that the owner can release its lock while the device
+    /// reads: the value, or a read to do and hand to [`Engine::finish`]. Counted as one get.
+    /// The default answers at once with `get`.
+    fn lookup(&mut self, key: &[u8]) -> crate::Result<Lookup> {
+        Ok(Lookup::Done(self.get(key)?))
+    }
+    /// Completes a [`Lookup::Read`] of `key` with what the read returned: the value if the
+    /// object is still where and as it was read, else what a get finds now (read under the
+    /// lock, not counted again). Only engines that plan reads are handed one.
+    fn finish(
+        &mut self,
+        key: &[u8],
+        read: PendingRead,
+        bytes: crate::Result<Vec<u8>>,
+    ) -> crate::Result<Option<Vec<u8>>> {
+        let _ = (read, bytes);
+        self.get(key)
+    }
     fn stats(&self) -> EngineStats;
     /// Bytes of DRAM the engine's index and buffers use, counted from the real structures.
     fn dram_bytes(&self) -> usize;

@@ -16,8 +16,8 @@ pub mod persist;
 pub mod set_assoc;
 pub mod workload;
 
-pub use dev::{share, DataSim, SharedDevice, Span};
-pub use engine::{Engine, EngineStats, LogUnits, PartStats};
+pub use dev::{share, DataSim, SharedDevice, Span, SpanReads};
+pub use engine::{Engine, EngineStats, LogUnits, Lookup, PartStats, PendingRead};
 pub use hybrid::{Hybrid, HybridConfig};
 pub use loc::{Loc, LocConfig, RegionEviction};
 pub use set_assoc::{SetAssoc, SetAssocConfig};

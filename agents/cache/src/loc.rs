@@ -12,8 +12,8 @@ use std::io::{Read, Write};
 
 use lachesis_device::PlacementHandle;
 
-use crate::dev::Span;
-use crate::engine::{Engine, EngineStats, LogUnits, PartStats};
+use crate::dev::{Span, SpanReads};
+use crate::engine::{Engine, EngineStats, LogUnits, Lookup, PartStats, PendingRead, Stamp};
 use crate::object::{self, key_hash};
 use crate::persist::{self, Dec, Enc, Kind, Shape};
 use crate::{Error, Result};
@@ -70,6 +70,11 @@ struct Slot {
 /// The large-object cache.
 pub struct Loc {
     span: Span,
+    /// Reads of the span without the device's lock ([`Engine::lookup`]), if it has them.
+    reads: Option<SpanReads>,
+    /// Per region: bumped each time its space is evicted (or the index replaced), so a read
+    /// planned before that is never used after it.
+    generations: Vec<u64>,
     handle: PlacementHandle,
     region_bytes: u64,
     block: u64,
@@ -150,6 +155,8 @@ impl Loc {
             )));
         }
         let mut loc = Loc {
+            reads: config.span.concurrent_reads(),
+            generations: vec![0; max_regions as usize],
             span: config.span,
             handle: config.handle,
             region_bytes,
@@ -361,6 +368,8 @@ impl Loc {
     /// Drops every object of `region` from the index and deallocates it. With `reinsert`,
     /// returns the hot objects (at most half a region) to write again.
     fn evict(&mut self, region: u32, reinsert: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        // Before anything of it changes: reads planned in it are void from here.
+        self.generations[region as usize] += 1;
         let threshold = self.reinsert_hits;
         let mut hot = Vec::new();
         let before = self.index.len();
@@ -434,15 +443,20 @@ impl Loc {
     }
 }
 
-impl Engine for Loc {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.stats.gets += 1;
+impl Loc {
+    /// A get, not counted: the object read under the lock.
+    fn get_now(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let h = key_hash(key);
         let Some(slot) = self.index.get(&h).copied() else {
             return Ok(None);
         };
         let bytes = self.read_slot(slot)?;
-        match object::decode(&bytes) {
+        Ok(self.found(h, key, slot, &bytes))
+    }
+
+    /// The value of `key` in `bytes`, the object read from `slot`; counts the hit.
+    fn found(&mut self, h: u64, key: &[u8], slot: Slot, bytes: &[u8]) -> Option<Vec<u8>> {
+        match object::decode(bytes) {
             Ok(d) if d.key == key => {
                 let value = d.value.to_vec();
                 self.tick += 1;
@@ -451,16 +465,76 @@ impl Engine for Loc {
                     s.hits = s.hits.saturating_add(1);
                 }
                 self.stats.hits += 1;
-                Ok(Some(value))
+                Some(value)
             }
             // Another key with the same 64-bit hash: a miss, never its value.
-            Ok(_) => Ok(None),
+            Ok(_) => None,
             Err(_) => {
                 self.stats.corrupt_reads += 1;
                 self.remove(h);
-                Ok(None)
+                None
             }
         }
+    }
+
+    fn stamp(&self, h: u64, slot: Slot) -> Stamp {
+        Stamp {
+            hash: h,
+            region: slot.region,
+            offset: slot.offset,
+            len: slot.len,
+            generation: self.generations[slot.region as usize],
+        }
+    }
+}
+
+impl Engine for Loc {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.stats.gets += 1;
+        self.get_now(key)
+    }
+
+    /// Objects in sealed regions are read without the lock when the device can; the open
+    /// region's are in its buffer.
+    fn lookup(&mut self, key: &[u8]) -> Result<Lookup> {
+        let h = key_hash(key);
+        let (Some(reads), Some(&slot)) = (&self.reads, self.index.get(&h)) else {
+            return Ok(Lookup::Done(self.get(key)?));
+        };
+        if slot.region == self.open {
+            return Ok(Lookup::Done(self.get(key)?));
+        }
+        self.stats.gets += 1;
+        let start = self.region_offset(slot.region) + u64::from(slot.offset);
+        let first = start / self.block * self.block;
+        let end = (start + u64::from(slot.len)).div_ceil(self.block) * self.block;
+        Ok(Lookup::Read(PendingRead {
+            reads: reads.clone(),
+            at: first,
+            extent: (end - first) as usize,
+            skip: (start - first) as usize,
+            len: slot.len as usize,
+            stamp: self.stamp(h, slot),
+        }))
+    }
+
+    fn finish(
+        &mut self,
+        key: &[u8],
+        read: PendingRead,
+        bytes: Result<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let s = read.stamp;
+        let still = self
+            .index
+            .get(&s.hash)
+            .is_some_and(|&slot| self.stamp(s.hash, slot) == s);
+        if !still || key_hash(key) != s.hash {
+            // Moved, replaced, deleted or its region reused while it was read.
+            return self.get_now(key);
+        }
+        let slot = self.index[&s.hash];
+        Ok(self.found(s.hash, key, slot, &bytes?))
     }
 
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
@@ -547,6 +621,8 @@ impl Engine for Loc {
         self.buf = buf;
         self.stats.objects = s.index.len() as u64;
         self.index = s.index;
+        // Another index: no read planned against the old one is used.
+        self.generations.iter_mut().for_each(|g| *g += 1);
         Ok(())
     }
 
@@ -556,7 +632,7 @@ impl Engine for Loc {
         let entry = std::mem::size_of::<(u64, Slot)>() + 1;
         self.index.capacity() * entry
             + self.buf.capacity()
-            + self.last_access.capacity() * 8
+            + (self.last_access.capacity() + self.generations.capacity()) * 8
             + (self.free.capacity() + self.sealed.capacity()) * 4
     }
 }

@@ -150,6 +150,13 @@ impl IoRequest<'_> {
     }
 }
 
+/// Positional reads of a device from many threads at once (see
+/// [`BlockDevice::concurrent_reads`]).
+pub trait ConcurrentRead: Send + Sync {
+    /// Reads `buf.len()` bytes at `offset`, as [`BlockDevice::read`] does.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+}
+
 /// A block device with FDP-style placement: the interface the cache engines write through.
 ///
 /// Methods take `&mut self` because a backend instance owns one submission queue (one io_uring
@@ -170,6 +177,13 @@ pub trait BlockDevice {
 
     /// Makes completed writes durable.
     fn flush(&mut self) -> Result<()>;
+
+    /// Reads of this device that any number of threads can do at once, without the lock a
+    /// shared device is behind (`None`: this backend cannot; every read goes through
+    /// [`BlockDevice::read`]). They read what completed writes left, like `read`.
+    fn concurrent_reads(&self) -> Option<std::sync::Arc<dyn ConcurrentRead>> {
+        None
+    }
 
     /// Runs a batch of reads and writes. Backends with a submission queue issue them together;
     /// the default runs them one after another. On error, every IO already issued has

@@ -23,5 +23,6 @@ pub mod uring;
 
 pub use buf::AlignedBuf;
 pub use device::{
-    BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
+    BlockDevice, ConcurrentRead, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement,
+    PlacementHandle, Result,
 };

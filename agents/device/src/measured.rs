@@ -29,7 +29,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::device::{
-    BlockDevice, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
+    BlockDevice, ConcurrentRead, Error, FdpLogs, FdpMode, Geometry, IoRequest, Placement,
+    PlacementHandle, Result,
 };
 use crate::dlwa::{dlwa_between, measured_dlwa};
 use crate::nvme::logpage::{FdpConfigurations, FdpEvent, FdpStats, RuhStatus, RuhType};
@@ -490,9 +491,35 @@ fn model_config(pages: u64, o: &MeasuredOptions) -> Result<SimConfig> {
     )))
 }
 
+/// [`ConcurrentRead`] of a [`MeasuredDevice`]: its file's reads, counted as the device's.
+struct MeasuredReads {
+    data: crate::uring::FileReads,
+    shared: Arc<Shared>,
+    geometry: Geometry,
+}
+
+impl ConcurrentRead for MeasuredReads {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.geometry.check_range(offset, buf.len() as u64)?;
+        self.data.read_at(offset, buf)?;
+        self.shared
+            .host_bytes_read
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 impl BlockDevice for MeasuredDevice {
     fn geometry(&self) -> &Geometry {
         &self.geometry
+    }
+
+    fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+        Some(Arc::new(MeasuredReads {
+            data: self.data.file_reads(),
+            shared: self.shared.clone(),
+            geometry: self.geometry.clone(),
+        }))
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

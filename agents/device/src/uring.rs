@@ -24,7 +24,8 @@ use crate::buf::{is_aligned, AlignedBuf};
 
 pub mod files;
 use crate::device::{
-    BlockDevice, Error, FdpMode, Geometry, IoRequest, Placement, PlacementHandle, Result,
+    BlockDevice, ConcurrentRead, Error, FdpMode, Geometry, IoRequest, Placement, PlacementHandle,
+    Result,
 };
 
 /// How to open a [`UringDevice`].
@@ -200,6 +201,13 @@ impl UringDevice {
             config,
         });
         UringDevice::with_ring(target)
+    }
+
+    /// Reads of the device from any thread, each on that thread's own ring (see [`files`]).
+    pub fn file_reads(&self) -> FileReads {
+        FileReads {
+            target: Arc::clone(&self.target),
+        }
     }
 
     /// Another ring on the same open device, for another worker thread.
@@ -654,9 +662,36 @@ impl UringDevice {
     }
 }
 
+/// [`ConcurrentRead`] of a [`UringDevice`]'s file: positional reads on the calling thread's
+/// ring, through an aligned bounce buffer when the caller's is not (`O_DIRECT`).
+pub struct FileReads {
+    target: Arc<Target>,
+}
+
+impl ConcurrentRead for FileReads {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.target.geometry.check_range(offset, buf.len() as u64)?;
+        let n =
+            files::read_full(&self.target.file, buf, offset).map_err(|e| Error::io("read", e))?;
+        // As the ring's reads: a short read is an error, never bytes left as they were.
+        if n != buf.len() {
+            return Err(Error::ShortTransfer {
+                op: "read",
+                done: n as u64,
+                expected: buf.len() as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
 impl BlockDevice for UringDevice {
     fn geometry(&self) -> &Geometry {
         &self.target.geometry
+    }
+
+    fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+        Some(Arc::new(self.file_reads()))
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -31,7 +31,8 @@
 use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, MIN_EUS};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{
-    Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, RegionEviction, Span,
+    Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, Lookup, PendingRead, RegionEviction,
+    Span,
 };
 use lachesis_device::PlacementHandle;
 use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
@@ -91,6 +92,30 @@ pub struct BlockEngine {
     /// DRAM engines: the blocks evicted since last taken (level-1 demotion). Flash engines
     /// evict whole regions unseen, so their stages do not demote.
     evicted: Option<super::mem_engine::Evicted>,
+    /// Which engine instance is in place: bumped by every rebuild, so that a read planned on
+    /// one engine is never finished on its successor.
+    instance: u64,
+}
+
+/// What [`BlockEngine::lookup`] found.
+pub enum BlockLookup {
+    Done(Option<Vec<u8>>),
+    /// Read it with [`BlockRead::read`] without the stage's lock, then
+    /// [`BlockEngine::finish`] under it.
+    Read(BlockRead),
+}
+
+/// A block read planned under the stage's lock (see [`lachesis_cache::PendingRead`]).
+pub struct BlockRead {
+    read: PendingRead,
+    instance: u64,
+}
+
+impl BlockRead {
+    /// The device read; takes no lock.
+    pub fn read(&self) -> lachesis_cache::Result<Vec<u8>> {
+        self.read.read()
+    }
 }
 
 impl BlockEngine {
@@ -113,6 +138,7 @@ impl BlockEngine {
             retired: EngineStats::default(),
             chunks,
             evicted: None,
+            instance: 0,
         };
         if config.engine == CacheEngine::Dram {
             let evicted = super::mem_engine::Evicted::default();
@@ -232,6 +258,7 @@ impl BlockEngine {
     /// Replaces the flash engine by an empty one of `n` regions.
     fn rebuild(&mut self, n: u32, reserved: Option<Reservation>) -> Result<(), StageError> {
         let old = std::mem::replace(&mut self.engine, Box::new(Nothing(EngineStats::default())));
+        self.instance += 1;
         // Its objects are gone with it; stats() takes `objects` from the engine in place.
         self.retired += &old.stats();
         drop(old);
@@ -368,6 +395,38 @@ impl BlockEngine {
             }
         }
         Ok(Some(out))
+    }
+
+    /// [`BlockEngine::get`] in two steps, so that a hit's device read runs without the
+    /// stage's lock (engines that store a block as one object and can read so; the others
+    /// answer at once).
+    pub fn lookup(&mut self, file: u64, block: u64) -> lachesis_cache::Result<BlockLookup> {
+        if self.chunks != 1 {
+            return Ok(BlockLookup::Done(self.get(file, block)?));
+        }
+        Ok(match self.engine.lookup(&Self::key(file, block, None))? {
+            Lookup::Done(v) => BlockLookup::Done(v),
+            Lookup::Read(read) => BlockLookup::Read(BlockRead {
+                read,
+                instance: self.instance,
+            }),
+        })
+    }
+
+    /// Completes a [`BlockEngine::lookup`]: the block, if the engine still holds it as it was
+    /// read (else what it holds now).
+    pub fn finish(
+        &mut self,
+        file: u64,
+        block: u64,
+        read: BlockRead,
+        bytes: lachesis_cache::Result<Vec<u8>>,
+    ) -> lachesis_cache::Result<Option<Vec<u8>>> {
+        if read.instance != self.instance {
+            return self.get(file, block);
+        }
+        self.engine
+            .finish(&Self::key(file, block, None), read.read, bytes)
     }
 
     /// Stores a whole block; `false` if the engine declined (some) of it.

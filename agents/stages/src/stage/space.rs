@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lachesis_cache::dev::{lock, SharedDevice};
-use lachesis_device::{BlockDevice, Geometry, PlacementHandle};
+use lachesis_device::{BlockDevice, ConcurrentRead, Geometry, PlacementHandle};
 
 use super::error::StageError;
 
@@ -359,9 +359,39 @@ impl SliceDevice {
     }
 }
 
+/// [`ConcurrentRead`] of a [`SliceDevice`]: the pool device's, region by region.
+struct SliceReads {
+    pool: Arc<dyn ConcurrentRead>,
+    slice: SliceDevice,
+}
+
+impl ConcurrentRead for SliceReads {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
+        let mut done = 0usize;
+        for (at, n) in self.slice.pieces(offset, buf.len() as u64)? {
+            let n = n as usize;
+            self.pool.read_at(at, &mut buf[done..done + n])?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
 impl BlockDevice for SliceDevice {
     fn geometry(&self) -> &Geometry {
         &self.geometry
+    }
+
+    fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+        let pool = lock(&self.pool.device).concurrent_reads()?;
+        Some(Arc::new(SliceReads {
+            pool,
+            slice: SliceDevice {
+                pool: self.pool.clone(),
+                map: self.map.clone(),
+                geometry: self.geometry.clone(),
+            },
+        }))
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
@@ -426,6 +456,9 @@ pub mod testing {
         fn read(&mut self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
             self.inner.read(offset, buf)
         }
+        fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+            self.inner.concurrent_reads()
+        }
         fn write(
             &mut self,
             offset: u64,
@@ -446,11 +479,37 @@ pub mod testing {
         }
     }
 
+    type Pages = Arc<std::sync::RwLock<std::collections::HashMap<u64, Vec<u8>>>>;
+
     /// A sparse in-memory device of `capacity` bytes (4 KiB blocks, 8 handles, no reclaim
-    /// units): for large caches in tests without the simulator's full-size buffer.
+    /// units): for large caches in tests without the simulator's full-size buffer. It reads
+    /// concurrently, as the measuring device does, so engines' lock-free reads are tested.
     pub struct Sparse {
         geometry: Geometry,
-        pages: std::collections::HashMap<u64, Vec<u8>>,
+        pages: Pages,
+    }
+
+    struct SparseReads {
+        geometry: Geometry,
+        pages: Pages,
+    }
+
+    fn read_pages(pages: &Pages, offset: u64, buf: &mut [u8]) {
+        let pages = pages.read().unwrap_or_else(|e| e.into_inner());
+        for (i, b) in buf.chunks_mut(4096).enumerate() {
+            match pages.get(&(offset / 4096 + i as u64)) {
+                Some(p) => b.copy_from_slice(p),
+                None => b.fill(0),
+            }
+        }
+    }
+
+    impl ConcurrentRead for SparseReads {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
+            self.geometry.check_range(offset, buf.len() as u64)?;
+            read_pages(&self.pages, offset, buf);
+            Ok(())
+        }
     }
 
     impl Sparse {
@@ -476,13 +535,14 @@ pub mod testing {
         }
         fn read(&mut self, offset: u64, buf: &mut [u8]) -> lachesis_device::Result<()> {
             self.geometry.check_range(offset, buf.len() as u64)?;
-            for (i, b) in buf.chunks_mut(4096).enumerate() {
-                match self.pages.get(&(offset / 4096 + i as u64)) {
-                    Some(p) => b.copy_from_slice(p),
-                    None => b.fill(0),
-                }
-            }
+            read_pages(&self.pages, offset, buf);
             Ok(())
+        }
+        fn concurrent_reads(&self) -> Option<Arc<dyn ConcurrentRead>> {
+            Some(Arc::new(SparseReads {
+                geometry: self.geometry.clone(),
+                pages: self.pages.clone(),
+            }))
         }
         fn write(
             &mut self,
@@ -492,15 +552,17 @@ pub mod testing {
         ) -> lachesis_device::Result<()> {
             self.geometry.check_range(offset, buf.len() as u64)?;
             self.geometry.check_handle(handle)?;
+            let mut pages = self.pages.write().unwrap_or_else(|e| e.into_inner());
             for (i, b) in buf.chunks(4096).enumerate() {
-                self.pages.insert(offset / 4096 + i as u64, b.to_vec());
+                pages.insert(offset / 4096 + i as u64, b.to_vec());
             }
             Ok(())
         }
         fn trim(&mut self, offset: u64, len: u64) -> lachesis_device::Result<()> {
             self.geometry.check_range(offset, len)?;
+            let mut pages = self.pages.write().unwrap_or_else(|e| e.into_inner());
             for p in offset / 4096..(offset + len) / 4096 {
-                self.pages.remove(&p);
+                pages.remove(&p);
             }
             Ok(())
         }
