@@ -32,8 +32,14 @@ struct Record {
 pub struct Delegates {
     map: RwLock<HashMap<String, RangeMap<Arc<Route>>>>,
     seq: AtomicU64,
-    journals: Mutex<HashMap<PathBuf, File>>,
+    /// Each journal, and whether it was appended to since it was last synced.
+    journals: Mutex<HashMap<PathBuf, Journal>>,
     state_dir: PathBuf,
+}
+
+struct Journal {
+    file: File,
+    unsynced: bool,
 }
 
 /// A read piece: `[start, end)` and the route it must take (`None`: match the rules).
@@ -271,9 +277,12 @@ impl Delegates {
 
     /// Makes the journals durable (after the data they point at).
     pub fn sync(&self) -> io::Result<()> {
-        let j = self.journals.lock().unwrap_or_else(|e| e.into_inner());
-        for f in j.values() {
-            f.sync_data()?;
+        // Only journals with new records: every fsync of a switched file comes here, and an
+        // fdatasync of an unchanged journal still flushes the disk's cache.
+        let mut j = self.journals.lock().unwrap_or_else(|e| e.into_inner());
+        for journal in j.values_mut().filter(|j| j.unsynced) {
+            journal.file.sync_data()?;
+            journal.unsynced = false;
         }
         Ok(())
     }
@@ -294,11 +303,19 @@ impl Delegates {
                     e.sync_data()?;
                 }
             }
-            j.insert(dir.to_path_buf(), f);
+            j.insert(
+                dir.to_path_buf(),
+                Journal {
+                    file: f,
+                    unsynced: false,
+                },
+            );
         }
         let mut line = serde_json::to_vec(rec).map_err(io::Error::other)?;
         line.push(b'\n');
-        j.get_mut(dir).expect("inserted").write_all(&line)
+        let journal = j.get_mut(dir).expect("inserted");
+        journal.unsynced = true;
+        journal.file.write_all(&line)
     }
 }
 

@@ -68,6 +68,14 @@ struct Inner {
 }
 
 impl Inner {
+    /// The dirty blocks of `file` (of every file when `None`), in order. A range, not a
+    /// filter: a database's every WAL fsync writes back one file among thousands of dirty
+    /// blocks of the others, under the stage's lock.
+    fn dirty_of(&self, file: Option<u64>) -> impl Iterator<Item = (&(u64, u64), &Vec<u8>)> {
+        let (from, to) = file.map_or((0, u64::MAX), |f| (f, f));
+        self.dirty.range((from, 0)..=(to, u64::MAX))
+    }
+
     /// Stores a block; it is no longer the lent one (a lease is recorded after, by `lend`).
     fn set(&mut self, file: u64, b: u64, data: &[u8]) -> lachesis_cache::Result<bool> {
         let m = self.max_block.entry(file).or_insert(0);
@@ -244,12 +252,7 @@ impl CacheStage {
                 }
                 None => inner.dirtied.clear(),
             }
-            inner
-                .dirty
-                .iter()
-                .filter(|((f, _), _)| file.is_none_or(|x| x == *f))
-                .map(|(k, d)| (*k, d.clone()))
-                .collect()
+            inner.dirty_of(file).map(|(k, d)| (*k, d.clone())).collect()
         };
         let mut failed = None;
         // Runs of adjacent blocks of one file (in the dirty map's order) go to `next` as one
@@ -286,12 +289,8 @@ impl CacheStage {
         // Files still dirty (a refused block, or newer writes) keep an age for the flusher.
         let now = (self.clock)();
         let mut inner = self.lock();
-        let still: Vec<u64> = inner
-            .dirty
-            .keys()
-            .filter(|(f, _)| file.is_none_or(|x| x == *f))
-            .map(|(f, _)| *f)
-            .collect();
+        let mut still: Vec<u64> = inner.dirty_of(file).map(|((f, _), _)| *f).collect();
+        still.dedup();
         for f in still {
             inner.dirtied.entry(f).or_insert(now);
         }
@@ -549,9 +548,14 @@ impl Stage for CacheStage {
     }
 
     fn dirty_files(&self) -> Vec<u64> {
+        // One step per file, not per block: the map can hold the whole dirty limit.
         let inner = self.lock();
-        let mut files: Vec<u64> = inner.dirty.keys().map(|(f, _)| *f).collect();
-        files.dedup();
+        let mut files = Vec::new();
+        let mut from = Some(0);
+        while let Some(((f, _), _)) = from.and_then(|f| inner.dirty.range((f, 0)..).next()) {
+            files.push(*f);
+            from = f.checked_add(1);
+        }
         files
     }
 
@@ -789,9 +793,12 @@ mod tests {
         let second = pattern(300 * 4096, 2);
         wb.write(1, &second, 65 * 4096, &mem).unwrap();
         wb.write(2, &pattern(2 * 4096, 3), 0, &mem).unwrap();
+        wb.write(u64::MAX, &pattern(4096, 4), 0, &mem).unwrap();
         assert_eq!(mem.writes.load(Ordering::Relaxed), 0);
+        assert_eq!(wb.dirty_files(), vec![1, 2, u64::MAX]);
         wb.sync(1, &mem).unwrap();
         assert_eq!(mem.writes.load(Ordering::Relaxed), 3);
+        assert_eq!(wb.dirty_files(), vec![2, u64::MAX]);
         let mut want = first.clone();
         want.extend_from_slice(&[0u8; 4096]);
         want.extend_from_slice(&second);
@@ -800,6 +807,7 @@ mod tests {
         wb.sync(2, &mem).unwrap();
         assert_eq!(mem.writes.load(Ordering::Relaxed), 4);
         assert!(mem.content(2) == pattern(2 * 4096, 3));
+        assert_eq!(wb.dirty_files(), vec![u64::MAX]);
     }
 
     #[test]
