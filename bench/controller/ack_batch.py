@@ -17,6 +17,7 @@ from lachesis_controller.app import prepare_database
 from lachesis_controller.bus.messages import Ack
 from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Host
+from lachesis_controller.rollout import acks as rollout_acks
 from lachesis_controller.rollout import engine as rollouts
 
 
@@ -65,11 +66,11 @@ def one_run(hosts: int, batched: bool) -> float:
         started = time.perf_counter()
         if batched:
             with sessions.begin() as session:
-                rollouts.record_acks(session, acks, utcnow())
+                rollout_acks.record_acks(session, acks, utcnow())
         else:
             for ack in acks:
                 with sessions.begin() as session:
-                    rollouts.record_ack(session, ack, utcnow())
+                    rollout_acks.record_ack(session, ack, utcnow())
         elapsed = time.perf_counter() - started
         with sessions() as session:
             from lachesis_controller.models import Rollout

@@ -19,6 +19,7 @@ from lachesis_controller.app import prepare_database
 from lachesis_controller.bus.messages import Ack
 from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Host, Rule, Tenant
+from lachesis_controller.rollout import acks as rollout_acks
 from lachesis_controller.rollout import engine as rollouts
 
 TENANTS, CLASSIFIERS, RULES = 20, 50, 40
@@ -109,7 +110,7 @@ def main() -> None:
                     traceparent=None,
                 )
             with sessions.begin() as session:
-                rollouts.record_acks(session, [ack(p) for p in publications], utcnow())
+                rollout_acks.record_acks(session, [ack(p) for p in publications], utcnow())
         elapsed = time.perf_counter() - started
         with engine.connect() as connection:
             connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from lachesis_controller.bus.messages import Ack
 from lachesis_controller.db import make_engine, make_sessionmaker
 from lachesis_controller.models import Host, Rollout, RolloutTarget, Rule, Tenant
+from lachesis_controller.rollout import acks as rollout_acks
 from lachesis_controller.rollout import engine
 
 # One moment for everything, so that two worlds given the same acks hold the same rows.
@@ -166,7 +167,7 @@ def recorded(world: World, acks: list[Ack]) -> Recorded:
     with world.sessions.begin() as session:
         session.connection()  # the transaction's BEGIN is not the batch's
         with statements(world.db) as sent, loaded(Host, RolloutTarget) as objects:
-            publications = engine.record_acks(session, acks, NOW)
+            publications = rollout_acks.record_acks(session, acks, NOW)
             session.flush()
     return Recorded(sent, objects, publications)
 
@@ -304,7 +305,7 @@ def test_a_mixed_batch_records_what_its_acks_record_one_at_a_time(new_world: New
     publications = []
     for a in batch:
         with one_by_one.sessions.begin() as session:
-            publications += engine.record_ack(session, a, NOW)
+            publications += rollout_acks.record_ack(session, a, NOW)
     assert rows(one_by_one, publications) == together
 
     # And what that is.

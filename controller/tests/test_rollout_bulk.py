@@ -17,6 +17,7 @@ from lachesis_controller.bus.messages import Ack
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, utcnow
 from lachesis_controller.models import Host, Rollout, RolloutTarget, Rule, Tenant
+from lachesis_controller.rollout import acks as rollout_acks
 from lachesis_controller.rollout import engine
 from lachesis_controller.rollout.render import Renderer, encode, envelope
 
@@ -112,7 +113,7 @@ def test_bulk_targets_and_shared_renders_match_the_per_host_way(sessions: sessio
         assert {p.host_id: p.message for p in publications} == {
             h: one_by_one(by_host[h], engine.INSTALL) for h in HOSTS
         }
-        assert engine.record_acks(session, acks_of(publications, None), utcnow()) == []
+        assert rollout_acks.record_acks(session, acks_of(publications, None), utcnow()) == []
     with sessions.begin() as session:
         rollout = session.get(Rollout, first)
         assert rollout is not None and rollout.state == "succeeded"
@@ -128,16 +129,16 @@ def test_bulk_targets_and_shared_renders_match_the_per_host_way(sessions: sessio
         }
         # In batches, as the consumer reads them: only the last one's drain starts phase 2.
         drains = acks_of(publications, "quiesce")
-        assert engine.record_acks(session, drains[:5], utcnow()) == []
-        assert engine.record_acks(session, drains[5:-1], utcnow()) == []
-        installs = engine.record_acks(session, drains[-1:], utcnow())
+        assert rollout_acks.record_acks(session, drains[:5], utcnow()) == []
+        assert rollout_acks.record_acks(session, drains[5:-1], utcnow()) == []
+        installs = rollout_acks.record_acks(session, drains[-1:], utcnow())
         assert {p.host_id: p.message for p in installs} == {h: one_by_one(by_host[h], engine.INSTALL) for h in HOSTS}
         assert all(engine.message_of(by_host[h]) == one_by_one(by_host[h], engine.INSTALL) for h in HOSTS)
     for batch in (installs[:3], installs[3:]):
         with sessions.begin() as session:
             rollout = session.get(Rollout, second)
             assert rollout is not None and rollout.state == "pending"
-            assert engine.record_acks(session, acks_of(batch, None), utcnow()) == []
+            assert rollout_acks.record_acks(session, acks_of(batch, None), utcnow()) == []
     with sessions.begin() as session:
         rollout = session.get(Rollout, second)
         assert rollout is not None and rollout.state == "succeeded" and rollout.phase == "install"
@@ -148,13 +149,13 @@ def test_bulk_targets_and_shared_renders_match_the_per_host_way(sessions: sessio
 def test_a_refusal_in_a_later_batch_fails_and_rolls_back(sessions: sessionmaker[Session]) -> None:
     first, publications = start(sessions, 11)
     with sessions.begin() as session:
-        engine.record_acks(session, acks_of(publications, None), utcnow())
+        rollout_acks.record_acks(session, acks_of(publications, None), utcnow())
     second, publications = start(sessions, 12)
     drains = acks_of(publications, "quiesce")
     refused = drains[-1].model_copy(update={"status": "rejected", "reason": "no"})
     with sessions.begin() as session:
-        assert engine.record_acks(session, drains[:-1], utcnow()) == []
-        rollbacks = engine.record_acks(session, [refused], utcnow())
+        assert rollout_acks.record_acks(session, drains[:-1], utcnow()) == []
+        rollbacks = rollout_acks.record_acks(session, [refused], utcnow())
     assert sorted(p.host_id for p in rollbacks) == HOSTS
     with sessions.begin() as session:
         rollout = session.get(Rollout, second)

@@ -18,6 +18,7 @@ from lachesis_controller.db import utcnow
 from lachesis_controller.models import AgentCredential, Host
 from lachesis_controller.observability import metrics
 from lachesis_controller.observability.tracing import context_from_traceparent, current_traceparent, tracer
+from lachesis_controller.rollout import acks as rollout_acks
 from lachesis_controller.rollout import engine as rollouts
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class Handlers:
                 f" ({ack.reason})" if ack.reason else "",
             )
         with self.sessions.begin() as session:
-            publications = rollouts.record_acks(session, batch, utcnow())
+            publications = rollout_acks.record_acks(session, batch, utcnow())
         await self.bus.publish(publications, source="rollout")
 
 
