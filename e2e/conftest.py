@@ -186,6 +186,10 @@ class Cluster:
                 "",
                 "--daemonize",
                 "no",
+                # Above the default 10,000: bench/controller/scale.py's 5,000 simulated agents
+                # hold two connections each. Redis lowers it to what the file limit allows.
+                "--maxclients",
+                "20000",
                 *(["--requirepass", self.redis_password] if self.secure else []),
             ],
         )

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, bindparam, case, select, update
+from sqlalchemy import BindParameter, ColumnElement, bindparam, case, select, text, update
 from sqlalchemy.orm import Session
 
 from lachesis_controller.bus.messages import Ack
@@ -105,13 +105,42 @@ _TARGETS_DECIDED = (
 )
 
 
+# The same three writes on PostgreSQL: one statement each joining the batch's values as
+# arrays (unnest), instead of an executemany. psycopg sends an executemany as one statement
+# per row in pipeline mode, and its per-row work (and binding each row's datetimes) was 12%
+# of a 1,000-host rollout's controller CPU. GREATEST is the CASE above for non-null columns.
+# The rows were locked, in key order, when record_acks read them.
+_PG_HOSTS_ACKED = text(
+    "UPDATE hosts SET last_seen = GREATEST(hosts.last_seen, v.seen),"
+    " acked_generation = GREATEST(hosts.acked_generation, v.acked)"
+    " FROM unnest(CAST(:h AS text[]), CAST(:seen AS timestamp[]), CAST(:acked AS integer[])) AS v(h, seen, acked)"
+    " WHERE hosts.id = v.h"
+)
+_PG_TARGETS_DRAINED = text(
+    "UPDATE rollout_targets AS t SET phase = :drained, drained_at = v.at"
+    " FROM unnest(CAST(:r AS text[]), CAST(:h AS text[]), CAST(:at AS timestamp[])) AS v(r, h, at)"
+    " WHERE t.rollout_id = v.r AND t.host_id = v.h AND t.status = :pending AND t.phase = :quiesce"
+)
+_PG_TARGETS_DECIDED = text(
+    "UPDATE rollout_targets AS t SET status = v.s, reason = v.why, acked_at = v.at"
+    " FROM unnest(CAST(:r AS text[]), CAST(:h AS text[]), CAST(:s AS text[]), CAST(:why AS text[]),"
+    " CAST(:at AS timestamp[])) AS v(r, h, s, why, at)"
+    " WHERE t.rollout_id = v.r AND t.host_id = v.h AND t.status = :pending"
+)
+
+
+def _naive_utc(at: datetime) -> datetime:
+    """What UTCDateTime binds (db.py): the columns hold naive UTC."""
+    return at.astimezone(UTC).replace(tzinfo=None)
+
+
 def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Publication]:
     """Apply a batch of acks in the caller's transaction; returns what must be published
     because of them (phase 2 installs, rollbacks).
 
     With SQLAlchemy Core: the hosts and targets the batch concerns are read as rows in two
-    queries, decided in Python, and written with one UPDATE executemany for the hosts and
-    one each for the targets drained and decided; the rollouts they concern are settled
+    queries, decided in Python, and written with one UPDATE for the hosts and one each for
+    the targets drained and decided (an executemany on SQLite, arrays on PostgreSQL); the rollouts they concern are settled
     from their targets' counts, read in one query. No host or target becomes an ORM object:
     loading 1,000 of each, tracking their changes and flushing them through the unit of
     work (and `settle` loading the rollout's targets again) took 207 ms per 1,000 acks on
@@ -123,20 +152,31 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
     if not host_ids:
         return []
     session.flush()  # the reads below see what the session holds
+    # Locked as read (PostgreSQL; SQLite has no row locks), hosts first and each kind in key
+    # order: the writes below join arrays (_write_acks) and take no row in an order of their
+    # own, so two transactions still never lock the same rows in opposite orders. FOR NO KEY
+    # UPDATE is the lock an UPDATE of these columns takes: a target inserted meanwhile
+    # (start_rollout, its foreign key's KEY SHARE on the host) is not blocked.
     hosts = {
         host_id: _HostRow(seen, acked, seen, acked)
         for host_id, seen, acked in session.execute(
-            select(_HOSTS.id, _HOSTS.last_seen, _HOSTS.acked_generation).where(_HOSTS.id.in_(host_ids))
+            select(_HOSTS.id, _HOSTS.last_seen, _HOSTS.acked_generation)
+            .where(_HOSTS.id.in_(host_ids))
+            .order_by(_HOSTS.id)
+            .with_for_update(key_share=True)
         )
     }
     generations = {a.generation for a in acks}
     targets = [
         _TargetRow(rollout_id, host_id, generation, status, phase)
         for rollout_id, host_id, generation, status, phase in session.execute(
-            select(_TARGETS.rollout_id, _TARGETS.host_id, _TARGETS.generation, _TARGETS.status, _TARGETS.phase).where(
+            select(_TARGETS.rollout_id, _TARGETS.host_id, _TARGETS.generation, _TARGETS.status, _TARGETS.phase)
+            .where(
                 _TARGETS.host_id.in_(host_ids),
                 (_TARGETS.status == PENDING) | _TARGETS.generation.in_(generations),
             )
+            .order_by(_TARGETS.rollout_id, _TARGETS.host_id)
+            .with_for_update(key_share=True)
         )
     ]
     by_key = {(t.host_id, t.generation): t for t in targets}
@@ -227,15 +267,49 @@ def _write_acks(session: Session, hosts: dict[str, _HostRow], targets: list[_Tar
     moved = sorted(
         (host_id, h) for host_id, h in hosts.items() if (h.last_seen, h.acked_generation) != (h.read_seen, h.read_acked)
     )
-    if moved:
+    arrays = connection.dialect.name == "postgresql"
+    if moved and arrays:
+        connection.execute(
+            _PG_HOSTS_ACKED,
+            {
+                "h": [i for i, _ in moved],
+                "seen": [_naive_utc(h.last_seen) for _, h in moved],
+                "acked": [h.acked_generation for _, h in moved],
+            },
+        )
+    elif moved:
         connection.execute(_HOSTS_ACKED, [{"h": i, "seen": h.last_seen, "acked": h.acked_generation} for i, h in moved])
     drained = sorted((t.rollout_id, t.host_id, t.drained_at) for t in targets if t.drained_at is not None)
-    if drained:
+    if drained and arrays:
+        connection.execute(
+            _PG_TARGETS_DRAINED,
+            {
+                "r": [r for r, _, _ in drained],
+                "h": [h for _, h, _ in drained],
+                "at": [_naive_utc(at) for _, _, at in drained],
+                "drained": DRAINED,
+                "pending": PENDING,
+                "quiesce": QUIESCE,
+            },
+        )
+    elif drained:
         connection.execute(_TARGETS_DRAINED, [{"r": r, "h": h, "at": at} for r, h, at in drained])
     decided = sorted(
         ((t.rollout_id, t.host_id), t.status, t.reason, t.acked_at) for t in targets if t.acked_at is not None
     )
-    if decided:
+    if decided and arrays:
+        connection.execute(
+            _PG_TARGETS_DECIDED,
+            {
+                "r": [r for (r, _), _, _, _ in decided],
+                "h": [h for (_, h), _, _, _ in decided],
+                "s": [s for _, s, _, _ in decided],
+                "why": [why for _, _, why, _ in decided],
+                "at": [_naive_utc(at) for _, _, _, at in decided],
+                "pending": PENDING,
+            },
+        )
+    elif decided:
         connection.execute(
             _TARGETS_DECIDED, [{"r": r, "h": h, "s": s, "why": why, "at": at} for (r, h), s, why, at in decided]
         )

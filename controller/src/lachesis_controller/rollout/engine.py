@@ -44,7 +44,16 @@ from sqlalchemy.orm.attributes import set_committed_value
 from lachesis_controller.auth import audit
 from lachesis_controller.bus.client import Publication as Publication  # re-exported: what the engine returns
 from lachesis_controller.db import utcnow
-from lachesis_controller.models import CacheAllocation, DesiredStateBody, Host, Rollout, RolloutTarget, Rule, Tenant
+from lachesis_controller.models import (
+    Base,
+    CacheAllocation,
+    DesiredStateBody,
+    Host,
+    Rollout,
+    RolloutTarget,
+    Rule,
+    Tenant,
+)
 from lachesis_controller.observability import metrics
 from lachesis_controller.rollout import intent
 from lachesis_controller.rollout.render import Renderer, encode, envelope
@@ -165,16 +174,16 @@ def _stored(session: Session, body: dict[str, Any]) -> DesiredStateBody:
     return found
 
 
-def _shipped_bodies(session: Session, hosts: Sequence[Host]) -> dict[str, dict[str, Any]]:
+def _shipped_bodies(session: Session, host_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Host -> the body its desired generation shipped (absent: none, or pruned), in one
     query; each distinct body parsed once."""
-    if not hosts:
+    if not host_ids:
         return {}
     rows = session.execute(
         select(RolloutTarget.host_id, DesiredStateBody.id, DesiredStateBody.body)
         .join(DesiredStateBody, RolloutTarget.state_id == DesiredStateBody.id)
         .join(Host, (Host.id == RolloutTarget.host_id) & (Host.desired_generation == RolloutTarget.generation))
-        .where(RolloutTarget.host_id.in_([h.id for h in hosts]))
+        .where(RolloutTarget.host_id.in_(host_ids))
     ).all()
     parsed: dict[str, dict[str, Any]] = {}
     out = {}
@@ -291,19 +300,31 @@ def start_rollout(
     # Locked (in id order, so two rollouts never deadlock on each other) and read afresh: a
     # copy the session loaded earlier (record_acks' hosts before a rollback) may predate a
     # generation another replica committed meanwhile, and N + 1 from it would be issued twice.
-    hosts = session.scalars(
-        select(Host)
-        .where(Host.id.in_(wanted))
-        .order_by(Host.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).all()
-    staged: list[tuple[Host, dict[str, Any], list[dict[str, Any]]]] = []
-    shipped = _shipped_bodies(session, hosts)
+    # As rows, and the generations bumped by one UPDATE: 1,000 Host objects loaded, changed
+    # and flushed (one UPDATE per row) were 8% of a 1,000-host rollout's controller CPU.
+    hosts = [
+        stage_store.HostGeneration(host_id, generation + 1, capabilities)
+        for host_id, generation, capabilities in session.execute(
+            select(Host.id, Host.desired_generation, Host.capabilities)
+            .where(Host.id.in_(wanted))
+            .order_by(Host.id)
+            .with_for_update()
+        )
+    ]
+    shipped = _shipped_bodies(session, [h.id for h in hosts])  # before the generations move
+    if hosts:
+        session.execute(
+            update(Host)
+            .where(Host.id.in_([h.id for h in hosts]))
+            .values(desired_generation=Host.desired_generation + 1)
+            .execution_options(synchronize_session=False)
+        )
+        # Host objects the session holds (a registration's new host, a rollback's) say so too.
+        refresh_loaded(session, Host, {(h.id,): {"desired_generation": h.desired_generation} for h in hosts})
+    staged: list[tuple[stage_store.HostGeneration, dict[str, Any], list[dict[str, Any]]]] = []
     inputs = DesiredInputs.load(session)
     for host in hosts:
         before = shipped.get(host.id)
-        host.desired_generation += 1
         body = inputs.body(session, host.id)
         if hold_flows is not None:
             flows = hold_flows
@@ -359,7 +380,9 @@ def start_rollout(
         # (docs/benchmarks/controller.md): the rollout row goes first, the targets name it, and
         # `rollout.targets` is read back from the database when next used.
         session.flush()
-        session.execute(insert(RolloutTarget), rows)
+        # Core, not the ORM's bulk insert: the same INSERT, without its per-row bookkeeping
+        # (2% of a 1,000-host rollout's controller CPU).
+        session.connection().execute(insert(Base.metadata.tables[RolloutTarget.__tablename__]), rows)
         session.expire(rollout, ["targets"])
     if not publications:
         # Nothing to wait for: the change is in force as soon as it is committed.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select
@@ -64,7 +65,17 @@ def host_view(session: Session, host_id: str) -> HostView:
     return HostView(host_id=host_id, devices=devices, handles=handles, geometry=geometry, previous=previous)
 
 
-def record_assignments(session: Session, shipped: Iterable[tuple[Host, list[dict[str, Any]]]]) -> None:
+@dataclass(frozen=True, slots=True)
+class HostGeneration:
+    """A host as a rollout reads it (rows, not Host objects): its new desired generation and
+    what it registered."""
+
+    id: str
+    desired_generation: int
+    capabilities: dict[str, Any]
+
+
+def record_assignments(session: Session, shipped: Iterable[tuple[HostGeneration, list[dict[str, Any]]]]) -> None:
     """Keep the handles each host's new desired generation ships (host, its stages) as its
     placement assignments, replacing the previous generation's: host_view reads them back
     as `previous`. One delete and one insert for the whole rollout."""
