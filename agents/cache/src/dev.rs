@@ -91,6 +91,11 @@ impl SpanReads {
     pub fn read(&self, rel: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.reads.read_at(self.offset + rel, buf)?)
     }
+
+    /// Whether both read the same bytes of the same device.
+    pub fn same_as(&self, other: &SpanReads) -> bool {
+        Arc::ptr_eq(&self.reads, &other.reads) && self.offset == other.offset
+    }
 }
 
 /// The simulated FDP SSD with the data kept in memory: [`SimSsd`] does the placement, garbage

@@ -111,6 +111,9 @@ pub(crate) struct Stamp {
     pub(crate) generation: u64,
 }
 
+/// The most [`PendingRead::read_together`] reads in one device IO.
+const MAX_READ_TOGETHER: u64 = 1 << 20;
+
 impl PendingRead {
     /// Reads the object's bytes from the device (no lock taken).
     pub fn read(&self) -> crate::Result<Vec<u8>> {
@@ -119,6 +122,43 @@ impl PendingRead {
         tmp.drain(..self.skip);
         tmp.truncate(self.len);
         Ok(tmp)
+    }
+
+    /// [`PendingRead::read`] of each, in order, with one device IO for objects that lie one
+    /// after another on the device: objects written together (a file's adjacent blocks, a
+    /// page of two blocks) sit side by side in a log, and one IO costs about what each of
+    /// them does alone. Each result is what its own read would have given.
+    pub fn read_together(reads: &[&PendingRead]) -> Vec<crate::Result<Vec<u8>>> {
+        let mut out = Vec::with_capacity(reads.len());
+        let mut i = 0;
+        while i < reads.len() {
+            let first = reads[i];
+            let mut end = first.at + first.extent as u64;
+            let mut j = i + 1;
+            while let Some(r) = reads.get(j).filter(|r| {
+                r.reads.same_as(&first.reads)
+                    && (first.at..=end).contains(&r.at)
+                    && r.at + r.extent as u64 - first.at <= MAX_READ_TOGETHER
+            }) {
+                end = end.max(r.at + r.extent as u64);
+                j += 1;
+            }
+            if j == i + 1 {
+                out.push(first.read());
+            } else {
+                let mut tmp = vec![0; (end - first.at) as usize];
+                match first.reads.read(first.at, &mut tmp) {
+                    Ok(()) => out.extend(reads[i..j].iter().map(|r| {
+                        let from = (r.at - first.at) as usize + r.skip;
+                        Ok(tmp[from..from + r.len].to_vec())
+                    })),
+                    // Each on its own, so that each gets its own bytes or error.
+                    Err(_) => out.extend(reads[i..j].iter().map(|r| r.read())),
+                }
+            }
+            i = j;
+        }
+        out
     }
 }
 

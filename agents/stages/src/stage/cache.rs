@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use lachesis_switch::{CacheConfig, WriteMode};
 
-use super::engines::{BlockEngine, BlockLookup};
+use super::engines::{BlockEngine, BlockLookup, BlockRead};
 use super::error::StageError;
 use super::space::{Devices, Reservation};
 use super::{Backend, Clock, Stage, StageStats};
@@ -330,6 +330,104 @@ impl CacheStage {
         self.lock().set(file, b, data).map_err(Self::engine_err)
     }
 
+    /// What the stage holds of `count` blocks from `first`: each block's bytes (its dirty
+    /// copy, or the engine's), `None` for a miss. Hits on flash are read without the lock,
+    /// and the engine then checks that each block is still what was read.
+    fn cached_blocks(
+        &self,
+        file: u64,
+        first: u64,
+        count: usize,
+    ) -> io::Result<Vec<Option<Vec<u8>>>> {
+        let mut got = Vec::with_capacity(count);
+        let mut pending = Vec::new();
+        {
+            let mut inner = self.lock();
+            for i in 0..count {
+                let b = first + i as u64;
+                got.push(match inner.dirty.get(&(file, b)) {
+                    Some(d) => Some(d.clone()),
+                    None => match inner.engine.lookup(file, b).map_err(Self::engine_err)? {
+                        BlockLookup::Done(v) => v,
+                        BlockLookup::Read(read) => {
+                            pending.push((i, read));
+                            None
+                        }
+                    },
+                });
+            }
+        }
+        if !pending.is_empty() {
+            // Hits (and the misses' writes) of other readers go on meanwhile.
+            let reads: Vec<&BlockRead> = pending.iter().map(|(_, read)| read).collect();
+            let bytes = BlockRead::read_together(&reads);
+            let mut inner = self.lock();
+            for ((i, read), bytes) in pending.into_iter().zip(bytes) {
+                let b = first + i as u64;
+                got[i] = match inner.dirty.get(&(file, b)) {
+                    // Written meanwhile (write-back): the newer bytes.
+                    Some(d) => Some(d.clone()),
+                    None => inner
+                        .engine
+                        .finish(file, b, read, bytes)
+                        .map_err(Self::engine_err)?,
+                };
+            }
+        }
+        // Only whole blocks are ever stored; anything else is a miss.
+        Ok(got
+            .into_iter()
+            .map(|d| d.filter(|d| d.len() == BLOCK as usize))
+            .collect())
+    }
+
+    /// Reads `run` missing blocks from block `first` from `next` and stores the whole ones:
+    /// the bytes (`run` blocks' room) and how many of them the file had.
+    fn read_misses(
+        &self,
+        file: u64,
+        first: u64,
+        run: usize,
+        next: &dyn Backend,
+    ) -> io::Result<(Vec<u8>, usize)> {
+        let mut data = vec![0u8; run * BLOCK as usize];
+        if self.demotes {
+            // A DRAM engine sees what it evicts, so it can demote what it was lent: each
+            // block is read with its own lease.
+            let mut valid = 0;
+            for (k, block) in data.chunks_mut(BLOCK as usize).enumerate() {
+                let b = first + k as u64;
+                let (n, lease) = next.read_lent(file, block, b * BLOCK)?;
+                valid += n;
+                if n < BLOCK as usize {
+                    break;
+                }
+                let mut inner = self.lock();
+                let stored = inner.set(file, b, block).map_err(Self::engine_err)?;
+                if let Some(lease) = lease.filter(|_| stored) {
+                    inner.lend(file, b, lease);
+                }
+            }
+            return Ok((data, valid));
+        }
+        let valid = next.read_at(file, &mut data, first * BLOCK)?;
+        // Only whole blocks are cached: a short tail block would go stale when the file
+        // grows past it.
+        let whole = valid / BLOCK as usize;
+        if whole > 0 {
+            let mut inner = self.lock();
+            for (k, block) in data[..whole * BLOCK as usize]
+                .chunks(BLOCK as usize)
+                .enumerate()
+            {
+                inner
+                    .set(file, first + k as u64, block)
+                    .map_err(Self::engine_err)?;
+            }
+        }
+        Ok((data, valid))
+    }
+
     /// A write to a retired write-back stage: on to `next`, after the dirty copies of the
     /// blocks it covers only in part (the caller holds `wb`).
     fn pass_through(
@@ -362,79 +460,50 @@ impl CacheStage {
 }
 
 impl Stage for CacheStage {
+    /// A read of several blocks takes the stage's lock twice, not twice per block: what each
+    /// block is (dirty, cached, on flash, missing) is found at once, the flash reads run
+    /// without the lock, and adjacent missing blocks go to `next` as one read (a database's
+    /// 8 KiB page is two blocks; a sequential reader asks for many).
     fn read(&self, file: u64, buf: &mut [u8], off: u64, next: &dyn Backend) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
         let end = off + buf.len() as u64;
-        let mut block = vec![0u8; BLOCK as usize];
-        let mut b = off / BLOCK;
-        while b * BLOCK < end {
-            let bstart = b * BLOCK;
-            let cached = {
-                let mut inner = self.lock();
-                match inner.dirty.get(&(file, b)) {
-                    Some(d) => Some(d.clone()),
-                    None => match inner.engine.lookup(file, b).map_err(Self::engine_err)? {
-                        BlockLookup::Done(v) => v,
-                        // A hit on flash: the device reads without the stage's lock, so hits
-                        // (and the misses' writes) of other blocks go on meanwhile; the engine
-                        // then checks that the block is still what was read.
-                        BlockLookup::Read(read) => {
-                            drop(inner);
-                            let bytes = read.read();
-                            let mut inner = self.lock();
-                            match inner.dirty.get(&(file, b)) {
-                                // Written meanwhile (write-back): the newer bytes.
-                                Some(d) => Some(d.clone()),
-                                None => inner
-                                    .engine
-                                    .finish(file, b, read, bytes)
-                                    .map_err(Self::engine_err)?,
-                            }
-                        }
-                    },
+        let first = off / BLOCK;
+        let count = ((end - 1) / BLOCK - first + 1) as usize;
+        let mut cached = self.cached_blocks(file, first, count)?;
+        let mut i = 0;
+        while i < count {
+            let b0 = (first + i as u64) * BLOCK;
+            // A hit, or a run of adjacent misses read together; `valid` bytes from `b0`.
+            let (data, valid, run, hit) = match cached[i].take() {
+                Some(d) => (d, BLOCK as usize, 1, true),
+                None => {
+                    let run = cached[i..].iter().take_while(|c| c.is_none()).count();
+                    let (data, valid) = self.read_misses(file, first + i as u64, run, next)?;
+                    (data, valid, run, false)
                 }
             };
-            let from = off.max(bstart);
-            let (avail, hit) = match cached {
-                Some(d) if d.len() == BLOCK as usize => {
-                    block.copy_from_slice(&d);
-                    (BLOCK as usize, true)
-                }
-                _ => {
-                    // A DRAM engine sees what it evicts, so it can demote what it was lent.
-                    let (n, lease) = if self.demotes {
-                        next.read_lent(file, &mut block, bstart)?
-                    } else {
-                        (next.read_at(file, &mut block, bstart)?, None)
-                    };
-                    // Only whole blocks are cached: a short tail block would go stale when the
-                    // file grows past it.
-                    if n == BLOCK as usize {
-                        let mut inner = self.lock();
-                        let stored = inner.set(file, b, &block).map_err(Self::engine_err)?;
-                        if let Some(lease) = lease.filter(|_| stored) {
-                            inner.lend(file, b, lease);
-                        }
-                    }
-                    (n, false)
-                }
-            };
-            let to = end.min(bstart + avail as u64);
+            let from = off.max(b0);
+            let to = end.min(b0 + valid as u64);
             let got = to.saturating_sub(from);
             if hit {
                 self.hits.fetch_add(1, Relaxed);
                 self.bytes_read_hit.fetch_add(got, Relaxed);
             } else {
-                self.misses.fetch_add(1, Relaxed);
+                // The blocks read, and the one the file ended in.
+                let touched = run.min(valid / BLOCK as usize + 1);
+                self.misses.fetch_add(touched as u64, Relaxed);
                 self.bytes_read_miss.fetch_add(got, Relaxed);
             }
             if to > from {
                 buf[(from - off) as usize..(to - off) as usize]
-                    .copy_from_slice(&block[(from - bstart) as usize..(to - bstart) as usize]);
+                    .copy_from_slice(&data[(from - b0) as usize..(to - b0) as usize]);
             }
-            if avail < BLOCK as usize {
+            if valid < run * BLOCK as usize {
                 return Ok(to.saturating_sub(off) as usize);
             }
-            b += 1;
+            i += run;
         }
         Ok(buf.len())
     }
@@ -726,6 +795,43 @@ mod tests {
         let mut t = vec![0u8; 4096];
         assert_eq!(c.read(1, &mut t, 3 * 4096, &mem).unwrap(), 100);
         assert_eq!(c.read(1, &mut t, 3 * 4096, &mem).unwrap(), 100);
+    }
+
+    #[test]
+    fn adjacent_misses_go_to_next_as_one_read() {
+        let d = tempfile::tempdir().unwrap();
+        let devices = uring_devices(&d.path().join("cache.img"), 64 << 20);
+        let flash = CacheStage::from_config(
+            &config(CacheEngine::Loc, WriteMode::Through, 32 << 20),
+            &devices,
+        )
+        .unwrap();
+        // A DRAM stage reads each missing block with its own lease (it demotes what it was
+        // lent), so it reads the runs block by block: 2 + 7 reads, then the tail again.
+        for (c, reads, again) in [(flash, 2, 1), (stage(Mode::WriteThrough, 1 << 20), 9, 1)] {
+            let mem = MemFiles::default();
+            let file = pattern(10 * 4096 + 100, 3);
+            mem.write_at(1, &file, 0).unwrap();
+            let mut two = vec![0u8; 2 * 4096];
+            c.read(1, &mut two, 2 * 4096, &mem).unwrap();
+            let r0 = mem.reads.load(Ordering::Relaxed);
+            // Blocks 0-1 missing, 2-3 cached, 4 to the end missing (the last one short).
+            let mut all = vec![0u8; 11 * 4096];
+            let n = c.read(1, &mut all, 100, &mem).unwrap();
+            assert_eq!(n, file.len() - 100);
+            assert!(all[..n] == file[100..]);
+            assert_eq!(mem.reads.load(Ordering::Relaxed) - r0, reads);
+            let stats = c.stats();
+            assert_eq!(
+                (stats["hits"].as_u64(), stats["misses"].as_u64()),
+                (Some(2), Some(2 + 2 + 7))
+            );
+            // Every whole block is cached now; only the short tail goes to `next` again.
+            let mut second = vec![0u8; 11 * 4096];
+            assert_eq!(c.read(1, &mut second, 100, &mem).unwrap(), n);
+            assert!(second == all);
+            assert_eq!(mem.reads.load(Ordering::Relaxed) - r0, reads + again);
+        }
     }
 
     #[test]

@@ -116,6 +116,12 @@ impl BlockRead {
     pub fn read(&self) -> lachesis_cache::Result<Vec<u8>> {
         self.read.read()
     }
+
+    /// Each one's [`BlockRead::read`], in order, blocks next to each other on the device in
+    /// one IO ([`PendingRead::read_together`]); takes no lock.
+    pub fn read_together(reads: &[&BlockRead]) -> Vec<lachesis_cache::Result<Vec<u8>>> {
+        PendingRead::read_together(&reads.iter().map(|r| &r.read).collect::<Vec<_>>())
+    }
 }
 
 impl BlockEngine {
