@@ -83,6 +83,10 @@ pub struct Loc {
     trim: bool,
     /// Key hash → slot. Keys themselves are on flash and compared on every read.
     index: HashMap<u64, Slot>,
+    /// Per region, the hashes of the objects appended to it since it was last evicted (some
+    /// since deleted or replaced): evicting a region looks at its own objects, not at the
+    /// whole index under the owner's lock (a 256 MiB log of 4 KiB objects holds 65,536).
+    region_keys: Vec<Vec<u64>>,
     /// Regions `0..active` are in use; the span may hold more (room to grow).
     active: u32,
     max_regions: u32,
@@ -165,6 +169,7 @@ impl Loc {
             reinsert_hits: config.reinsert_hits,
             trim: config.trim,
             index: HashMap::new(),
+            region_keys: vec![Vec::new(); max_regions as usize],
             active,
             max_regions,
             free: (1..active).collect(),
@@ -307,6 +312,7 @@ impl Loc {
         }
         let offset = self.buf.len() as u32;
         object::encode(key, value, &mut self.buf);
+        self.region_keys[self.open as usize].push(h);
         self.index.insert(
             h,
             Slot {
@@ -372,17 +378,18 @@ impl Loc {
         self.generations[region as usize] += 1;
         let threshold = self.reinsert_hits;
         let mut hot = Vec::new();
-        let before = self.index.len();
-        self.index.retain(|&h, s| {
-            if s.region != region {
-                return true;
-            }
+        let mut removed = 0;
+        for h in std::mem::take(&mut self.region_keys[region as usize]) {
+            // A hash twice in the list (rewritten in the region) is removed at its first.
+            let Some(s) = self.index.get(&h).copied().filter(|s| s.region == region) else {
+                continue;
+            };
+            self.index.remove(&h);
+            removed += 1;
             if reinsert && threshold > 0 && s.hits >= threshold {
-                hot.push((h, *s));
+                hot.push((h, s));
             }
-            false
-        });
-        let removed = (before - self.index.len()) as u64;
+        }
         self.stats.objects -= removed;
         let mut keep = Vec::new();
         if !hot.is_empty() {
@@ -621,6 +628,10 @@ impl Engine for Loc {
         self.buf = buf;
         self.stats.objects = s.index.len() as u64;
         self.index = s.index;
+        self.region_keys.iter_mut().for_each(Vec::clear);
+        for (&h, slot) in &self.index {
+            self.region_keys[slot.region as usize].push(h);
+        }
         // Another index: no read planned against the old one is used.
         self.generations.iter_mut().for_each(|g| *g += 1);
         Ok(())
@@ -633,6 +644,74 @@ impl Engine for Loc {
         self.index.capacity() * entry
             + self.buf.capacity()
             + (self.last_access.capacity() + self.generations.capacity()) * 8
+            + self
+                .region_keys
+                .iter()
+                .map(|k| k.capacity() * 8)
+                .sum::<usize>()
             + (self.free.capacity() + self.sealed.capacity()) * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dev::share;
+    use crate::DataSim;
+    use lachesis_device::nvme::logpage::RuhType;
+    use lachesis_device::sim::SimConfig;
+
+    /// Every object the index holds is in the open region or a sealed one, and in its
+    /// region's key list: evicting a region by its list leaves none of its objects behind.
+    fn check(l: &Loc) {
+        for (&h, s) in &l.index {
+            assert!(s.region == l.open || l.sealed.contains(&s.region));
+            assert!(l.region_keys[s.region as usize].contains(&h));
+        }
+        assert_eq!(l.stats.objects, l.index.len() as u64);
+    }
+
+    #[test]
+    fn evicting_a_region_removes_exactly_its_objects() {
+        let sim = SimConfig {
+            pages_per_erase_block: 16,
+            erase_blocks_per_ru: 1,
+            rus_per_group: 64,
+            overprovisioning: 0.25,
+            handles: vec![RuhType::InitiallyIsolated; 4],
+            ..SimConfig::default()
+        };
+        let span = Span {
+            device: share(DataSim::new(sim).unwrap()),
+            offset: 0,
+            len: 8 * 65536,
+        };
+        let mut config = LocConfig::new(span, PlacementHandle(0));
+        config.reinsert_hits = 1;
+        let mut l = Loc::new(config).unwrap();
+        let mut x: u64 = 1;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = (x >> 33) % 200;
+            let key = format!("k{k}");
+            match (x >> 20) % 10 {
+                0 => {
+                    l.delete(key.as_bytes()).unwrap();
+                }
+                1..=5 => {
+                    let len = 500 + ((x >> 40) % 3000) as usize;
+                    l.set(key.as_bytes(), &vec![k as u8; len]).unwrap();
+                }
+                _ => {
+                    if let Some(v) = l.get(key.as_bytes()).unwrap() {
+                        assert!(v.iter().all(|&b| b == k as u8));
+                    }
+                }
+            }
+            check(&l);
+        }
+        assert!(l.regions_evicted > 20, "{} evicted", l.regions_evicted);
     }
 }
