@@ -223,6 +223,21 @@ pub trait Engine: Send {
     /// takes effect at once, shrinking evicts what lies past the new end. Returns `Ok(false)`,
     /// changing nothing, when the engine cannot resize in place (the default); an error when
     /// it can but not to that size.
+    /// A device write the engine left to its owner (see `LocConfig::defer_seals`): do
+    /// [`crate::RegionWrite::write`] with the owner's lock released, then [`Engine::wrote`]
+    /// under it. Engines that write inside `set` have none.
+    fn take_write(&mut self) -> Option<crate::RegionWrite> {
+        None
+    }
+    /// After [`crate::RegionWrite::write`]: the written region takes its place.
+    fn wrote(&mut self, _w: &crate::RegionWrite) -> crate::Result<()> {
+        Ok(())
+    }
+    /// Completes any write left to the owner (waiting for it, or doing it here): before the
+    /// engine is dropped or its space changes.
+    fn settle(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
     fn resize(&mut self, bytes: u64) -> crate::Result<bool> {
         let _ = bytes;
         Ok(false)

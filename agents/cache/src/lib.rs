@@ -19,7 +19,7 @@ pub mod workload;
 pub use dev::{share, DataSim, SharedDevice, Span, SpanReads};
 pub use engine::{Engine, EngineStats, LogUnits, Lookup, PartStats, PendingRead};
 pub use hybrid::{Hybrid, HybridConfig};
-pub use loc::{Loc, LocConfig, RegionEviction};
+pub use loc::{Loc, LocConfig, RegionEviction, RegionWrite};
 pub use set_assoc::{SetAssoc, SetAssocConfig};
 
 /// Errors of the cache engines.

@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lachesis_device::PlacementHandle;
 
@@ -42,6 +43,9 @@ pub struct LocConfig {
     pub trim: bool,
     /// Regions in use at start (0 = every whole region of the span); `resize` changes it.
     pub regions: u32,
+    /// Leave a full region's write to the owner ([`Engine::take_write`]), to do without its
+    /// lock, instead of writing it inside `set`. Only for owners that take every write.
+    pub defer_seals: bool,
 }
 
 impl LocConfig {
@@ -54,6 +58,7 @@ impl LocConfig {
             reinsert_hits: 2,
             trim: true,
             regions: 0,
+            defer_seals: false,
         }
     }
 }
@@ -65,6 +70,58 @@ struct Slot {
     offset: u32,
     len: u32,
     hits: u8,
+}
+
+/// A region sealed but not yet written (see [`LocConfig::defer_seals`]).
+struct Sealing {
+    region: u32,
+    buf: Arc<Vec<u8>>,
+    state: Arc<SealState>,
+}
+
+#[derive(Default)]
+struct SealState {
+    phase: Mutex<SealPhase>,
+    done: Condvar,
+}
+
+#[derive(Default, PartialEq)]
+enum SealPhase {
+    /// Nobody has taken the write yet.
+    #[default]
+    Waiting,
+    /// The owner is writing it (without its lock).
+    Writing,
+    Written,
+    Failed(String),
+}
+
+fn lock_phase(s: &SealState) -> MutexGuard<'_, SealPhase> {
+    s.phase.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A region's write [`Engine::take_write`] hands to the owner: [`RegionWrite::write`] it
+/// with the owner's lock released, then call [`Engine::wrote`] under it.
+pub struct RegionWrite {
+    span: Span,
+    at: u64,
+    buf: Arc<Vec<u8>>,
+    handle: PlacementHandle,
+    state: Arc<SealState>,
+}
+
+impl RegionWrite {
+    /// Writes the region (through the device's lock, not the owner's) and says it is done,
+    /// before the owner's lock is taken again: a `settle` waiting under it goes on.
+    pub fn write(&self) {
+        let r = self.span.write(self.at, &self.buf, self.handle);
+        let mut phase = lock_phase(&self.state);
+        *phase = match r {
+            Ok(()) => SealPhase::Written,
+            Err(e) => SealPhase::Failed(e.to_string()),
+        };
+        self.state.done.notify_all();
+    }
 }
 
 /// The large-object cache.
@@ -97,6 +154,11 @@ pub struct Loc {
     last_access: Vec<u64>,
     open: u32,
     buf: Vec<u8>,
+    defer_seals: bool,
+    /// The region sealed last, while its write is still to be done or under way: its objects
+    /// are read from this buffer, and it is not in `sealed` (so never evicted) until
+    /// [`Loc::settle`]. At most one.
+    sealing: Option<Sealing>,
     tick: u64,
     stats: EngineStats,
     /// Regions written (sealed) and evicted to make room: how the log cycles.
@@ -177,6 +239,8 @@ impl Loc {
             last_access: vec![0; max_regions as usize],
             open: 0,
             buf: Vec::with_capacity(region_bytes as usize),
+            defer_seals: config.defer_seals,
+            sealing: None,
             tick: 0,
             stats: EngineStats::default(),
             regions_sealed: 0,
@@ -280,9 +344,12 @@ impl Loc {
 
     /// Reads the encoded object at `slot` into a fresh buffer.
     fn read_slot(&self, slot: Slot) -> Result<Vec<u8>> {
+        let (o, l) = (slot.offset as usize, slot.len as usize);
         if slot.region == self.open {
-            let (o, l) = (slot.offset as usize, slot.len as usize);
             return Ok(self.buf[o..o + l].to_vec());
+        }
+        if let Some(s) = self.sealing.as_ref().filter(|s| s.region == slot.region) {
+            return Ok(s.buf[o..o + l].to_vec());
         }
         let start = self.region_offset(slot.region) + u64::from(slot.offset);
         let first = start / self.block * self.block;
@@ -326,22 +393,77 @@ impl Loc {
         Ok(())
     }
 
-    /// Writes the open region's buffer to flash, padded to whole blocks.
+    /// Writes the open region's buffer to flash, padded to whole blocks; with
+    /// `defer_seals`, leaves the write to the owner (the previous one settled first).
     fn seal(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             // Nothing to write: the region stays open.
             return Ok(());
         }
+        self.settle()?;
         let padded = (self.buf.len() as u64).div_ceil(self.block) * self.block;
         self.buf.resize(padded as usize, 0);
-        self.span
-            .write(self.region_offset(self.open), &self.buf, self.handle)?;
         self.stats.flash_bytes_written += padded;
         self.regions_sealed += 1;
-        self.sealed.push_back(self.open);
         self.last_access[self.open as usize] = self.tick;
+        if self.defer_seals {
+            let buf = std::mem::replace(
+                &mut self.buf,
+                Vec::with_capacity(self.region_bytes as usize),
+            );
+            self.sealing = Some(Sealing {
+                region: self.open,
+                buf: Arc::new(buf),
+                state: Arc::new(SealState::default()),
+            });
+            return Ok(());
+        }
+        self.span
+            .write(self.region_offset(self.open), &self.buf, self.handle)?;
+        self.sealed.push_back(self.open);
         self.buf.clear();
         Ok(())
+    }
+
+    /// Completes the pending region write, if any: waits for the owner's, or writes it here
+    /// if the owner has not taken it. Written, the region joins the sealed ones; failed, its
+    /// objects are dropped and its space is free again, and the error is returned.
+    fn settle(&mut self) -> Result<()> {
+        let Some(s) = self.sealing.take() else {
+            return Ok(());
+        };
+        let taken = {
+            let mut phase = lock_phase(&s.state);
+            let taken = *phase != SealPhase::Waiting;
+            if !taken {
+                *phase = SealPhase::Writing;
+            }
+            taken
+        };
+        let result = if taken {
+            let mut phase = lock_phase(&s.state);
+            while *phase == SealPhase::Writing {
+                phase = s.state.done.wait(phase).unwrap_or_else(|e| e.into_inner());
+            }
+            match &*phase {
+                SealPhase::Failed(e) => Err(Error::Config(format!("region write: {e}"))),
+                _ => Ok(()),
+            }
+        } else {
+            self.span
+                .write(self.region_offset(s.region), &s.buf, self.handle)
+        };
+        match result {
+            Ok(()) => {
+                self.sealed.push_back(s.region);
+                Ok(())
+            }
+            Err(e) => {
+                self.evict(s.region, false)?;
+                self.free.push_back(s.region);
+                Err(e)
+            }
+        }
     }
 
     /// Makes a region the open one: a free one, or an evicted one with its hot objects
@@ -350,6 +472,10 @@ impl Loc {
         if let Some(r) = self.free.pop_front() {
             self.open = r;
             return Ok(());
+        }
+        if self.sealed.is_empty() {
+            // Only the region being written could make room.
+            self.settle()?;
         }
         let victim = match self.eviction {
             RegionEviction::Fifo => self.sealed.pop_front(),
@@ -421,6 +547,8 @@ impl Loc {
     /// Changes the number of regions in use to `bytes / region_bytes`. Shrinking evicts the
     /// regions past the new end (no reinsertion) and deallocates them.
     pub fn resize(&mut self, bytes: u64) -> Result<()> {
+        // The region being written may be past the new end, its space given away after this.
+        self.settle()?;
         let n = u32::try_from(bytes / self.region_bytes).unwrap_or(u32::MAX);
         if n < 2 || n > self.max_regions {
             return Err(Error::Config(format!(
@@ -508,7 +636,12 @@ impl Engine for Loc {
         let (Some(reads), Some(&slot)) = (&self.reads, self.index.get(&h)) else {
             return Ok(Lookup::Done(self.get(key)?));
         };
-        if slot.region == self.open {
+        if slot.region == self.open
+            || self
+                .sealing
+                .as_ref()
+                .is_some_and(|s| s.region == slot.region)
+        {
             return Ok(Lookup::Done(self.get(key)?));
         }
         self.stats.gets += 1;
@@ -560,6 +693,34 @@ impl Engine for Loc {
         Ok(true)
     }
 
+    fn take_write(&mut self) -> Option<RegionWrite> {
+        let s = self.sealing.as_ref()?;
+        let mut phase = lock_phase(&s.state);
+        if *phase != SealPhase::Waiting {
+            return None;
+        }
+        *phase = SealPhase::Writing;
+        Some(RegionWrite {
+            span: self.span.clone(),
+            at: self.region_offset(s.region),
+            buf: s.buf.clone(),
+            handle: self.handle,
+            state: s.state.clone(),
+        })
+    }
+
+    fn wrote(&mut self, w: &RegionWrite) -> Result<()> {
+        // Settled already (by a later seal, a resize) unless it is still the pending one.
+        match &self.sealing {
+            Some(s) if Arc::ptr_eq(&s.state, &w.state) => self.settle(),
+            _ => Ok(()),
+        }
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        Loc::settle(self)
+    }
+
     fn delete(&mut self, key: &[u8]) -> Result<bool> {
         self.stats.deletes += 1;
         // A colliding key's entry goes too: it would only have been found by reading flash,
@@ -592,6 +753,11 @@ impl Engine for Loc {
     /// Saves the index and region order, and the open region's buffer (so saving writes no
     /// flash and wastes no region).
     fn save(&self, w: &mut dyn Write) -> Result<()> {
+        if self.sealing.is_some() {
+            return Err(Error::Config(
+                "large-object cache: a region write is pending (settle it first)".into(),
+            ));
+        }
         let mut e = Enc::default();
         e.u32(self.active);
         e.u32(self.open);

@@ -96,8 +96,52 @@ fn check(
     Ok(hits)
 }
 
+/// The log as a stage drives it with `defer_seals`: every other full region is written by
+/// the owner right after the set that filled it, the others are left to the next seal or
+/// resize to write.
+struct Owner {
+    log: lachesis_cache::Loc,
+    sets: u64,
+}
+
+impl Engine for Owner {
+    fn get(&mut self, key: &[u8]) -> lachesis_cache::Result<Option<Vec<u8>>> {
+        self.log.get(key)
+    }
+    fn set(&mut self, key: &[u8], value: &[u8]) -> lachesis_cache::Result<bool> {
+        let stored = self.log.set(key, value)?;
+        self.sets += 1;
+        if self.sets.is_multiple_of(2) {
+            if let Some(w) = self.log.take_write() {
+                w.write();
+                self.log.wrote(&w)?;
+            }
+        }
+        Ok(stored)
+    }
+    fn delete(&mut self, key: &[u8]) -> lachesis_cache::Result<bool> {
+        self.log.delete(key)
+    }
+    fn stats(&self) -> lachesis_cache::EngineStats {
+        self.log.stats()
+    }
+    fn dram_bytes(&self) -> usize {
+        self.log.dram_bytes()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn loc_with_deferred_seals_matches_the_model(ops in ops(300, 6000, true)) {
+        let (_d, dev) = device(64, 0.25);
+        let mut c = lachesis_cache::LocConfig::new(span(&dev, 0, 8 * 65536), lachesis_device::PlacementHandle(0));
+        c.defer_seals = true;
+        c.eviction = RegionEviction::Lru;
+        let mut e = Owner { log: lachesis_cache::Loc::new(c).unwrap(), sets: 0 };
+        check_engine(&ops, &mut e, |e, bytes| e.log.resize((bytes / 2).clamp(2 * 65536, 8 * 65536)).unwrap())?;
+    }
 
     #[test]
     fn loc_fifo_matches_the_model(ops in ops(300, 6000, false)) {

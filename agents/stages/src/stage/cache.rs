@@ -327,7 +327,23 @@ impl CacheStage {
 
     /// Stores a clean block handed down to the stage (demoted); whether the engine took it.
     pub fn put_block(&self, file: u64, b: u64, data: &[u8]) -> io::Result<bool> {
-        self.lock().set(file, b, data).map_err(Self::engine_err)
+        let mut inner = self.lock();
+        let stored = inner.set(file, b, data).map_err(Self::engine_err)?;
+        self.unlock_and_write_region(inner)?;
+        Ok(stored)
+    }
+
+    /// Lets the stage's lock go, then does the region write the engine left, if a block
+    /// filled the log's open region: a region is large (1 MiB and more), and hits, misses and
+    /// writes of other blocks need not wait for it. Reads of its blocks meanwhile are served
+    /// from its buffer, and nothing reuses its space until the engine has been told.
+    fn unlock_and_write_region(&self, mut inner: MutexGuard<'_, Inner>) -> io::Result<()> {
+        let Some(w) = inner.engine.take_write() else {
+            return Ok(());
+        };
+        drop(inner);
+        w.write();
+        self.lock().engine.wrote(&w).map_err(Self::engine_err)
     }
 
     /// What the stage holds of `count` blocks from `first`: each block's bytes (its dirty
@@ -407,6 +423,7 @@ impl CacheStage {
                 if let Some(lease) = lease.filter(|_| stored) {
                     inner.lend(file, b, lease);
                 }
+                self.unlock_and_write_region(inner)?;
             }
             return Ok((data, valid));
         }
@@ -424,6 +441,7 @@ impl CacheStage {
                     .set(file, first + k as u64, block)
                     .map_err(Self::engine_err)?;
             }
+            self.unlock_and_write_region(inner)?;
         }
         Ok((data, valid))
     }
@@ -526,7 +544,7 @@ impl Stage for CacheStage {
                 }
                 b += 1;
             }
-            return Ok(());
+            return self.unlock_and_write_region(inner);
         }
         // Write-back. Writes that cover blocks only in part send bytes to `next`: they hold
         // `wb`, and so does a write that finds the stage retired.
@@ -563,7 +581,7 @@ impl Stage for CacheStage {
             b += 1;
         }
         let over_limit = inner.dirty.len() > self.max_dirty_blocks;
-        drop(inner);
+        self.unlock_and_write_region(inner)?;
         for (b, d) in partial {
             if let Some(d) = d {
                 next.write_at(file, &d, b * BLOCK)?;

@@ -32,7 +32,7 @@ use lachesis_cache::fairywren::{FairyWren, FairyWrenConfig, MIN_EUS};
 use lachesis_cache::kangaroo::{Kangaroo, KangarooConfig};
 use lachesis_cache::{
     Engine, EngineStats, Hybrid, HybridConfig, Loc, LocConfig, Lookup, PendingRead, RegionEviction,
-    Span,
+    RegionWrite, Span,
 };
 use lachesis_device::PlacementHandle;
 use lachesis_switch::{CacheConfig, CacheEngine, EnginePart, Eviction};
@@ -263,6 +263,8 @@ impl BlockEngine {
 
     /// Replaces the flash engine by an empty one of `n` regions.
     fn rebuild(&mut self, n: u32, reserved: Option<Reservation>) -> Result<(), StageError> {
+        // A region write still under way must land before the space is given away.
+        self.engine.settle().map_err(cache_err)?;
         let old = std::mem::replace(&mut self.engine, Box::new(Nothing(EngineStats::default())));
         self.instance += 1;
         // Its objects are gone with it; stats() takes `objects` from the engine in place.
@@ -330,7 +332,10 @@ impl BlockEngine {
             CacheEngine::Dram => unreachable!("DRAM engines have no space"),
             // Over the whole pool, `n` regions in use: it grows in place.
             CacheEngine::Loc => {
-                Box::new(Loc::new(loc_config(span(pool_len), n)).map_err(cache_err)?)
+                // The stage writes full regions without its lock (`CacheStage::write_region`).
+                let mut lc = loc_config(span(pool_len), n);
+                lc.defer_seals = true;
+                Box::new(Loc::new(lc).map_err(cache_err)?)
             }
             CacheEngine::Kangaroo => {
                 let object = (KANGAROO_CHUNK + 17 + lachesis_cache::object::HEADER) as u32;
@@ -433,6 +438,16 @@ impl BlockEngine {
         }
         self.engine
             .finish(&Self::key(file, block, None), read.read, bytes)
+    }
+
+    /// The region write the engine left to the stage, if any ([`Engine::take_write`]).
+    pub fn take_write(&mut self) -> Option<RegionWrite> {
+        self.engine.take_write()
+    }
+
+    /// After [`RegionWrite::write`], under the stage's lock again.
+    pub fn wrote(&mut self, w: &RegionWrite) -> lachesis_cache::Result<()> {
+        self.engine.wrote(w)
     }
 
     /// Stores a whole block; `false` if the engine declined (some) of it.
