@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lachesis_cache::{Engine, Loc, LocConfig, Lookup};
+use lachesis_cache::{Engine, Loc, LocConfig, Lookup, RegionWrite};
 use lachesis_device::PlacementHandle;
 
 fn log(regions: u64) -> Loc {
@@ -16,17 +16,22 @@ fn log(regions: u64) -> Loc {
     Loc::new(c).unwrap()
 }
 
-#[test]
-fn a_region_being_written_is_read_from_memory_then_from_the_device() {
-    let mut e = log(4);
+/// Sets keys 0, 1, ... until the log hands out a region write: the write, and the keys set.
+fn first_write(e: &mut Loc) -> (RegionWrite, u32) {
     let mut k = 0;
-    let w = loop {
+    loop {
         e.set(&key(k), &value(k, 1, 3000)).unwrap();
         k += 1;
         if let Some(w) = e.take_write() {
-            break w;
+            return (w, k);
         }
-    };
+    }
+}
+
+#[test]
+fn a_region_being_written_is_read_from_memory_then_from_the_device() {
+    let mut e = log(4);
+    let (w, k) = first_write(&mut e);
     assert!(
         e.take_write().is_none(),
         "one write at a time, handed out once"
@@ -95,14 +100,7 @@ fn a_write_nobody_took_is_done_before_the_next_seal_or_a_resize() {
 #[test]
 fn the_next_seal_waits_for_a_write_under_way() {
     let mut e = log(4);
-    let mut k = 0;
-    let w = loop {
-        e.set(&key(k), &value(k, 1, 3000)).unwrap();
-        k += 1;
-        if let Some(w) = e.take_write() {
-            break w;
-        }
-    };
+    let (w, mut k) = first_write(&mut e);
     let sealed_at = k;
     // The write runs on another thread while this one fills the next region: its seal
     // waits for the write (whichever comes first), and nothing reads an unwritten region.
