@@ -85,7 +85,7 @@ struct SealState {
     done: Condvar,
 }
 
-#[derive(Default, PartialEq)]
+#[derive(Default)]
 enum SealPhase {
     /// Nobody has taken the write yet.
     #[default]
@@ -93,7 +93,8 @@ enum SealPhase {
     /// The owner is writing it (without its lock).
     Writing,
     Written,
-    Failed(String),
+    /// The owner's write failed (the error, until `settle` takes it).
+    Failed(Option<Error>),
 }
 
 fn lock_phase(s: &SealState) -> MutexGuard<'_, SealPhase> {
@@ -118,7 +119,7 @@ impl RegionWrite {
         let mut phase = lock_phase(&self.state);
         *phase = match r {
             Ok(()) => SealPhase::Written,
-            Err(e) => SealPhase::Failed(e.to_string()),
+            Err(e) => SealPhase::Failed(Some(e)),
         };
         self.state.done.notify_all();
     }
@@ -434,7 +435,7 @@ impl Loc {
         };
         let taken = {
             let mut phase = lock_phase(&s.state);
-            let taken = *phase != SealPhase::Waiting;
+            let taken = !matches!(*phase, SealPhase::Waiting);
             if !taken {
                 *phase = SealPhase::Writing;
             }
@@ -442,11 +443,13 @@ impl Loc {
         };
         let result = if taken {
             let mut phase = lock_phase(&s.state);
-            while *phase == SealPhase::Writing {
+            while matches!(*phase, SealPhase::Writing) {
                 phase = s.state.done.wait(phase).unwrap_or_else(|e| e.into_inner());
             }
-            match &*phase {
-                SealPhase::Failed(e) => Err(Error::Config(format!("region write: {e}"))),
+            match &mut *phase {
+                SealPhase::Failed(e) => Err(e.take().unwrap_or_else(|| {
+                    Error::Config("large-object cache: a region write failed".into())
+                })),
                 _ => Ok(()),
             }
         } else {
@@ -696,7 +699,7 @@ impl Engine for Loc {
     fn take_write(&mut self) -> Option<RegionWrite> {
         let s = self.sealing.as_ref()?;
         let mut phase = lock_phase(&s.state);
-        if *phase != SealPhase::Waiting {
+        if !matches!(*phase, SealPhase::Waiting) {
             return None;
         }
         *phase = SealPhase::Writing;
@@ -754,7 +757,7 @@ impl Engine for Loc {
     /// flash and wastes no region).
     fn save(&self, w: &mut dyn Write) -> Result<()> {
         if self.sealing.is_some() {
-            return Err(Error::Config(
+            return Err(Error::Persist(
                 "large-object cache: a region write is pending (settle it first)".into(),
             ));
         }
@@ -815,6 +818,7 @@ impl Engine for Loc {
                 .iter()
                 .map(|k| k.capacity() * 8)
                 .sum::<usize>()
+            + self.sealing.as_ref().map_or(0, |s| s.buf.capacity())
             + (self.free.capacity() + self.sealed.capacity()) * 4
     }
 }
