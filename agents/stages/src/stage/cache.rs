@@ -817,8 +817,7 @@ mod tests {
 
     #[test]
     fn adjacent_misses_go_to_next_as_one_read() {
-        let d = tempfile::tempdir().unwrap();
-        let devices = uring_devices(&d.path().join("cache.img"), 64 << 20);
+        let (_dir, devices) = uring_devices(64 << 20);
         let flash = CacheStage::from_config(
             &config(CacheEngine::Loc, WriteMode::Through, 32 << 20),
             &devices,
@@ -1029,11 +1028,13 @@ mod tests {
         assert_eq!(b, [2u8; 4096]);
     }
 
-    /// The agent's devices: io_uring on a sparse file.
-    fn uring_devices(path: &std::path::Path, size: u64) -> Devices {
+    /// The agent's devices: io_uring on a sparse file of `size` bytes in a directory that
+    /// lives as long as the returned guard.
+    fn uring_devices(size: u64) -> (tempfile::TempDir, Devices) {
         use lachesis_device::uring::{UringConfig, UringDevice};
+        let dir = tempfile::tempdir().unwrap();
         let dev = UringDevice::open(
-            path,
+            dir.path().join("cache.img"),
             UringConfig {
                 create_size: Some(size),
                 single_issuer: false,
@@ -1041,13 +1042,13 @@ mod tests {
             },
         )
         .unwrap();
-        Devices::new(vec![("flash0".into(), lachesis_cache::share(dev))]).unwrap()
+        let devices = Devices::new(vec![("flash0".into(), lachesis_cache::share(dev))]).unwrap();
+        (dir, devices)
     }
 
     #[test]
     fn flash_engine_through_the_device_layer() {
-        let d = tempfile::tempdir().unwrap();
-        let devices = uring_devices(&d.path().join("cache.img"), 128 << 20);
+        let (_dir, devices) = uring_devices(128 << 20);
         let c = CacheStage::from_config(
             &config(CacheEngine::Loc, WriteMode::Through, 64 << 20),
             &devices,
@@ -1095,8 +1096,7 @@ mod tests {
     /// read back exactly their latest bytes, in every round.
     #[test]
     fn threads_reading_hits_while_others_evict_read_only_their_latest_bytes() {
-        let d = tempfile::tempdir().unwrap();
-        let devices = uring_devices(&d.path().join("cache.img"), 64 << 20);
+        let (_dir, devices) = uring_devices(64 << 20);
         for mode in [WriteMode::Through, WriteMode::Back] {
             let c = Arc::new(
                 CacheStage::from_config(&config(CacheEngine::Loc, mode, 8 << 20), &devices)
