@@ -642,6 +642,16 @@ fn shards_sampling_rate_and_oltp_mrc() {
     // io_uring 16 deep: a pread loop does the same IO at a third of the
     // speed on this disk, and 16 in flight only reorders completions, not
     // the order bios are queued (and sampled) in.
+    //
+    // The sample is a hash of the device block, so which of the trace's
+    // blocks it holds depends on where the file landed on the disk: every
+    // run draws a new sample. At R = 0.01 about one placement in 400 gives
+    // a linear-grid MAE above 0.02 on this trace (the same estimator over
+    // 400 hash salts: median 0.005, worst 0.027), which a CI run hit. At
+    // R = 0.05 the worst of 400 salts is 0.010, and the whole replay's
+    // samples (45,000 here) fit in the 4 MiB ring even if the reader never
+    // ran, so the bound below holds on any placement and any load.
+    let rate = 0.05;
     let cg2 = Cg::new("oltp");
     m.set_tenant(1, "oltp", 0).unwrap();
     m.map_cgroup(cg2.id(), 1).unwrap();
