@@ -4,10 +4,12 @@
 miss ratio, DLWA by halves, per-part bytes. lachesis-cachebench refuses (exit 3) a run that is
 not at steady state; such a run is reported as refused with its reasons, never as a figure.
 
-FairyWREN runs twice: on the conventional model like Kangaroo, and as the paper deploys it
-("fairywren-fdp": the same device, but each stream on its own placement handle and the units
-it reclaims deallocated, so the device relocates nothing). FW_FLAGS adds FairyWREN flags (the
-knobs of the sweep, e.g. "--log-fraction 0.1 --cold-pages 3").
+FairyWREN runs three times: on the conventional model like Kangaroo; on the same device with
+each stream on its own placement handle and the units it reclaims deallocated, so the device
+relocates nothing ("fairywren-fdp"); and as the paper deploys it ("fairywren-wren": FDP too,
+and the cache spans the device's over-provisioning but the units the device keeps for itself,
+cachebench --wren-span: the same flash as Kangaroo's device, FairyWREN §6.1's "383 GB vs 376").
+FW_FLAGS adds FairyWREN flags (the knobs of the sweep, e.g. "--log-fraction 0.1 --cold-pages 3").
 
     CACHEBENCH=agents/target/release/lachesis-cachebench python3 bench/cache/steady.py
     SEEDS=11,12,13 FLASH_MIB=16 JOBS=2 python3 bench/cache/steady.py small-meta whole
@@ -40,10 +42,12 @@ DEVICE = [
 ]
 CONVENTIONAL = ["--handles", "shared", "--no-discard", *DEVICE]
 FDP = ["--handles", "separate", *DEVICE]
+WREN = [*FDP, "--wren-span"]
 KANGAROO = [("kangaroo", CONVENTIONAL, ["--engine", "kangaroo"])]
 FAIRYWREN = [
     ("fairywren", CONVENTIONAL, ["--engine", "fairywren", *FW_FLAGS]),
     ("fairywren-fdp", FDP, ["--engine", "fairywren", *FW_FLAGS]),
+    ("fairywren-wren", WREN, ["--engine", "fairywren", *FW_FLAGS]),
 ]
 SMALL = [*KANGAROO, *FAIRYWREN]
 
@@ -60,6 +64,7 @@ MIXES = {
             ("kangaroo", CONVENTIONAL, ["--small-engine", "kangaroo"]),
             ("fairywren", CONVENTIONAL, ["--small-engine", "fairywren", *FW_FLAGS]),
             ("fairywren-fdp", FDP, ["--small-engine", "fairywren", *FW_FLAGS]),
+            ("fairywren-wren", WREN, ["--small-engine", "fairywren", *FW_FLAGS]),
         ],
     ),
 }
@@ -84,6 +89,19 @@ def run(flags):
     return json.loads(out.stdout), None
 
 
+def held(report):
+    """Objects per set page and bytes per object in the sets (cachebench's layout.held_*; a
+    hybrid's small engine's under small.), of the median run: " (16.0, 253 B)"."""
+    lay = report.get("layout", {})
+    pages = objects = nbytes = 0
+    for prefix in ("", "small."):
+        for kind in ("set", "hot", "cold"):
+            pages += lay.get(f"{prefix}held_{kind}_pages", 0)
+            objects += lay.get(f"{prefix}held_{kind}_objects", 0)
+            nbytes += lay.get(f"{prefix}held_{kind}_bytes", 0)
+    return f" ({objects / pages:.1f}, {nbytes / objects:.0f} B)" if pages and objects else ""
+
+
 def main(names):
     print(
         f"- {FLASH_MIB} MiB, {OBJECTS} objects, {REQUESTS} requests, seeds {SEEDS}; "
@@ -91,9 +109,10 @@ def main(names):
     )
     print()
     print(
-        "| mix | engine | miss ratio | media B/req | DLWA (halves) | host B/req by part | device writes | log wraps | refused |"
+        "| mix | engine | miss ratio | media B/req | DLWA (halves) | host B/req by part | device writes | log wraps "
+        "| objects held (per set page, B each) | refused |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     # Every run of the table at once, JOBS at a time (each is one single-threaded process).
     jobs = [
         (name, label, seed, [*device, *MIXES[name][0], *flags, "--seed", str(seed)])
@@ -112,7 +131,7 @@ def main(names):
                 (reports.append(r) if r else refused.append(f"seed {seed}: {why}"))
             if not reports:
                 print(
-                    f"| {name} | {label} | | | | | | | {len(refused)}/{len(SEEDS)}: "
+                    f"| {name} | {label} | | | | | | | | {len(refused)}/{len(SEEDS)}: "
                     f"{refused[0].replace(chr(10), ' ')} |"
                 )
                 continue
@@ -125,12 +144,13 @@ def main(names):
             print(
                 f"| {name} | {label} | {med('miss_ratio'):.4f} | {med('media_bytes_per_request'):.0f} | "
                 f"{med('dlwa'):.2f} ({s['dlwa_first_half']:.2f} / {s['dlwa_second_half']:.2f}) | "
-                f"{parts} | {s['device_writes']:.1f} | {wraps} | {len(refused)}/{len(SEEDS)} |"
+                f"{parts} | {s['device_writes']:.1f} | {wraps} | {med('objects') / 1000:.1f}k{held(r)} | "
+                f"{len(refused)}/{len(SEEDS)} |"
             )
-        for fw in ("fairywren", "fairywren-fdp"):
+        for fw in ("fairywren", "fairywren-fdp", "fairywren-wren"):
             if "kangaroo" in media and fw in media:
                 (k, km), (f, fm) = media["kangaroo"], media[fw]
-                print(f"| {name} | **Kangaroo / {fw}** | {fm - km:+.4f} (FW − K) | **{k / f:.2f}×** | | | | | |")
+                print(f"| {name} | **Kangaroo / {fw}** | {fm - km:+.4f} (FW − K) | **{k / f:.2f}×** | | | | | | |")
         sys.stdout.flush()
 
 

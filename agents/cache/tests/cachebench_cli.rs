@@ -282,6 +282,7 @@ const REPORT_KEYS: &[&str] = &[
     "wall_s",
     "warmup_requests",
     "workload",
+    "wren_span",
     "wrong_values",
 ];
 
@@ -452,4 +453,51 @@ fn without_discard_the_engines_do_the_same_and_the_device_relocates_more() {
 fn fairywren_keeps_the_report_keys() {
     let r = json(&[FW_SMALL, &["--engine", "fairywren"]].concat());
     assert_eq!(keys(&r), REPORT_KEYS);
+}
+
+#[test]
+fn wren_span_gives_fairywren_the_device_over_provisioning_on_the_same_flash() {
+    // The device is the one --flash-mib and --op give a conventional SSD (16 MiB, 7%, 128 KiB
+    // units: 138 units); with --wren-span the cache spans all of them but the 7 the device
+    // keeps for its three handles, its garbage collection and its reserve.
+    let fdp = [FW_SMALL, &["--engine", "fairywren"]].concat();
+    let plain = json(&fdp);
+    let wren = json(&[&fdp[..], &["--wren-span"]].concat());
+    assert_eq!(keys(&wren), REPORT_KEYS);
+    assert_eq!(plain["wren_span"], false);
+    assert_eq!(wren["wren_span"], true);
+    assert_eq!(plain["flash_bytes"].as_u64().unwrap(), 16 << 20);
+    assert_eq!(
+        wren["flash_bytes"].as_u64().unwrap(),
+        (138 - 7) * (128 << 10)
+    );
+    assert_eq!(wren["dlwa"].as_f64().unwrap(), 1.0);
+    assert_eq!(wren["wrong_values"], 0);
+    let l = &wren["layout"];
+    assert!(l["fwsets_eus"].as_u64() > plain["layout"]["fwsets_eus"].as_u64());
+    // What the cache holds, read from flash: the objects reported are the held ones.
+    let held = ["held_hot_objects", "held_cold_objects", "held_log_objects"]
+        .iter()
+        .map(|k| l[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(held, wren["objects"].as_u64().unwrap(), "{l}");
+    let pages = l["held_hot_pages"].as_u64().unwrap() + l["held_cold_pages"].as_u64().unwrap();
+    assert!(pages <= l["subset_pages"].as_u64().unwrap());
+    let bytes = l["held_hot_bytes"].as_u64().unwrap() + l["held_cold_bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && bytes <= pages * 4096, "{l}");
+    // Kangaroo reports what it holds the same way.
+    let k = json(&[FW_SMALL, &["--engine", "kangaroo"]].concat());
+    let kl = &k["layout"];
+    assert_eq!(
+        kl["held_set_objects"].as_u64().unwrap() + kl["held_log_objects"].as_u64().unwrap(),
+        k["objects"].as_u64().unwrap(),
+        "{kl}"
+    );
+    assert!(kl["held_set_pages"].as_u64() <= kl["sets"].as_u64());
+    // It needs the whole device's handles apart and the whole logical space.
+    for bad in [&["--handles", "shared"][..], &["--utilization", "0.9"][..]] {
+        let out = cachebench(&[&fdp[..], &["--wren-span"], bad].concat());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--wren-span"));
+    }
 }

@@ -75,6 +75,26 @@ impl KSet {
         Ok(buf)
     }
 
+    /// Pages written, objects and their bytes on the page (header included), read from flash
+    /// (a set that cannot be read counts as empty): what the sets hold, for cachebench.
+    pub fn held(&self, span: &Span, sets: u32) -> (u64, u64, u64) {
+        let (mut pages, mut objects, mut bytes) = (0, 0, 0);
+        for set in (0..sets).filter(|&s| self.blooms.written(s as usize)) {
+            let Ok(buf) = self.read_page(span, set) else {
+                continue;
+            };
+            let parsed = page::parse_kset(&buf);
+            pages += 1;
+            objects += parsed.objs.len() as u64;
+            bytes += parsed
+                .objs
+                .iter()
+                .map(|o| page::kset_cost(o.key, o.value) as u64)
+                .sum::<u64>();
+        }
+        (pages, objects, bytes)
+    }
+
     pub fn lookup(&mut self, span: &Span, set: u32, h: u64, key: &[u8]) -> Result<Lookup> {
         if !self.may_contain(set, h) {
             return Ok(Lookup {

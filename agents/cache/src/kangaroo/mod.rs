@@ -492,6 +492,23 @@ impl Engine for Kangaroo {
         named_counters(&self.kangaroo_stats())
     }
 
+    /// KSet's sets and what the cache holds now (read from flash): set pages, objects and
+    /// their bytes, KLog's objects.
+    fn layout(&self) -> Vec<(String, u64)> {
+        let sets = self.layout.sets;
+        let (pages, objects, bytes) = self.kset.held(&self.span, sets);
+        [
+            ("sets", u64::from(sets)),
+            ("held_set_pages", pages),
+            ("held_set_objects", objects),
+            ("held_set_bytes", bytes),
+            ("held_log_objects", self.index.len()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     fn parts(&self) -> Vec<PartStats> {
         let l = &self.layout;
         vec![

@@ -109,6 +109,14 @@ pub struct Args {
     /// TRIM): what they trim stays valid for the device's garbage collection until rewritten.
     #[arg(long)]
     pub no_discard: bool,
+    /// The device is the one `--flash-mib`, `--op` and `--ru-kib` give a conventional SSD, but
+    /// the cache spans all its reclaim units except those the simulated device keeps for
+    /// itself (an open unit per handle, one for its garbage collection, its reserve, one
+    /// spare): a WREN device exposing its over-provisioning to the cache, as in FairyWREN
+    /// §6.1 (FairyWREN on ZNS uses 383 of 400 GB, Kangaroo on LBAD 376). Needs
+    /// `--utilization 1` and separate handles.
+    #[arg(long)]
+    pub wren_span: bool,
 
     /// Hybrid: DRAM cache in front (MiB).
     #[arg(long, default_value_t = 0)]
@@ -182,6 +190,9 @@ impl Args {
             return Err(
                 "--threshold and --cold-every must be at least 1, --cold-pages 1 to 15".into(),
             );
+        }
+        if self.wren_span && (self.utilization != 1.0 || self.handles != Handles::Separate) {
+            return Err("--wren-span needs --utilization 1 and --handles separate".into());
         }
         if self.flash_mib == 0 || self.flash_mib > 16 << 10 {
             return Err(format!("--flash-mib {}: must be 1..=16384", self.flash_mib));

@@ -107,15 +107,36 @@ pub fn build(args: &Args) -> Result<Bench, RunError> {
     }
     let logical = ((flash as f64 / args.utilization).ceil() as u64).div_ceil(ru) * ru;
     let rus = ((logical as f64 * (1.0 + args.op)) / ru as f64).ceil() as u32 + 1;
+    let gc_reserve_rus = 2;
+    let handles = streams(args);
+    // --wren-span: the same reclaim units, all but the device's own (an open unit per handle,
+    // one for its GC, its reserve, and one so that its spare exceeds them) in the span.
+    let (flash, op) = if args.wren_span {
+        let own = handles as u32 + 1 + gc_reserve_rus + 1;
+        let span_rus = rus.checked_sub(own).filter(|&n| n >= 2).ok_or_else(|| {
+            RunError::Input(format!(
+                "--wren-span: {rus} reclaim units, the device keeps {own}"
+            ))
+        })?;
+        let pages = u64::from(span_rus) * (ru / PAGE_BYTES);
+        let physical = u64::from(rus) * (ru / PAGE_BYTES);
+        // floor(physical / (1 + op)) is then exactly `pages`.
+        (
+            u64::from(span_rus) * ru,
+            physical as f64 / (pages as f64 + 0.5) - 1.0,
+        )
+    } else {
+        (flash, args.op)
+    };
     let config = SimConfig {
         page_size: PAGE_BYTES as u32,
         pages_per_erase_block: (ru / 4096) as u32,
         erase_blocks_per_ru: 1,
         rus_per_group: rus,
         reclaim_groups: 1,
-        overprovisioning: args.op,
-        handles: vec![RuhType::InitiallyIsolated; streams(args)],
-        gc_reserve_rus: 2,
+        overprovisioning: op,
+        handles: vec![RuhType::InitiallyIsolated; handles],
+        gc_reserve_rus,
         ..SimConfig::default()
     };
     let mut sim = DataSim::new(config).map_err(RunError::from)?;

@@ -23,6 +23,8 @@ pub struct Report {
     pub engine: String,
     pub workload: String,
     pub handles: String,
+    /// --wren-span: the cache spans the device's over-provisioning too.
+    pub wren_span: bool,
     pub flash_bytes: u64,
     /// Share of the device's logical space the cache occupies.
     pub utilization: f64,
@@ -131,6 +133,7 @@ pub fn build(
         engine: format!("{:?}", args.engine).to_lowercase(),
         workload,
         handles: format!("{:?}", args.handles).to_lowercase(),
+        wren_span: args.wren_span,
         flash_bytes: bench.flash_bytes,
         utilization: bench.flash_bytes as f64 / bench.device_bytes as f64,
         overprovisioning: args.op,
