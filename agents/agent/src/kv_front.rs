@@ -109,12 +109,13 @@ impl KvFront {
             .collect::<Result<_, _>>()?;
         let (stop, stopped) = watch::channel(false);
         let svc = service.clone();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("kv")
+        // Accepting on this runtime, connections on two threads of their own.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the KV runtime: {e}"))?;
+        let workers = lachesis_kv::server::Workers::start(2, "kv")
+            .map_err(|e| format!("cannot start the KV threads: {e}"))?;
         let thread = std::thread::Builder::new()
             .name("kv-front".into())
             .spawn(move || {
@@ -122,9 +123,10 @@ impl KvFront {
                     let mut tasks = Vec::new();
                     for l in listeners {
                         let (svc, stopped) = (svc.clone(), stopped.clone());
+                        let workers = workers.clone();
                         tasks.push(tokio::spawn(async move {
                             let l = tokio::net::TcpListener::from_std(l)?;
-                            lachesis_kv::server::serve_listener(l, svc, stopped).await
+                            lachesis_kv::server::serve_listener(l, svc, stopped, workers).await
                         }));
                     }
                     for t in tasks {
@@ -135,7 +137,7 @@ impl KvFront {
                         }
                     }
                 });
-                // Connections still open end with the runtime.
+                // Connections still open end with the workers, dropped with this closure.
                 runtime.shutdown_background();
             })
             .map_err(|e| format!("cannot start the KV thread: {e}"))?;

@@ -116,6 +116,19 @@ pub struct KvStats {
     pub connections: ConnectionStats,
 }
 
+/// The process's user and system CPU time as memcached prints them (`seconds.micros`), for
+/// CPU per request over a run from two `stats` (what `bench/kv` reports).
+fn process_cpu() -> (String, String) {
+    // SAFETY: getrusage writes the struct it is given; RUSAGE_SELF is always valid.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let f = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
+    (f(ru.ru_utime), f(ru.ru_stime))
+}
+
 fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
     out.extend_from_slice(format!("STAT {name} {v}\r\n").as_bytes());
 }
@@ -141,6 +154,9 @@ impl KvStats {
         stat(out, "time", now);
         stat(out, "version", "1.6.21-lachesis");
         stat(out, "pointer_size", 64);
+        let (user, system) = process_cpu();
+        stat(out, "rusage_user", user);
+        stat(out, "rusage_system", system);
         stat(out, "curr_connections", c.current);
         stat(out, "total_connections", c.total);
         stat(out, "rejected_connections", c.rejected);
@@ -212,4 +228,44 @@ fn fields<T: Serialize>(v: &T) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn general(s: &KvStats) -> BTreeMap<String, String> {
+        let mut out = Vec::new();
+        s.write_general(&mut out, 1, 2, 3);
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("STAT "))
+            .map(|l| {
+                let (k, v) = l.split_once(' ').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cpu_time_is_reported_as_memcached_does_and_grows() {
+        let s = KvStats::default();
+        let cpu = |g: &BTreeMap<String, String>| {
+            ["rusage_user", "rusage_system"].map(|k| {
+                let (secs, micros) = g[k].split_once('.').unwrap();
+                assert_eq!(micros.len(), 6, "{k} {}", g[k]);
+                secs.parse::<u64>().unwrap() * 1_000_000 + micros.parse::<u64>().unwrap()
+            })
+        };
+        let a = cpu(&general(&s));
+        // Work the next reading must include.
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let b = cpu(&general(&s));
+        assert!(b[0] >= a[0] && b[1] >= a[1], "{a:?} then {b:?}");
+        assert!(b[0] + b[1] > a[0] + a[1], "{a:?} then {b:?} after {x}");
+    }
 }

@@ -69,9 +69,10 @@ fn serve(
     let addr = l.local_addr().unwrap().to_string();
     l.set_nonblocking(true).unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
+    let workers = lachesis_kv::server::Workers::start(2, "kv-test").unwrap();
     rt.spawn(async move {
         let l = tokio::net::TcpListener::from_std(l).unwrap();
-        lachesis_kv::server::serve_listener(l, service, rx).await
+        lachesis_kv::server::serve_listener(l, service, rx, workers).await
     });
     (addr, rt, tx)
 }

@@ -95,6 +95,10 @@ struct Args {
     /// Unsent reply bytes a connection may have before it is closed.
     #[arg(long, default_value_t = 4 << 20)]
     output_bound: usize,
+    /// Connection threads (memcached's -t); each keeps the connections it is given. 0: one
+    /// per CPU.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 enum Selector {
@@ -263,11 +267,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let threads = match args.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // Accepting and signals on this thread; connections on the workers.
+    let (rt, workers) = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+        .and_then(|rt| Ok((rt, lachesis_kv::server::Workers::start(threads, "kv")?)))
     {
-        Ok(rt) => rt,
+        Ok(x) => x,
         Err(e) => {
             eprintln!("lachesis-kv: tokio: {e}");
             return ExitCode::FAILURE;
@@ -289,6 +299,7 @@ fn main() -> ExitCode {
                 l,
                 service.clone(),
                 rx.clone(),
+                workers.clone(),
             )));
         }
         let mut term =
