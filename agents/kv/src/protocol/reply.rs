@@ -33,10 +33,12 @@ pub const VERSION: &str = "VERSION 1.6.21-lachesis\r\n";
 pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
-    match cas {
-        Some(c) => out.extend_from_slice(format!(" {flags} {} {c}\r\n", data.len()).as_bytes()),
-        None => out.extend_from_slice(format!(" {flags} {}\r\n", data.len()).as_bytes()),
-    }
+    // Written in place: a formatted String per value was an allocation per hit.
+    use std::io::Write as _;
+    let _ = match cas {
+        Some(c) => write!(out, " {flags} {} {c}\r\n", data.len()),
+        None => write!(out, " {flags} {}\r\n", data.len()),
+    };
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }
