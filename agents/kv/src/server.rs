@@ -6,8 +6,8 @@
 //! replies pass `output_bound` (a client that sends and never reads) is closed and counted.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
 use tokio::io::Interest;
@@ -26,7 +26,10 @@ pub const MAX_LINE: usize = 64 << 10;
 const READ_CHUNK: usize = 64 << 10;
 
 /// The threads connections run on: each thread runs a single-threaded runtime and keeps every
-/// connection it is given, as memcached's worker threads do; connections are dealt out in turn.
+/// connection it is given, as memcached's worker threads do. A new connection goes to the
+/// thread with the fewest open ones (in turn among equals): dealt out blindly in turn, a
+/// client's short-lived connections (a `stats` before and after a run) put its two long ones
+/// on the same thread, and they took turns on one core while the other idled.
 ///
 /// Why not one work-stealing runtime: with one blocking client per connection, every request
 /// wakes the connection's task from the IO driver, and the multi-thread scheduler hands it to
@@ -35,6 +38,8 @@ const READ_CHUNK: usize = 64 << 10;
 /// memcached's (docs/benchmarks/kv.md). Pinned, a request costs one wake-up of its own thread.
 pub struct Workers {
     handles: Vec<Handle>,
+    /// Open connections per thread.
+    open: Vec<Arc<AtomicUsize>>,
     next: AtomicUsize,
     /// Dropping these ends the threads' runtimes (and the connections on them).
     stops: Vec<oneshot::Sender<()>>,
@@ -46,6 +51,7 @@ impl Workers {
     pub fn start(n: usize, name: &str) -> std::io::Result<Arc<Self>> {
         let mut w = Workers {
             handles: Vec::new(),
+            open: Vec::new(),
             next: AtomicUsize::new(0),
             stops: Vec::new(),
             threads: Vec::new(),
@@ -56,6 +62,7 @@ impl Workers {
                 .build()?;
             let (stop, stopped) = oneshot::channel::<()>();
             w.handles.push(rt.handle().clone());
+            w.open.push(Arc::new(AtomicUsize::new(0)));
             w.stops.push(stop);
             // On an error `w` is dropped: the threads already started end with their senders.
             w.threads.push(
@@ -82,9 +89,23 @@ impl Workers {
         self.handles.is_empty()
     }
 
-    /// The runtime of the thread whose turn it is.
-    fn next(&self) -> &Handle {
-        &self.handles[self.next.fetch_add(1, Relaxed) % self.handles.len()]
+    /// The thread for a new connection: the fewest open connections, starting the search at
+    /// the next thread in turn so that equals take turns. Its runtime and its open count, which
+    /// the connection holds up until it ends.
+    fn pick(&self) -> (&Handle, Arc<AtomicUsize>) {
+        let n = self.handles.len();
+        let start = self.next.fetch_add(1, Relaxed);
+        let i = (0..n)
+            .map(|k| (start + k) % n)
+            .min_by_key(|&i| self.open[i].load(Relaxed))
+            .unwrap_or(0);
+        self.open[i].fetch_add(1, Relaxed);
+        (&self.handles[i], self.open[i].clone())
+    }
+
+    /// Open connections on each thread.
+    pub fn open_per_thread(&self) -> Vec<usize> {
+        self.open.iter().map(|o| o.load(Relaxed)).collect()
     }
 }
 
@@ -98,13 +119,17 @@ impl Drop for Workers {
     }
 }
 
-/// One open connection in the counters, for as long as its task lives (also when its runtime
-/// drops the task at shutdown).
-struct Open<'a>(&'a AtomicU64);
+/// One open connection in the counters (the service's and its thread's), for as long as its
+/// task lives: also when its runtime drops the task at shutdown, or refuses it.
+struct Open {
+    service: Arc<Service>,
+    thread: Arc<AtomicUsize>,
+}
 
-impl Drop for Open<'_> {
+impl Drop for Open {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.service.conns.current.fetch_sub(1, Relaxed);
+        self.thread.fetch_sub(1, Relaxed);
     }
 }
 
@@ -156,7 +181,6 @@ pub async fn serve_listener(
         let _ = stream.set_nodelay(true);
         let port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
         let port_tenant = service.routing().ports.get(&port).cloned();
-        let svc = service.clone();
         let sd = shutdown.clone();
         // The socket moves to the worker's runtime: registered with this runtime's IO driver,
         // its readiness would be reported here.
@@ -168,12 +192,17 @@ pub async fn serve_listener(
                 continue;
             }
         };
-        workers.next().spawn(async move {
-            let _open = Open(&svc.conns.current);
+        let (rt, thread) = workers.pick();
+        let open = Open {
+            service: service.clone(),
+            thread,
+        };
+        rt.spawn(async move {
             match TcpStream::from_std(stream) {
-                Ok(stream) => connection(stream, &svc, port_tenant, sd).await,
+                Ok(stream) => connection(stream, &open.service, port_tenant, sd).await,
                 Err(e) => tracing::warn!("kv connection: {e}"),
             }
+            drop(open);
         });
     }
 }
@@ -333,5 +362,34 @@ async fn connection(
         if ready.is_read_closed() && !ready.is_readable() {
             eof = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_connection_goes_to_the_thread_with_the_fewest() {
+        let w = Workers::start(2, "kv-test").unwrap();
+        let (_, a) = w.pick();
+        let (_, b) = w.pick();
+        assert!(!Arc::ptr_eq(&a, &b), "two connections on one thread");
+        assert_eq!(w.open_per_thread(), vec![1, 1]);
+        // A short connection comes and goes, then two long ones: one on each thread whatever
+        // the turn (dealt out blindly in turn, both went to the same thread).
+        let (_, short) = w.pick();
+        short.fetch_sub(1, Relaxed);
+        a.fetch_sub(1, Relaxed);
+        b.fetch_sub(1, Relaxed);
+        let (_, c) = w.pick();
+        let (_, d) = w.pick();
+        assert!(!Arc::ptr_eq(&c, &d));
+        assert_eq!(w.open_per_thread(), vec![1, 1]);
+        // With one thread busier, both new ones go to the other until they are level.
+        c.fetch_add(2, Relaxed);
+        let (_, e) = w.pick();
+        let (_, f) = w.pick();
+        assert!(Arc::ptr_eq(&e, &d) && Arc::ptr_eq(&f, &d));
     }
 }
