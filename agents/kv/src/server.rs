@@ -27,9 +27,9 @@ const READ_CHUNK: usize = 64 << 10;
 
 /// The threads connections run on: each thread runs a single-threaded runtime and keeps every
 /// connection it is given, as memcached's worker threads do. A new connection goes to the
-/// thread with the fewest open ones (in turn among equals): dealt out blindly in turn, a
-/// client's short-lived connections (a `stats` before and after a run) put its two long ones
-/// on the same thread, and they took turns on one core while the other idled.
+/// thread with the fewest open ones (in turn among equals): dealt out blindly in turn,
+/// connections that come and go (a `stats` before and after a run) can leave the long-lived
+/// ones on one thread, taking turns on one core while the other idles.
 ///
 /// Why not one work-stealing runtime: with one blocking client per connection, every request
 /// wakes the connection's task from the IO driver, and the multi-thread scheduler hands it to
@@ -376,8 +376,7 @@ mod tests {
         let (_, b) = w.pick();
         assert!(!Arc::ptr_eq(&a, &b), "two connections on one thread");
         assert_eq!(w.open_per_thread(), vec![1, 1]);
-        // A short connection comes and goes, then two long ones: one on each thread whatever
-        // the turn (dealt out blindly in turn, both went to the same thread).
+        // A short connection comes and goes, then two long ones: one on each thread.
         let (_, short) = w.pick();
         short.fetch_sub(1, Relaxed);
         a.fetch_sub(1, Relaxed);
