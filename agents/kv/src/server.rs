@@ -152,6 +152,7 @@ pub async fn serve_listener(
     mut shutdown: watch::Receiver<bool>,
     workers: Arc<Workers>,
 ) -> std::io::Result<()> {
+    service.conns.threads.store(workers.len() as u64, Relaxed);
     loop {
         if *shutdown.borrow() {
             return Ok(());

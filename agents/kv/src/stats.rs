@@ -20,6 +20,8 @@ pub struct ConnCounters {
     /// Closed on a line longer than the parser accepts.
     pub closed_bad_input: AtomicU64,
     pub bad_commands: AtomicU64,
+    /// Connection threads serving (`server::Workers`), set when a listener starts.
+    pub threads: AtomicU64,
 }
 
 impl ConnCounters {
@@ -31,6 +33,7 @@ impl ConnCounters {
             closed_output_bound: self.closed_output_bound.load(Relaxed),
             closed_bad_input: self.closed_bad_input.load(Relaxed),
             bad_commands: self.bad_commands.load(Relaxed),
+            threads: self.threads.load(Relaxed),
         }
     }
 }
@@ -43,6 +46,7 @@ pub struct ConnectionStats {
     pub closed_output_bound: u64,
     pub closed_bad_input: u64,
     pub bad_commands: u64,
+    pub threads: u64,
 }
 
 /// One tenant: its requests, and the caches it owns summed.
@@ -167,7 +171,7 @@ impl KvStats {
         stat(out, "delete_cmds", t.deletes);
         stat(out, "curr_items", t.objects);
         stat(out, "limit_maxbytes", max_bytes);
-        stat(out, "threads", 1);
+        stat(out, "threads", c.threads);
         out.extend_from_slice(b"END\r\n");
     }
 

@@ -86,6 +86,8 @@ fn rules_forward_to_a_remote_front_end_and_rate_limit() {
         .unwrap();
     let (addr, _rt, _tx) = serve(service.clone());
     let mut c = Client::connect(&addr);
+    // memcached's `threads`: the connection threads serving (two here).
+    assert_eq!(c.stat("", "threads").as_deref(), Some("2"));
 
     // Forwarded: stored in the remote front end, read back through this one.
     assert_eq!(c.set("t:r:1", b"far"), "STORED");
