@@ -36,19 +36,20 @@ def tenant(i: int, uid: int) -> dict:
     return {"name": f"t{i:03d}", "classifiers": [{"kind": "uid", "value": str(uid)}]}
 
 
+def rule(i: int) -> dict:
+    return {
+        "name": f"r{i:03d}",
+        "priority": 10 + i,
+        "match": {"tenant": f"t{i:03d}", "ops": ["read"], "path_prefix": f"/data/t{i:03d}/"},
+        "detours": [{"what": "io", "to": {"kind": "stage", "target": f"cache/t{i:03d}"}}],
+    }
+
+
 def seed(cluster: Cluster, tenants: int) -> None:
     with cluster.api() as api:
         for i in range(tenants):
             assert api.post("/api/v1/tenants", json=tenant(i, 2000 + i)).status_code == 201
-            r = api.post(
-                "/api/v1/rules",
-                json={
-                    "name": f"r{i:03d}",
-                    "priority": 10 + i,
-                    "match": {"tenant": f"t{i:03d}", "ops": ["read"], "path_prefix": f"/data/t{i:03d}/"},
-                    "detours": [{"what": "io", "to": {"kind": "stage", "target": f"cache/t{i:03d}"}}],
-                },
-            )
+            r = api.post("/api/v1/rules", json=rule(i))
             assert r.status_code == 201, r.text
 
 

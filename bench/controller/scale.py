@@ -250,6 +250,16 @@ def start_simulators(dep: Deployment, agent_urls: dict[str, str], procs: int) ->
             )
 
 
+def wait_first_acks(dep: Deployment, agents: int) -> None:
+    # A counted poll of its own: wait_for would swallow the query psycopg cancels on ^C.
+    for _ in range(2400):
+        if dep.scalar("SELECT count(*) FROM hosts WHERE acked_generation >= 1") == agents:
+            return
+        dep.check_simulators()
+        time.sleep(0.5)
+    raise RuntimeError(f"not every one of {agents} hosts acked its first generation")
+
+
 def wait_rollout(dep: Deployment, rollout_id: str) -> str:
     """Poll the rollout's state in the database every 5 ms until it is decided."""
     dep.check_simulators()
@@ -336,14 +346,7 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
             )
             started = time.perf_counter()
             start_simulators(dep, agent_urls, args.agent_procs)
-            # A counted poll of its own: wait_for would swallow the query psycopg cancels on ^C.
-            for _ in range(2400):
-                if dep.scalar("SELECT count(*) FROM hosts WHERE acked_generation >= 1") == args.agents:
-                    break
-                dep.check_simulators()
-                time.sleep(0.5)
-            else:
-                raise RuntimeError(f"not every one of {args.agents} hosts acked its first generation")
+            wait_first_acks(dep, args.agents)
             first_ack_s = time.perf_counter() - started
             memory_enrolled = dep.redis_memory()
             cpu0 = dep.controller_cpu()
