@@ -255,3 +255,28 @@ def test_traceparent_continues_the_callers_trace(client: TestClient, agents: Age
     rollout = client.get(f"/api/v1/rollouts/{created['rollout_id']}").json()
     assert rollout["traceparent"].split("-")[1] == trace_id
     assert agent.wait_desired(2)["traceparent"] == rollout["traceparent"]
+
+
+def test_rollout_list_shows_each_rollout_as_its_own_read_does(client: TestClient, agents: Agents, db: Engine) -> None:
+    # The list reads rows, one rollout reads objects: both must tell the same, targets
+    # included, and an overdue rollout the reconciler has not marked yet reads as timed out.
+    client.post("/api/v1/tenants", json=TENANT)
+    a, b = agents("host-a"), agents("host-b")
+    enroll(client, a)
+    enroll(client, b)
+    acked = client.post("/api/v1/rules", json=rule_body("r1")).json()["rollout_id"]
+    a.ack(a.wait_desired(2))
+    wait_until(lambda: client.get(f"/api/v1/rollouts/{acked}").json()["targets"][0]["acked_at"])
+    overdue = client.post("/api/v1/rules", json=rule_body("r2")).json()["rollout_id"]
+    with db.begin() as connection:
+        connection.execute(
+            text("UPDATE rollouts SET deadline = :past WHERE id = :id"), {"past": "2000-01-01 00:00:00", "id": overdue}
+        )
+    listed = client.get("/api/v1/rollouts").json()
+    assert [r["id"] for r in listed[:2]] == [overdue, acked]
+    assert [t["host_id"] for t in listed[1]["targets"]] == ["host-a", "host-b"]
+    assert listed[1]["targets"][0]["acked_at"] is not None
+    for rollout in listed[1:]:
+        assert rollout == client.get(f"/api/v1/rollouts/{rollout['id']}").json()
+    assert listed[0]["state"] == "timed_out"
+    assert "host-a" in listed[0]["reason"] and "host-b" in listed[0]["reason"]

@@ -47,7 +47,7 @@ from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
 from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
 from lachesis_controller.config import Settings
-from lachesis_controller.db import make_engine, make_sessionmaker, migrate
+from lachesis_controller.db import make_engine, make_sessionmaker, migrate, read_bind
 from lachesis_controller.declared_io import loop as declared_io_loop
 from lachesis_controller.detours import service as detour_service
 from lachesis_controller.ha.lease import AdvisoryLease, Leadership, LocalLease, Singletons, lease_for
@@ -82,6 +82,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     redis = make_redis(settings.redis_url, settings.redis_max_connections)
     bus = Bus(redis)
     app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
+    app.state.read_bind = read_bind(engine)
 
     stop = asyncio.Event()
     app.state.telemetry = TelemetryStore()

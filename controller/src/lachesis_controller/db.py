@@ -91,6 +91,18 @@ def _sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN")
 
 
+def read_bind(engine: Engine) -> Engine:
+    """What a request that only reads runs its session on. On PostgreSQL a connection without
+    a transaction: under READ COMMITTED (the server's default, which the controller keeps)
+    each statement sees what was committed before it began whether in a transaction or not,
+    so the BEGIN and COMMIT around a read were two round trips that bought nothing, and
+    with the database calls on the event loop every round trip stalls every request of the
+    process. SQLite keeps its transaction: there it is what gives a read one snapshot."""
+    if engine.dialect.name == "sqlite":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     # expire_on_commit=False: handlers build the response from objects after commit.
     return sessionmaker(engine, expire_on_commit=False)

@@ -20,6 +20,12 @@ async def _session(request: Request) -> AsyncIterator[Session]:
         yield session
 
 
+async def _read_session(request: Request) -> AsyncIterator[Session]:
+    # The same sessions on db.read_bind: a handler given one must not write.
+    with request.app.state.sessions(bind=request.app.state.read_bind) as session:
+        yield session
+
+
 async def _bus(request: Request) -> Bus:
     bus: Bus = request.app.state.bus
     return bus
@@ -31,6 +37,7 @@ async def _settings(request: Request) -> Settings:
 
 
 SessionDep = Annotated[Session, Depends(_session)]
+ReadSessionDep = Annotated[Session, Depends(_read_session)]
 BusDep = Annotated[Bus, Depends(_bus)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 

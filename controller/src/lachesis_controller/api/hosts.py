@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import select
 
-from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import ADMIN, forbidden
@@ -47,7 +47,7 @@ def host_out(host: Host, beats: dict[str, Heartbeat | None] | None, now: datetim
 
 @router.get("", response_model=list[HostOut], summary="Hosts whose agents registered")
 async def list_hosts(
-    request: Request, response: Response, session: SessionDep, bus: BusDep, page: PageDep
+    request: Request, response: Response, session: ReadSessionDep, bus: BusDep, page: PageDep
 ) -> list[HostOut]:
     with session.begin():
         hosts = session.scalars(select(Host).order_by(Host.id)).all()
@@ -57,7 +57,7 @@ async def list_hosts(
 
 
 @router.get("/{host_id}", response_model=HostOut, responses=problem_responses(404))
-async def get_host(host_id: str, session: SessionDep, bus: BusDep) -> HostOut:
+async def get_host(host_id: str, session: ReadSessionDep, bus: BusDep) -> HostOut:
     with session.begin():
         host = session.get(Host, host_id)
     if host is None:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
-from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import Principal, require_tenant
@@ -180,7 +180,7 @@ async def create_rule(
     summary="All rules in evaluation order (priority, then name)",
 )
 async def list_rules(
-    request: Request, response: Response, session: SessionDep, principal: PrincipalDep, page: PageDep
+    request: Request, response: Response, session: ReadSessionDep, principal: PrincipalDep, page: PageDep
 ) -> list[RuleOut]:
     query = select(Rule).order_by(Rule.priority, Rule.name)
     if principal.tenant is not None:
@@ -196,7 +196,7 @@ async def list_rules(
     response_model_exclude_unset=True,
     responses=problem_responses(403, 404),
 )
-async def get_rule(name: str, response: Response, session: SessionDep, principal: PrincipalDep) -> RuleOut:
+async def get_rule(name: str, response: Response, session: ReadSessionDep, principal: PrincipalDep) -> RuleOut:
     with session.begin():
         rule = session.get(Rule, name)
         if rule is None:

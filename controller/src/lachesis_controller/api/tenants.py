@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
-from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import require_tenant
@@ -109,7 +109,7 @@ async def create_tenant(
 
 @router.get("", response_model=list[TenantOut])
 async def list_tenants(
-    request: Request, response: Response, session: SessionDep, principal: PrincipalDep, page: PageDep
+    request: Request, response: Response, session: ReadSessionDep, principal: PrincipalDep, page: PageDep
 ) -> list[TenantOut]:
     query = select(Tenant).order_by(Tenant.name)
     if principal.tenant is not None:
@@ -119,7 +119,7 @@ async def list_tenants(
 
 
 @router.get("/{name}", response_model=TenantOut, responses=problem_responses(403, 404))
-async def get_tenant(name: str, response: Response, session: SessionDep, principal: PrincipalDep) -> TenantOut:
+async def get_tenant(name: str, response: Response, session: ReadSessionDep, principal: PrincipalDep) -> TenantOut:
     require_tenant(principal, name, f"read tenant {name!r}")
     with session.begin():
         tenant = session.get(Tenant, name)
