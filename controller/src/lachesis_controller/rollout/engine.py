@@ -200,9 +200,14 @@ def prune_states(session: Session) -> None:
     target of a pending rollout (phase 2 renders from them). Rollouts and their targets
     stay as history (a few hundred bytes each); a pruned target's state reads as null."""
     session.flush()
+    # Only targets that still hold a state: the pruned ones are nearly all of the history, and
+    # reading them at every change made a write's cost grow with every rollout ever made
+    # (docs/benchmarks/controller.md). A NULL in `keep` would besides make NOT IN unknown for
+    # every row and prune nothing.
     keep = (
         select(RolloutTarget.state_id)
         .join(Host, Host.id == RolloutTarget.host_id)
+        .where(RolloutTarget.state_id.is_not(None))
         .where(
             (RolloutTarget.generation == Host.desired_generation)
             | (RolloutTarget.generation == Host.acked_generation)
