@@ -79,14 +79,9 @@ impl Workers {
         Ok(Arc::new(w))
     }
 
-    /// The number of connection threads.
-    pub fn len(&self) -> usize {
+    /// The number of connection threads (at least one).
+    fn count(&self) -> usize {
         self.handles.len()
-    }
-
-    /// Always false: there is at least one thread.
-    pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
     }
 
     /// The thread for a new connection: the fewest open connections, starting the search at
@@ -104,7 +99,8 @@ impl Workers {
     }
 
     /// Open connections on each thread.
-    pub fn open_per_thread(&self) -> Vec<usize> {
+    #[cfg(test)]
+    fn open_per_thread(&self) -> Vec<usize> {
         self.open.iter().map(|o| o.load(Relaxed)).collect()
     }
 }
@@ -152,7 +148,7 @@ pub async fn serve_listener(
     mut shutdown: watch::Receiver<bool>,
     workers: Arc<Workers>,
 ) -> std::io::Result<()> {
-    service.conns.threads.store(workers.len() as u64, Relaxed);
+    service.conns.threads.store(workers.count() as u64, Relaxed);
     loop {
         if *shutdown.borrow() {
             return Ok(());
