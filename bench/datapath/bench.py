@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 
 
-def _cache(name: str, engine: str) -> dict:
-    """A 512 MiB write-through cache stage (the stage contract: api-schemas, #/$defs/stage)."""
+def cache_stage(name: str, engine: str, size_bytes: int = 512 << 20) -> dict:
+    """A write-through cache stage, 512 MiB unless told (the stage contract: api-schemas,
+    #/$defs/stage). bench/loop/priority.py builds its stages with it too."""
     return {
         "kind": "cache",
         "name": name,
         "owner": None,
         "engine": engine,
-        "size_bytes": 512 << 20,
+        "size_bytes": size_bytes,
         "write_mode": "through",
         "eviction": "lru",
         "max_dirty_bytes": 16 << 20,
@@ -32,7 +33,8 @@ def _cache(name: str, engine: str) -> dict:
     }
 
 
-def _to_stage(name: str, prefix: str, stage: str) -> dict:
+def to_stage(name: str, prefix: str, stage: str) -> dict:
+    """A rule sending the IO of the files under `prefix` to `stage`."""
     return {
         "name": name,
         "priority": 20,
@@ -53,11 +55,11 @@ FLOWS = {
             "detours": [{"what": "io", "to": {"kind": "file", "target": str(ep)}}],
         },
     ),
-    "cache stage (DRAM engine, write-through)": ("cache", lambda ep: _to_stage("cache", "/cache", "cache/dram")),
-    "cache stage (flash engine, write-through)": ("flash", lambda ep: _to_stage("flash", "/flash", "cache/flash")),
+    "cache stage (DRAM engine, write-through)": ("cache", lambda ep: to_stage("cache", "/cache", "cache/dram")),
+    "cache stage (flash engine, write-through)": ("flash", lambda ep: to_stage("flash", "/flash", "cache/flash")),
 }
 # The stages the flows name; the flash one lives on the mount's device (--device).
-STAGES = [_cache("cache/dram", "dram"), _cache("cache/flash", "loc")]
+STAGES = [cache_stage("cache/dram", "dram"), cache_stage("cache/flash", "loc")]
 
 
 def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, float]:

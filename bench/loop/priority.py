@@ -28,40 +28,21 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def stage(name: str, size: int) -> dict:
-    """A write-through DRAM cache stage (the stage contract: api-schemas, #/$defs/stage)."""
-    return {
-        "kind": "cache",
-        "name": name,
-        "owner": None,
-        "engine": "dram",
-        "size_bytes": size,
-        "write_mode": "through",
-        "eviction": "lru",
-        "max_dirty_bytes": 16 << 20,
-        "device": None,
-        "placement": [],
-        "next": None,
-    }
-
-
-def rule(prefix: str, target: str) -> dict:
-    return {
-        "name": prefix.strip("/"),
-        "priority": 10,
-        "match": {"path_prefix": prefix},
-        "detours": [{"what": "io", "to": {"kind": "stage", "target": target}}],
-    }
+# The stage and rule shapes are the datapath benchmark's.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datapath"))
+from bench import cache_stage, to_stage  # noqa: E402
 
 
 def layouts(cache_bytes: int) -> dict:
     return {
         "shared": {
-            "rules": [rule("/hi", "cache/shared"), rule("/lo", "cache/shared")],
-            "stages": [stage("cache/shared", cache_bytes)],
+            "rules": [to_stage("hi", "/hi", "cache/shared"), to_stage("lo", "/lo", "cache/shared")],
+            "stages": [cache_stage("cache/shared", "dram", cache_bytes)],
         },
-        "isolated": {"rules": [rule("/hi", "cache/hi")], "stages": [stage("cache/hi", cache_bytes)]},
+        "isolated": {
+            "rules": [to_stage("hi", "/hi", "cache/hi")],
+            "stages": [cache_stage("cache/hi", "dram", cache_bytes)],
+        },
     }
 
 
