@@ -203,6 +203,12 @@ def cpu_us_per_op(r):
     return sum(d) * 1e6 / r["ops"] if None not in d and r["ops"] else None
 
 
+def median_known(values):
+    """The median of the values that are not None (servers without a figure give None)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -311,9 +317,7 @@ def throughput(workdir):
                 f"{med(rs, lambda r: r['set']['p50_us']):.1f}",
                 f"{med(rs, lambda r: r['set']['p99_us']):.1f}",
                 f"{med(rs, lambda r: r['miss_ratio']):.4f}",
-                fmt(
-                    statistics.median(c) if (c := [x for x in map(cpu_us_per_op, rs) if x is not None]) else None, ".2f"
-                ),
+                fmt(median_known(map(cpu_us_per_op, rs)), ".2f"),
                 fmt(ratio(ops, base) if name == "lachesis" else None, ".2f"),
             )
     print()
