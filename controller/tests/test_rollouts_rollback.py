@@ -69,6 +69,9 @@ def test_a_refused_policy_change_leaves_the_api_as_installed(client: TestClient,
         {"kind": "policy", "name": "web-cache/2"},
         {"kind": "rule", "name": "web-writes"},
     ]
+    # The list (built from rows, not models) shows it as its own read does, restored included.
+    listed = {r["id"]: r for r in client.get("/api/v1/rollouts").json()}
+    assert listed[failed["id"]] == failed
 
     # The API answers what the hosts run again ...
     assert client.get("/api/v1/policies/web-cache").json() == installed_policy
