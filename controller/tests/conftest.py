@@ -185,6 +185,7 @@ BOTH_DATABASES = {
     "test_rollout_bulk",
     "test_presence",
     "test_desired_states",
+    "test_read_cache",
 }
 
 

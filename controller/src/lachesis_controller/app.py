@@ -44,6 +44,7 @@ from lachesis_controller.api import (
 )
 from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
+from lachesis_controller.api.read_cache import ReadCache
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
 from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
 from lachesis_controller.config import Settings
@@ -207,6 +208,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.detours = detour_service.DetourLog()
     app.state.tail_latency = tail_latency_loop.TailLatency()
+    app.state.read_cache = ReadCache()
     problems.install(app)
 
     app.include_router(health.router)

@@ -388,3 +388,15 @@ class TailLatencyState(Base):
     # The rollout that began the current forwarding (its targets' generations ship the log first).
     since_rollout: Mapped[str | None] = mapped_column(String(36))
     updated_at: Mapped[datetime]
+
+
+class ReadGeneration(Base):
+    """A counter per table whose reads the REST API caches (api/read_cache.py): triggers of
+    the database (migration 0012) add one at the commit of every transaction that wrote a
+    row of `name`, whatever code wrote it, so a replica that reads the counter before
+    answering never serves what another replica's acknowledged write has replaced."""
+
+    __tablename__ = "read_generations"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)

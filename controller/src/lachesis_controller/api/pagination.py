@@ -19,14 +19,20 @@ class Page:
     offset: int
 
     def cut(self, items: Sequence[T], request: Request, response: Response) -> list[T]:
+        page, headers = self.split(items, request)
+        response.headers.update(headers)
+        return page
+
+    def split(self, items: Sequence[T], request: Request) -> tuple[list[T], dict[str, str]]:
+        """The page and the headers that describe it (for an answer built as bytes)."""
         if self.limit is None:
-            return list(items[self.offset :])
+            return list(items[self.offset :]), {}
         page = list(items[self.offset : self.offset + self.limit])
+        headers = {"X-Total-Count": str(len(items))}
         if self.offset + self.limit < len(items):
             url = request.url.include_query_params(limit=self.limit, offset=self.offset + self.limit)
-            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
-        response.headers["X-Total-Count"] = str(len(items))
-        return page
+            headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+        return page, headers
 
 
 async def _page(

@@ -119,7 +119,7 @@ def recent_rollouts(session: Session, where: ColumnElement[bool] | None, limit: 
             .where(RolloutTarget.rollout_id.in_(list(targets)))
             .order_by(RolloutTarget.rollout_id, RolloutTarget.host_id)
         )
-        for rollout_id, *target in found.tuples():
+        for rollout_id, *target in found:
             targets[rollout_id].append(dict(zip(_TARGET_KEYS, target, strict=True)))
     out: list[dict[str, Any] | RolloutOut] = []
     for r in rows:

@@ -4,6 +4,7 @@ is (or was) installed on."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -11,6 +12,7 @@ from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
 from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.api.read_cache import Answer, ReadCacheDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import Principal, require_tenant
 from lachesis_controller.auth.endpoint_roots import confine, file_targets
@@ -180,14 +182,17 @@ async def create_rule(
     summary="All rules in evaluation order (priority, then name)",
 )
 async def list_rules(
-    request: Request, response: Response, session: ReadSessionDep, principal: PrincipalDep, page: PageDep
-) -> list[RuleOut]:
-    query = select(Rule).order_by(Rule.priority, Rule.name)
-    if principal.tenant is not None:
-        query = query.where(Rule.tenant == principal.tenant)
+    request: Request, session: ReadSessionDep, principal: PrincipalDep, page: PageDep, cache: ReadCacheDep
+) -> Response:
+    def build() -> Answer:
+        query = select(Rule).order_by(Rule.priority, Rule.name)
+        if principal.tenant is not None:
+            query = query.where(Rule.tenant == principal.tenant)
+        items, headers = page.split([rule_out(r) for r in session.scalars(query)], request)
+        return Answer(_RULES.dump_json(items, exclude_unset=True), headers)
+
     with session.begin():
-        rows = session.scalars(query)
-        return page.cut([rule_out(r) for r in rows], request, response)
+        return cache.answer(session, "rules", (principal.tenant, request.url.query), build).response()
 
 
 @router.get(
@@ -196,15 +201,24 @@ async def list_rules(
     response_model_exclude_unset=True,
     responses=problem_responses(403, 404),
 )
-async def get_rule(name: str, response: Response, session: ReadSessionDep, principal: PrincipalDep) -> RuleOut:
-    with session.begin():
+async def get_rule(name: str, session: ReadSessionDep, principal: PrincipalDep, cache: ReadCacheDep) -> Response:
+    def build() -> Answer:
         rule = session.get(Rule, name)
         if rule is None:
             raise not_found("rule", name)
-        require_tenant(principal, rule.tenant, f"read rule {name!r}")
         out = rule_out(rule)
-    response.headers["ETag"] = etags.etag_of(out)
-    return out
+        return Answer(_RULE.dump_json(out, exclude_unset=True), {"ETag": etags.etag_of(out)}, owner=rule.tenant)
+
+    with session.begin():
+        answer = cache.answer(session, "rules", (name,), build)
+    # At every read, kept or not: the answer is the same for every caller, who may see it is not.
+    require_tenant(principal, answer.owner, f"read rule {name!r}")
+    return answer.response()
+
+
+# How FastAPI would write the response models (read_cache.py keeps the bytes).
+_RULES = TypeAdapter(list[RuleOut])
+_RULE = TypeAdapter(RuleOut)
 
 
 @router.put(

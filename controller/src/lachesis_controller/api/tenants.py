@@ -4,6 +4,7 @@ new generation for all hosts."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -11,6 +12,7 @@ from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
 from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
+from lachesis_controller.api.read_cache import Answer, ReadCacheDep
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import require_tenant
 from lachesis_controller.bus.messages import Classifier
@@ -109,25 +111,37 @@ async def create_tenant(
 
 @router.get("", response_model=list[TenantOut])
 async def list_tenants(
-    request: Request, response: Response, session: ReadSessionDep, principal: PrincipalDep, page: PageDep
-) -> list[TenantOut]:
-    query = select(Tenant).order_by(Tenant.name)
-    if principal.tenant is not None:
-        query = query.where(Tenant.name == principal.tenant)
+    request: Request, session: ReadSessionDep, principal: PrincipalDep, page: PageDep, cache: ReadCacheDep
+) -> Response:
+    def build() -> Answer:
+        query = select(Tenant).order_by(Tenant.name)
+        if principal.tenant is not None:
+            query = query.where(Tenant.name == principal.tenant)
+        items, headers = page.split([tenant_out(t) for t in session.scalars(query)], request)
+        return Answer(_TENANTS.dump_json(items), headers)
+
     with session.begin():
-        return page.cut([tenant_out(t) for t in session.scalars(query)], request, response)
+        return cache.answer(session, "tenants", (principal.tenant, request.url.query), build).response()
 
 
 @router.get("/{name}", response_model=TenantOut, responses=problem_responses(403, 404))
-async def get_tenant(name: str, response: Response, session: ReadSessionDep, principal: PrincipalDep) -> TenantOut:
+async def get_tenant(name: str, session: ReadSessionDep, principal: PrincipalDep, cache: ReadCacheDep) -> Response:
     require_tenant(principal, name, f"read tenant {name!r}")
-    with session.begin():
+
+    def build() -> Answer:
         tenant = session.get(Tenant, name)
         if tenant is None:
             raise not_found("tenant", name)
         out = tenant_out(tenant)
-    response.headers["ETag"] = etags.etag_of(out)
-    return out
+        return Answer(_TENANT.dump_json(out), {"ETag": etags.etag_of(out)})
+
+    with session.begin():
+        return cache.answer(session, "tenants", (name,), build).response()
+
+
+# How FastAPI would write the response models (read_cache.py keeps the bytes).
+_TENANTS = TypeAdapter(list[TenantOut])
+_TENANT = TypeAdapter(TenantOut)
 
 
 @router.put(
