@@ -3,22 +3,53 @@ reference of its miniature trace at the reference's block of its file, looping o
 until told to stop (SIGTERM) or the deadline, if one is given. Prints one JSON line of counts
 when done.
 
-`python -m lachesis_cli.demo.replay --refs R.npz --file F --cgroup C [--until T]`
+With `--rate`, the references are issued at that rate (per second, from the start) and never
+faster: an open-loop client whose demand does not depend on how fast its IO is answered. As
+fast as possible, a tenant's request rate follows its hit ratio (here misses, answered from the
+page cache under the backing directory, are faster than hits from the flash stage), and the
+allocation loop, which weighs tenants by request rate, would be chasing its own effect.
+Behind schedule (a loaded machine) it issues back to back until it has caught up.
+
+`python -m lachesis_cli.demo.replay --refs R.npz --file F --cgroup C [--until T] [--rate N]`
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 BLOCK = 4096
+
+
+class Pace:
+    """Holds the i-th reference back until `i / rate` seconds after the start (clock and sleep
+    injected for tests)."""
+
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not (rate > 0 and math.isfinite(rate)):
+            raise ValueError(f"--rate must be a positive number of references per second, not {rate}")
+        self.rate, self.clock, self.sleep = rate, clock, sleep
+        self.start = clock()
+
+    def wait(self, issued: int) -> None:
+        """Returns when reference number `issued` (0-based) is due."""
+        ahead = self.start + issued / self.rate - self.clock()
+        if ahead > 0:
+            self.sleep(ahead)
 
 
 def main() -> None:
@@ -27,7 +58,12 @@ def main() -> None:
     ap.add_argument("--file", type=Path, required=True)
     ap.add_argument("--cgroup", type=Path, required=True)
     ap.add_argument("--until", type=float, default=float("inf"), help="time.time() to stop at (default: none)")
+    ap.add_argument("--rate", type=float, default=None, help="references per second (default: as fast as possible)")
     a = ap.parse_args()
+    try:
+        pace = Pace(a.rate) if a.rate is not None else None
+    except ValueError as e:
+        ap.error(str(e))
     data = np.load(a.refs)
     offsets = (data["refs"] * BLOCK).tolist()
     writes = data["writes"].tolist()
@@ -45,6 +81,8 @@ def main() -> None:
     try:
         while not stop and time.time() < a.until:
             for off, w in zip(offsets, writes, strict=True):
+                if pace is not None:
+                    pace.wait(reads + written)
                 if w:
                     os.pwrite(fd, payload, off)
                     written += 1

@@ -8,6 +8,10 @@ then on fresh stages with the guarantees gone, so the allocation loop sizes the 
 the tenants' miss-ratio curves. Hit ratios are the real stages' counters over each phase, read
 from reports the agent sent after the replays ended.
 
+In a phase the tenants replay open loop, together at REPLAY_IOPS, each at its share of the
+references (`replay.py --rate`): a phase replays every trace about once, and a tenant's
+request rate, which the loop weighs it by, is its trace's and not an effect of the allocation.
+
 `Demo.phase` replays for a time (the CLI's --seconds); `Demo.start_phase` and `Demo.replaying`
 are its parts for a caller that decides by counts when to stop, and when to stop one tenant
 (`Replays.stop`; e2e/test_closed_loop.py).
@@ -56,6 +60,8 @@ class Tenant:
     cgroup: Path
     file: Path  # in the mount
     stage: str = ""
+    # References per second in a phase (its share of REPLAY_IOPS).
+    rate: float = 0.0
     requests: int = 0
     counters: dict[str, Any] = field(default_factory=dict)
 
@@ -150,7 +156,14 @@ class Demo:
             with open(backing / "demo" / f"{name}.dat", "ab") as f:
                 f.truncate(max(mini.blocks, 1) * BLOCK)
             self.tenants.append(Tenant(name, t.path, mini, cgroup, mount / "demo" / f"{name}.dat"))
-            log(f"  {name}: {mini.refs.size:,} of {mini.full_references:,} references, {mini.blocks:,} blocks")
+        kept = sum(t.mini.refs.size for t in self.tenants) or 1
+        for tenant in self.tenants:
+            mini = tenant.mini
+            tenant.rate = max(REPLAY_IOPS * mini.refs.size / kept, 1.0)
+            log(
+                f"  {tenant.name}: {mini.refs.size:,} of {mini.full_references:,} references, "
+                f"{mini.blocks:,} blocks, {tenant.rate:,.0f} references/s"
+            )
         for tenant in self.tenants:
             body = {
                 "name": tenant.name,
@@ -278,7 +291,8 @@ class Demo:
                 )
             time.sleep(0.5)
 
-    def _start_replays(self, until: float | None) -> dict[str, subprocess.Popen[str]]:
+    def _start_replays(self, until: float | None, paced: bool) -> dict[str, subprocess.Popen[str]]:
+        """One replayer per tenant, each at its `rate` when `paced`, else as fast as it can."""
         work = Path(tempfile.mkdtemp(prefix="lachesis-demo-"))
         procs = {}
         for t in self.tenants:
@@ -296,6 +310,7 @@ class Demo:
                     "--cgroup",
                     str(t.cgroup),
                     *(["--until", repr(until)] if until is not None else []),
+                    *(["--rate", repr(t.rate)] if paced else []),
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
@@ -313,7 +328,7 @@ class Demo:
         return results
 
     def _replay(self) -> dict[str, dict[str, int]]:
-        procs = self._start_replays(time.time() + self.seconds)
+        procs = self._start_replays(time.time() + self.seconds, paced=True)
         start = time.time()
         self.size_changes = []
         last: dict[str, int] = {}
@@ -337,10 +352,10 @@ class Demo:
 
     @contextmanager
     def replaying(self) -> Iterator[Replays]:
-        """Every tenant replays its trace, pass after pass, until the block ends (or its replay
-        is stopped); yields the replays: calling them raises if a replayer died. The block
-        decides by the stages' counters how long."""
-        replays = Replays(self._start_replays(None))
+        """Every tenant replays its trace, pass after pass and as fast as it can (not paced),
+        until the block ends (or its replay is stopped); yields the replays: calling them
+        raises if a replayer died. The block decides by the stages' counters how long."""
+        replays = Replays(self._start_replays(None, paced=False))
         try:
             yield replays
         finally:
@@ -360,6 +375,7 @@ class Demo:
                     "name": t.name,
                     "trace": str(t.trace),
                     "requests": results[t.name]["reads"] + results[t.name]["writes"],
+                    "paced_rate": round(t.rate, 1),
                     "allocated_bytes": allocated,
                     "installed_bytes": a.get("installed_bytes"),
                     "hits": hits,
