@@ -289,6 +289,10 @@ class PostgresServer:
         prepare_database(engine)
         engine.dispose()
 
+    def restart(self) -> None:
+        """Stop the server (its connections closed) and start it again as it was."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "restart")
+
     def _execute(self, statement: str) -> None:
         engine = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
         with engine.connect() as connection:

@@ -8,7 +8,9 @@ consumers and the reconciler never interleave inside a transaction.
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import DateTime, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -50,7 +53,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def make_engine(url: str) -> Engine:
+# A pooled PostgreSQL connection idle for longer than this is pinged before use. Not at every
+# checkout: the pool's pre-ping was a round trip per request, with the event loop blocked on
+# it, 7% of the controller's time under 200 clients (docs/benchmarks/controller.md, sixth round).
+IDLE_PING_S = 1.0
+
+
+def make_engine(url: str, idle_ping_s: float = IDLE_PING_S) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -59,7 +68,30 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url)
+    event.listen(engine, "connect", _note_use)
+    event.listen(engine, "checkin", _note_use)
+    event.listen(engine, "checkout", functools.partial(_ping_if_idle, dialect=engine.dialect, idle_s=idle_ping_s))
+    return engine
+
+
+def _note_use(_dbapi_connection: Any, record: Any) -> None:
+    record.info["used"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any, *, dialect: Any, idle_s: float) -> None:
+    """What a PostgreSQL restart leaves behind: a connection idle since is found dead here
+    and replaced before a request uses it (DisconnectionError makes the pool discard it and
+    check out another). One used within `idle_s` is trusted: after a restart under load the
+    first statement on one fails, and SQLAlchemy then recycles every connection of the pool,
+    so one request per replica fails where a ping at every checkout would have saved it.
+    test_db_restart.py."""
+    if time.monotonic() - record.info.get("used", 0.0) <= idle_s:
+        return
+    try:
+        dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as exc:
+        raise DisconnectionError(f"pooled connection is dead: {exc}") from exc
 
 
 def _private_file(path: Path) -> None:
