@@ -7,7 +7,9 @@ line), which `lachesis-mrc` and `./lachesis demo` read: workloads the loop was n
 Shapes: `zipf` (skew --alpha over --blocks), `loop` (the blocks in order, over and over: LRU
 gets all or nothing), `scan` (a hot zipf tenth of the blocks, a quarter of the references a
 sequential scan of the rest), `mix` (zipf over a working set that shifts by a tenth every
-tenth of the trace). Ranks are scattered over the block space so hot blocks are not adjacent.
+tenth of the trace), `log` (a sequential log: each reference a block never seen before, as
+Moirai §5.5.2's Log tenant). Other shapes' ranks are scattered over the block space so hot
+blocks are not adjacent.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def trace(shape: str, blocks: int, refs: int, alpha: float, seed: int) -> np.nda
         ranks = zipf_ranks(rng, blocks, alpha, refs)
         shift = (np.arange(refs) * 10 // refs) * (blocks // 10)
         ranks = ranks + shift
+    elif shape == "log":
+        # A sequential log: every reference the next block (blocks is ignored), nothing reused;
+        # kept in order, not scattered.
+        return np.arange(refs, dtype=np.int64)
     else:
         raise ValueError(f"unknown shape {shape!r}")
     # Scatter ranks over a block space 16 times the set: a permutation, so ranks stay distinct.
@@ -55,7 +61,7 @@ def trace(shape: str, blocks: int, refs: int, alpha: float, seed: int) -> np.nda
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--shape", choices=["zipf", "loop", "scan", "mix"], default="zipf")
+    ap.add_argument("--shape", choices=["zipf", "loop", "scan", "mix", "log"], default="zipf")
     ap.add_argument("--blocks", type=int, default=100_000)
     ap.add_argument("--refs", type=int, default=1_000_000)
     ap.add_argument("--alpha", type=float, default=0.9)
@@ -64,11 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.blocks < 1 or a.refs < 1 or a.alpha <= 0:
         print("synth.py: --blocks and --refs must be at least 1, --alpha above 0", file=sys.stderr)
         return 2
-    keys = trace(a.shape, a.blocks, a.refs, a.alpha, a.seed)
-    with a.out.open("w") as f:
+    write(a.out, trace(a.shape, a.blocks, a.refs, a.alpha, a.seed))
+    return 0
+
+
+def write(path: Path, keys: np.ndarray) -> None:
+    """The keys as an ARC trace, one 4 KiB block a line."""
+    with path.open("w") as f:
         for k in keys.tolist():
             f.write(f"{k} 1 0 {k}\n")
-    return 0
 
 
 if __name__ == "__main__":

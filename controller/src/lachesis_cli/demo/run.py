@@ -291,11 +291,16 @@ class Demo:
                 )
             time.sleep(0.5)
 
-    def _start_replays(self, until: float | None, paced: bool) -> dict[str, subprocess.Popen[str]]:
-        """One replayer per tenant, each at its `rate` when `paced`, else as fast as it can."""
+    def _start_replays(
+        self, until: float | None, paced: bool, names: list[str] | None = None
+    ) -> dict[str, subprocess.Popen[str]]:
+        """One replayer per tenant (or per tenant named), each at its `rate` when `paced`, else
+        as fast as it can."""
         work = Path(tempfile.mkdtemp(prefix="lachesis-demo-"))
         procs = {}
         for t in self.tenants:
+            if names is not None and t.name not in names:
+                continue
             refs = work / f"{t.name}.npz"
             np.savez(refs, refs=t.mini.refs, writes=t.mini.writes)
             procs[t.name] = subprocess.Popen(
@@ -351,11 +356,15 @@ class Demo:
         return self._results(procs)
 
     @contextmanager
-    def replaying(self) -> Iterator[Replays]:
-        """Every tenant replays its trace, pass after pass and as fast as it can (not paced),
-        until the block ends (or its replay is stopped); yields the replays: calling them
-        raises if a replayer died. The block decides by the stages' counters how long."""
-        replays = Replays(self._start_replays(None, paced=False))
+    def replaying(self, names: list[str] | None = None, paced: bool = False) -> Iterator[Replays]:
+        """Every tenant (or those named) replays its trace, pass after pass, as fast as it can
+        or at its `rate` (`paced`), until the block ends (or its replay is stopped); yields the
+        replays: calling them raises if a replayer died. The block decides how long (by the
+        stages' counters in the e2e tests)."""
+        unknown = sorted(set(names or []) - {t.name for t in self.tenants})
+        if unknown:
+            raise CliError(f"no such demo tenant: {', '.join(unknown)}", EXIT_FAILED)
+        replays = Replays(self._start_replays(None, paced, names))
         try:
             yield replays
         finally:
