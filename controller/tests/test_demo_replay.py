@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from lachesis_cli.demo.replay import Pace
+from lachesis_cli.demo.run import REPLAY_IOPS, paced_rates
 
 
 class FakeClock:
@@ -78,3 +79,10 @@ def test_the_replayer_refuses_a_bad_rate_with_a_usage_error(tmp_path) -> None:
     )
     assert p.returncode == 2
     assert "--rate must be a positive number" in p.stderr
+
+
+def test_the_demo_shares_its_replay_rate_in_proportion_to_the_references() -> None:
+    rates = paced_rates({"a": 30_000, "b": 10_000, "c": 0})
+    assert rates["a"] == pytest.approx(3 * rates["b"])
+    assert rates["a"] + rates["b"] == pytest.approx(REPLAY_IOPS)
+    assert rates["c"] == 1.0  # a replayer with nothing sampled still has a valid rate

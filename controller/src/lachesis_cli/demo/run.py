@@ -80,6 +80,14 @@ def slug(path: Path) -> str:
     return re.sub(r"[^a-z0-9]+", "-", stem).strip("-")[:40] or "trace"
 
 
+def paced_rates(references: dict[str, int]) -> dict[str, float]:
+    """Each tenant's replay rate: REPLAY_IOPS shared in proportion to the references of its
+    miniature, so the traces are replayed as if recorded over the same time (at least one a
+    second, for a tenant whose sample kept nothing)."""
+    total = sum(references.values()) or 1
+    return {name: max(REPLAY_IOPS * n / total, 1.0) for name, n in references.items()}
+
+
 class Replays:
     """The replayers of `Demo.replaying`, one per tenant. Called: raises if one that was not
     stopped has ended. `stop(name)` ends one tenant's replay while the others go on."""
@@ -156,10 +164,10 @@ class Demo:
             with open(backing / "demo" / f"{name}.dat", "ab") as f:
                 f.truncate(max(mini.blocks, 1) * BLOCK)
             self.tenants.append(Tenant(name, t.path, mini, cgroup, mount / "demo" / f"{name}.dat"))
-        kept = sum(t.mini.refs.size for t in self.tenants) or 1
+        rates = paced_rates({t.name: int(t.mini.refs.size) for t in self.tenants})
         for tenant in self.tenants:
             mini = tenant.mini
-            tenant.rate = max(REPLAY_IOPS * mini.refs.size / kept, 1.0)
+            tenant.rate = rates[tenant.name]
             log(
                 f"  {tenant.name}: {mini.refs.size:,} of {mini.full_references:,} references, "
                 f"{mini.blocks:,} blocks, {tenant.rate:,.0f} references/s"
