@@ -501,3 +501,84 @@ fn wren_span_gives_fairywren_the_device_over_provisioning_on_the_same_flash() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--wren-span"));
     }
 }
+
+// --fill-objects: new keys until the engine holds the target, on a cache that holds more.
+const FILL: &[&str] = &[
+    "--json",
+    "-q",
+    "--flash-mib",
+    "16",
+    "--ru-kib",
+    "128",
+    "--sizes",
+    "fixed:200",
+];
+
+#[test]
+fn fill_stops_at_the_target_and_reports_dram_by_structure() {
+    for engine in ["kangaroo", "fairywren"] {
+        let r = json(&[FILL, &["--engine", engine, "--fill-objects", "20000"]].concat());
+        let fill = &r["fill"];
+        assert_eq!(fill["target_objects"], 20_000, "{engine}");
+        assert_eq!(fill["reached"], true, "{engine}");
+        let objects = r["objects"].as_u64().unwrap();
+        // Checked every 1,024 sets: at most that many past the target.
+        assert!(
+            (20_000..20_000 + 1_024).contains(&objects),
+            "{engine}: {objects}"
+        );
+        let keys_set = fill["keys_set"].as_u64().unwrap();
+        assert!(
+            keys_set >= objects,
+            "{engine}: {keys_set} keys for {objects}"
+        );
+        assert_eq!(r["sets"].as_u64().unwrap(), keys_set, "{engine}");
+        // The keys read back that are still held carry their own values.
+        assert_eq!(r["wrong_values"], 0, "{engine}");
+        assert_eq!(fill["readback"], r["gets"], "{engine}");
+        let hits = fill["readback_hits"].as_u64().unwrap();
+        assert_eq!(
+            hits + r["misses"].as_u64().unwrap(),
+            r["gets"].as_u64().unwrap()
+        );
+        assert!(hits > 0, "{engine}: nothing read back");
+        // The per-structure bytes add up to the total the bits per object come from.
+        let layout = r["layout"].as_object().unwrap();
+        let parts: u64 = layout
+            .iter()
+            .filter(|(k, _)| k.starts_with("dram_"))
+            .map(|(_, v)| v.as_u64().unwrap())
+            .sum();
+        let dram = r["dram_bytes"].as_u64().unwrap();
+        assert!(
+            layout.len() > 5 && parts == dram,
+            "{engine}: {parts} vs {dram}"
+        );
+        let bits = r["dram_bits_per_object"].as_f64().unwrap();
+        assert_eq!(bits, dram as f64 * 8.0 / objects as f64, "{engine}");
+    }
+}
+
+#[test]
+fn fill_past_what_the_cache_holds_stops_when_the_count_stops_growing() {
+    // 16 MiB of 200-byte objects holds well under 200,000.
+    let r = json(&[FILL, &["--engine", "kangaroo", "--fill-objects", "200000"]].concat());
+    let fill = &r["fill"];
+    assert_eq!(fill["reached"], false);
+    let objects = r["objects"].as_u64().unwrap();
+    assert!(objects > 0 && objects < 200_000, "{objects}");
+    // It stopped after a whole cache's worth of keys without 0.1% growth, having set at
+    // least as many keys as it held before that.
+    let keys_set = fill["keys_set"].as_u64().unwrap();
+    assert!(
+        keys_set as f64 > 1.99 * objects as f64,
+        "{keys_set} for {objects}"
+    );
+}
+
+#[test]
+fn fill_objects_with_a_trace_exits_2() {
+    let out = cachebench(&["--fill-objects", "10", "--trace", "/nonexistent.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fill-objects"));
+}

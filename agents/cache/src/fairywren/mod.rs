@@ -98,8 +98,10 @@ pub struct FairyWrenStats {
 pub struct DramBreakdown {
     pub log_entries: usize,
     pub log_buckets: usize,
-    /// Subset pages and update counters per set, page owners per unit of the store.
+    /// FwSets' page of each subset and update counter of each set.
     pub set_index: usize,
+    /// The store's owner of each page and its per-unit tables (live pages, stream, age).
+    pub store_owners: usize,
     pub set_blooms: usize,
     pub set_hit_bits: usize,
     /// The two segment buffers: fixed, independent of the object count.
@@ -108,11 +110,29 @@ pub struct DramBreakdown {
 
 impl DramBreakdown {
     pub fn per_object_structures(&self) -> usize {
-        self.log_entries + self.log_buckets + self.set_index + self.set_blooms + self.set_hit_bits
+        self.log_entries
+            + self.log_buckets
+            + self.set_index
+            + self.store_owners
+            + self.set_blooms
+            + self.set_hit_bits
     }
 
     pub fn total(&self) -> usize {
         self.per_object_structures() + self.buffers
+    }
+
+    /// Bytes by structure, named as in cachebench's `layout` (`dram_*`).
+    pub fn named(&self) -> [(&'static str, u64); 7] {
+        [
+            ("dram_log_entries", self.log_entries as u64),
+            ("dram_log_buckets", self.log_buckets as u64),
+            ("dram_set_index", self.set_index as u64),
+            ("dram_store_owners", self.store_owners as u64),
+            ("dram_set_blooms", self.set_blooms as u64),
+            ("dram_set_hit_bits", self.set_hit_bits as u64),
+            ("dram_buffers", self.buffers as u64),
+        ]
     }
 }
 
@@ -290,7 +310,8 @@ impl FairyWren {
         DramBreakdown {
             log_entries: entries,
             log_buckets: buckets,
-            set_index: locs + self.store.dram_bytes(),
+            set_index: locs,
+            store_owners: self.store.dram_bytes(),
             set_blooms: blooms,
             set_hit_bits: hits,
             buffers: self.log.dram_bytes() + self.readmits.capacity() * std::mem::size_of::<Obj>(),
@@ -869,6 +890,7 @@ impl Engine for FairyWren {
             ),
         ]
         .into_iter()
+        .chain(self.dram().named())
         .map(|(k, v)| (k.to_string(), v))
         .chain(self.held())
         .collect()

@@ -7,6 +7,13 @@ use super::page::PAGE;
 use crate::dev::Span;
 use crate::{Error, Result};
 
+/// Largest default KLog segment, in 4 KiB pages (32 KiB). Every partition keeps one segment
+/// buffered in DRAM, so 64 partitions of 256 KiB segments were a fixed 16 MiB: 13 bits per
+/// object at 10 M objects, more than the rest of Kangaroo's DRAM. At 32 KiB they are 2 MiB
+/// (1.7 bits at 10 M), and a segment is still 8 pages written at once. The flusher keeps one
+/// segment of each partition free, so a smaller segment also leaves less of the log empty.
+pub const MAX_DEFAULT_SEGMENT_PAGES: u64 = 8;
+
 /// When KLog moves objects to KSet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushMode {
@@ -28,7 +35,8 @@ pub struct KangarooConfig {
     pub log_fraction: f64,
     /// KLog partitions (§5.2: 64).
     pub partitions: u32,
-    /// KLog segment size; 0 picks an eighth of a partition's log, between 4 KiB and 256 KiB.
+    /// KLog segment size; 0 picks an eighth of a partition's log, between 4 KiB and
+    /// [`MAX_DEFAULT_SEGMENT_PAGES`] pages.
     pub segment_bytes: u64,
     /// Pre-flash admission probability (Table 3: 0.9).
     pub admit_probability: f64,
@@ -136,7 +144,7 @@ impl Layout {
         let span_pages = c.span.len / page;
         let part_pages = ((span_pages as f64 * c.log_fraction) as u64) / u64::from(c.partitions);
         let pages_per_segment = if c.segment_bytes == 0 {
-            (part_pages / 8).clamp(1, 64)
+            (part_pages / 8).clamp(1, MAX_DEFAULT_SEGMENT_PAGES)
         } else if c.segment_bytes.is_multiple_of(page) {
             c.segment_bytes / page
         } else {

@@ -29,7 +29,7 @@ mod kset;
 pub(crate) mod page;
 pub(crate) mod rrip;
 
-pub use config::{FlushMode, KangarooConfig, Layout};
+pub use config::{FlushMode, KangarooConfig, Layout, MAX_DEFAULT_SEGMENT_PAGES};
 pub use page::PAGE as SET_BYTES;
 
 use admission::PreFlash;
@@ -103,6 +103,17 @@ impl DramBreakdown {
 
     pub fn total(&self) -> usize {
         self.per_object_structures() + self.buffers
+    }
+
+    /// Bytes by structure, named as in cachebench's `layout` (`dram_*`).
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("dram_klog_entries", self.klog_entries as u64),
+            ("dram_klog_buckets", self.klog_buckets as u64),
+            ("dram_kset_blooms", self.kset_blooms as u64),
+            ("dram_kset_hit_bits", self.kset_hit_bits as u64),
+            ("dram_buffers", self.buffers as u64),
+        ]
     }
 }
 
@@ -505,6 +516,7 @@ impl Engine for Kangaroo {
             ("held_log_objects", self.index.len()),
         ]
         .into_iter()
+        .chain(self.dram().named())
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }

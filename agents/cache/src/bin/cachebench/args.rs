@@ -160,6 +160,14 @@ pub struct Args {
     #[arg(long)]
     pub allow_transient: bool,
 
+    /// Instead of the workload: set new keys (0, 1, 2..., sizes by --sizes) until the engine
+    /// holds this many objects, or until as many sets again as it holds raised that count by
+    /// less than 0.1% (the cache is full below the target: give it more --flash-mib). For DRAM
+    /// per object at a given object count; the report's `fill` says which. A fill has no
+    /// steady state, so it implies --allow-transient. 0: no fill, the workload.
+    #[arg(long, default_value_t = 0)]
+    pub fill_objects: u64,
+
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -199,6 +207,9 @@ impl Args {
         }
         if self.ru_kib < 4 || !self.ru_kib.is_multiple_of(4) {
             return Err(format!("--ru-kib {}: must be a multiple of 4", self.ru_kib));
+        }
+        if self.fill_objects > 0 && self.trace.is_some() {
+            return Err("--fill-objects sets new keys of its own: not with --trace".into());
         }
         if self.trace.is_none() && self.requests == 0 {
             return Err("--requests must be > 0".into());

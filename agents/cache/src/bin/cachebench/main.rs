@@ -3,6 +3,7 @@
 
 mod args;
 mod engines;
+mod fill;
 mod report;
 mod steady;
 
@@ -80,6 +81,10 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail_input(format!("--sizes: {e}")),
     };
+    if args.fill_objects > 0 {
+        let sizes = sizes.unwrap_or(SizeDist::META);
+        return finish(&args, fill::run(&args, sizes), true);
+    }
     let progress = if args.quiet || !std::io::stderr().is_terminal() {
         Progress::Hidden
     } else {
@@ -143,9 +148,22 @@ fn main() -> ExitCode {
             )
         }
     };
-    match run(&args, &mut source, total, workload) {
+    finish(
+        &args,
+        run(&args, &mut source, total, workload),
+        args.allow_transient,
+    )
+}
+
+/// Prints the report (or why there is none) and picks the exit code.
+fn finish(
+    args: &Args,
+    result: Result<Report, engines::RunError>,
+    allow_transient: bool,
+) -> ExitCode {
+    match result {
         Ok(report) => {
-            if !report.steady_state && !args.allow_transient {
+            if !report.steady_state && !allow_transient {
                 eprintln!("{}", report::refusal(&report));
                 return ExitCode::from(3);
             }

@@ -69,6 +69,9 @@ pub struct Report {
     pub corrupt_reads: u64,
     /// Hits whose value did not start with the key (must be 0).
     pub wrong_values: u64,
+    /// --fill-objects: what the fill did (absent for a workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill: Option<crate::fill::Fill>,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -163,6 +166,7 @@ pub fn build(
         wall_s: wall.as_secs_f64(),
         corrupt_reads: s1.stats.corrupt_reads,
         wrong_values: c.wrong,
+        fill: None,
     }
 }
 
@@ -245,6 +249,21 @@ impl fmt::Display for Report {
             self.objects,
             self.dram_bits_per_object
         )?;
+        if let Some(fill) = &self.fill {
+            writeln!(
+                f,
+                "fill            {} keys set, target {} objects {}; {} of {} keys read back held",
+                fill.keys_set,
+                fill.target_objects,
+                if fill.reached {
+                    "reached"
+                } else {
+                    "NOT reached (the cache is full below it)"
+                },
+                fill.readback_hits,
+                fill.readback
+            )?;
+        }
         writeln!(
             f,
             "throughput      {:.0} ops/s; {:.0} gets/s, {:.0} sets/s per core",
