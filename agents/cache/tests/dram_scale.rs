@@ -55,8 +55,8 @@ fn scales(what: &str, small: usize, big: usize, factor: f64) {
     );
 }
 
-/// Kangaroo's flash for 10 M objects in the cachebench runs, and five times it
-/// (docs/benchmarks/fairywren.md, "DRAM per object at 10 M and 50 M objects").
+/// Flash of the order of the 10 M-object runs (2,400 MiB Kangaroo, 3,200 MiB FairyWREN), and
+/// five times it (docs/benchmarks/fairywren.md, "DRAM per object at 10 M and 50 M objects").
 const SMALL_MIB: u32 = 2_200;
 const BIG_MIB: u32 = 5 * SMALL_MIB;
 
