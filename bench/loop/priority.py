@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--lo-size", default="1G", help="lo's file")
     ap.add_argument("--lo-jobs", type=int, default=4)
     ap.add_argument("--cache-mib", type=int, default=128, help="the DRAM cache stage (shared, or hi's own)")
+    ap.add_argument("--json", type=Path, help="also write every run's IOPS here (bench/loop/plot.py priority reads it)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lachesis-priority-", dir="/var/tmp"))
     for d in ("backing/hi", "backing/lo"):
@@ -210,6 +211,8 @@ def main() -> None:
         ratio = statistics.median(x["beside"] / x["alone"] for x in rs)
         print(f"| {name} | {med('alone'):,.0f} | {med('beside'):,.0f} | {ratio:.2f} | {med('lo'):,.0f} |")
     print(json.dumps(results), file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(results))
 
 
 if __name__ == "__main__":
