@@ -43,7 +43,11 @@ class Pace:
         if not (rate > 0 and math.isfinite(rate)):
             raise ValueError(f"--rate must be a positive number of references per second, not {rate}")
         self.rate, self.clock, self.sleep = rate, clock, sleep
-        self.start = clock()
+        self.begin()
+
+    def begin(self) -> None:
+        """Reference 0 is due now."""
+        self.start = self.clock()
 
     def wait(self, issued: int) -> None:
         """Returns when reference number `issued` (0-based) is due."""
@@ -78,6 +82,8 @@ def main() -> None:
     fd = os.open(a.file, os.O_RDWR)
     payload = bytes(range(256)) * (BLOCK // 256)
     reads = written = passes = 0
+    if pace is not None:
+        pace.begin()  # the trace is loaded and the file open: the schedule starts here
     try:
         while not stop and time.time() < a.until:
             for off, w in zip(offsets, writes, strict=True):
