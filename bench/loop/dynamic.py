@@ -82,21 +82,19 @@ def make_traces(folder: Path, seed: int) -> list[Path]:
     return paths
 
 
+def latest(rows: list[tuple], t: float) -> dict[str, tuple]:
+    """Each tenant's last sample at or before `t`: (at, name, allocated, installed, hits, misses)."""
+    return {row[1]: row for row in rows if row[0] <= t}
+
+
 def sizes_at(rows: list[tuple], t: float) -> dict[str, int]:
-    """Each tenant's allocated bytes in the last sample at or before `t`."""
-    out: dict[str, int] = {}
-    for at, name, alloc, *_ in rows:
-        if at <= t:
-            out[name] = alloc
-    return out
+    """Each tenant's allocated bytes in its last sample at or before `t`."""
+    return {name: row[2] for name, row in latest(rows, t).items()}
 
 
 def counters_at(rows: list[tuple], t: float) -> dict[str, tuple[int, int]]:
-    out: dict[str, tuple[int, int]] = {}
-    for at, name, _, _, hits, misses in rows:
-        if at <= t:
-            out[name] = (hits, misses)
-    return out
+    """Each tenant's (hits, misses) in its last sample at or before `t`."""
+    return {name: (row[4], row[5]) for name, row in latest(rows, t).items()}
 
 
 def first_change(rows: list[tuple], after: float, names: list[str], moved) -> float | None:
