@@ -64,6 +64,12 @@ STAGES = [cache_stage("cache/dram", "dram"), cache_stage("cache/flash", "loc")]
 
 def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, float]:
     """(IOPS, p99 latency in microseconds) of one fio run."""
+    side = fio_side(path, rw, args, jobs, direct)
+    return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000
+
+
+def fio_side(path: Path, rw: str, args, jobs: int, direct: int = 1) -> dict:
+    """fio's JSON for the run's reads or writes (`args.size`, `args.seconds`), all jobs together."""
     p = subprocess.run(
         [
             "fio",
@@ -88,8 +94,7 @@ def fio(path: Path, rw: str, args, jobs: int, direct: int = 1) -> tuple[float, f
         check=True,
     )
     j = json.loads(p.stdout[p.stdout.index("{") :])["jobs"][0]
-    side = j["read" if "read" in rw else "write"]
-    return side["iops"], side["clat_ns"]["percentile"]["99.000000"] / 1000
+    return j["read" if "read" in rw else "write"]
 
 
 # The buffered baseline keeps the page cache warm (fio would drop it at start): the bound of
