@@ -9,14 +9,14 @@ with a rule each is made first. Then --clients clients, spread over the replicas
 load balancer would, each on a keep-alive connection of its own made before the clock starts,
 run for --seconds: a client sends a request, reads the whole answer and sends the next (closed
 loop, no think time). A request is a read (GET of the tenants, the rules, one rule, the hosts,
-the rollouts, picked at random) or, with probability --write-share, a write (PUT of one
+the rollouts, picked at random; --read-paths names others, e.g. /api/v1/tenants/{tenant}) or, with probability --write-share, a write (PUT of one
 tenant's classifiers: a one-phase rollout to every host).
 
 The clients are a minimal HTTP/1.1 client on asyncio streams, not httpx: at 2,000 requests/s
 httpx costs a core of its own, which on a 2-core machine would be taken from the controller
 and counted as its latency. Prints per run and as the median of --runs runs: reads/s,
 writes/s, p50/p99 of reads and writes in ms, errors (non-2xx or a broken connection), and the
-CPU seconds per request of the controllers, PostgreSQL and Redis; progress on stderr, a
+CPU seconds per request of the controllers, PostgreSQL, Redis and the clients' own process; progress on stderr, a
 Markdown table on stdout (or one JSON object with --json).
 
   .lachesis/venv/bin/python bench/controller/clients.py [--clients 200] [--seconds 15] [--runs 3] [--replicas 1] [--agents 10]
@@ -119,7 +119,7 @@ async def client(
                 status = await conn.request("PUT", f"/api/v1/tenants/t{i:03d}", body)
                 what = f"{status} PUT tenant"
             else:
-                path = rng.choice(READS).format(rule=f"r{i:03d}")
+                path = rng.choice(args.read_paths).format(rule=f"r{i:03d}", tenant=f"t{i:03d}")
                 status = await conn.request("GET", path)
                 what = f"{status} GET {path}"
             ok = status < 300
@@ -138,12 +138,12 @@ async def one_run(dep: Deployment, args: argparse.Namespace, run: int) -> dict[s
     ports = [int(u.rsplit(":", 1)[1]) for u in dep.urls]
     conns = [Connection("127.0.0.1", ports[c % len(ports)]) for c in range(args.clients)]
     await asyncio.gather(*(c.connect() for c in conns))
-    cpu0 = dep.controller_cpu(), dep.postgres_cpu(), dep.redis_cpu()
+    cpu0 = dep.controller_cpu(), dep.postgres_cpu(), dep.redis_cpu(), time.process_time()
     started = time.monotonic()
     stop_at = started + args.seconds
     await asyncio.gather(*(client(c, run * 10_000 + i, args, stop_at, out, errors) for i, c in enumerate(conns)))
     elapsed = time.monotonic() - started
-    cpu1 = dep.controller_cpu(), dep.postgres_cpu(), dep.redis_cpu()
+    cpu1 = dep.controller_cpu(), dep.postgres_cpu(), dep.redis_cpu(), time.process_time()
     await asyncio.gather(*(c.close() for c in conns))
     requests = len(out["read"]) + len(out["write"])
     if errors:
@@ -151,14 +151,15 @@ async def one_run(dep: Deployment, args: argparse.Namespace, run: int) -> dict[s
     return {
         "reads_per_s": len(out["read"]) / elapsed,
         "writes_per_s": len(out["write"]) / elapsed,
-        "read_p50_ms": pct(out["read"], 0.50),
-        "read_p99_ms": pct(out["read"], 0.99),
+        "read_p50_ms": pct(out["read"], 0.50) if out["read"] else float("nan"),
+        "read_p99_ms": pct(out["read"], 0.99) if out["read"] else float("nan"),
         "write_p50_ms": pct(out["write"], 0.50) if out["write"] else float("nan"),
         "write_p99_ms": pct(out["write"], 0.99) if out["write"] else float("nan"),
         "errors": len(errors),
         "controller_cpu_ms_per_request": (cpu1[0] - cpu0[0]) * 1000 / max(requests, 1),
         "postgres_cpu_ms_per_request": (cpu1[1] - cpu0[1]) * 1000 / max(requests, 1),
         "redis_cpu_ms_per_request": (cpu1[2] - cpu0[2]) * 1000 / max(requests, 1),
+        "clients_cpu_ms_per_request": (cpu1[3] - cpu0[3]) * 1000 / max(requests, 1),
     }
 
 
@@ -227,6 +228,13 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=10, help="simulated hosts every write rolls out to")
     parser.add_argument("--tenants", type=int, default=20)
     parser.add_argument("--write-share", type=float, default=0.1)
+    parser.add_argument(
+        "--read-paths",
+        type=lambda v: v.split(","),
+        default=READS,
+        help="comma-separated GET paths a read picks from ({tenant} and {rule} name the client's pick); "
+        "default: " + ",".join(READS),
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the Markdown table")
     args = parser.parse_args()
     if min(args.clients, args.runs, args.replicas, args.agents, args.tenants) < 1 or args.seconds <= 0:
