@@ -60,7 +60,7 @@ def _rollout(session: Session, settings: Settings, cause: str) -> tuple[str, lis
         session,
         cause=cause,
         trigger="tenant",
-        host_ids=rollouts.all_host_ids(session),
+        host_ids=None,  # every host
         now=now,
         timeout_s=settings.rollout_timeout_s,
         traceparent=current_traceparent(),

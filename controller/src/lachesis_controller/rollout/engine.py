@@ -86,10 +86,12 @@ _TARGETS = RolloutTarget.__table__.c
 class DesiredInputs:
     """What every host's desired state is made of, read once per rollout rather than once
     per host: at 1,000 hosts the per-host reads were most of a rollout's time
-    (docs/benchmarks/controller.md)."""
+    (docs/benchmarks/controller.md). Read as columns, not objects, and what only stages need
+    (the allocation's levels, the forwarding in force) only when a stage is declared."""
 
     tenants: list[dict[str, Any]]
-    rules: list[Rule]
+    # The shipped fields of each rule, and the hosts it is for (None: every host).
+    rules: list[tuple[dict[str, Any], list[str] | None]]
     caches: list[dict[str, Any]] | None
     declared: dict[str, dict[str, Any]]
     allocation: dict[str, int] | None
@@ -98,17 +100,25 @@ class DesiredInputs:
 
     @classmethod
     def load(cls, session: Session) -> DesiredInputs:
+        declared = stage_store.declared_stages(session)
         return cls(
             tenants=[
-                {"name": t.name, "classifiers": t.classifiers}
-                for t in session.scalars(select(Tenant).order_by(Tenant.name))
+                {"name": name, "classifiers": classifiers}
+                for name, classifiers in session.execute(select(Tenant.name, Tenant.classifiers).order_by(Tenant.name))
             ],
-            rules=list(session.scalars(select(Rule).order_by(Rule.priority, Rule.name))),
+            rules=[
+                ({"name": name, "priority": priority, "match": match, "detours": detours}, hosts)
+                for name, priority, match, detours, hosts in session.execute(
+                    select(Rule.name, Rule.priority, Rule.match, Rule.detours, Rule.hosts).order_by(
+                        Rule.priority, Rule.name
+                    )
+                )
+            ],
             caches=cache_sizes(session),
-            declared=stage_store.declared_stages(session),
-            allocation=stage_store.allocation_sizes(session),
-            server=stage_store.server_sizes(session),
-            forwarding=forwarding.current(session),
+            declared=declared,
+            allocation=stage_store.allocation_sizes(session) if declared else None,
+            server=stage_store.server_sizes(session) if declared else {},
+            forwarding=forwarding.current(session) if declared else {},
         )
 
     def body(self, session: Session, host_id: str) -> dict[str, Any]:
@@ -120,17 +130,28 @@ class DesiredInputs:
             stages = shipped_stages(
                 self.declared.values(), host, self.allocation, self.server, forwarding=self.forwarding
             )
-        rule_dicts = [
-            {"name": r.name, "priority": r.priority, "match": r.match, "detours": r.detours}
-            for r in self.rules
-            if r.applies_to(host_id)
-        ]
+        rule_dicts = [dict(r) for r, hosts in self.rules if hosts is None or host_id in hosts]
         return {
             **({"caches": self.caches} if self.caches is not None else {}),
             **({"stages": stages} if stages else {}),
             "tenants": self.tenants,
             "rules": shipped_rules(rule_dicts, self.declared, (s["name"] for s in stages), host_id),
         }
+
+    def bodies(self, session: Session, host_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Host -> what it should run, one body (the same object) for all hosts that run the
+        same content. Without stages a host's body depends on it only through the rules scoped
+        to hosts, so it is built once per set of such rules the hosts get, not once per host."""
+        if self.declared:
+            return {h: self.body(session, h) for h in host_ids}
+        built: dict[tuple[int, ...], dict[str, Any]] = {}
+        out = {}
+        for host_id in host_ids:
+            left_out = tuple(i for i, (_, hosts) in enumerate(self.rules) if hosts is not None and host_id not in hosts)
+            if left_out not in built:
+                built[left_out] = self.body(session, host_id)
+            out[host_id] = built[left_out]
+        return out
 
 
 def desired_body(session: Session, host_id: str) -> dict[str, Any]:
@@ -270,14 +291,15 @@ def start_rollout(
     *,
     cause: str,
     trigger: str,
-    host_ids: Iterable[str],
+    host_ids: Iterable[str] | None,
     now: datetime,
     timeout_s: float,
     traceparent: str | None,
     hold_flows: list[dict[str, Any]] | None = None,
     restores: dict[str, int] | None = None,
 ) -> tuple[Rollout, list[Publication]]:
-    """Bump the generation of each named host and record a rollout targeting them.
+    """Bump the generation of each named host (`host_ids` None: every host, read in the same
+    locked query) and record a rollout targeting them.
 
     Call it after the change itself is in the session: the messages are built from what
     the session sees, and what changed since the previous rollout is recorded so that a
@@ -301,20 +323,18 @@ def start_rollout(
     session.add(rollout)
     changes = intent.ship(session)
     rollout.changes = changes if restores is None else None
-    wanted = sorted(set(host_ids))
     # Locked (in id order, so two rollouts never deadlock on each other) and read afresh: a
     # copy the session loaded earlier (record_acks' hosts before a rollback) may predate a
     # generation another replica committed meanwhile, and N + 1 from it would be issued twice.
     # As rows, and the generations bumped by one UPDATE: 1,000 Host objects loaded, changed
     # and flushed (one UPDATE per row) were 8% of a 1,000-host rollout's controller CPU.
+    # Every host: no IN list of them all, and no query for their ids before this one.
+    query = select(Host.id, Host.desired_generation, Host.capabilities).order_by(Host.id).with_for_update()
+    if host_ids is not None:
+        query = query.where(Host.id.in_(sorted(set(host_ids))))
     hosts = [
         stage_store.HostGeneration(host_id, generation + 1, capabilities)
-        for host_id, generation, capabilities in session.execute(
-            select(Host.id, Host.desired_generation, Host.capabilities)
-            .where(Host.id.in_(wanted))
-            .order_by(Host.id)
-            .with_for_update()
-        )
+        for host_id, generation, capabilities in session.execute(query)
     ]
     shipped = _shipped_bodies(session, [h.id for h in hosts])  # before the generations move
     if hosts:
@@ -327,16 +347,21 @@ def start_rollout(
         # Host objects the session holds (a registration's new host, a rollback's) say so too.
         refresh_loaded(session, Host, {(h.id,): {"desired_generation": h.desired_generation} for h in hosts})
     staged: list[tuple[stage_store.HostGeneration, dict[str, Any], list[dict[str, Any]]]] = []
-    inputs = DesiredInputs.load(session)
+    bodies = DesiredInputs.load(session).bodies(session, (h.id for h in hosts))
+    # Hosts share their bodies (shipped and new) by content: what moves is found once per pair.
+    moved: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for host in hosts:
         before = shipped.get(host.id)
-        body = inputs.body(session, host.id)
+        body = bodies[host.id]
         if hold_flows is not None:
             flows = hold_flows
         elif restores is not None:
             flows = []
         else:
-            flows = moved_flows(None if before is None else before["rules"], body["rules"])
+            pair = (id(before), id(body))
+            if pair not in moved:
+                moved[pair] = moved_flows(None if before is None else before["rules"], body["rules"])
+            flows = moved[pair]
         staged.append((host, body, flows))
     # Consistency is across hosts: if a flow moves anywhere, every target takes part.
     two_phase = hold_flows is not None or any(flows for _, _, flows in staged)
@@ -346,10 +371,14 @@ def start_rollout(
     rows: list[dict[str, Any]] = []
     renderer = Renderer()
     phase = QUIESCE if two_phase else INSTALL
-    # Hosts that run the same content share one stored body: hashed and looked up once.
+    # Hosts that run the same content share one stored body: hashed and looked up once, and
+    # a body object shared by hosts (DesiredInputs.bodies) written out once.
     stored: dict[str, DesiredStateBody] = {}
+    canonical_of: dict[int, str] = {}
     for host, body, flows in staged:
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        canonical = canonical_of.get(id(body))
+        if canonical is None:
+            canonical = canonical_of[id(body)] = json.dumps(body, sort_keys=True, separators=(",", ":"))
         if canonical not in stored:
             stored[canonical] = _stored(session, body)
         quiesce = flows if two_phase else None

@@ -57,7 +57,7 @@ KINDS = (
     Kind("stage", Stage, lambda row: row["owner"]),
     Kind("rule", Rule, lambda row: row["tenant"]),
     Kind("policy", PolicyVersion, lambda row: None, presence_only=True),
-    Kind("allocation", CacheAllocation, lambda row: None, where=CacheAllocation.state == "current"),
+    Kind("allocation", CacheAllocation, lambda row: None, where=CacheAllocation.__table__.c.state == "current"),
     Kind("placement", DevicePlacement, lambda row: None),
 )
 _BY_NAME = {k.name: k for k in KINDS}
@@ -78,26 +78,43 @@ def _row(kind: Kind, obj: Base) -> Row:
     return row
 
 
-def _key(kind: Kind, obj: Base) -> list[Any]:
-    mapper = inspect(kind.model)
-    return [getattr(obj, mapper.get_property_by_column(c).key) for c in mapper.primary_key]
-
-
 def name_of(change: Change) -> str:
     return "/".join(str(part) for part in change["key"])
 
 
+def _shipped_columns(kind: Kind) -> tuple[list[str], list[Any], list[int]]:
+    """The attribute names a snapshot reads of `kind` (only the primary key of a presence-only
+    kind), their table columns, and the positions of the primary key among them."""
+    mapper = inspect(kind.model)
+    keys = [mapper.get_property_by_column(c).key for c in mapper.primary_key]
+    names = keys if kind.presence_only else [a.key for a in _columns(kind.model)]
+    columns = [mapper.attrs[n].columns[0] for n in names]
+    return names, columns, [names.index(k) for k in keys]
+
+
 def snapshot(session: Session) -> dict[str, dict[str, Any]]:
-    """kind -> name -> {key, row} for every shipped row the session sees."""
+    """kind -> name -> {key, row} for every shipped row the session sees.
+
+    Read as rows of Core statements after a flush, not as objects: loading every tenant and
+    rule into the session at each rollout was a sixth of a tenant PUT's controller time
+    (docs/benchmarks/controller.md, seventh round)."""
+    session.flush()
+    connection = session.connection()
     out: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
-        query = select(kind.model)
+        names, columns, key_at = _shipped_columns(kind)
+        query = select(*columns)
         if kind.where is not None:
             query = query.where(kind.where)
         rows = {}
-        for obj in session.scalars(query):
-            key = _key(kind, obj)
-            rows["/".join(str(k) for k in key)] = {"key": key, "row": _row(kind, obj)}
+        for values in connection.execute(query):
+            key = [values[i] for i in key_at]
+            row = (
+                {}
+                if kind.presence_only
+                else {n: v.isoformat() if isinstance(v, datetime) else v for n, v in zip(names, values, strict=True)}
+            )
+            rows["/".join(str(k) for k in key)] = {"key": key, "row": row}
         out[kind.name] = rows
     return out
 

@@ -53,7 +53,7 @@ class Renderer:
     """Renders the messages of one batch (a rollout's start, its phase 2); keep one per batch."""
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._templates: dict[tuple[Any, ...], _Template] = {}
         self._bodies: dict[str, dict[str, Any]] = {}
 
     def target(self, target: RolloutTarget, phase: str) -> str | None:
@@ -97,9 +97,41 @@ class Renderer:
                 **body,
                 **extra,
             }
-            template = self._templates[key] = DesiredState.model_validate(fields).dump()
+            template = self._templates[key] = _Template(DesiredState.model_validate(fields).dump())
         elif generation < 1:
             raise ValueError(f"generation {generation} of {host_id}: generations start at 1")
         else:
             _HOST_ID.validate_python(host_id)
-        return json.dumps({**template, "host_id": host_id, "generation": generation}, separators=(",", ":"))
+        return template.render(host_id, generation)
+
+
+# Stand-ins for a message's two per-host values while its template is written out: no content
+# holds them (the controller refuses NUL characters in anything it ships).
+_HOST_HOLE: Final = "\x00lachesis-host-id\x00"
+_GENERATION_HOLE: Final = "\x00lachesis-generation\x00"
+
+
+class _Template:
+    """One message written out once, with holes where `host_id` and `generation` go: a host's
+    message is the pieces and its two values, the same bytes as json.dumps of the whole
+    message with them (a string or an integer is written the same inside a dict or alone),
+    without writing the state out again per host."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        text = json.dumps({**fields, "host_id": _HOST_HOLE, "generation": _GENERATION_HOLE}, separators=(",", ":"))
+        host_hole, generation_hole = json.dumps(_HOST_HOLE), json.dumps(_GENERATION_HOLE)
+        head, host_tail = text.split(host_hole)
+        self.host_first = generation_hole not in head
+        if self.host_first:
+            middle, tail = host_tail.split(generation_hole)
+        else:
+            head, middle = head.split(generation_hole)
+            tail = host_tail
+        self.pieces = (head, middle, tail)
+
+    def render(self, host_id: str, generation: int) -> str:
+        head, middle, tail = self.pieces
+        first, second = json.dumps(host_id), json.dumps(generation)
+        if not self.host_first:
+            first, second = second, first
+        return f"{head}{first}{middle}{second}{tail}"
