@@ -182,6 +182,12 @@ fn fairywren_reports_what_kangaroo_reports_and_never_makes_the_device_relocate()
         "cold_victim_live_pages",
         "gc_cold_repacks",
         "objects_packed_by_log",
+        "set_incoming_objects",
+        "set_incoming_bytes",
+        "set_written_bytes",
+        "set_evicted_bytes",
+        "set_evicted_incoming_bytes",
+        "resplit_evicted_bytes",
     ] {
         assert!(c[k].is_u64(), "{k}: {c}");
     }
@@ -340,6 +346,24 @@ fn steady_state_runs_report_the_counts_they_were_judged_on() {
     let sets = r["counters"]["kset_set_writes"].as_u64().unwrap();
     let kset = parts[1]["bytes_written"].as_u64().unwrap();
     assert_eq!(sets * 4096, kset);
+    // What KSet's rewrites took in from KLog, wrote and evicted, as FairyWREN reports its
+    // sets': every object moved came in, and what was evicted of it is part of both.
+    let c = &r["counters"];
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {c}"));
+    assert!(n("set_incoming_objects") >= n("objects_moved"), "{c}");
+    assert!(
+        n("set_evicted_incoming_objects") <= n("set_incoming_objects"),
+        "{c}"
+    );
+    assert!(
+        n("set_evicted_incoming_objects") <= n("set_evicted_objects"),
+        "{c}"
+    );
+    assert!(n("set_written_bytes") <= sets * 4094, "{c}");
+    assert!(
+        n("objects_dropped_bytes") >= n("objects_dropped") * 11,
+        "{c}"
+    );
 }
 
 #[test]

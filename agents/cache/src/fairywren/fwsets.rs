@@ -180,7 +180,12 @@ impl FwSets {
         let page = if objs.is_empty() {
             NONE
         } else {
-            let buf = page::encode_kset(objs);
+            // FAR first, as RRIParoo writes a set: the hit bits cover a page's first
+            // positions, so objects past them (a page of many small objects) are the ones
+            // closest to NEAR, whose hits matter least (Kangaroo §5.4).
+            let mut order: Vec<&Obj> = objs.iter().collect();
+            order.sort_by_key(|o| std::cmp::Reverse(o.rrip));
+            let buf = page::encode_kset_refs(&order);
             match store.append(span, stream(sub), slot as u32, &buf)? {
                 Some(p) => p,
                 None => {

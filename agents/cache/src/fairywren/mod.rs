@@ -44,8 +44,8 @@ use crate::kangaroo::admission::PreFlash;
 use crate::kangaroo::flusher::resolve_entries;
 use crate::kangaroo::index::{Entry, Index, SlotId};
 use crate::kangaroo::page::{self, Obj, PAGE, SET_CAPACITY};
-use crate::kangaroo::rrip::{self, FAR, LONG, NEAR};
-use crate::kangaroo::tag_of;
+use crate::kangaroo::rrip::{self, Evicted, FAR, LONG, NEAR};
+use crate::kangaroo::{tag_of, SetChurn};
 use crate::object::key_hash;
 use crate::persist::{self, Kind, Shape};
 use crate::Result;
@@ -85,12 +85,19 @@ pub struct FairyWrenStats {
     pub cold_eu_erases: u64,
     pub hot_victim_live_pages: u64,
     pub cold_victim_live_pages: u64,
-    /// FwLog objects dropped by threshold admission, and those readmitted because they were
-    /// read while in FwLog.
+    /// FwLog objects dropped by threshold admission (and their bytes as they would take on
+    /// a set page), and those readmitted because they were read while in FwLog.
     pub objects_dropped: u64,
+    pub objects_dropped_bytes: u64,
     pub objects_readmitted: u64,
     /// Objects dropped because FwSets had no free unit (the reserve should prevent it).
     pub emergency_evictions: u64,
+    /// Of the set evictions (`set_evicted_*` below), those at hot/cold re-splits.
+    pub resplit_evicted_objects: u64,
+    pub resplit_evicted_bytes: u64,
+    /// What FwSets' rewrites took in from FwLog, wrote (every subset page) and evicted.
+    #[serde(flatten)]
+    pub churn: SetChurn,
 }
 
 /// DRAM by structure, in bytes, measured from their allocations.
@@ -556,7 +563,12 @@ impl FairyWren {
                     self.f.objects_readmitted += 1;
                     self.readmits.push(o);
                 }
-                _ => {
+                Some(o) => {
+                    self.f.objects_dropped += 1;
+                    self.f.objects_dropped_bytes += o.kset_cost() as u64;
+                    self.stats.evictions += 1;
+                }
+                None => {
                     self.f.objects_dropped += 1;
                     self.stats.evictions += 1;
                 }
@@ -650,6 +662,7 @@ impl FairyWren {
             }
         }
         self.f.objects_packed += incoming.len() as u64;
+        self.f.churn.incoming(&incoming);
         match why {
             Why::Gc(sub) => {
                 self.f.gc_updates += 1;
@@ -708,6 +721,11 @@ impl FairyWren {
             for (i, c) in cold.into_iter().enumerate() {
                 writes.push((i as u32 + 1, c, before[i + 1]));
             }
+            self.f.resplit_evicted_objects += evicted.len() as u64;
+            self.f.resplit_evicted_bytes += evicted
+                .iter()
+                .map(|e| e.obj.kset_cost() as u64)
+                .sum::<u64>();
             evicted
         } else {
             let had_incoming = !incoming.is_empty();
@@ -725,8 +743,13 @@ impl FairyWren {
             }
             evicted
         };
+        for e in &evicted {
+            self.f.churn.evicted(&e.obj, e.incoming);
+        }
+        let evicted = evicted.len();
         self.stats.evictions += evicted as u64;
         for (sub, objs, before) in writes {
+            self.f.churn.written(&objs);
             self.f.emergency_evictions +=
                 self.sets
                     .write(&mut self.store, &self.span, set, sub, &objs, before)?
@@ -745,7 +768,7 @@ fn resplit_subsets(
     cold: Vec<Obj>,
     incoming: Vec<Obj>,
     cold_pages: usize,
-) -> (Vec<Obj>, Vec<Vec<Obj>>, usize) {
+) -> (Vec<Obj>, Vec<Vec<Obj>>, Vec<Evicted>) {
     let mut pool: Vec<Obj> = hot;
     pool.extend(cold.into_iter().map(|mut o| {
         if o.rrip != NEAR {
@@ -770,23 +793,33 @@ fn resplit_subsets(
             None => rest.push(o),
         }
     }
-    let mut left: Vec<Obj> = rest.iter().chain(&incoming).cloned().collect();
+    // The objects the hot subset cannot hold, with their predictions before the merge aged
+    // them.
+    let mut left: Vec<Evicted> = rest
+        .iter()
+        .map(|o| (o, false))
+        .chain(incoming.iter().map(|o| (o, true)))
+        .map(|(o, incoming)| Evicted {
+            obj: o.clone(),
+            incoming,
+        })
+        .collect();
     let (hot_out, _) = rrip::merge(rest, incoming);
     // What the hot subset cannot hold fills the cold pages' room before it is evicted: a cold
     // page holding only the objects read since the last re-split is often part empty, and
     // leaving it so costs the cache capacity (the objects stay a cold cycle, then are aged and
     // judged again). Nearest predictions first.
-    left.retain(|o| !hot_out.iter().any(|h| h.key == o.key));
-    left.sort_by_key(|o| o.rrip);
-    let mut evicted = 0;
-    for o in left {
-        let c = o.kset_cost();
+    left.retain(|e| !hot_out.iter().any(|h| h.key == e.obj.key));
+    left.sort_by_key(|e| e.obj.rrip);
+    let mut evicted = Vec::new();
+    for e in left {
+        let c = e.obj.kset_cost();
         match used.iter().position(|&u| u + c <= SET_CAPACITY) {
             Some(p) => {
                 used[p] += c;
-                cold_out[p].push(o);
+                cold_out[p].push(e.obj);
             }
-            None => evicted += 1,
+            None => evicted.push(e),
         }
     }
     (hot_out, cold_out, evicted)
@@ -953,5 +986,46 @@ impl Engine for FairyWren {
         self.preflash.set_state(rng);
         (self.log, self.index, self.store, self.sets) = (log, index, store, sets);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kangaroo::rrip::obj;
+
+    /// A re-split places every object once: in the hot subset, a cold page, or the evicted
+    /// list, which says which of them came in from FwLog with this update.
+    #[test]
+    fn resplit_places_every_object_once_and_names_evicted_newcomers() {
+        let hot: Vec<Obj> = (0..6).map(|i| obj(&format!("h{i}"), FAR, 600)).collect();
+        let cold: Vec<Obj> = (0..6).map(|i| obj(&format!("c{i}"), NEAR, 600)).collect();
+        let incoming: Vec<Obj> = (0..6).map(|i| obj(&format!("n{i}"), LONG, 900)).collect();
+        let all: Vec<Vec<u8>> = hot
+            .iter()
+            .chain(&cold)
+            .chain(&incoming)
+            .map(|o| o.key.clone())
+            .collect();
+        let (new_hot, new_cold, evicted) = resplit_subsets(hot, cold, incoming, 1);
+        let mut placed: Vec<Vec<u8>> = new_hot
+            .iter()
+            .chain(new_cold.iter().flatten())
+            .map(|o| o.key.clone())
+            .chain(evicted.iter().map(|e| e.obj.key.clone()))
+            .collect();
+        placed.sort();
+        let mut want = all;
+        want.sort();
+        assert_eq!(placed, want);
+        assert!(!evicted.is_empty());
+        for e in &evicted {
+            assert_eq!(e.incoming, e.obj.key[0] == b'n', "{:?}", e.obj.key);
+        }
+        // The cold page holds the objects read since they were written.
+        assert!(new_cold[0].iter().all(|o| o.key[0] == b'c'));
+        for page in new_cold.iter().chain([&new_hot]) {
+            assert!(page.iter().map(Obj::kset_cost).sum::<usize>() <= SET_CAPACITY);
+        }
     }
 }

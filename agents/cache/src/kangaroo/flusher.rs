@@ -145,6 +145,8 @@ impl Kangaroo {
                     }
                 }
                 self.k.objects_dropped += dropped.len() as u64;
+                self.k.objects_dropped_bytes +=
+                    dropped.iter().map(|o| o.kset_cost() as u64).sum::<u64>();
                 // An older copy of a dropped object in the set must not resurface: where there
                 // is one, the newer copy replaces it.
                 if (!dropped.is_empty() || !drop_tags.is_empty())

@@ -26,6 +26,7 @@ pub struct KSet {
     pub objects: u64,
     pub set_writes: u64,
     pub evictions: u64,
+    pub churn: rrip::SetChurn,
 }
 
 /// What a lookup found.
@@ -51,6 +52,7 @@ impl KSet {
             objects: 0,
             set_writes: 0,
             evictions: 0,
+            churn: rrip::SetChurn::default(),
         }
     }
 
@@ -171,11 +173,16 @@ impl KSet {
         if incoming.is_empty() && existing.len() == before && !parsed.corrupt {
             return Ok(false);
         }
+        self.churn.incoming(&incoming);
         let (keep, evicted) = rrip::merge(existing, incoming);
+        self.churn.written(&keep);
+        for e in &evicted {
+            self.churn.evicted(&e.obj, e.incoming);
+        }
         let buf = page::encode_kset(&keep);
         span.write(self.offset(set), &buf, self.handle)?;
         self.set_writes += 1;
-        self.evictions += evicted as u64;
+        self.evictions += evicted.len() as u64;
         self.objects = self.objects.saturating_sub(before as u64) + keep.len() as u64;
         self.blooms
             .rebuild(set as usize, keep.iter().map(|o| key_hash(&o.key)));

@@ -37,6 +37,7 @@ use index::{Entry, Index, SlotId};
 use klog::KLog;
 use kset::KSet;
 use page::Obj;
+pub use rrip::SetChurn;
 
 use std::io::{Read, Write};
 
@@ -77,11 +78,16 @@ pub struct KangarooStats {
     pub objects_moved: u64,
     pub objects_dropped: u64,
     pub objects_readmitted: u64,
+    /// Bytes of the objects dropped at the threshold (as they would take on a set page).
+    pub objects_dropped_bytes: u64,
     /// Set writes made only so that a dropped object's older copy does not resurface.
     pub kset_replacements: u64,
     /// KLog entries evicted because they could not be told apart from a removed object's dead
     /// copy (same page and tag) or their page was damaged.
     pub collateral_evictions: u64,
+    /// What KSet's rewrites took in, wrote and evicted.
+    #[serde(flatten)]
+    pub churn: SetChurn,
 }
 
 /// DRAM by structure, in bytes, measured from their allocations.
@@ -246,6 +252,7 @@ impl Kangaroo {
             klog_segment_writes: self.klog.segment_writes,
             kset_set_writes: self.kset.set_writes,
             collateral_evictions: self.collateral_evictions,
+            churn: self.kset.churn,
             ..self.k.clone()
         }
     }

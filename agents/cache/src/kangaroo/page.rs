@@ -182,6 +182,11 @@ pub fn klog_remove(page: &mut [u8], key: &[u8]) -> usize {
 
 /// Encodes a set from objects in on-flash order. The caller has checked they fit.
 pub fn encode_kset(objs: &[Obj]) -> Vec<u8> {
+    encode_kset_refs(&objs.iter().collect::<Vec<_>>())
+}
+
+/// [`encode_kset`] of objects held elsewhere.
+pub fn encode_kset_refs(objs: &[&Obj]) -> Vec<u8> {
     let mut page = Vec::with_capacity(PAGE);
     page.extend_from_slice(&(objs.len() as u16).to_le_bytes());
     page.extend(objs.iter().map(|o| o.rrip));

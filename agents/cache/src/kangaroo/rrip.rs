@@ -13,23 +13,71 @@ pub fn on_klog_hit(rrip: u8) -> u8 {
     rrip.saturating_sub(1)
 }
 
+/// Objects and bytes (on the page, RRIP byte included) that set rewrites take in from the
+/// log, write, and evict: where the objects a set holds come from and which ones it loses.
+/// Kept per engine so cachebench can set FairyWREN's sets beside Kangaroo's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SetChurn {
+    pub set_incoming_objects: u64,
+    pub set_incoming_bytes: u64,
+    pub set_written_objects: u64,
+    pub set_written_bytes: u64,
+    /// Evicted at a rewrite, and of those the ones that came in with it (never held).
+    pub set_evicted_objects: u64,
+    pub set_evicted_bytes: u64,
+    pub set_evicted_incoming_objects: u64,
+    pub set_evicted_incoming_bytes: u64,
+}
+
+impl SetChurn {
+    pub fn incoming(&mut self, objs: &[Obj]) {
+        self.set_incoming_objects += objs.len() as u64;
+        self.set_incoming_bytes += bytes(objs);
+    }
+
+    pub fn written(&mut self, objs: &[Obj]) {
+        self.set_written_objects += objs.len() as u64;
+        self.set_written_bytes += bytes(objs);
+    }
+
+    pub fn evicted(&mut self, o: &Obj, was_incoming: bool) {
+        let c = o.kset_cost() as u64;
+        self.set_evicted_objects += 1;
+        self.set_evicted_bytes += c;
+        if was_incoming {
+            self.set_evicted_incoming_objects += 1;
+            self.set_evicted_incoming_bytes += c;
+        }
+    }
+}
+
+fn bytes(objs: &[Obj]) -> u64 {
+    objs.iter().map(|o| o.kset_cost() as u64).sum()
+}
+
+/// An object a merge evicted, and whether it was one of the incoming ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub obj: Obj,
+    pub incoming: bool,
+}
+
 /// Merges a set's current objects (`existing`, hit bits already applied as NEAR) with objects
 /// moving in from KLog. Returns the objects to write, FAR first (so the DRAM hit bits, which
-/// cover the first positions of a set, track the objects closest to eviction), and how many
-/// were evicted.
+/// cover the first positions of a set, track the objects closest to eviction), and the
+/// objects evicted.
 ///
 /// When everything fits nothing is aged or evicted. Otherwise all predictions are aged until
 /// one reaches FAR, and the set is filled from NEAR to FAR, ties going to objects already in
 /// the set.
-pub fn merge(existing: Vec<Obj>, incoming: Vec<Obj>) -> (Vec<Obj>, usize) {
+pub fn merge(existing: Vec<Obj>, incoming: Vec<Obj>) -> (Vec<Obj>, Vec<Evicted>) {
     let total: usize = existing.iter().chain(&incoming).map(Obj::kset_cost).sum();
-    let n = existing.len() + incoming.len();
     let mut all: Vec<(Obj, bool)> = existing
         .into_iter()
         .map(|o| (o, true))
         .chain(incoming.into_iter().map(|o| (o, false)))
         .collect();
-    let mut evicted = 0;
+    let mut evicted = Vec::new();
     if total > SET_CAPACITY {
         let max = all.iter().map(|(o, _)| o.rrip).max().unwrap_or(FAR);
         let age = FAR - max.min(FAR);
@@ -38,33 +86,39 @@ pub fn merge(existing: Vec<Obj>, incoming: Vec<Obj>) -> (Vec<Obj>, usize) {
         }
         all.sort_by_key(|(o, existing)| (o.rrip, !*existing));
         let mut used = 0;
-        all.retain(|(o, _)| {
+        let mut kept = Vec::with_capacity(all.len());
+        for (o, existing) in all {
             let c = o.kset_cost();
             if used + c <= SET_CAPACITY {
                 used += c;
-                true
+                kept.push((o, existing));
             } else {
-                false
+                evicted.push(Evicted {
+                    obj: o,
+                    incoming: !existing,
+                });
             }
-        });
-        evicted = n - all.len();
+        }
+        all = kept;
     }
     let mut keep: Vec<Obj> = all.into_iter().map(|(o, _)| o).collect();
     keep.sort_by_key(|o| std::cmp::Reverse(o.rrip));
     (keep, evicted)
 }
 
+/// An object of `size` value bytes, for tests of merges.
+#[cfg(test)]
+pub(crate) fn obj(k: &str, rrip: u8, size: usize) -> Obj {
+    Obj {
+        key: k.into(),
+        value: vec![0; size],
+        rrip,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn obj(k: &str, rrip: u8, size: usize) -> Obj {
-        Obj {
-            key: k.into(),
-            value: vec![0; size],
-            rrip,
-        }
-    }
 
     #[test]
     fn fits_without_eviction_far_first() {
@@ -72,7 +126,7 @@ mod tests {
             vec![obj("a", 1, 10), obj("b", 7, 10)],
             vec![obj("c", LONG, 10)],
         );
-        assert_eq!(ev, 0);
+        assert!(ev.is_empty());
         assert_eq!(
             keep.iter().map(|o| o.rrip).collect::<Vec<_>>(),
             vec![7, 6, 1]
@@ -91,7 +145,9 @@ mod tests {
             obj("D", 2, size),
         ];
         let (keep, ev) = merge(existing, vec![obj("F", 3, size)]);
-        assert_eq!(ev, 1);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].obj.key, b"A");
+        assert!(!ev[0].incoming);
         let mut keys: Vec<_> = keep
             .iter()
             .map(|o| String::from_utf8(o.key.clone()).unwrap())
@@ -107,7 +163,8 @@ mod tests {
             vec![obj("old", 5, size)],
             vec![obj("new1", 5, size), obj("new2", 5, size)],
         );
-        assert_eq!(ev, 1);
+        assert_eq!(ev.len(), 1);
+        assert!(ev[0].incoming);
         assert!(keep.iter().any(|o| o.key == b"old"));
     }
 }
