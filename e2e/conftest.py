@@ -47,6 +47,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ProcessExited(AssertionError):
+    """What a wait was for can no longer happen: the process that would do it is gone."""
+
+
 def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05) -> Any:
     """Poll until predicate returns something truthy; fail naming what never happened. The
     timeout only turns a hang into a failure: keep it generous (tests assert no durations)."""
@@ -57,6 +61,8 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 30.0, int
             value = predicate()
             if value:
                 return value
+        except ProcessExited:
+            raise
         except Exception as exc:  # the thing we wait for may not be up yet
             last_error = exc
         time.sleep(interval)
@@ -215,11 +221,15 @@ class Cluster:
             },
         )
         proc.start()
-        wait_for(
-            f"{name}'s /readyz",
-            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200,
-            timeout=60,
-        )
+
+        def ready() -> bool:
+            if not proc.running:
+                raise ProcessExited(f"{name} exited before it was ready; its log ends:\n{proc.text()[-3000:]}")
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+
+        # A hang guard only: start-up on a loaded 2-CPU machine (a CI run beside other work)
+        # has taken over a minute.
+        wait_for(f"{name}'s /readyz", ready, timeout=180)
         return proc
 
     def start_agent(self, host_id: str) -> Process:

@@ -14,7 +14,7 @@ use crate::classify::{Classifier, Selector, TenantSpec};
 use crate::fuse::SwitchFs;
 use crate::Switch;
 
-pub use fuser::BackgroundSession;
+pub use lachesis_fusering::Session as BackgroundSession;
 
 /// Name of the state directory kept at the root of the backing directory, hidden from the
 /// namespace (as `lachesis-fs mount` does without `--state-dir`).
@@ -126,7 +126,7 @@ pub fn mount(
     switch: Arc<Switch>,
     classifier: Classifier,
     threads: usize,
-) -> io::Result<fuser::BackgroundSession> {
+) -> io::Result<BackgroundSession> {
     let fs = SwitchFs::new(
         backing,
         switch,
@@ -134,7 +134,15 @@ pub fn mount(
         true,
         Some(STATE_DIR.to_string()),
     )?;
-    fuser::spawn_mount(fs, mountpoint, &crate::fuse::mount_config(threads.max(1)))
+    // The agent mounts with the kernel's default: io_uring where it is switched on.
+    let transport = crate::fuse::FuseTransport::Auto
+        .resolve(threads)
+        .map_err(io::Error::other)?;
+    BackgroundSession::start(
+        mountpoint,
+        crate::fuse::mount_config(transport),
+        Arc::new(lachesis_fusering::Dispatcher::new(fs)),
+    )
 }
 
 #[cfg(test)]

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::{
-    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+use lachesis_fusering::{
+    AccessFlags, BackingId, Connection, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionConfig, TimeOrNow, Transport, WriteFlags,
 };
 
 use crate::classify::Classifier;
@@ -44,20 +44,69 @@ enum Handle {
     },
 }
 
+/// Which way the kernel's FUSE requests reach the switch (`--fuse-transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuseTransport {
+    /// io_uring when the kernel has it switched on, else `/dev/fuse`.
+    Auto,
+    /// FUSE over io_uring (Linux 6.14+, `enable_uring` on); refused if the kernel has it off.
+    Uring,
+    /// Worker threads reading `/dev/fuse`.
+    Dev,
+}
+
+/// The module parameter that lets FUSE connections move to io_uring.
+pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+impl FuseTransport {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "uring" => Ok(Self::Uring),
+            "dev" => Ok(Self::Dev),
+            _ => Err(format!("{s:?}: one of auto, uring, dev")),
+        }
+    }
+
+    /// The transport for `threads` request threads: over io_uring, as many threads per CPU
+    /// queue as make `threads` in all, one request each (the switch's answers block on IO,
+    /// so a request should wait only when every thread of its CPU is busy).
+    pub fn resolve(self, threads: usize) -> Result<Transport, String> {
+        let on = std::fs::read_to_string(ENABLE_URING).is_ok_and(|v| v.trim() == "Y");
+        let uring = match self {
+            Self::Dev => false,
+            Self::Auto => on,
+            Self::Uring if on => true,
+            Self::Uring => {
+                return Err(format!(
+                    "uring: the kernel has FUSE over io_uring off or lacks it ({ENABLE_URING} is \
+                     not Y; as root: echo Y > {ENABLE_URING})"
+                ))
+            }
+        };
+        let threads = threads.max(1);
+        Ok(if uring {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Transport::Uring {
+                depth: 1,
+                threads: threads.div_ceil(cpus),
+            }
+        } else {
+            Transport::Dev { threads }
+        })
+    }
+}
+
 /// The FUSE session settings every Lachesis mount uses (standalone and in the agent): the
-/// kernel checks permissions (`default_permissions`), every user may use the mount, and each
-/// worker thread gets its own `/dev/fuse` clone so requests are served in parallel.
-pub fn mount_config(threads: usize) -> fuser::Config {
-    let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![
-        fuser::MountOption::FSName("lachesis".into()),
-        fuser::MountOption::Subtype("lachesis".into()),
-        fuser::MountOption::DefaultPermissions,
-    ];
-    cfg.acl = fuser::SessionACL::All;
-    cfg.n_threads = Some(threads);
-    cfg.clone_fd = true;
-    cfg
+/// kernel checks permissions (`default_permissions`), every user may use the mount, 1 MiB
+/// writes, and `transport` (see [`FuseTransport::resolve`]).
+pub fn mount_config(transport: Transport) -> SessionConfig {
+    SessionConfig {
+        transport,
+        max_write: 1 << 20,
+        name: "lachesis".into(),
+        default_permissions: true,
+    }
 }
 
 pub struct SwitchFs {
@@ -486,7 +535,7 @@ fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
 }
 
 impl Filesystem for SwitchFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+    fn init(&self, _conn: &Connection, config: &mut KernelConfig) -> io::Result<()> {
         if self.passthrough && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH) {
             let ok = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
                 && config.set_max_stack_depth(2).is_ok();
@@ -551,10 +600,6 @@ impl Filesystem for SwitchFs {
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         let r = (|| -> Result<FileAttr, Errno> {
@@ -1044,7 +1089,7 @@ impl Filesystem for SwitchFs {
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
-        _flags: fuser::CopyFileRangeFlags,
+        _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
         // The reply counts in 32 bits: a longer copy is a short one, which callers repeat.
@@ -1141,7 +1186,7 @@ impl Filesystem for SwitchFs {
         }
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // default_permissions: the kernel checked already.
         reply.ok();
     }

@@ -99,6 +99,11 @@ struct MountArgs {
     /// FUSE worker threads.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// How the kernel's FUSE requests arrive: `uring` (FUSE over io_uring, per-CPU queues;
+    /// Linux 6.14+ with /sys/module/fuse/parameters/enable_uring = Y), `dev` (threads reading
+    /// /dev/fuse), or `auto` (uring when the kernel has it on, else dev).
+    #[arg(long, default_value = "auto", value_parser = lachesis_fs::fuse::FuseTransport::parse)]
+    fuse_transport: lachesis_fs::fuse::FuseTransport,
     /// A request to a remote endpoint (tcp://) unanswered this long fails with EIO.
     #[arg(long, default_value_t = 5000)]
     remote_timeout_ms: u64,
@@ -166,6 +171,7 @@ fn mount(args: MountArgs) -> ExitCode {
         stats,
         no_passthrough,
         threads,
+        fuse_transport,
         remote_timeout_ms,
         forward_key_file,
         dirty_expire_ms,
@@ -198,6 +204,10 @@ fn mount(args: MountArgs) -> ExitCode {
     if threads == 0 {
         return usage_error("--threads must be at least 1");
     }
+    let transport = match fuse_transport.resolve(threads) {
+        Ok(t) => t,
+        Err(e) => return usage_error(format!("--fuse-transport {e}")),
+    };
     // The flags' tenants, then the file's.
     let all_tenants = |file: &Option<PathBuf>| -> Result<Vec<TenantSpec>, String> {
         let mut t = tenants.clone();
@@ -257,14 +267,17 @@ fn mount(args: MountArgs) -> ExitCode {
         Ok(f) => f.with_dirty_expire(Duration::from_millis(dirty_expire_ms)),
         Err(e) => return usage_error(format!("--backing {}: {e}", backing.display())),
     };
-    let session =
-        match fuser::spawn_mount(fs, &mountpoint, &lachesis_fs::fuse::mount_config(threads)) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("lachesis-fs: mounting {}: {e}", mountpoint.display());
-                return ExitCode::from(1);
-            }
-        };
+    let session = match lachesis_fusering::Session::start(
+        &mountpoint,
+        lachesis_fs::fuse::mount_config(transport),
+        Arc::new(lachesis_fusering::Dispatcher::new(fs)),
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lachesis-fs: mounting {}: {e}", mountpoint.display());
+            return ExitCode::from(1);
+        }
+    };
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -303,6 +316,7 @@ fn mount(args: MountArgs) -> ExitCode {
             // n + 1 was not renamed yet when it looked, so n + 2 is taken after it looked.
             let mut stats = switch.stats();
             stats["snapshot"] = snapshot.into();
+            stats["fuse"] = fuse_stats(&session);
             snapshot += 1;
             let body = serde_json::to_vec_pretty(&stats).unwrap_or_default();
             if std::fs::write(&tmp, body)
@@ -320,6 +334,17 @@ fn mount(args: MountArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Which way FUSE requests came, for the stats file: the transport and each path's count.
+fn fuse_stats(session: &lachesis_fusering::Session) -> serde_json::Value {
+    let c = session.counters();
+    serde_json::json!({
+        "transport": session.transport_name(),
+        "dev_requests": c.dev_requests.load(Ordering::Relaxed),
+        "ring_requests": c.ring_requests.load(Ordering::Relaxed),
+        "ring_error": c.ring_error(),
+    })
 }
 
 /// Opens every `--device NAME=SPEC` (see `MountArgs::devices`).

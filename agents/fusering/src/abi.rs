@@ -11,19 +11,34 @@ pub mod op {
     pub const LOOKUP: u32 = 1;
     pub const FORGET: u32 = 2;
     pub const GETATTR: u32 = 3;
+    pub const SETATTR: u32 = 4;
+    pub const READLINK: u32 = 5;
+    pub const SYMLINK: u32 = 6;
+    pub const MKNOD: u32 = 8;
+    pub const MKDIR: u32 = 9;
+    pub const UNLINK: u32 = 10;
+    pub const RMDIR: u32 = 11;
+    pub const RENAME: u32 = 12;
+    pub const LINK: u32 = 13;
     pub const OPEN: u32 = 14;
     pub const READ: u32 = 15;
     pub const WRITE: u32 = 16;
     pub const STATFS: u32 = 17;
     pub const RELEASE: u32 = 18;
+    pub const FSYNC: u32 = 20;
     pub const FLUSH: u32 = 25;
     pub const INIT: u32 = 26;
     pub const OPENDIR: u32 = 27;
     pub const READDIR: u32 = 28;
     pub const RELEASEDIR: u32 = 29;
+    pub const ACCESS: u32 = 34;
+    pub const CREATE: u32 = 35;
     pub const INTERRUPT: u32 = 36;
     pub const DESTROY: u32 = 38;
     pub const BATCH_FORGET: u32 = 42;
+    pub const FALLOCATE: u32 = 43;
+    pub const RENAME2: u32 = 45;
+    pub const COPY_FILE_RANGE: u32 = 47;
 }
 
 /// `fuse_init_in.flags` / `fuse_init_out.flags` bits (the low word; `flags2` is the high).
@@ -66,14 +81,16 @@ pub const STATFS_OUT: usize = 80;
 /// kernel hands it apart (`op_in`), so the two transports give a handler the same split.
 pub fn fixed_arg_len(opcode: u32) -> usize {
     match opcode {
-        op::GETATTR => 16,
-        op::OPEN | op::OPENDIR => 8,
+        op::GETATTR | op::MKNOD | op::FSYNC | op::CREATE | op::RENAME2 => 16,
+        op::OPEN | op::OPENDIR | op::MKDIR | op::RENAME | op::LINK | op::ACCESS => 8,
+        op::FORGET | op::BATCH_FORGET | op::INTERRUPT => 8,
         op::READ | op::WRITE | op::READDIR => 40,
         op::RELEASE | op::RELEASEDIR | op::FLUSH => 24,
-        op::FORGET => 8,
-        op::BATCH_FORGET => 8,
+        op::FALLOCATE => 32,
+        op::COPY_FILE_RANGE => 56,
         op::INIT => 64,
-        op::INTERRUPT => 8,
+        op::SETATTR => 88,
+        // LOOKUP, SYMLINK, UNLINK, RMDIR: names only; READLINK, STATFS, DESTROY: nothing.
         _ => 0,
     }
 }

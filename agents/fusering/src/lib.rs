@@ -24,16 +24,27 @@
 
 pub mod abi;
 mod devloop;
+pub mod dispatch;
+pub mod fs;
 mod mount;
 pub mod probe;
 mod ring;
 mod session;
 
 pub use abi::InHeader;
+pub use dispatch::Dispatcher;
+pub use fs::*;
 pub use session::{Counters, Session, SessionConfig, Transport};
 
 /// Answers requests. Both transports call it from several threads at once.
 pub trait Handler: Send + Sync + 'static {
+    /// At INIT: what the kernel offered is in `config`; ask for capabilities there. `conn`
+    /// is the connection's `/dev/fuse`, for passthrough.
+    fn init(&self, conn: Connection, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = (conn, config);
+        Ok(())
+    }
+
     /// Answers one request: `arg` is the opcode's fixed argument (`fuse_read_in`, ...),
     /// `payload` the rest (a name, write data). Writes the reply's body into `out` (as large as
     /// the connection's largest reply) and returns its length, or a positive errno.

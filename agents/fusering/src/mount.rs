@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Opens `/dev/fuse` and mounts a connection on it at `mountpoint`.
-pub(crate) fn mount(mountpoint: &Path, name: &str) -> io::Result<File> {
+pub(crate) fn mount(mountpoint: &Path, name: &str, default_permissions: bool) -> io::Result<File> {
     let dev = OpenOptions::new()
         .read(true)
         .write(true)
@@ -18,8 +18,13 @@ pub(crate) fn mount(mountpoint: &Path, name: &str) -> io::Result<File> {
     let source = CString::new(name)?;
     let fstype = CString::new(format!("fuse.{name}"))?;
     let data = CString::new(format!(
-        "fd={},rootmode=40000,user_id=0,group_id=0,allow_other",
-        dev.as_raw_fd()
+        "fd={},rootmode=40000,user_id=0,group_id=0,allow_other{}",
+        dev.as_raw_fd(),
+        if default_permissions {
+            ",default_permissions"
+        } else {
+            ""
+        }
     ))?;
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.
     let rc = unsafe {

@@ -110,27 +110,39 @@ fn both_transports_answer_and_io_uring_falls_back_when_refused() {
     // io_uring on: once `start` returns every request goes through the queues.
     {
         let _on = Param::set("Y");
-        mounted(Transport::Uring { depth: 4 }, |mnt, c| {
-            assert!(c.uring_offered.load(Ordering::Relaxed));
-            assert_eq!(c.ring_error(), None);
-            assert!(c.ring_entries.load(Ordering::Relaxed) >= 4);
-            let dev_before = c.dev_requests.load(Ordering::Relaxed);
-            let reads = read_back(mnt);
-            // Each read_at is at least one READ; open, lookup and getattr come on top.
-            assert!(c.ring_requests.load(Ordering::Relaxed) >= reads);
-            assert_eq!(c.dev_requests.load(Ordering::Relaxed), dev_before);
-        });
+        mounted(
+            Transport::Uring {
+                depth: 4,
+                threads: 1,
+            },
+            |mnt, c| {
+                assert!(c.uring_offered.load(Ordering::Relaxed));
+                assert_eq!(c.ring_error(), None);
+                assert!(c.ring_entries.load(Ordering::Relaxed) >= 4);
+                let dev_before = c.dev_requests.load(Ordering::Relaxed);
+                let reads = read_back(mnt);
+                // Each read_at is at least one READ; open, lookup and getattr come on top.
+                assert!(c.ring_requests.load(Ordering::Relaxed) >= reads);
+                assert_eq!(c.dev_requests.load(Ordering::Relaxed), dev_before);
+            },
+        );
     }
 
     // io_uring off in the kernel: the connection is not offered it and /dev/fuse serves.
     {
         let _off = Param::set("N");
-        mounted(Transport::Uring { depth: 4 }, |mnt, c| {
-            assert!(!c.uring_offered.load(Ordering::Relaxed));
-            assert!(c.ring_error().is_some());
-            read_back(mnt);
-            assert_eq!(c.ring_requests.load(Ordering::Relaxed), 0);
-            assert!(c.dev_requests.load(Ordering::Relaxed) > 0);
-        });
+        mounted(
+            Transport::Uring {
+                depth: 4,
+                threads: 1,
+            },
+            |mnt, c| {
+                assert!(!c.uring_offered.load(Ordering::Relaxed));
+                assert!(c.ring_error().is_some());
+                read_back(mnt);
+                assert_eq!(c.ring_requests.load(Ordering::Relaxed), 0);
+                assert!(c.dev_requests.load(Ordering::Relaxed) > 0);
+            },
+        );
     }
 }

@@ -57,7 +57,10 @@ fn main() -> ExitCode {
         Mode::Dev => Transport::Dev {
             threads: args.threads,
         },
-        Mode::Uring => Transport::Uring { depth: args.depth },
+        Mode::Uring => Transport::Uring {
+            depth: args.depth,
+            threads: 1,
+        },
     };
     let cfg = SessionConfig {
         transport,
