@@ -86,7 +86,16 @@ PJD_DIRS = {
     "plain": "a directory no rule touches",
     "wt": "a write-through DRAM cache stage",
     "wb": "a write-back flash cache stage (loc)",
+    "wb-uring": "a write-back flash cache stage (loc), its requests over FUSE over io_uring",
 }
+# The module switches FUSE over io_uring on for its run (and back after): the `-uring` runs
+# mount with `--fuse-transport uring`, the others with `dev` (the fallback every kernel has),
+# and the agent's mount (`auto`) takes io_uring.
+ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
+
+
+def transport_of(name: str) -> str:
+    return "uring" if name.endswith("-uring") else "dev"
 
 
 def seed_for(name: str) -> int:
@@ -178,7 +187,7 @@ class Lab:
         self.prove_pool = ThreadPoolExecutor(len(PJD_DIRS), thread_name_prefix="prove")
         # The foreground tests' runs on the backing file system, not queued behind the matrix.
         self.ref_pool = ThreadPoolExecutor(2, thread_name_prefix="reference")
-        self.fsx_runs: dict[tuple[str, str, bool], tuple[Mount, Future]] = {}
+        self.fsx_runs: dict[tuple[str, str, bool, str], tuple[Mount, Future]] = {}
         self.pjd_runs: dict[str, tuple[Mount, Future]] = {}
         self.launched = False
         self.t0 = time.monotonic()
@@ -205,7 +214,7 @@ class Lab:
         d.chmod(0o755)
         return d
 
-    def mount(self, name: str, items: list, flash: bool, extra: list[str] = ()) -> Mount:
+    def mount(self, name: str, items: list, flash: bool, extra: list[str] = (), transport: str = "dev") -> Mount:
         base = self.dir(name)
         device = []
         if flash:
@@ -214,7 +223,7 @@ class Lab:
             img = (SHM / f"{self.base.name}-{name.replace('/', '-')}.img") if SHM.is_dir() else base / "flash0.img"
             self.devices.append(img)
             device = ["--device", f"flash0={img}:{DEVICE_BYTES // MiB}MiB"]
-        m = Mount(base, items, extra=[*device, *extra])
+        m = Mount(base, items, extra=[*device, "--fuse-transport", transport, *extra])
         self.mounts.append(m)
         m.start()
         return m
@@ -267,6 +276,9 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(tools: Path) -> Iterator[Lab]:
+    require(ENABLE_URING.exists(), f"{ENABLE_URING} (a kernel with FUSE over io_uring, 6.14+)")
+    uring_was = ENABLE_URING.read_text().strip()
+    ENABLE_URING.write_text("Y")
     base = Path(tempfile.mkdtemp(prefix="lachesis-conformance-", dir="/tmp"))
     base.chmod(0o755)
     lab = Lab(base, tools)
@@ -274,6 +286,7 @@ def lab(tools: Path) -> Iterator[Lab]:
         yield lab
     finally:
         lab.close()
+        ENABLE_URING.write_text(uring_was)
         if os.environ.get("LACHESIS_CONFORMANCE_KEEP"):
             print(f"\nconformance: kept {base}")
         else:
@@ -285,11 +298,23 @@ def lab(tools: Path) -> Iterator[Lab]:
 # O_DIRECT (-Z) through the DRAM and the log engines, the two that resize in place.
 DIRECT_ENGINES = ("dram", "loc")
 SLOWEST_FIRST = ("fairywren", "kangaroo", "hybrid-fairywren", "hybrid", "loc", "dram")
-FSX_MATRIX = [(e, m, False) for e in ENGINES for m in MODES] + [(e, m, True) for e in DIRECT_ENGINES for m in MODES]
+FSX_MATRIX = [(e, m, False, "dev") for e in ENGINES for m in MODES] + [
+    (e, m, True, "dev") for e in DIRECT_ENGINES for m in MODES
+]
+# Over FUSE over io_uring: the write-back log stage, buffered and O_DIRECT.
+FSX_MATRIX += [("loc", "back", False, "uring"), ("loc", "back", True, "uring")]
 
 
-def fsx_id(engine: str, mode: str, direct: bool) -> str:
-    return f"{engine}-{mode}{'-direct' if direct else ''}"
+def fsx_id(engine: str, mode: str, direct: bool, transport: str = "dev") -> str:
+    return f"{engine}-{mode}{'-direct' if direct else ''}{'-uring' if transport == 'uring' else ''}"
+
+
+def assert_took_io_uring(m: Mount, what: str) -> None:
+    """The mount's stats say its requests came over io_uring (not the /dev/fuse fallback)."""
+    fuse = (m.stats() or {}).get("fuse", {})
+    assert fuse.get("transport") == "uring" and fuse.get("ring_requests", 0) > 0, (
+        f"{what}: the mount was to take FUSE over io_uring, its stats say {fuse}"
+    )
 
 
 def launch(lab: Lab, items: list[pytest.Item]) -> None:
@@ -299,44 +324,56 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
     lab.launched = True
     mine = [i for i in items if i.module is not None and i.module.__name__ == __name__ and hasattr(i, "callspec")]
     fsx = [
-        (i.callspec.params["engine"], i.callspec.params["mode"], i.callspec.params["direct"])
+        (
+            i.callspec.params["engine"],
+            i.callspec.params["mode"],
+            i.callspec.params["direct"],
+            i.callspec.params["transport"],
+        )
         for i in mine
         if i.originalname == "test_fsx"
     ]
     pjd = [i.callspec.params["where"] for i in mine if i.originalname == "test_pjdfstest"]
-    if pjd:
-        m = lab.mount(
-            "pjdfstest",
-            [
-                stage_rule("wt", 10, stage("cache/wt", "dram", 4 * MiB, "through"), prefix="/wt"),
-                stage_rule("wb", 10, stage("cache/wb", "loc", 4 * MiB, "back"), prefix="/wb"),
-            ],
-            flash=True,
-        )
-        for where in pjd:
-            (m.mnt / where).mkdir(exist_ok=True)
-            lab.pjd_runs[where] = (m, lab.submit(lab.prove_pool, f"pjdfstest /{where}", pjdfstest, lab, m.mnt / where))
-    # One mount per engine (and O_DIRECT or not), a directory per write mode, each its stage.
-    groups: dict[tuple[str, bool], list[str]] = {}
-    for engine, mode, direct in fsx:
-        groups.setdefault((engine, direct), []).append(mode)
+    pjd_mounts: dict[str, Mount] = {}
+    for where in pjd:
+        transport = transport_of(where)
+        if transport not in pjd_mounts:
+            pjd_mounts[transport] = lab.mount(
+                "pjdfstest" + ("-uring" if transport == "uring" else ""),
+                [
+                    stage_rule("wt", 10, stage("cache/wt", "dram", 4 * MiB, "through"), prefix="/wt"),
+                    stage_rule("wb", 10, stage("cache/wb", "loc", 4 * MiB, "back"), prefix="/wb"),
+                ],
+                flash=True,
+                transport=transport,
+            )
+        m = pjd_mounts[transport]
+        d = m.mnt / where.removesuffix("-uring")
+        d.mkdir(exist_ok=True)
+        lab.pjd_runs[where] = (m, lab.submit(lab.prove_pool, f"pjdfstest /{where}", pjdfstest, lab, d))
+    # One mount per engine (and O_DIRECT or not, and transport), a directory per write mode,
+    # each its stage.
+    groups: dict[tuple[str, bool, str], list[str]] = {}
+    for engine, mode, direct, transport in fsx:
+        groups.setdefault((engine, direct, transport), []).append(mode)
     mounts = {}
-    for (engine, direct), modes in groups.items():
-        mounts[(engine, direct)] = m = lab.mount(
-            f"fsx-{engine}{'-direct' if direct else ''}",
+    for (engine, direct, transport), modes in groups.items():
+        mounts[(engine, direct, transport)] = m = lab.mount(
+            f"fsx-{engine}{'-direct' if direct else ''}{'-uring' if transport == 'uring' else ''}",
             [
                 stage_rule(mode, 10, stage(f"cache/{mode}", engine, ENGINES[engine], mode), prefix=f"/{mode}")
                 for mode in modes
             ],
             flash=engine != "dram",
             extra=["--dirty-expire-ms", "500"],
+            transport=transport,
         )
         for mode in modes:
             (m.mnt / mode).mkdir()
     # The slowest first (the tiny-object engines store a block as four objects), so the pool
     # ends together.
-    for engine, mode, direct in sorted(fsx, key=lambda p: (p[2], SLOWEST_FIRST.index(p[0]))):
-        m, name = mounts[(engine, direct)], fsx_id(engine, mode, direct)
+    for engine, mode, direct, transport in sorted(fsx, key=lambda p: (p[2], SLOWEST_FIRST.index(p[0]))):
+        m, name = mounts[(engine, direct, transport)], fsx_id(engine, mode, direct, transport)
         seed = seed_for(name)
         argv = fsx_argv(
             lab.fsx,
@@ -347,7 +384,7 @@ def launch(lab: Lab, items: list[pytest.Item]) -> None:
             logdir=lab.dir(f"fsx-logs/{name}"),
             direct=direct,
         )
-        lab.fsx_runs[(engine, mode, direct)] = (
+        lab.fsx_runs[(engine, mode, direct, transport)] = (
             m,
             lab.submit(lab.fsx_pool, f"fsx {name}", run_fsx, name, argv, seed, FSX_TIMEOUT),
         )
@@ -1031,16 +1068,17 @@ def test_fio_verify_4_jobs_while_the_write_back_stage_is_resized(background: Lab
 # ---------------------------------------------------------------- fsx through every engine and mode
 
 
-@pytest.mark.parametrize(("engine", "mode", "direct"), FSX_MATRIX, ids=[fsx_id(*p) for p in FSX_MATRIX])
-def test_fsx(background: Lab, engine: str, mode: str, direct: bool) -> None:
-    m, future = background.fsx_runs[(engine, mode, direct)]
+@pytest.mark.parametrize(("engine", "mode", "direct", "transport"), FSX_MATRIX, ids=[fsx_id(*p) for p in FSX_MATRIX])
+def test_fsx(background: Lab, engine: str, mode: str, direct: bool, transport: str) -> None:
+    m, future = background.fsx_runs[(engine, mode, direct, transport)]
     run: FsxRun = future.result()
     st = stage_stats(m, f"cache/{mode}") if m.proc.poll() is None else None
     what = (
         f"fsx through a {engine} stage of {ENGINES[engine] // MiB} MiB, write mode {mode}"
-        f"{', O_DIRECT (-Z)' if direct else ''}, seed {run.seed}, file up to {FILE_TIMES_STAGE * ENGINES[engine] // MiB} MiB"
+        f"{', O_DIRECT (-Z)' if direct else ''}, requests over {transport}, seed {run.seed}, "
+        f"file up to {FILE_TIMES_STAGE * ENGINES[engine] // MiB} MiB"
     )
-    how = f"reproduce: {reproduce(f'test_fsx and {fsx_id(engine, mode, direct)}', run.seed)}\n  fsx: {run.command()}"
+    how = f"reproduce: {reproduce(f'test_fsx and {fsx_id(engine, mode, direct, transport)}', run.seed)}\n  fsx: {run.command()}"
     ok = run.ok  # (a plain bool: pytest would print the whole run's repr)
     assert ok, f"{what}:\n  {run.describe()}\n  stage: {brief(st)}\n  {mount_state(m)}\n  {how}"
     off = run.disabled_by_the_mount(background.fsx_baseline(direct))
@@ -1055,6 +1093,8 @@ def test_fsx(background: Lab, engine: str, mode: str, direct: bool) -> None:
     assert st and st["installed_bytes"] > 0, (
         f"{what}: the stage installed nothing ({brief(st)}): the run tested no cache"
     )
+    if transport == "uring":
+        assert_took_io_uring(m, what)
 
 
 # ---------------------------------------------------------------- pjdfstest
@@ -1064,6 +1104,8 @@ def test_fsx(background: Lab, engine: str, mode: str, direct: bool) -> None:
 def test_pjdfstest(background: Lab, where: str) -> None:
     m, future = background.pjd_runs[where]
     res: ProveResult = future.result()
+    if transport_of(where) == "uring":
+        assert_took_io_uring(m, f"pjdfstest in /{where}")
     tests = background.tools / "pjdfstest" / "tests"
     files = len(list(tests.rglob("*.t")))
     if res.ok:
