@@ -21,7 +21,9 @@ Measured, as medians over the runs:
   over --idle-s before the runs says how much of that is background;
 - Redis memory per host: INFO used_memory before enrolment, once every host acked (ACL user,
   streams, desired and heartbeat keys, and the buffers of the agents' two connections, shown
-  apart: mem_clients_normal) and after the runs, over the hosts.
+  apart: mem_clients_normal) and after the runs, over the hosts; after each run also (on
+  stderr) with the connection buffers and the entries of all streams per host, so that growth
+  over many rollouts shows where it is.
 Progress on stderr, a Markdown table on stdout (or with --json one JSON object: `{"runs":
 [{"replicas", "agents", "rollout_p50_s", "rollout_p99_s", "controller_cpu_s_per_rollout",
 "redis_bytes_per_host"}]}`, the Redis bytes per host being those after the runs, nulls for a
@@ -170,6 +172,15 @@ class Deployment:
         info = self.cluster.redis().info("memory")
         return int(info["used_memory"]), int(info["mem_clients_normal"])
 
+    def stream_entries(self) -> int:
+        """Entries in all of Redis's streams (the agents' streams and the hosts' inboxes)."""
+        redis = self.cluster.redis()
+        keys = list(redis.scan_iter(match="*", count=1000, _type="stream"))
+        pipe = redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.xlen(key)
+        return sum(pipe.execute())
+
     def scalar(self, query: str, **params: object) -> object:
         with self.db.connect() as connection:
             return connection.execute(text(query), params).scalar()
@@ -277,7 +288,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def one_run(dep: Deployment, apis: list[httpx.Client], rollouts: int, start_priority: int) -> dict[str, float]:
+def one_run(
+    dep: Deployment, apis: list[httpx.Client], rollouts: int, start_priority: int, memory_before: int, agents: int
+) -> dict[str, float]:
     latencies, quiesce, install = [], [], []
     cpu0, redis0, pg0 = dep.controller_cpu(), dep.redis_cpu(), dep.postgres_cpu()
     for i in range(rollouts):
@@ -304,6 +317,10 @@ def one_run(dep: Deployment, apis: list[httpx.Client], rollouts: int, start_prio
         "controller_cpu_s": (dep.controller_cpu() - cpu0) / rollouts,
         "redis_cpu_s": (dep.redis_cpu() - redis0) / rollouts,
         "postgres_cpu_s": (dep.postgres_cpu() - pg0) / rollouts,
+        # After the run, to see whether Redis memory per host stays flat run after run.
+        "redis_bytes_per_host_now": (dep.redis_memory()[0] - memory_before) / agents,
+        "redis_client_bytes_per_host_now": dep.redis_memory()[1] / agents,
+        "stream_entries_per_host_now": dep.stream_entries() / agents,
     }
 
 
@@ -362,7 +379,7 @@ def scenario(args: argparse.Namespace, replicas: int, pg_class: type, bindir: Pa
             runs = []
             for run in range(args.runs):
                 print(f"  run {run + 1}/{args.runs}: {args.rollouts} rollouts", file=sys.stderr, flush=True)
-                result = one_run(dep, apis, args.rollouts, 2 + run * args.rollouts)
+                result = one_run(dep, apis, args.rollouts, 2 + run * args.rollouts, memory_before[0], args.agents)
                 print("    " + ", ".join(f"{k}={v:.3f}" for k, v in result.items()), file=sys.stderr, flush=True)
                 runs.append(result)
             memory_after = dep.redis_memory()

@@ -173,3 +173,16 @@ def test_a_shared_render_still_checks_each_host_id(sessions: sessionmaker[Sessio
             renderer.message(target.rollout, target.state, "not a host id!", 1, engine.INSTALL, quiesce=None, restores=None)  # fmt: skip
         with pytest.raises(ValueError):
             renderer.message(target.rollout, target.state, target.host_id, 0, engine.INSTALL, quiesce=None, restores=None)  # fmt: skip
+
+
+def test_no_host_ids_targets_every_host(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        rollout, publications = engine.start_rollout(
+            session, cause="test", trigger="tenant", host_ids=None, now=utcnow(), timeout_s=30, traceparent=None
+        )
+        by_host = {t.host_id: t for t in rollout.targets}
+        assert sorted(by_host) == HOSTS and all(t.generation == 1 for t in by_host.values())
+        assert {p.host_id: p.message for p in publications} == {
+            h: one_by_one(by_host[h], engine.INSTALL) for h in HOSTS
+        }
+        assert all(h.desired_generation == 1 for h in session.scalars(select(Host)))
