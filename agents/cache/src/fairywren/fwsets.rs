@@ -31,6 +31,8 @@ pub fn stream(sub: u32) -> usize {
 /// A subset read back: its objects (RRIP hit bits folded in) and whether it was damaged.
 pub struct Subset {
     pub objs: Vec<Obj>,
+    /// Whether each object was read since the page was written (its prediction is then NEAR).
+    pub hit: Vec<bool>,
     pub corrupt: bool,
 }
 
@@ -138,11 +140,15 @@ impl FwSets {
         let Some(buf) = self.read_page(store, span, set, sub)? else {
             return Ok(Subset {
                 objs: Vec::new(),
+                hit: Vec::new(),
                 corrupt: false,
             });
         };
         let parsed = page::parse_kset(&buf);
         let (hits, row) = (&self.hits, self.owner(set, sub) as usize);
+        let hit: Vec<bool> = (0..parsed.objs.len())
+            .map(|i| i < hits.width() && hits.get(row, i))
+            .collect();
         let objs = parsed
             .objs
             .iter()
@@ -150,15 +156,12 @@ impl FwSets {
             .map(|(i, o)| Obj {
                 key: o.key.to_vec(),
                 value: o.value.to_vec(),
-                rrip: if i < hits.width() && hits.get(row, i) {
-                    NEAR
-                } else {
-                    parsed.rrip[i]
-                },
+                rrip: if hit[i] { NEAR } else { parsed.rrip[i] },
             })
             .collect();
         Ok(Subset {
             objs,
+            hit,
             corrupt: parsed.corrupt,
         })
     }

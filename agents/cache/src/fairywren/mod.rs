@@ -691,7 +691,12 @@ impl FairyWren {
         for sub in 0..self.sets.subsets() {
             let read = self.sets.read(&self.store, &self.span, set, sub)?;
             let before = read.objs.len();
-            let kept: Vec<Obj> = read.objs.into_iter().filter(|o| !goes(o)).collect();
+            let kept: Vec<(Obj, bool)> = read
+                .objs
+                .into_iter()
+                .zip(read.hit)
+                .filter(|(o, _)| !goes(o))
+                .collect();
             let changed = kept.len() != before || read.corrupt;
             pages.push((kept, before, changed));
         }
@@ -714,9 +719,10 @@ impl FairyWren {
             self.f.resplits += 1;
             let before: Vec<usize> = pages.iter().map(|p| p.1).collect();
             let mut it = pages.into_iter().map(|p| p.0);
-            let hot = it.next().unwrap_or_default();
+            let hot = it.next().unwrap_or_default().into_iter().map(|(o, _)| o);
+            let cold = age_unread(it.flatten().collect());
             let (new_hot, cold, evicted) =
-                resplit_subsets(hot, it.flatten().collect(), incoming, before.len() - 1);
+                resplit_subsets(hot.collect(), cold, incoming, before.len() - 1);
             writes.push((HOT, new_hot, before[0]));
             for (i, c) in cold.into_iter().enumerate() {
                 writes.push((i as u32 + 1, c, before[i + 1]));
@@ -731,6 +737,7 @@ impl FairyWren {
             let had_incoming = !incoming.is_empty();
             let mut it = pages.into_iter().enumerate();
             let (_, (hot, hot_before, hot_changed)) = it.next().expect("the hot subset");
+            let hot = hot.into_iter().map(|(o, _)| o).collect();
             let (keep, evicted) = rrip::merge(hot, incoming);
             if had_incoming || hot_changed || why == Why::Gc(HOT) {
                 writes.push((HOT, keep, hot_before));
@@ -738,7 +745,7 @@ impl FairyWren {
             for (sub, (cold, before, changed)) in it {
                 let sub = sub as u32;
                 if changed || why == Why::Gc(sub) {
-                    writes.push((sub, cold, before));
+                    writes.push((sub, cold.into_iter().map(|(o, _)| o).collect(), before));
                 }
             }
             evicted
@@ -759,10 +766,22 @@ impl FairyWren {
     }
 }
 
-/// The hot/cold re-split (Fig. 9): objects read since they were written (RRIP below LONG
-/// after ageing) fill the cold subset, most popular first; the rest, with the incoming
-/// objects, form the hot subset, RRIParoo evicting what does not fit. Cold objects not read
-/// since the last re-split age by one step, so they drift back to the hot subset.
+/// Cold objects at a re-split: those not read since their page was written age by one step,
+/// so they drift back to the hot subset, whatever their prediction (one read once and never
+/// again must not stay NEAR for good); those read are NEAR.
+fn age_unread(cold: Vec<(Obj, bool)>) -> Vec<Obj> {
+    cold.into_iter()
+        .map(|(mut o, hit)| {
+            o.rrip = if hit { NEAR } else { (o.rrip + 1).min(FAR) };
+            o
+        })
+        .collect()
+}
+
+/// The hot/cold re-split (Fig. 9): objects read since they were written (RRIP below LONG;
+/// the caller has aged the cold objects not read since their page was written) fill the
+/// cold subset, most popular first; the rest, with the incoming objects, form the hot
+/// subset, RRIParoo evicting what does not fit.
 fn resplit_subsets(
     hot: Vec<Obj>,
     cold: Vec<Obj>,
@@ -770,12 +789,7 @@ fn resplit_subsets(
     cold_pages: usize,
 ) -> (Vec<Obj>, Vec<Vec<Obj>>, Vec<Evicted>) {
     let mut pool: Vec<Obj> = hot;
-    pool.extend(cold.into_iter().map(|mut o| {
-        if o.rrip != NEAR {
-            o.rrip = (o.rrip + 1).min(FAR);
-        }
-        o
-    }));
+    pool.extend(cold);
     pool.sort_by_key(|o| o.rrip);
     let mut cold_out: Vec<Vec<Obj>> = vec![Vec::new(); cold_pages];
     let mut used = vec![0; cold_pages];
@@ -993,6 +1007,19 @@ impl Engine for FairyWren {
 mod tests {
     use super::*;
     use crate::kangaroo::rrip::obj;
+
+    /// Unread cold objects age at a re-split, NEAR ones too; read ones are NEAR.
+    #[test]
+    fn unread_cold_objects_age_even_from_near() {
+        let aged = age_unread(vec![
+            (obj("stale", NEAR, 10), false),
+            (obj("mid", 3, 10), false),
+            (obj("far", FAR, 10), false),
+            (obj("read", 4, 10), true),
+        ]);
+        let rrip: Vec<u8> = aged.iter().map(|o| o.rrip).collect();
+        assert_eq!(rrip, vec![1, 4, FAR, NEAR]);
+    }
 
     /// A re-split places every object once: in the hot subset, a cold page, or the evicted
     /// list, which says which of them came in from FwLog with this update.
