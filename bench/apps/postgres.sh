@@ -17,9 +17,11 @@
 #   JSON=FILE                               also write the results as JSON
 #   KEEP=1                                  keep the work directory (logs, data directories)
 #   LACHESIS_FS_BIN                         lachesis-fs [default: agents/target/release, built here]
+#   FUSE_TRANSPORT=auto                     lachesis-fs --fuse-transport (auto, uring, dev); uring
+#                                           needs /sys/module/fuse/parameters/enable_uring = Y
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-T="${T:-60}"; SCALE="${SCALE:-10}"; CLIENTS="${CLIENTS:-4}"
+T="${T:-60}"; SCALE="${SCALE:-10}"; CLIENTS="${CLIENTS:-4}"; FUSE_TRANSPORT="${FUSE_TRANSPORT:-auto}"
 STAGE_BYTES="${STAGE_BYTES:-268435456}"; MAX_DIRTY_BYTES="${MAX_DIRTY_BYTES:-67108864}"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 say() { printf 'postgres.sh: %s\n' "$*" >&2; }
@@ -61,7 +63,7 @@ cat > "$WORK/rules.json" <<EOF
 EOF
 "$LACHESIS_FS_BIN" mount --backing "$WORK/backing" --mountpoint "$WORK/mnt" --rules "$WORK/rules.json" \
   --device "flash0=$WORK/flash0.img:$((STAGE_BYTES * 4))" --tenant "pg=uid:$PG_UID" \
-  --stats "$WORK/stats.json" > "$WORK/fs.log" 2>&1 &
+  --stats "$WORK/stats.json" --fuse-transport "$FUSE_TRANSPORT" > "$WORK/fs.log" 2>&1 &
 MOUNT_PID=$!
 for _ in $(seq 300); do mountpoint -q "$WORK/mnt" && break; kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.1; done
 mountpoint -q "$WORK/mnt" || { cat "$WORK/fs.log" >&2; die "lachesis-fs did not mount"; }
@@ -130,7 +132,7 @@ for name in mount stage; do
 done
 BACKING[backing]="-"
 
-echo "Run: $(date -u '+%Y-%m-%d %H:%M') UTC; $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)); Linux $(uname -r); $("$PG_BIN/postgres" --version); lachesis-fs $LACHESIS_FS_BIN; T=$T SCALE=$SCALE CLIENTS=$CLIENTS STAGE_BYTES=$STAGE_BYTES MAX_DIRTY_BYTES=$MAX_DIRTY_BYTES"
+echo "Run: $(date -u '+%Y-%m-%d %H:%M') UTC; $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)); Linux $(uname -r); $("$PG_BIN/postgres" --version); lachesis-fs $LACHESIS_FS_BIN (FUSE transport $FUSE_TRANSPORT, enable_uring $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null || echo absent)); T=$T SCALE=$SCALE CLIENTS=$CLIENTS STAGE_BYTES=$STAGE_BYTES MAX_DIRTY_BYTES=$MAX_DIRTY_BYTES"
 echo
 echo "| data directory | pgbench -i -s $SCALE (s) | tps (-c $CLIENTS -T $T) | vs backing | pg_amcheck --heapallindexed | pg_checksums --check | backing copy after unmount |"
 echo "|---|---|---|---|---|---|---|"

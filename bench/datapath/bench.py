@@ -145,7 +145,21 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--size", default="256M")
     ap.add_argument("--jobs", default="1,2", help="fio numjobs settings, comma-separated")
+    ap.add_argument(
+        "--fuse-transport",
+        choices=("auto", "uring", "dev"),
+        default="auto",
+        help="lachesis-fs --fuse-transport; uring switches the kernel's enable_uring on for the run",
+    )
     args = ap.parse_args()
+    uring_param = Path("/sys/module/fuse/parameters/enable_uring")
+    uring_was = uring_param.read_text().strip() if uring_param.exists() else None
+    if args.fuse_transport == "uring" and uring_was is not None:
+        uring_param.write_text("Y")
+    print(
+        f"FUSE transport: {args.fuse_transport}; load average {os.getloadavg()[0]:.1f} at the start",
+        file=sys.stderr,
+    )
     work = Path(tempfile.mkdtemp(prefix="lachesis-datapath-", dir="/var/tmp"))
     backing, mnt, ep = work / "backing", work / "mnt", work / "ep"
     for d in (backing, mnt, ep):
@@ -165,6 +179,8 @@ def main() -> None:
             str(work / "rules.json"),
             "--device",
             f"flash0={work / 'cache.img'}:768MiB",
+            "--fuse-transport",
+            args.fuse_transport,
         ],
         stdout=log,
         stderr=log,
@@ -190,6 +206,9 @@ def main() -> None:
         # for a mount whose daemon died (ENOTCONN), which would leave the mount behind.
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
+        if uring_was is not None:
+            uring_param.write_text(uring_was)
+        print(f"load average {os.getloadavg()[0]:.1f} at the end", file=sys.stderr)
 
 
 if __name__ == "__main__":

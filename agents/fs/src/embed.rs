@@ -138,11 +138,14 @@ pub fn mount(
     let transport = crate::fuse::FuseTransport::Auto
         .resolve(threads)
         .map_err(io::Error::other)?;
-    BackgroundSession::start(
+    let session = BackgroundSession::start(
         mountpoint,
         crate::fuse::mount_config(transport),
         Arc::new(lachesis_fusering::Dispatcher::new(fs)),
-    )
+    )?;
+    crate::fuse::check_transport(crate::fuse::FuseTransport::Auto, &session)
+        .map_err(io::Error::other)?;
+    Ok(session)
 }
 
 #[cfg(test)]

@@ -97,6 +97,22 @@ impl FuseTransport {
     }
 }
 
+/// After the mount: `uring` asked for and refused by the kernel is an error (the mount is
+/// dropped, so unmounted); refused under `auto` it is logged, and `/dev/fuse` serves.
+pub fn check_transport(
+    wanted: FuseTransport,
+    session: &lachesis_fusering::Session,
+) -> Result<(), String> {
+    let Some(e) = session.counters().ring_error() else {
+        return Ok(());
+    };
+    if wanted == FuseTransport::Uring {
+        return Err(format!("the kernel refused FUSE over io_uring: {e}"));
+    }
+    tracing::warn!("FUSE over io_uring refused ({e}); requests go through /dev/fuse");
+    Ok(())
+}
+
 /// The FUSE session settings every Lachesis mount uses (standalone and in the agent): the
 /// kernel checks permissions (`default_permissions`), every user may use the mount, 1 MiB
 /// writes, and `transport` (see [`FuseTransport::resolve`]).

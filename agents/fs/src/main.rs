@@ -278,6 +278,10 @@ fn mount(args: MountArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = lachesis_fs::fuse::check_transport(fuse_transport, &session) {
+        eprintln!("lachesis-fs: --fuse-transport {e}");
+        return ExitCode::from(1);
+    }
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
