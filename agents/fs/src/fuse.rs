@@ -889,24 +889,21 @@ impl Filesystem for SwitchFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let r = (|| {
-            let h = self.handle(fh)?;
-            let mut buf = vec![0u8; size as usize];
-            let n = match &*h {
-                Handle::Switched(ctx) => self.switch.read(ctx, &mut buf, offset),
-                Handle::Passthrough { file, .. } => file.read_at(&mut buf, offset),
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        // Into the reply's own buffer: no buffer per read.
+        reply.fill(size as usize, |buf| {
+            match &*h {
+                Handle::Switched(ctx) => self.switch.read(ctx, buf, offset),
+                Handle::Passthrough { file, .. } => file.read_at(buf, offset),
             }
             .map_err(|e| {
                 tracing::warn!(fh = fh.0, offset, size, "read failed: {e}");
                 errno(e)
-            })?;
-            buf.truncate(n);
-            Ok(buf)
-        })();
-        match r {
-            Ok(b) => reply.data(&b),
-            Err(e) => reply.error(e),
-        }
+            })
+        })
     }
 
     fn write(

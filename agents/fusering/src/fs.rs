@@ -414,6 +414,17 @@ impl ReplyData<'_> {
     pub fn data(self, data: &[u8]) {
         self.0.bytes(data)
     }
+    /// Answers with the first bytes of a zeroed `size`-byte buffer that `f` fills in place
+    /// (the reply buffer itself: no buffer of its own and no copy); `f` returns how many.
+    pub fn fill(self, size: usize, f: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) {
+        let n = size.min(self.0.out.len());
+        let buf = &mut self.0.out[..n];
+        buf.fill(0);
+        match f(buf) {
+            Ok(k) => self.0.ok(k.min(n)),
+            Err(e) => self.0.error(e),
+        }
+    }
     pub fn error(self, e: Errno) {
         self.0.error(e)
     }
