@@ -399,17 +399,26 @@ impl FopenFlags {
     }
 }
 
-pub struct ReplyEmpty<'a>(pub(crate) Sink<'a>);
+/// A reply type over a [`Sink`], with the `error` every reply has.
+macro_rules! reply {
+    ($name:ident) => {
+        pub struct $name<'a>(pub(crate) Sink<'a>);
+        impl $name<'_> {
+            pub fn error(self, e: Errno) {
+                self.0.error(e)
+            }
+        }
+    };
+}
+
+reply!(ReplyEmpty);
 impl ReplyEmpty<'_> {
     pub fn ok(self) {
         self.0.ok(0)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyData<'a>(pub(crate) Sink<'a>);
+reply!(ReplyData);
 impl ReplyData<'_> {
     pub fn data(self, data: &[u8]) {
         self.0.bytes(data)
@@ -425,23 +434,17 @@ impl ReplyData<'_> {
             Err(e) => self.0.error(e),
         }
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyEntry<'a>(pub(crate) Sink<'a>);
+reply!(ReplyEntry);
 impl ReplyEntry<'_> {
     pub fn entry(self, ttl: &Duration, attr: &FileAttr, generation: Generation) {
         entry_out(self.0.out, ttl, attr, generation);
         self.0.ok(abi::ENTRY_OUT)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyAttr<'a>(pub(crate) Sink<'a>);
+reply!(ReplyAttr);
 impl ReplyAttr<'_> {
     pub fn attr(self, ttl_: &Duration, attr: &FileAttr) {
         let b = &mut *self.0.out;
@@ -450,12 +453,9 @@ impl ReplyAttr<'_> {
         attr.encode(&mut b[16..]);
         self.0.ok(abi::ATTR_OUT)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyOpen<'a>(pub(crate) Sink<'a>);
+reply!(ReplyOpen);
 impl ReplyOpen<'_> {
     pub fn open_backing(&self, file: &File) -> io::Result<BackingId> {
         self.0.conn.open_backing(file)
@@ -468,12 +468,9 @@ impl ReplyOpen<'_> {
         open_out(self.0.out, fh, flags.0, Some(id));
         self.0.ok(abi::OPEN_OUT)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyCreate<'a>(pub(crate) Sink<'a>);
+reply!(ReplyCreate);
 impl ReplyCreate<'_> {
     pub fn open_backing(&self, file: &File) -> io::Result<BackingId> {
         self.0.conn.open_backing(file)
@@ -512,24 +509,18 @@ impl ReplyCreate<'_> {
         open_out(&mut self.0.out[abi::ENTRY_OUT..], fh, flags.0, id);
         self.0.ok(abi::ENTRY_OUT + abi::OPEN_OUT)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyWrite<'a>(pub(crate) Sink<'a>);
+reply!(ReplyWrite);
 impl ReplyWrite<'_> {
     pub fn written(self, size: u32) {
         self.0.out[..abi::WRITE_OUT].fill(0);
         put_u32(self.0.out, 0, size);
         self.0.ok(abi::WRITE_OUT)
     }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
-    }
 }
 
-pub struct ReplyStatfs<'a>(pub(crate) Sink<'a>);
+reply!(ReplyStatfs);
 impl ReplyStatfs<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn statfs(
@@ -554,9 +545,6 @@ impl ReplyStatfs<'_> {
         put_u32(b, 44, namelen);
         put_u32(b, 48, frsize);
         self.0.ok(abi::STATFS_OUT)
-    }
-    pub fn error(self, e: Errno) {
-        self.0.error(e)
     }
 }
 
