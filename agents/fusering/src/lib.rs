@@ -1,13 +1,13 @@
-//! FUSE over io_uring (Linux 6.14+, `CONFIG_FUSE_IO_URING`), with the `/dev/fuse` read loop
-//! as the fallback: a transport that mounts a FUSE connection, negotiates it, and hands each
-//! request to a [`Handler`] the same way whichever path it came by.
+//! FUSE for `lachesis-fs`: over io_uring (Linux 6.14+, `CONFIG_FUSE_IO_URING`), with the
+//! `/dev/fuse` read loop as the fallback. [`Session`] mounts a connection, negotiates it and
+//! hands each request to a [`Handler`] the same way whichever path it came by;
+//! [`Dispatcher`] is the handler that decodes requests for a [`Filesystem`].
 //!
-//! Why a crate of its own: fuser (the FUSE library `lachesis-fs` is built on) has no io_uring
-//! transport and keeps its request parser and reply sender private, so a transport cannot be
-//! added from outside it. This crate is that transport, small enough to read in one sitting;
-//! `fusering-probe` (src/bin) puts a trivial file system on it to measure what the transport
-//! itself costs per request, each path against the other in the same run
-//! (`bench/datapath/transport.py`).
+//! Why a crate of its own: fuser (the FUSE library `lachesis-fs` was first written on) has no
+//! io_uring transport and keeps its request parser and reply sender private, so a transport
+//! could not be added from outside it. `fusering-probe` (src/bin) puts a trivial file system on
+//! the transport to measure what it costs per request, each path against the other in the same
+//! run (`bench/datapath/transport.py`).
 //!
 //! How a request travels (kernel `Documentation/filesystems/fuse-io-uring.rst`):
 //!
