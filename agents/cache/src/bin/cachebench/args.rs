@@ -151,6 +151,11 @@ pub struct Args {
     /// Probability that a missed object is inserted (all engines; matches write budgets).
     #[arg(long, default_value_t = 1.0)]
     pub admit: f64,
+    /// Admission by reuse: a missed object is set only if missed before while its trace is in
+    /// a table of this many 1-byte key fingerprints (0: off; see `admission.rs`). With
+    /// --admit, both must agree. Its DRAM is reported as `admission_dram_bytes`.
+    #[arg(long, default_value_t = 0)]
+    pub admit_reuse: usize,
     /// Share of requests (from the start) not measured, at least: the warm-up goes on until
     /// every device address the cache uses was written and every log evicts.
     #[arg(long, default_value_t = 0.25)]

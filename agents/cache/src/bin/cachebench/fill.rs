@@ -121,6 +121,7 @@ pub fn run(args: &Args, sizes: SizeDist) -> Result<Report, RunError> {
         wall,
         &bench,
         judgement,
+        0,
     );
     r.fill = Some(Fill {
         target_objects: target,

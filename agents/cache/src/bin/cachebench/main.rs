@@ -1,6 +1,7 @@
 //! lachesis-cachebench: a trace or synthetic workload through a real cache engine on the
 //! simulated FDP SSD. See `args.rs` for the flags, `report.rs` for what is measured.
 
+mod admission;
 mod args;
 mod engines;
 mod fill;
@@ -234,6 +235,7 @@ fn run(
     let mut at_mid = None;
     let mut mid = u64::MAX;
     let mut admit_rng = Zipf::new(1, 0.0, args.seed ^ 0xad).expect("valid");
+    let mut reuse = (args.admit_reuse > 0).then(|| admission::ReuseFilter::new(args.admit_reuse));
     let start = Instant::now();
     let mut measured_start = start;
     for i in 0..total {
@@ -263,7 +265,8 @@ fn run(
                     }
                     None => {
                         c.misses += 1;
-                        if args.admit >= 1.0 || admit_rng.uniform() < args.admit {
+                        let reused = reuse.as_mut().is_none_or(|f| f.admit(key));
+                        if reused && (args.admit >= 1.0 || admit_rng.uniform() < args.admit) {
                             let v = value_for(key, size);
                             let t = Instant::now();
                             bench.engine.set(&kb, &v)?;
@@ -323,5 +326,6 @@ fn run(
         wall,
         &bench,
         judgement,
+        reuse.as_ref().map_or(0, |f| f.dram_bytes()),
     ))
 }

@@ -61,6 +61,8 @@ pub struct Report {
     pub dram_bytes: usize,
     pub objects: u64,
     pub dram_bits_per_object: f64,
+    /// --admit-reuse: the driver's table of fingerprints (not in dram_bytes).
+    pub admission_dram_bytes: usize,
     pub ops_per_s: f64,
     /// Gets (sets) per second of time spent inside get (set): one core each.
     pub gets_per_s: f64,
@@ -95,6 +97,7 @@ pub fn build(
     wall: Duration,
     bench: &Bench,
     steady: Judgement,
+    admission_dram_bytes: usize,
 ) -> Report {
     let gets = c.gets - c0.gets;
     let misses = c.misses - c0.misses;
@@ -160,6 +163,7 @@ pub fn build(
         dram_bytes: dram,
         objects,
         dram_bits_per_object: ratio(dram as f64 * 8.0, objects as f64),
+        admission_dram_bytes,
         ops_per_s: ratio(measured as f64, wall.as_secs_f64()),
         gets_per_s: ratio(gets as f64, get_t),
         sets_per_s: ratio((c.sets - c0.sets) as f64, set_t),
