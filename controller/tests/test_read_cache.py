@@ -5,9 +5,12 @@ through another."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from conftest import TENANT, rule_body, secured_client
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, event, text
 
+from lachesis_controller.api.read_cache import Answer, ReadCache, SharedLookup
 from lachesis_controller.app import create_app
 from lachesis_controller.config import Settings
 
@@ -45,6 +49,18 @@ def tables_read(run: list[str]) -> list[str]:
     return re.findall(r"\bFROM (tenants|rules|read_generations)\b", " ".join(run))
 
 
+def lookups(client: TestClient) -> int:
+    """Counter lookups the client's controller sent on PostgreSQL's own connection (on SQLite
+    the lookup is a statement of the read's transaction, in `statements`)."""
+    counters = client.app.state.read_cache.counters  # type: ignore[attr-defined]
+    return 0 if counters is None else int(counters.lookups)
+
+
+def counter_reads(client: TestClient, run: list[str], since: int) -> int:
+    """Counter lookups since `since` (lookups() then), whichever way they were made."""
+    return tables_read(run).count("read_generations") + lookups(client) - since
+
+
 def read_all(client: TestClient) -> dict[str, Any]:
     answers = {path: client.get(path) for path in READS}
     for path, answer in answers.items():
@@ -57,13 +73,14 @@ def test_a_repeated_read_runs_only_the_counter_lookup(replicas: tuple[TestClient
     assert a.post("/api/v1/tenants", json=TENANT).status_code == 201
     assert a.post("/api/v1/rules", json=rule_body("r1")).status_code == 201
     first = {path: a.get(path) for path in READS}
-    run = statements(a)
+    run, since = statements(a), lookups(a)
     for path in READS:
         again = a.get(path)
         assert again.status_code == 200
         assert again.content == first[path].content
         assert again.headers.get("etag") == first[path].headers.get("etag")
-    assert tables_read(run) == ["read_generations"] * len(READS)
+    assert set(tables_read(run)) <= {"read_generations"}
+    assert counter_reads(a, run, since) == len(READS)  # one per read: they come one at a time
 
 
 def test_each_write_through_one_replica_is_read_through_the_other(replicas: tuple[TestClient, TestClient]) -> None:
@@ -134,10 +151,11 @@ def test_a_rolled_back_write_keeps_the_kept_answers(
     assert a.post("/api/v1/tenants", json=TENANT).status_code == 201
     assert [a.get(path).status_code for path in READS[:2]] == [200, 200]  # now kept
     by_hand(settings, "UPDATE tenants SET description = 'never'", commit=False)
-    run = statements(a)
+    run, since = statements(a), lookups(a)
     assert a.get("/api/v1/tenants/web").json()["description"] is None
     assert a.get("/api/v1/tenants").json()[0]["description"] is None
-    assert tables_read(run) == ["read_generations"] * 2
+    assert set(tables_read(run)) <= {"read_generations"}
+    assert counter_reads(a, run, since) == 2
 
 
 def test_a_tenant_token_is_refused_a_kept_rule_of_another_tenant(tmp_path: Path, redis_url: str) -> None:
@@ -156,3 +174,103 @@ def test_a_tenant_token_is_refused_a_kept_rule_of_another_tenant(tmp_path: Path,
         assert admin.get("/api/v1/rules", headers=viewer).json() == []
         assert admin.get("/api/v1/tenants", headers=viewer).json() == [t for t in tenants if t["name"] == "db"]
         assert admin.get("/api/v1/tenants/web", headers=viewer).status_code == 403
+
+
+class Lookups:
+    """A stand-in for the counters' database: each lookup answers its own number once let go."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.go = asyncio.Event()
+        self.fail = False
+
+    async def __call__(self) -> dict[str, int]:
+        self.sent += 1
+        sent = self.sent
+        await self.go.wait()
+        if self.fail:
+            raise OSError("connection lost")
+        return {"tenants": sent}
+
+
+async def settle() -> None:
+    """Let every task that can run, run."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def test_reads_share_a_lookup_sent_after_they_arrived() -> None:
+    async def scenario() -> None:
+        database = Lookups()
+        shared = SharedLookup(database)
+        first = [asyncio.create_task(shared.read()) for _ in range(3)]
+        await settle()  # the three are waiting; the lookup is sent
+        assert database.sent == 1
+        # Arrived after the send: they must not take its answer, which may predate a write
+        # acknowledged before they began.
+        later = [asyncio.create_task(shared.read()) for _ in range(2)]
+        await settle()
+        assert database.sent == 1
+        database.go.set()
+        assert await asyncio.gather(*first) == [{"tenants": 1}] * 3
+        assert await asyncio.gather(*later) == [{"tenants": 2}] * 2
+        assert (database.sent, shared.lookups) == (2, 2)
+        assert await shared.read() == {"tenants": 3}  # alone: a lookup of its own
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_lookup_is_unknown_and_the_next_one_is_sent() -> None:
+    async def scenario() -> None:
+        database = Lookups()
+        database.go.set()
+        database.fail = True
+        shared = SharedLookup(database)
+        assert await shared.read() is None
+        database.fail = False
+        assert await shared.read() == {"tenants": 2}
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_read_leaves_the_others_their_answer() -> None:
+    async def scenario() -> None:
+        database = Lookups()
+        shared = SharedLookup(database)
+        gone, stays = asyncio.create_task(shared.read()), asyncio.create_task(shared.read())
+        await settle()
+        gone.cancel()
+        database.go.set()
+        assert await stays == {"tenants": 1}
+        assert gone.cancelled()
+
+    asyncio.run(scenario())
+
+
+def test_a_read_is_answered_from_the_database_when_the_counters_are_unknown() -> None:
+    # A failed lookup keeps nothing: the next read builds again rather than trust an old copy.
+    async def scenario() -> None:
+        database = Lookups()
+        database.go.set()
+        cache = ReadCache()
+        cache.counters = SharedLookup(database)
+        built: list[int] = []
+
+        def build(_session: Any) -> Answer:
+            built.append(1)
+            return Answer(b"[]")
+
+        def sessions() -> Any:
+            return contextlib.nullcontext(SimpleNamespace(begin=contextlib.nullcontext))
+
+        await cache.answer(sessions, "tenants", (), build)
+        await cache.answer(sessions, "tenants", (), build)  # counter 2: built again
+        database.fail = True
+        await cache.answer(sessions, "tenants", (), build)
+        await cache.answer(sessions, "tenants", (), build)
+        assert len(built) == 4
+        database.fail = False
+        await cache.answer(sessions, "tenants", (), build)
+        assert len(built) == 5 and len(cache) == 1
+
+    asyncio.run(scenario())

@@ -9,7 +9,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+import types
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -17,6 +18,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from sqlalchemy.engine import Engine, make_url
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lachesis_controller import __version__
 from lachesis_controller.allocation import service as allocation_service
@@ -43,8 +45,8 @@ from lachesis_controller.api import (
     whoami,
 )
 from lachesis_controller.api import detours as detours_api
-from lachesis_controller.api.auth import BearerAuthMiddleware, bearer_scheme
-from lachesis_controller.api.read_cache import ReadCache
+from lachesis_controller.api.auth import READ_METHODS, BearerAuthMiddleware, bearer_scheme
+from lachesis_controller.api.read_cache import PostgresCounters, ReadCache, SharedLookup
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
 from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
 from lachesis_controller.config import Settings
@@ -84,6 +86,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     bus = Bus(redis)
     app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
     app.state.read_bind = read_bind(engine)
+    counters = PostgresCounters(settings.database_url) if engine.dialect.name == "postgresql" else None
+    if counters is not None:
+        app.state.read_cache.counters = SharedLookup(counters)
 
     stop = asyncio.Event()
     app.state.telemetry = TelemetryStore()
@@ -129,6 +134,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 await telemetry_consumer.forget()
         if isinstance(lease, AdvisoryLease):
             lease.dispose()
+        if counters is not None:
+            await app.state.read_cache.counters.close()
+            await counters.close()
         await redis.aclose()
         engine.dispose()
         flush_spans()
@@ -204,6 +212,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
         lifespan=lifespan,
         redoc_url=None,
+        # FastAPI's own OpenTelemetry layer off: the controller's spans are the contrib
+        # instrumentor's (below). The native layer stood aside for it (it finds it in the built
+        # stack) but still wrapped every request, and with reads on a stack of their own it
+        # would not find it there and trace them itself.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     app.state.detours = detour_service.DetourLog()
@@ -251,12 +264,44 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Added first, so it runs after authentication: a caller without a token learns nothing of the limits.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, max_depth=settings.max_body_depth)
     app.add_middleware(BearerAuthMiddleware, token=settings.api_token)
+    untraced = app.build_middleware_stack
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="healthz,livez,readyz,metrics", exclude_spans=["receive", "send"]
     )
+    if not (settings.otel_console or settings.otlp_traces_endpoint):
+        _trace_changes_only(app, untraced)
     # FastAPI's documented way to change the schema it serves is to replace this method.
     app.openapi = _openapi_with_problem_media_type(app)  # type: ignore[method-assign]
     return app
+
+
+class _ByMethod:
+    """Reads to one middleware stack, everything else to the other (pure ASGI: one call, no
+    wrapper around the response)."""
+
+    def __init__(self, reads: ASGIApp, others: ASGIApp) -> None:
+        self.reads, self.others = reads, others
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in READ_METHODS:
+            await self.reads(scope, receive, send)
+        else:
+            await self.others(scope, receive, send)
+
+
+def _trace_changes_only(app: FastAPI, untraced: Callable[[], ASGIApp]) -> None:
+    """With no exporter a span leaves the process only as the trace id of a change's rollout
+    (`traceparent` to the agents, from the caller's own when it sent one). A read makes no
+    rollout, so its span went nowhere, and OpenTelemetry's server span and send wrapper were
+    about a fifth of a cached read's CPU (docs/benchmarks/controller.md, seventh round):
+    reads take the stack without them. Both stacks are built from the same middleware
+    classes and routes; an exporter configured, every request is traced as before."""
+    traced = app.build_middleware_stack
+
+    def build(_app: FastAPI) -> ASGIApp:
+        return _ByMethod(reads=untraced(), others=traced())
+
+    app.build_middleware_stack = types.MethodType(build, app)  # type: ignore[method-assign]
 
 
 def _openapi_with_problem_media_type(app: FastAPI) -> Any:

@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
-from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
-from lachesis_controller.api.read_cache import Answer, ReadCacheDep
+from lachesis_controller.api.read_cache import Answer, cached
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import Principal, require_tenant
 from lachesis_controller.auth.endpoint_roots import confine, file_targets
@@ -181,18 +181,15 @@ async def create_rule(
     response_model_exclude_unset=True,
     summary="All rules in evaluation order (priority, then name)",
 )
-async def list_rules(
-    request: Request, session: ReadSessionDep, principal: PrincipalDep, page: PageDep, cache: ReadCacheDep
-) -> Response:
-    def build() -> Answer:
+async def list_rules(request: Request, principal: PrincipalDep, page: PageDep) -> Response:
+    def build(session: Session) -> Answer:
         query = select(Rule).order_by(Rule.priority, Rule.name)
         if principal.tenant is not None:
             query = query.where(Rule.tenant == principal.tenant)
         items, headers = page.split([rule_out(r) for r in session.scalars(query)], request)
         return Answer(_RULES.dump_json(items, exclude_unset=True), headers)
 
-    with session.begin():
-        return cache.answer(session, "rules", (principal.tenant, request.url.query), build).response()
+    return (await cached(request, "rules", (principal.tenant, request.url.query), build)).response()
 
 
 @router.get(
@@ -201,16 +198,15 @@ async def list_rules(
     response_model_exclude_unset=True,
     responses=problem_responses(403, 404),
 )
-async def get_rule(name: str, session: ReadSessionDep, principal: PrincipalDep, cache: ReadCacheDep) -> Response:
-    def build() -> Answer:
+async def get_rule(name: str, request: Request, principal: PrincipalDep) -> Response:
+    def build(session: Session) -> Answer:
         rule = session.get(Rule, name)
         if rule is None:
             raise not_found("rule", name)
         out = rule_out(rule)
         return Answer(_RULE.dump_json(out, exclude_unset=True), {"ETag": etags.etag_of(out)}, owner=rule.tenant)
 
-    with session.begin():
-        answer = cache.answer(session, "rules", (name,), build)
+    answer = await cached(request, "rules", (name,), build)
     # At every read, kept or not: the answer is the same for every caller, who may see it is not.
     require_tenant(principal, answer.owner, f"read rule {name!r}")
     return answer.response()

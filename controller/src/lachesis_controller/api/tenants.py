@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from lachesis_controller.api import etags
 from lachesis_controller.api.changes import ship
-from lachesis_controller.api.deps import BusDep, PrincipalDep, ReadSessionDep, SessionDep, SettingsDep
+from lachesis_controller.api.deps import BusDep, PrincipalDep, SessionDep, SettingsDep
 from lachesis_controller.api.pagination import PageDep
-from lachesis_controller.api.read_cache import Answer, ReadCacheDep
+from lachesis_controller.api.read_cache import Answer, cached
 from lachesis_controller.auth import audit
 from lachesis_controller.auth.authz import require_tenant
 from lachesis_controller.bus.messages import Classifier
@@ -110,33 +110,29 @@ async def create_tenant(
 
 
 @router.get("", response_model=list[TenantOut])
-async def list_tenants(
-    request: Request, session: ReadSessionDep, principal: PrincipalDep, page: PageDep, cache: ReadCacheDep
-) -> Response:
-    def build() -> Answer:
+async def list_tenants(request: Request, principal: PrincipalDep, page: PageDep) -> Response:
+    def build(session: Session) -> Answer:
         query = select(Tenant).order_by(Tenant.name)
         if principal.tenant is not None:
             query = query.where(Tenant.name == principal.tenant)
         items, headers = page.split([tenant_out(t) for t in session.scalars(query)], request)
         return Answer(_TENANTS.dump_json(items), headers)
 
-    with session.begin():
-        return cache.answer(session, "tenants", (principal.tenant, request.url.query), build).response()
+    return (await cached(request, "tenants", (principal.tenant, request.url.query), build)).response()
 
 
 @router.get("/{name}", response_model=TenantOut, responses=problem_responses(403, 404))
-async def get_tenant(name: str, session: ReadSessionDep, principal: PrincipalDep, cache: ReadCacheDep) -> Response:
+async def get_tenant(name: str, request: Request, principal: PrincipalDep) -> Response:
     require_tenant(principal, name, f"read tenant {name!r}")
 
-    def build() -> Answer:
+    def build(session: Session) -> Answer:
         tenant = session.get(Tenant, name)
         if tenant is None:
             raise not_found("tenant", name)
         out = tenant_out(tenant)
         return Answer(_TENANT.dump_json(out), {"ETag": etags.etag_of(out)})
 
-    with session.begin():
-        return cache.answer(session, "tenants", (name,), build).response()
+    return (await cached(request, "tenants", (name,), build)).response()
 
 
 # How FastAPI would write the response models (read_cache.py keeps the bytes).
