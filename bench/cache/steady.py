@@ -157,7 +157,7 @@ def main(names):
             if not reports:
                 print(
                     f"| {name} | {label} | | | | | | | | | {len(refused)}/{len(SEEDS)}: "
-                    f"{refused[0].replace(chr(10), ' ')} |"
+                    f"{refused[0].replace(chr(10), ' ').replace('|', chr(92) + '|')} |"
                 )
                 continue
             med = lambda k: statistics.median(r[k] for r in reports)  # noqa: B023
