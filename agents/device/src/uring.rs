@@ -671,8 +671,8 @@ pub struct FileReads {
 impl ConcurrentRead for FileReads {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.target.geometry.check_range(offset, buf.len() as u64)?;
-        let n =
-            files::read_full(&self.target.file, buf, offset).map_err(|e| Error::io("read", e))?;
+        let n = files::read_full_as(&self.target.file, self.target.config.direct, buf, offset)
+            .map_err(|e| Error::io("read", e))?;
         // As the ring's reads: a short read is an error, never bytes left as they were.
         if n != buf.len() {
             return Err(Error::ShortTransfer {

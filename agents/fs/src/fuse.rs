@@ -464,12 +464,7 @@ impl SwitchFs {
         };
         let tenant = self.classifier.classify(req.pid(), req.uid(), &ns);
         self.switch.opened(st_ino, &meta);
-        let fh = self.add_handle(Handle::Switched(FileCtx {
-            tenant,
-            path: ns,
-            id: st_ino,
-            backing: Arc::new(file),
-        }));
+        let fh = self.add_handle(Handle::Switched(FileCtx::new(tenant, ns, st_ino, file)));
         Ok((fh, None))
     }
 

@@ -70,6 +70,26 @@ pub struct FileCtx {
     /// The backing file's inode number: the file id of cache keys and logs.
     pub id: u64,
     pub backing: Arc<File>,
+    /// Whether `backing` is open with `O_DIRECT` (then its endpoint copies are too): asked
+    /// once here, not with an `fcntl` per IO.
+    direct: bool,
+}
+
+impl FileCtx {
+    pub fn new(tenant: Option<String>, path: String, id: u64, backing: File) -> Self {
+        FileCtx {
+            tenant,
+            path,
+            id,
+            direct: lachesis_device::uring::files::is_direct(&backing),
+            backing: Arc::new(backing),
+        }
+    }
+
+    /// Whether the backing file is open with `O_DIRECT`.
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
 }
 
 /// The rule table with every rule's route compiled.

@@ -130,6 +130,9 @@ struct KeyState {
 struct State<K, F> {
     held: Held<F>,
     keys: HashMap<K, KeyState>,
+    /// Threads in [`Gate::drain`] waiting for IO to leave: an IO leaving wakes them only when
+    /// there are some (a condvar's notify is a system call, and leaving is on every IO).
+    draining: usize,
 }
 
 impl<K: Hash + Eq + Clone, F: Selects<K>> State<K, F> {
@@ -154,7 +157,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K>> State<K, F> {
 
     /// Decides again, after the held flows changed, which keys they hold.
     fn rehold(&mut self) {
-        let State { held, keys } = self;
+        let State { held, keys, .. } = self;
         for (k, s) in keys.iter_mut() {
             s.held = held.flows.iter().any(|f| f.selects(k));
         }
@@ -261,6 +264,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
             state: Mutex::new(State {
                 held: Held::default(),
                 keys: HashMap::new(),
+                draining: 0,
             }),
             changed: Condvar::new(),
             keep_idle: false,
@@ -392,8 +396,9 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
         true
     }
 
-    /// Applies `f` to the counters of `key`, forgetting them when idle unless kept.
-    fn count_out(&self, key: &K, f: impl FnOnce(&mut FlowCounts)) {
+    /// Applies `f` to the counters of `key`, forgetting them when idle unless kept; whether
+    /// a drain is waiting.
+    fn count_out(&self, key: &K, f: impl FnOnce(&mut FlowCounts)) -> bool {
         let mut state = self.lock();
         if let Some(k) = state.keys.get_mut(key) {
             f(&mut k.counts);
@@ -401,6 +406,7 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
                 state.keys.remove(key);
             }
         }
+        state.draining > 0
     }
 
     /// Stops admitting new IO of `flow` (added to the flows already held). IO already admitted
@@ -459,11 +465,13 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Gate<K, F> {
             if now >= deadline {
                 return false;
             }
+            state.draining += 1;
             state = self
                 .changed
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            state.draining -= 1;
         }
     }
 
@@ -506,8 +514,11 @@ impl<K: Hash + Eq + Clone, F: Selects<K> + PartialEq> Door<K> for Gate<K, F> {
     }
 
     fn leave(&self, key: &K) {
-        self.count_out(key, |c| c.in_flight -= 1);
-        self.changed.notify_all();
+        // A drain counted itself under the lock before waiting, so one that looked at the
+        // in-flight count before this decrement is seen here.
+        if self.count_out(key, |c| c.in_flight -= 1) {
+            self.changed.notify_all();
+        }
     }
 
     fn stop_waiting(&self, key: &K) {
@@ -569,6 +580,27 @@ mod tests {
             }
         );
         assert_eq!(g.counts("r2").admitted, 1);
+    }
+
+    #[test]
+    fn a_waiting_drain_is_woken_by_the_last_io_leaving() {
+        let g = Arc::new(Rules::counting());
+        let r = "r".to_string();
+        let a = admit(&g, Some("r"));
+        g.quiesce(r.clone());
+        let g2 = g.clone();
+        // The timeout only turns a lost wake-up into a failure instead of a hang.
+        let drain =
+            std::thread::spawn(move || g2.drain(&"r".to_string(), Duration::from_secs(600)));
+        let mut polls = 0;
+        while g.lock().draining == 0 {
+            polls += 1;
+            assert!(polls < 60_000, "the drain never waited");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(a);
+        assert!(drain.join().unwrap(), "woken with nothing in flight");
+        assert_eq!(g.lock().draining, 0);
     }
 
     #[test]

@@ -105,7 +105,14 @@ fn check(res: i32) -> io::Result<usize> {
 
 /// Reads until `buf` is full or end of file.
 pub fn read_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
-    if !is_direct(f) {
+    read_full_as(f, is_direct(f), buf, off)
+}
+
+/// [`read_full`] for a file whose `O_DIRECT` flag the caller knows (a hot path saves the
+/// `fcntl` per IO). `direct` may be true for a buffered file (aligned IO works on both),
+/// never false for an `O_DIRECT` one.
+pub fn read_full_as(f: &File, direct: bool, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    if !direct {
         return read_loop(f, buf, off, false);
     }
     if aligned(off, buf.len()) && is_aligned(buf.as_ptr(), 0, ALIGN) {
@@ -155,10 +162,17 @@ fn read_loop(f: &File, buf: &mut [u8], off: u64, direct: bool) -> io::Result<usi
 
 /// Writes `data` at `off` to every file, all in one submission.
 pub fn write_all(files: &[&File], data: &[u8], off: u64) -> io::Result<()> {
-    if !files.iter().any(|f| is_direct(f)) {
+    write_all_as(files, files.iter().any(|f| is_direct(f)), data, off)
+}
+
+/// [`write_all`] for files whose `O_DIRECT` flags the caller knows: `direct` is true when
+/// any of them may be `O_DIRECT` (as [`read_full_as`]).
+pub fn write_all_as(files: &[&File], direct: bool, data: &[u8], off: u64) -> io::Result<()> {
+    if !direct {
         return write_loop(files, data, off);
     }
     if !aligned(off, data.len()) {
+        // Rare (the kernel's O_DIRECT callers align): ask each file.
         let twins = files
             .iter()
             .map(|f| is_direct(f).then(|| buffered_twin(f)).transpose())

@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use lachesis_device::uring::files::read_full;
+use lachesis_device::uring::files::{read_full_as, write_all_as};
 
 use super::{FileCtx, Switch};
 use crate::route::{under, Endpoint, RemoteEndpoint, Route};
@@ -108,7 +108,7 @@ impl End<'_> {
     /// Whether the application opened the file with O_DIRECT (then its backing file has
     /// it, see `fuse.rs`): endpoint copies are written and read with O_DIRECT too.
     fn direct(&self) -> bool {
-        lachesis_device::uring::files::is_direct(&self.ctx.backing)
+        self.ctx.direct()
     }
 
     fn replica_files(&self) -> io::Result<Vec<Arc<File>>> {
@@ -165,10 +165,11 @@ fn adopt_owner(copy: &File, original: &File) -> io::Result<()> {
 impl Backend for End<'_> {
     fn read_at(&self, _file: u64, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let n = match self.route.endpoints.get(self.read_from) {
-            None => return read_full(&self.ctx.backing, buf, off),
+            None => return read_full_as(&self.ctx.backing, self.direct(), buf, off),
             Some(Endpoint::Remote(r)) => r.client.read(&r.path_of(&self.ctx.path), buf, off)?,
-            Some(Endpoint::Local(d)) => read_full(
+            Some(Endpoint::Local(d)) => read_full_as(
                 &*self.sw.endpoint_file(d, self.ctx, self.direct())?,
+                self.direct(),
                 buf,
                 off,
             )?,
@@ -195,13 +196,13 @@ impl Backend for End<'_> {
 
     fn write_at(&self, _file: u64, data: &[u8], off: u64) -> io::Result<()> {
         if self.route.endpoints.is_empty() {
-            return lachesis_device::uring::files::write_all(&[&self.ctx.backing], data, off);
+            return write_all_as(&[&self.ctx.backing], self.direct(), data, off);
         }
         // Every replica at once; acknowledged when all have it (a remote acknowledges once
         // the bytes are durable there).
         self.on_all(
             |r| r.client.write(&r.path_of(&self.ctx.path), data, off),
-            |files| lachesis_device::uring::files::write_all(files, data, off),
+            |files| write_all_as(files, self.direct(), data, off),
         )
     }
 

@@ -146,12 +146,7 @@ impl Switch {
                 continue;
             };
             if missing.contains(&id) {
-                let ctx = FileCtx {
-                    tenant: None,
-                    path,
-                    id,
-                    backing: Arc::new(file),
-                };
+                let ctx = FileCtx::new(None, path, id, file);
                 self.held
                     .write()
                     .unwrap_or_else(|e| e.into_inner())

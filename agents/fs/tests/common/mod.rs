@@ -2,7 +2,6 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Arc;
 
 use lachesis_fs::switch::FileCtx;
 
@@ -15,12 +14,8 @@ pub fn ctx(backing: &Path, tenant: Option<&str>, path: &str) -> FileCtx {
         .truncate(false)
         .open(backing.join(path.trim_start_matches('/')))
         .unwrap();
-    FileCtx {
-        tenant: tenant.map(str::to_string),
-        path: path.to_string(),
-        id: f.metadata().unwrap().ino(),
-        backing: Arc::new(f),
-    }
+    let id = f.metadata().unwrap().ino();
+    FileCtx::new(tenant.map(str::to_string), path.to_string(), id, f)
 }
 
 /// A switch with the rules (and stages) of a rules file's text, writing only under `roots`.
