@@ -137,6 +137,8 @@ class Mount:
 
     transport: str
     work: Path
+    # Where the flash stages' device file lives (default: beside the backing directory).
+    cache_dir: Path | None = None
     proc: subprocess.Popen | None = None
     log: object = None
 
@@ -166,7 +168,7 @@ class Mount:
                 "--rules",
                 str(self.work / "rules.json"),
                 "--device",
-                f"flash0={self.work / 'cache.img'}:768MiB",
+                f"flash0={(self.cache_dir or self.work) / f'cache-{self.transport}.img'}:768MiB",
                 "--fuse-transport",
                 self.transport,
                 "--stats",
@@ -312,6 +314,12 @@ def main() -> None:
         "uring switches the kernel's enable_uring on for the run and puts it back after",
     )
     ap.add_argument("--json", type=Path, help="write every sample here, for plot.py")
+    ap.add_argument(
+        "--cache-device-dir",
+        type=Path,
+        help="directory for the flash stages' device files (default: the backing directory's disk); "
+        "a faster medium models a flash cache in front of slower storage",
+    )
     args = ap.parse_args()
     transports = args.fuse_transport.split(",")
     bad = [t for t in transports if t not in ("auto", "uring", "dev")]
@@ -326,7 +334,9 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     print(f"FUSE transports: {', '.join(transports)}; load average {load_start:.1f} at the start", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="lachesis-datapath-", dir="/var/tmp"))
-    mounts = [Mount(t, work / t) for t in transports]
+    if args.cache_device_dir and not args.cache_device_dir.is_dir():
+        ap.error(f"--cache-device-dir: {args.cache_device_dir} is not a directory")
+    mounts = [Mount(t, work / t, args.cache_device_dir) for t in transports]
     results = Results()
     jobs_list = [int(j) for j in args.jobs.split(",")]
     try:
@@ -339,6 +349,9 @@ def main() -> None:
         for m in mounts:
             m.stop()
         shutil.rmtree(work, ignore_errors=True)
+        if args.cache_device_dir:
+            for m in mounts:
+                (args.cache_device_dir / f"cache-{m.transport}.img").unlink(missing_ok=True)
         if uring_was is not None:
             uring_param.write_text(uring_was)
         print(f"load average {os.getloadavg()[0]:.1f} at the end", file=sys.stderr)
@@ -347,7 +360,13 @@ def main() -> None:
             json.dumps(
                 {
                     "machine": {"nproc": os.cpu_count(), "kernel": platform.release()},
-                    "args": {"runs": args.runs, "seconds": args.seconds, "size": args.size, "jobs": jobs_list},
+                    "args": {
+                        "runs": args.runs,
+                        "seconds": args.seconds,
+                        "size": args.size,
+                        "jobs": jobs_list,
+                        "cache_device_dir": str(args.cache_device_dir) if args.cache_device_dir else None,
+                    },
                     "transports": transports,
                     "samples": [s.__dict__ for s in results.samples],
                 },

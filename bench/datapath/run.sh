@@ -7,6 +7,7 @@
 # DIR/datapath.png. docs/benchmarks/datapath.md holds copies of runs.
 #
 #   bench/datapath/run.sh     # RUNS=3 SECONDS_PER_RUN=4 SIZE=256M JOBS=1,4 FUSE_TRANSPORT=dev,uring
+#   CACHE_DEVICE_DIR=/dev/shm bench/datapath/run.sh   # flash stages on a faster medium than the backing disk
 # Needs root, /dev/fuse and fio (and a kernel with FUSE over io_uring for `uring`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -14,11 +15,12 @@ command -v fio >/dev/null || { echo "run.sh: fio is not installed (apt-get insta
 [ -e /dev/fuse ] || { echo "run.sh: /dev/fuse is missing" >&2; exit 2; }
 (cd "$ROOT/agents" && cargo build --release -q -p lachesis-fs -j "${CARGO_JOBS:-2}" >&2)
 FS_BIN="${CARGO_TARGET_DIR:-$ROOT/agents/target}/release/lachesis-fs"
-JSON=()
-[ -n "${OUT:-}" ] && { mkdir -p "$OUT"; JSON=(--json "$OUT/datapath.json"); }
+EXTRA=()
+[ -n "${OUT:-}" ] && { mkdir -p "$OUT"; EXTRA=(--json "$OUT/datapath.json"); }
+[ -n "${CACHE_DEVICE_DIR:-}" ] && EXTRA+=(--cache-device-dir "$CACHE_DEVICE_DIR")
 python3 "$ROOT/bench/datapath/bench.py" --fs-bin "$FS_BIN" \
   --runs "${RUNS:-3}" --seconds "${SECONDS_PER_RUN:-4}" --size "${SIZE:-256M}" --jobs "${JOBS:-1,4}" \
-  --fuse-transport "${FUSE_TRANSPORT:-dev,uring}" "${JSON[@]}"
+  --fuse-transport "${FUSE_TRANSPORT:-dev,uring}" "${EXTRA[@]}"
 if [ -n "${OUT:-}" ]; then
   # matplotlib only for the plot, in a throw-away environment.
   "$ROOT/.lachesis/tools/bin/uv" run -q --no-project --python "$ROOT/.lachesis/venv/bin/python" --with matplotlib \
