@@ -19,6 +19,9 @@
 #   LACHESIS_FS_BIN                         lachesis-fs [default: agents/target/release, built here]
 #   FUSE_TRANSPORT=auto                     lachesis-fs --fuse-transport (auto, uring, dev); uring
 #                                           needs /sys/module/fuse/parameters/enable_uring = Y
+#   CACHE_DEVICE_DIR=DIR                    the stage's device file there instead of beside the
+#                                           backing directory (e.g. /dev/shm: a flash cache
+#                                           faster than the storage behind it)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 T="${T:-60}"; SCALE="${SCALE:-10}"; CLIENTS="${CLIENTS:-4}"; FUSE_TRANSPORT="${FUSE_TRANSPORT:-auto}"
@@ -38,6 +41,12 @@ fi
 
 WORK="$(mktemp -d /tmp/lachesis-postgres-XXXXXX)"
 chmod 755 "$WORK"
+if [ -n "${CACHE_DEVICE_DIR:-}" ]; then
+  [ -d "$CACHE_DEVICE_DIR" ] || die "CACHE_DEVICE_DIR=$CACHE_DEVICE_DIR: not a directory"
+  DEVICE_FILE="$CACHE_DEVICE_DIR/$(basename "$WORK")-flash0.img"
+else
+  DEVICE_FILE="$WORK/flash0.img"
+fi
 mkdir -p "$WORK/backing" "$WORK/mnt" "$WORK/direct" "$WORK/sock" "$WORK/log"
 chown postgres:postgres "$WORK/direct" "$WORK/sock" "$WORK/log"
 PORT=$((20000 + RANDOM % 20000))
@@ -48,7 +57,7 @@ cleanup() {
   done
   if [ -n "$MOUNT_PID" ] && kill -0 "$MOUNT_PID" 2>/dev/null; then kill "$MOUNT_PID"; wait "$MOUNT_PID" || true; fi
   fusermount3 -u -z "$WORK/mnt" 2>/dev/null || true
-  if [ -n "${KEEP:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+  if [ -n "${KEEP:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; rm -f "$DEVICE_FILE"; fi
 }
 trap cleanup EXIT
 
@@ -62,7 +71,7 @@ cat > "$WORK/rules.json" <<EOF
              "max_dirty_bytes": $MAX_DIRTY_BYTES, "device": null, "placement": [], "next": null}]}
 EOF
 "$LACHESIS_FS_BIN" mount --backing "$WORK/backing" --mountpoint "$WORK/mnt" --rules "$WORK/rules.json" \
-  --device "flash0=$WORK/flash0.img:$((STAGE_BYTES * 4))" --tenant "pg=uid:$PG_UID" \
+  --device "flash0=$DEVICE_FILE:$((STAGE_BYTES * 4))" --tenant "pg=uid:$PG_UID" \
   --stats "$WORK/stats.json" --fuse-transport "$FUSE_TRANSPORT" > "$WORK/fs.log" 2>&1 &
 MOUNT_PID=$!
 for _ in $(seq 300); do mountpoint -q "$WORK/mnt" && break; kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.1; done
@@ -132,7 +141,7 @@ for name in mount stage; do
 done
 BACKING[backing]="-"
 
-echo "Run: $(date -u '+%Y-%m-%d %H:%M') UTC; $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)); Linux $(uname -r); $("$PG_BIN/postgres" --version); lachesis-fs $LACHESIS_FS_BIN (FUSE transport $FUSE_TRANSPORT, enable_uring $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null || echo absent)); T=$T SCALE=$SCALE CLIENTS=$CLIENTS STAGE_BYTES=$STAGE_BYTES MAX_DIRTY_BYTES=$MAX_DIRTY_BYTES"
+echo "Run: $(date -u '+%Y-%m-%d %H:%M') UTC; $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -1)); Linux $(uname -r); $("$PG_BIN/postgres" --version); lachesis-fs $LACHESIS_FS_BIN (FUSE transport $FUSE_TRANSPORT, enable_uring $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null || echo absent)); T=$T SCALE=$SCALE CLIENTS=$CLIENTS STAGE_BYTES=$STAGE_BYTES MAX_DIRTY_BYTES=$MAX_DIRTY_BYTES; stage device $DEVICE_FILE"
 echo
 echo "| data directory | pgbench -i -s $SCALE (s) | tps (-c $CLIENTS -T $T) | vs backing | pg_amcheck --heapallindexed | pg_checksums --check | backing copy after unmount |"
 echo "|---|---|---|---|---|---|---|"
