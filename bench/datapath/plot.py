@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
 COLORS = {"dev": "#888888", "uring": "#1f77b4", "auto": "#2ca02c"}
 # Issue 33's goals, as ratios of direct IO (reads and writes alike).
@@ -72,12 +73,17 @@ def main() -> None:
                 ax.plot([i - 0.4, i + 0.4], [GOALS[flow]] * 2, "r-", lw=1.5, label="goal" if i == 0 else None)
             ax.axhline(1.0, color="k", lw=0.5, ls="--")
             ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_yticks([0.25, 0.5, 1, 2, 5])
             ax.set_xticks(range(len(flows)), [SHORT[f] for f in flows], fontsize=8)
             ax.set_ylabel("IOPS / direct IO on the backing dir")
             ax.set_title(f"4 KiB {op}, {jobs} fio job(s), load {min(loads):.1f}-{max(loads):.1f}", fontsize=9)
             ax.legend(fontsize=7)
+    where = data["args"].get("cache_device_dir") or "the backing disk"
     fig.suptitle(
-        f"lachesis-fs flows, FUSE transports side by side ({data['machine']['nproc']} CPUs, kernel {data['machine']['kernel']})",
+        f"lachesis-fs flows, FUSE transports side by side ({data['machine']['nproc']} CPUs, "
+        f"kernel {data['machine']['kernel']}; flash stages' device on {where})",
         fontsize=10,
     )
     fig.tight_layout()
