@@ -77,6 +77,26 @@ fn synthetic_runs_report_sane_figures() {
 }
 
 #[test]
+fn admission_by_reuse_sets_fewer_objects_and_reports_its_table() {
+    let mut plain = SMALL.to_vec();
+    plain.extend(["--engine", "kangaroo"]);
+    let mut reuse = plain.clone();
+    reuse.extend(["--admit-reuse", "4096"]);
+    let (p, r) = (json(&plain), json(&reuse));
+    assert_eq!(p["admission_dram_bytes"], 0);
+    assert_eq!(r["admission_dram_bytes"], 4096);
+    assert_eq!(r["wrong_values"], 0);
+    // Only a key's second miss is set: one-hit wonders never reach flash.
+    let sets = |v: &serde_json::Value| v["sets"].as_u64().expect("sets");
+    assert!(
+        sets(&r) < sets(&p),
+        "sets {} with reuse, {} without",
+        sets(&r),
+        sets(&p)
+    );
+}
+
+#[test]
 fn replays_a_real_trace() {
     let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
@@ -256,6 +276,7 @@ fn bad_fairywren_flags_exit_2_naming_the_flag() {
 /// The keys of the JSON report, which scripts read (bench/cache/*.py): every engine's report
 /// has exactly these.
 const REPORT_KEYS: &[&str] = &[
+    "admission_dram_bytes",
     "alwa",
     "corrupt_reads",
     "counters",
