@@ -67,11 +67,7 @@ MIXES = {
         ["--sizes", "meta-whole", "--zipf", "0.9", "--engine", "hybrid", "--dram-mib", "1"],
         [
             ("kangaroo", CONVENTIONAL, ["--small-engine", "kangaroo"]),
-            *(
-                [("kangaroo-k-flags", CONVENTIONAL, ["--small-engine", "kangaroo", *K_FLAGS])]
-                if K_FLAGS
-                else []
-            ),
+            *([("kangaroo-k-flags", CONVENTIONAL, ["--small-engine", "kangaroo", *K_FLAGS])] if K_FLAGS else []),
             ("fairywren", CONVENTIONAL, ["--small-engine", "fairywren", *FW_FLAGS]),
             ("fairywren-fdp", FDP, ["--small-engine", "fairywren", *FW_FLAGS]),
             ("fairywren-wren", WREN, ["--small-engine", "fairywren", *FW_FLAGS]),
@@ -176,9 +172,7 @@ def main(names):
             for fw in ("fairywren", "fairywren-fdp", "fairywren-wren"):
                 if kl in media and fw in media:
                     (k, km), (f, fm) = media[kl], media[fw]
-                    print(
-                        f"| {name} | **{kname} / {fw}** | {fm - km:+.4f} (FW − K) | **{k / f:.2f}×** | | | | | | | |"
-                    )
+                    print(f"| {name} | **{kname} / {fw}** | {fm - km:+.4f} (FW − K) | **{k / f:.2f}×** | | | | | | | |")
         sys.stdout.flush()
 
 
