@@ -538,6 +538,17 @@ mod tests {
         Gate::admit(g, flow.map(str::to_string))
     }
 
+    /// Polls until `cond` holds (another thread got there); the count of polls only turns a
+    /// hang into a failure, it is no duration the test depends on.
+    fn wait_until(cond: impl Fn() -> bool, never: &str) {
+        let mut polls = 0;
+        while !cond() {
+            polls += 1;
+            assert!(polls < 60_000, "{never}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn quiesce_holds_new_io_and_drain_waits_for_in_flight() {
         let g = Arc::new(Rules::counting());
@@ -552,14 +563,11 @@ mod tests {
             let _x = Gate::admit(g2.as_ref(), Some("r1".to_string()));
             d2.store(true, Ordering::SeqCst);
         });
-        // The new IO reached the gate and waits there (the count of polls only turns a hang
-        // into a failure).
-        let mut polls = 0;
-        while g.counts("r1").waiting == 0 {
-            polls += 1;
-            assert!(polls < 60_000, "the IO never reached the gate");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // The new IO reached the gate and waits there.
+        wait_until(
+            || g.counts("r1").waiting != 0,
+            "the IO never reached the gate",
+        );
         assert!(!done.load(Ordering::SeqCst), "a quiesced flow admitted IO");
         assert_eq!(g.counts("r1").admitted, 1);
         // Other flows and unmatched IO are not held.
@@ -592,12 +600,7 @@ mod tests {
         // The timeout only turns a lost wake-up into a failure instead of a hang.
         let drain =
             std::thread::spawn(move || g2.drain(&"r".to_string(), Duration::from_secs(600)));
-        let mut polls = 0;
-        while g.lock().draining == 0 {
-            polls += 1;
-            assert!(polls < 60_000, "the drain never waited");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(|| g.lock().draining != 0, "the drain never waited");
         drop(a);
         assert!(drain.join().unwrap(), "woken with nothing in flight");
         assert_eq!(g.lock().draining, 0);
@@ -613,12 +616,10 @@ mod tests {
         let g2 = g.clone();
         let waiter =
             std::thread::spawn(move || Gate::wait_while_held(g2.as_ref(), "r".to_string()));
-        let mut polls = 0;
-        while g.counts("r").waiting == 0 {
-            polls += 1;
-            assert!(polls < 60_000, "the waiter never reached the gate");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_until(
+            || g.counts("r").waiting != 0,
+            "the waiter never reached the gate",
+        );
         assert!(!waiter.is_finished(), "returned while the flow is held");
         g.resume("r");
         waiter.join().unwrap();
