@@ -2,7 +2,10 @@
 //!
 //! Objects are appended to an open region buffered in DRAM; a full region is written in one IO
 //! with the engine's placement handle. A region is the device's reclaim unit when it has one, so
-//! the log fills and empties whole reclaim units. When no region is free, one is evicted (the
+//! the log fills and empties whole reclaim units: on such a device a region is written whole,
+//! its unused tail included (as CacheLib writes its region buffers), since a shorter write
+//! would leave the handle's reclaim unit holding the start of the next region, live after this
+//! one is evicted, for garbage collection to copy. When no region is free, one is evicted (the
 //! oldest sealed one, or the least recently read one), its hot objects are reinserted, and the
 //! region is deallocated at once: the device then never relocates dead log data, which is what
 //! keeps DLWA at 1 next to other streams.
@@ -136,6 +139,9 @@ pub struct Loc {
     handle: PlacementHandle,
     region_bytes: u64,
     block: u64,
+    /// A sealed region's write is padded to a multiple of this: the whole region on a device
+    /// with reclaim units (see the module's comment), a block otherwise.
+    seal_unit: u64,
     eviction: RegionEviction,
     reinsert_hits: u8,
     trim: bool,
@@ -228,6 +234,11 @@ impl Loc {
             handle: config.handle,
             region_bytes,
             block,
+            seal_unit: if geo.reclaim_unit_bytes > 0 {
+                region_bytes
+            } else {
+                block
+            },
             eviction: config.eviction,
             reinsert_hits: config.reinsert_hits,
             trim: config.trim,
@@ -394,15 +405,16 @@ impl Loc {
         Ok(())
     }
 
-    /// Writes the open region's buffer to flash, padded to whole blocks; with
-    /// `defer_seals`, leaves the write to the owner (the previous one settled first).
+    /// Writes the open region's buffer to flash, padded to whole blocks (to the whole region
+    /// on a device with reclaim units); with `defer_seals`, leaves the write to the owner (the
+    /// previous one settled first).
     fn seal(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             // Nothing to write: the region stays open.
             return Ok(());
         }
         self.settle()?;
-        let padded = (self.buf.len() as u64).div_ceil(self.block) * self.block;
+        let padded = (self.buf.len() as u64).div_ceil(self.seal_unit) * self.seal_unit;
         self.buf.resize(padded as usize, 0);
         self.stats.flash_bytes_written += padded;
         self.regions_sealed += 1;

@@ -462,9 +462,12 @@ fn whole_cache_runs_each_small_engine_on_one_or_separate_handles() {
         assert!(miss > 0.0 && miss < 1.0, "{name}: {miss}");
     }
     // FairyWREN's erase units are reclaim units (its span aligned to them) and the log's
-    // regions are too: whatever the handles, the device relocates nothing.
+    // regions are too, each written whole: on their own handles the device relocates
+    // nothing. On one handle the streams' writes interleave in the open unit, so a unit may
+    // hold pages of two streams; the trims still leave little for GC to move.
     assert_eq!(fw["dlwa"].as_f64().unwrap(), 1.0);
-    assert_eq!(fw_one["dlwa"].as_f64().unwrap(), 1.0);
+    let shared = fw_one["dlwa"].as_f64().unwrap();
+    assert!((1.0..=1.01).contains(&shared), "{fw_one}");
     // Kangaroo's KLog and KSet on their own handles, the log on a third: its trimmed units
     // hold nothing of KSet's; on one handle (a conventional SSD) the device relocates KSet's
     // pages out of units the log trimmed.
