@@ -12,12 +12,12 @@ use lachesis_stages::stage::qos::QosStage;
 use lachesis_stages::stage::resizes::{resize_all, Resize};
 use lachesis_stages::stage::space::Devices;
 use lachesis_switch::{
-    CacheEngine, ClassifierKind, Op, Rule, RuleTable, StageChange, StageConfig, Tenant,
+    CacheEngine, ClassifierKind, EnginePart, Op, Rule, RuleTable, StageChange, StageConfig, Tenant,
 };
 use serde::Serialize;
 
 use crate::cache::{Cache, CacheStats, DramCache, FlashCache, FlashLayout};
-use crate::stats::{ConnCounters, DeviceStats, KvStats, StageStats, TenantStats};
+use crate::stats::{ConnCounters, DeviceStats, HandleBytes, KvStats, StageStats, TenantStats};
 use crate::store::{system_clock, Clock, Store};
 use crate::tenant::{self, Counters, Route, Routed, Routing, Stage, Target};
 
@@ -449,7 +449,7 @@ impl Service {
             out.tenants
                 .insert(name.to_string(), TenantStats::from_counters(c));
         }
-        let mut add = |owner: Option<&str>, name: &str, cs: CacheStats| {
+        let mut add = |owner: Option<&str>, name: &str, cs: CacheStats, placement| {
             if let Some(t) = owner.and_then(|o| out.tenants.get_mut(o)) {
                 t.add_cache(&cs);
             }
@@ -457,17 +457,26 @@ impl Service {
                 name.to_string(),
                 StageStats {
                     owner: owner.map(str::to_string),
+                    placement,
                     cache: cs,
                 },
             );
         };
         for (name, b) in &built.stages {
             if let Stage::Cache(s) = &b.stage {
-                add(b.config.owner(), name, s.cache().stats());
+                let placement = match &b.config {
+                    StageConfig::Cache(c) => c
+                        .placement
+                        .iter()
+                        .map(|p| (part_name(p.part), p.handle))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                add(b.config.owner(), name, s.cache().stats(), placement);
             }
         }
         for (t, s) in &built.dram {
-            add(Some(t), &format!("dram/{t}"), s.cache().stats());
+            add(Some(t), &format!("dram/{t}"), s.cache().stats(), Vec::new());
         }
         for pool in self.config.devices.pools() {
             let m = self
@@ -484,6 +493,20 @@ impl Service {
                     regions: pool.regions(),
                     free_regions: pool.free_regions(),
                     region_bytes: pool.region_bytes(),
+                    handles: m.as_ref().map_or_else(Vec::new, |m| {
+                        m.handles
+                            .iter()
+                            .filter(|h| h.host_bytes_written > 0)
+                            .map(|h| HandleBytes {
+                                handle: h.handle,
+                                host_bytes: h.host_bytes_written,
+                                media_bytes: h.media_bytes_written,
+                                gc_bytes: h.gc_bytes_relocated,
+                                deallocated_bytes: h.bytes_deallocated,
+                                valid_bytes: h.valid_bytes,
+                            })
+                            .collect()
+                    }),
                 },
             );
         }
@@ -513,6 +536,14 @@ impl Service {
 
 fn b_stage(b: &BuiltStage) -> Stage {
     b.stage.clone()
+}
+
+/// An engine part's name as stage configurations spell it (`loc`, `klog`, `fwsets`, ...).
+fn part_name(part: EnginePart) -> String {
+    match serde_json::to_value(part) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{part:?}"),
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,8 @@ impl TenantStats {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StageStats {
     pub owner: Option<String>,
+    /// The placement handle each engine part writes with (`placement:<stage>:<part>`).
+    pub placement: Vec<(String, u16)>,
     #[serde(flatten)]
     pub cache: CacheStats,
 }
@@ -109,6 +111,22 @@ pub struct DeviceStats {
     pub regions: u32,
     pub free_regions: u32,
     pub region_bytes: u64,
+    /// Per placement handle that wrote anything (measuring devices only):
+    /// `handle:<device>:<h>:<field>`.
+    pub handles: Vec<HandleBytes>,
+}
+
+/// One placement handle of a measuring device since it was opened. GC's relocations are
+/// charged to the handle whose write put the data there, so `media_bytes / host_bytes` is
+/// that stream's own DLWA.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HandleBytes {
+    pub handle: u16,
+    pub host_bytes: u64,
+    pub media_bytes: u64,
+    pub gc_bytes: u64,
+    pub deallocated_bytes: u64,
+    pub valid_bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -176,7 +194,8 @@ impl KvStats {
     }
 
     /// Every figure of [`KvStats`] (`stats lachesis`): `tenant:<name>:<field>`,
-    /// `stage:<name>:<field>`, `stage:<name>:<part>:<field>`, `device:<name>:<field>`.
+    /// `stage:<name>:<field>`, `stage:<name>:<part>:<field>`, `placement:<stage>:<part>`,
+    /// `device:<name>:<field>`, `handle:<device>:<handle>:<field>`.
     pub fn write_lachesis(&self, out: &mut Vec<u8>) {
         for (name, t) in &self.tenants {
             for (k, v) in fields(t) {
@@ -207,10 +226,18 @@ impl KvStats {
                     stat(out, &format!("stage:{name}:{part}:{k}"), v);
                 }
             }
+            for (part, h) in &s.placement {
+                stat(out, &format!("placement:{name}:{part}"), h);
+            }
         }
         for (name, d) in &self.devices {
             for (k, v) in fields(d) {
                 stat(out, &format!("device:{name}:{k}"), v);
+            }
+            for h in &d.handles {
+                for (k, v) in fields(h).into_iter().filter(|(k, _)| k != "handle") {
+                    stat(out, &format!("handle:{name}:{}:{k}", h.handle), v);
+                }
             }
         }
         for (k, v) in fields(&self.connections) {

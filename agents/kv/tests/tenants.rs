@@ -78,6 +78,26 @@ fn tenants_by_prefix_and_by_port_keep_their_objects_apart() {
             .unwrap()
             >= host
     );
+    // Each engine part's placement handle, and the device's bytes per handle: every host
+    // byte is some handle's, and a part that wrote has its handle's counters.
+    let stats: std::collections::BTreeMap<String, String> =
+        c.stats("lachesis").into_iter().collect();
+    assert_eq!(stats["placement:cache/alpha:loc"], "1");
+    assert_eq!(stats["placement:cache/beta:loc"], "5");
+    let kset = &stats["placement:cache/alpha:kset"];
+    let per_handle: u64 = stats
+        .iter()
+        .filter(|(k, _)| k.starts_with("handle:flash0:") && k.ends_with(":host_bytes"))
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(per_handle, host, "{stats:?}");
+    let kset_host: u64 = stats[&format!("handle:flash0:{kset}:host_bytes")]
+        .parse()
+        .unwrap();
+    let kset_media: u64 = stats[&format!("handle:flash0:{kset}:media_bytes")]
+        .parse()
+        .unwrap();
+    assert!(kset_host > 0 && kset_media >= kset_host, "{stats:?}");
 }
 
 #[test]
