@@ -434,6 +434,149 @@ def flash_object_count(lach):
     return sum(vals) if vals else None
 
 
+FDP_WARM_WRITES = 2.0  # warm-up: the host writes this many times the device's capacity
+FDP_HALF_WRITES = 5.0  # each half of the measured window at least this many device writes
+FDP_HALVES_AGREE = 0.05  # a steady run's two halves' DLWA agree within this (relative)
+
+
+def device_bytes(r, field, which="stats_after"):
+    lach = r[which].get("lachesis") or {}
+    vals = [float(v) for k, v in lach.items() if k.startswith("device:") and k.endswith(f":{field}")]
+    return sum(vals) if vals else None
+
+
+def window_delta(a, b, name):
+    """A counter's change from report a's start to report b's end (two consecutive phases)."""
+    x, y = (a["stats_before"].get("lachesis") or {}), (b["stats_after"].get("lachesis") or {})
+    return float(y[name]) - float(x[name]) if name in x and name in y else None
+
+
+def window_sum(a, b, suffix, prefix):
+    lach = b["stats_after"].get("lachesis") or {}
+    vals = [window_delta(a, b, k) for k in lach if k.startswith(prefix) and k.endswith(suffix)]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) if vals else None
+
+
+def streams(a, b):
+    """Per engine part (summed over tenants): host, media and GC bytes over the window from
+    report a's start to report b's end, from the device's per-handle counters
+    (`handle:<device>:<h>:<field>`) and the stages' placement (`placement:<stage>:<part>`)."""
+    lach = b["stats_after"].get("lachesis") or {}
+    parts = {}
+    for k, v in lach.items():
+        if k.startswith("placement:"):
+            parts.setdefault(v, set()).add(k.rsplit(":", 1)[1])
+    part_of = {h: "+".join(sorted(p)) for h, p in parts.items()}
+    out = {}
+    for k in lach:
+        if not (k.startswith("handle:") and k.endswith(":host_bytes")):
+            continue
+        _, dev, h, _ = k.split(":")
+        part = part_of.get(h, f"handle {h}")
+        acc = out.setdefault(part, {"host": 0.0, "media": 0.0, "gc": 0.0})
+        for f, key in (("host", "host_bytes"), ("media", "media_bytes"), ("gc", "gc_bytes")):
+            acc[f] += window_delta(a, b, f"handle:{dev}:{h}:{key}") or 0.0
+    return out
+
+
+def fdp_run(s, engine, handles, keys, tenants):
+    """One server: warm-up, then two measured halves, each a kvload invocation (other seeds,
+    the same workload). Returns the run's figures and whether it is at steady state."""
+    common = [
+        "--threads",
+        2,
+        "--pipeline",
+        8,
+        "--keys",
+        keys,
+        "--dist",
+        "zipf:0.9",
+        "--value-size",
+        "wide",
+        "--mode",
+        "lookaside",
+        "--tenant",
+        tenants[0],
+        "--tenant",
+        tenants[1],
+        "--warmup-requests",
+        0,
+    ]
+    capacity = None
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    # Warm-up in steps until the host has written FDP_WARM_WRITES device capacities.
+    warm, step, seed = [], 100_000, 1
+    while True:
+        r = kvload(s, f"fdpwarm-{engine}-{handles}", *common, "--requests", step, "--seed", seed)
+        warm.append(r)
+        seed += 2
+        lach = r["stats_after"].get("lachesis") or {}
+        capacity = sum(
+            float(v) * float(lach[k.replace(":regions", ":region_bytes")])
+            for k, v in lach.items()
+            if k.startswith("device:") and k.endswith(":regions")
+        )
+        written = device_bytes(r, "host_bytes")
+        # Host bytes per request of this step (the later steps: a cache past its cold start).
+        per_request = (written - (device_bytes(r, "host_bytes", "stats_before") or 0)) / (2 * step)
+        if written >= FDP_WARM_WRITES * capacity or len(warm) >= 40:
+            break
+        step = max(50_000, int((FDP_WARM_WRITES * capacity - written) / per_request / 2) + 1)
+    half = int(FDP_HALF_WRITES * 1.15 * capacity / per_request / 2) + 1
+    a = kvload(s, f"fdphalf-{engine}-{handles}", *common, "--requests", half, "--seed", seed)
+    b = kvload(s, f"fdp-{engine}-{handles}", *common, "--requests", half, "--seed", seed + 2)
+    dl = []
+    for x in (a, b):
+        h, m = stat_sum(x, ":host_bytes", "device:"), stat_sum(x, ":media_bytes", "device:")
+        dl.append((ratio(m, h), (h or 0) / capacity))
+    host, media = window_sum(a, b, ":host_bytes", "device:"), window_sum(a, b, ":media_bytes", "device:")
+    flash_w = window_sum(a, b, ":flash_bytes_written", "tenant:")
+    app_w = window_sum(a, b, ":bytes_written", "tenant:")
+    small_w = window_sum(a, b, f":{engine}:flash_bytes_written", "stage:")
+    lach = b["stats_after"].get("lachesis") or {}
+    small_dram = sum(
+        float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:dram_bytes")
+    )
+    small_objects = sum(
+        float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:objects")
+    )
+    (d1, w1), (d2, w2) = dl
+    why = []
+    if (device_bytes(warm[-1], "host_bytes") or 0) < FDP_WARM_WRITES * capacity:
+        why.append(f"warm-up wrote under {FDP_WARM_WRITES:g} device capacities")
+    if min(w1, w2) < FDP_HALF_WRITES:
+        why.append(f"a half wrote {min(w1, w2):.1f} device capacities, under {FDP_HALF_WRITES:g}")
+    if d1 is None or d2 is None or abs(d1 - d2) > FDP_HALVES_AGREE * min(d1, d2):
+        why.append(f"halves' DLWA {fmt(d1, '.3f')} and {fmt(d2, '.3f')} differ by more than 5%")
+    gets = a["hits"] + a["misses"] + b["hits"] + b["misses"]
+    run = {
+        "dlwa": ratio(media, host),
+        "dlwa_halves": [d1, d2],
+        "device_writes": (w1 + w2),
+        "host": host,
+        "media": media,
+        "share": ratio(small_w, flash_w),
+        "alwa": ratio(flash_w, app_w),
+        "media_per_app": ratio(media, app_w),
+        "bits": ratio(small_dram * 8, small_objects),
+        "miss": (a["misses"] + b["misses"]) / gets if gets else None,
+        "ops": statistics.mean([a["ops_per_s"], b["ops_per_s"]]),
+        "streams": streams(a, b),
+        "unsteady": "; ".join(why) or None,
+        "load_average": load,
+    }
+    b["dlwa"] = run["dlwa"] if not why else None
+    b["fdp_run"] = run
+    return run
+
+
+def stat_sum(r, suffix, prefix):
+    lach = r["stats_after"].get("lachesis") or {}
+    return sum_delta(r, lach, suffix, prefix)
+
+
 def fdp(workdir):
     if "lachesis" not in SERVERS:
         print("### FDP: skipped (SERVERS has no lachesis)\n")
@@ -444,40 +587,45 @@ def fdp(workdir):
     dram = max(4, int(16 * SCALE))
     small = float(os.environ.get("FDP_SMALL_FRACTION", "0.04"))
     engines = os.environ.get("FDP_SMALL_ENGINES", "kangaroo fairywren").split()
+    handle_modes = os.environ.get("FDP_HANDLES", "separate shared").split()
     mean_object = 3100 + KEY_BYTES  # `wide`: log-normal, median 1 KiB, sigma 1.5
     keys = int(3 * per_tenant_flash * MIB / mean_object)
-    # Per thread (2 threads), at about one miss in three: ~1 device write of warm-up, ~3 measured.
-    warm = int(device * MIB / (mean_object / 3) / 2)
-    measured = 3 * warm
     print("### FDP on KV traffic: separate placement handles vs one\n")
     print(
         f"Two tenants (`t0:`, `t1:`), each {keys:,} keys (Zipf 0.9) with `wide` sizes (median 1 KiB, "
         f"most bytes in objects over 2 KiB: both the small-object engine and the log write), a working "
         f"set ~3x its cache; each tenant a {per_tenant_flash} MiB flash cache ({small:.0%} the small-object "
-        f"engine, as the paper's 4% small-object cache, FairyWREN at least its 11 erase units of the "
-        f"device's 1 MiB reclaim unit; the rest the log) behind {dram} MiB of DRAM, the two "
-        f"filling one {device} MiB measuring device (100% utilisation, 7% OP). Look-aside, 2 "
-        f"threads, 8 in flight; {warm:,} warm-up then {measured:,} measured requests per thread. "
-        f"The same run, one fresh device each: `--small-engine kangaroo|fairywren` and `--handles "
-        f"separate` (each tenant's small-object engine parts and log on their own handles) vs "
-        f"`--handles shared` (every stream on handle 0). Medians of {RUNS} runs.\n"
+        f"engine, FairyWREN at least its 11 erase units of the device's 1 MiB reclaim unit; the rest "
+        f"the log) behind {dram} MiB of DRAM, the two filling one {device} MiB measuring device (100% "
+        f"utilisation, 7% OP). Look-aside, 2 threads, 8 in flight. Steady state: warm-up until the "
+        f"host has written {FDP_WARM_WRITES:g}x the device's capacity, then a measured window of two "
+        f"halves of at least {FDP_HALF_WRITES:g} device writes each (kvload invocations with other "
+        f"seeds); a run whose halves' DLWA differ by more than {FDP_HALVES_AGREE:.0%} is refused. One "
+        f"fresh device per run: `--small-engine kangaroo|fairywren` and `--handles separate` (each "
+        f"tenant's engine parts on their own handles) vs `--handles shared` (every stream on handle 0). "
+        f"Medians of the steady runs of {RUNS}.\n"
     )
     row(
         "small engine",
         "handles",
         "DLWA",
+        "DLWA halves",
+        "device writes measured",
         "host MiB written",
         "media MiB written",
         "small engine's share of flash writes",
         "ALWA",
+        "media bytes per byte set",
         "DRAM bits / flash object",
         "small engine MiB",
         "miss ratio",
         "ops/s",
+        "steady runs",
     )
-    row(*["---"] * 11)
+    row(*["---"] * 15)
+    breakdown = []
     for engine in engines:
-        for handles in ("separate", "shared"):
+        for handles in handle_modes:
             runs = []
             for _ in range(RUNS):
                 with lachesis(
@@ -490,85 +638,73 @@ def fdp(workdir):
                     workdir=workdir,
                     small_engine=engine,
                 ) as s:
-                    r = kvload(
-                        s,
-                        f"fdp-{engine}-{handles}",
-                        "--threads",
-                        2,
-                        "--pipeline",
-                        8,
-                        "--keys",
-                        keys,
-                        "--dist",
-                        "zipf:0.9",
-                        "--value-size",
-                        "wide",
-                        "--mode",
-                        "lookaside",
-                        "--tenant",
-                        tenants[0],
-                        "--tenant",
-                        tenants[1],
-                        "--warmup-requests",
-                        warm,
-                        "--requests",
-                        measured,
-                    )
-                lach = r["stats_after"].get("lachesis") or {}
-                host = sum_delta(r, lach, ":host_bytes", prefix="device:")
-                media = sum_delta(r, lach, ":media_bytes", prefix="device:")
-                flash_w = sum_delta(r, lach, ":flash_bytes_written", prefix="tenant:")
-                app_w = sum_delta(r, lach, ":bytes_written", prefix="tenant:")
-                small_w = sum_delta(r, lach, f":{engine}:flash_bytes_written", prefix="stage:")
-                small_dram = sum(
-                    float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:dram_bytes")
-                )
-                small_objects = sum(
-                    float(v) for k, v in lach.items() if k.startswith("stage:") and k.endswith(f":{engine}:objects")
-                )
-                r["dlwa"] = ratio(media, host)
-                runs.append(
-                    {
-                        "dlwa": r["dlwa"],
-                        "host": host,
-                        "media": media,
-                        "share": ratio(small_w, flash_w),
-                        "alwa": ratio(flash_w, app_w),
-                        "bits": ratio(small_dram * 8, small_objects),
-                        "miss": r["miss_ratio"],
-                        "ops": r["ops_per_s"],
-                    }
-                )
+                    runs.append(fdp_run(s, engine, handles, keys, tenants))
+                    log(f"  {engine}, {handles}: load average at start {runs[-1]['load_average']}")
                 try:
                     os.unlink(s.device_file)
                 except OSError:
                     pass
+            steady = [x for x in runs if not x["unsteady"]]
+            for x in runs:
+                if x["unsteady"]:
+                    log(f"  refused ({engine}, {handles}): {x['unsteady']} (DLWA {fmt(x['dlwa'], '.3f')} not printed)")
 
-            def med(k):
-                vals = [x[k] for x in runs if x[k] is not None]
+            def med(k, rs=steady):
+                vals = [x[k] for x in rs if x[k] is not None]
                 return statistics.median(vals) if vals else None
 
             small_mib = small_engine_mib(per_tenant_flash, small, engine)
+            if not steady:
+                reasons = "; ".join(x["unsteady"] for x in runs)
+                row(engine, handles, f"refused: {reasons}", *["–"] * 12)
+                continue
+            halves = ", ".join(f"{fmt(x['dlwa_halves'][0], '.3f')}/{fmt(x['dlwa_halves'][1], '.3f')}" for x in steady)
             row(
                 engine,
                 handles,
                 fmt(med("dlwa"), ".3f"),
+                halves,
+                fmt(med("device_writes"), ".1f"),
                 fmt(med("host") / MIB if med("host") is not None else None, ",.0f"),
                 fmt(med("media") / MIB if med("media") is not None else None, ",.0f"),
                 fmt(med("share"), ".0%"),
                 fmt(med("alwa"), ".2f"),
+                fmt(med("media_per_app"), ".2f"),
                 fmt(med("bits"), ".1f"),
                 f"{small_mib}",
-                f"{med('miss'):.4f}",
-                f"{med('ops'):,.0f}",
+                fmt(med("miss"), ".4f"),
+                fmt(med("ops"), ",.0f"),
+                f"{len(steady)} of {len(runs)}",
             )
+            mid = sorted(steady, key=lambda x: x["dlwa"])[len(steady) // 2]
+            breakdown.append((engine, handles, mid))
     print()
     print(
-        "DRAM bits / flash object: the small-object engine's index DRAM (`stats lachesis` "
-        "`stage:<s>:<engine>:dram_bytes`) over the objects it holds, at the end of the run. "
-        "The FDP paper (CacheLib on a Samsung PM9D3 at 100% utilisation): DLWA ~1.03 with "
-        "small and large objects on separate handles, up to 3.5 without FDP.\n"
+        "DLWA: the measuring device's media over host bytes over the whole window; DLWA halves: "
+        "each steady run's first and second half. DRAM bits / flash object: the small-object "
+        "engine's index DRAM (`stats lachesis` `stage:<s>:<engine>:dram_bytes`) over the objects "
+        "it holds, at the end of the run. The FDP paper (CacheLib on a Samsung PM9D3 at 100% "
+        "utilisation): DLWA ~1.03 with small and large objects on separate handles, up to 3.5 "
+        "without FDP.\n"
     )
+    if breakdown:
+        print("Where the media writes come from (the median run, both tenants summed per engine part):\n")
+        row("small engine", "handles", "stream", "host MiB", "media MiB", "GC MiB", "DLWA", "share of media")
+        row(*["---"] * 8)
+        for engine, handles, run in breakdown:
+            total = sum(v["media"] for v in run["streams"].values()) or 1
+            for part, v in sorted(run["streams"].items(), key=lambda kv: -kv[1]["media"]):
+                row(
+                    engine,
+                    handles,
+                    part,
+                    f"{v['host'] / MIB:,.0f}",
+                    f"{v['media'] / MIB:,.0f}",
+                    f"{v['gc'] / MIB:,.1f}",
+                    fmt(ratio(v["media"], v["host"]), ".3f"),
+                    f"{v['media'] / total:.0%}",
+                )
+        print()
 
 
 def small_engine_mib(flash_mib, fraction, engine):
