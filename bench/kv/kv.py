@@ -10,8 +10,11 @@ Sections:
               of memcached (DRAM only) vs Lachesis (DRAM + Kangaroo on the measuring device);
               DRAM bits per flash-cached object, flash write rate, ALWA, DLWA.
   fdp         two tenants with small and large objects on one measuring device at 100%
-              utilisation: DLWA with separate placement handles vs all on one handle, for
-              each small-object engine (FDP_SMALL_ENGINES, default "kangaroo fairywren").
+              utilisation, at steady state: DLWA (and per half of the window) with separate
+              placement handles vs all on one handle, for each small-object engine
+              (FDP_SMALL_ENGINES, default "kangaroo fairywren"; FDP_HANDLES, default
+              "separate shared"; FDP_SMALL_FRACTION, default 0.04), and where the media
+              writes come from per engine part (the device's per-handle counters).
 
 Environment: KVLOAD, LACHESIS_KV, MEMCACHED (binaries), SCALE (sizes, default 1), RUNS
 (default 3), DURATION (measured seconds per throughput run, default 10), SERVERS (default
@@ -329,6 +332,24 @@ def throughput(workdir):
     print()
 
 
+def lookaside(keys, sizes):
+    """kvload's flags for a look-aside run (get, set on a miss): 2 threads, 8 in flight, Zipf 0.9."""
+    return [
+        "--threads",
+        2,
+        "--pipeline",
+        8,
+        "--keys",
+        keys,
+        "--dist",
+        "zipf:0.9",
+        "--value-size",
+        sizes,
+        "--mode",
+        "lookaside",
+    ]
+
+
 def tiny(workdir):
     dram = max(8, int(32 * SCALE))
     mean_object = 175 + KEY_BYTES
@@ -351,18 +372,7 @@ def tiny(workdir):
             r = kvload(
                 s,
                 "tiny",
-                "--threads",
-                2,
-                "--pipeline",
-                8,
-                "--keys",
-                keys,
-                "--dist",
-                "zipf:0.9",
-                "--value-size",
-                "50-300",
-                "--mode",
-                "lookaside",
+                *lookaside(keys, "50-300"),
                 "--warmup-requests",
                 warm,
                 "--requests",
@@ -484,18 +494,7 @@ def fdp_run(s, engine, handles, keys, tenants):
     """One server: warm-up, then two measured halves, each a kvload invocation (other seeds,
     the same workload). Returns the run's figures and whether it is at steady state."""
     common = [
-        "--threads",
-        2,
-        "--pipeline",
-        8,
-        "--keys",
-        keys,
-        "--dist",
-        "zipf:0.9",
-        "--value-size",
-        "wide",
-        "--mode",
-        "lookaside",
+        *lookaside(keys, "wide"),
         "--tenant",
         tenants[0],
         "--tenant",

@@ -4,7 +4,8 @@
 # progress on stderr; docs/benchmarks/kv.md holds a copy of one run, every kvload report of
 # the run goes to docs/benchmarks/kv.json and the plot to docs/benchmarks/kv.png.
 #
-#   bench/kv/run.sh                        # throughput, tiny, fdp (about 15 minutes on 2 cores)
+#   bench/kv/run.sh                        # throughput, tiny, fdp (about an hour on 2 cores: fdp's
+#                                          # 12 runs are at steady state, 3-5 minutes each)
 #   bench/kv/run.sh throughput             # a subset: throughput, tiny, fdp
 #   SERVERS=memcached bench/kv/run.sh      # memcached alone (without lachesis-kv)
 #
