@@ -26,6 +26,8 @@ from sqlalchemy.engine import Engine
 from test_bus_contract import validator
 
 from lachesis_controller.app import create_app
+from lachesis_controller.bus.messages import Registration
+from lachesis_controller.rollout.handlers import Handlers
 
 Agents = Callable[[str], FakeAgent]
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
@@ -280,3 +282,30 @@ def test_rollout_list_shows_each_rollout_as_its_own_read_does(client: TestClient
         assert rollout == client.get(f"/api/v1/rollouts/{rollout['id']}").json()
     assert listed[0]["state"] == "timed_out"
     assert "host-a" in listed[0]["reason"] and "host-b" in listed[0]["reason"]
+
+
+def test_registrations_read_together_enrol_their_hosts_in_one_rollout(client: TestClient, agents: Agents) -> None:
+    """A batch of registrations (one read of the streams) is one transaction: the new hosts
+    share one rollout, a host registered twice keeps its last registration, and a host that
+    is not enrolled is refused without keeping the others out."""
+    client.post("/api/v1/tenants", json=TENANT)
+    for host in ("host-b", "host-c", "host-d"):
+        enroll_host(client, host)
+    regs = [
+        Registration.model_validate(agents(host).registration(agent_version=version))
+        for host, version in (("host-b", "0.1.0"), ("host-c", "0.1.0"), ("host-x", "0.1.0"), ("host-d", "0.1.0"))
+    ]
+    regs.append(Registration.model_validate(agents("host-b").registration(agent_version="0.2.0")))
+    app = client.app
+    handlers = Handlers(app.state.sessions, app.state.bus, 30.0)  # type: ignore[attr-defined]
+    assert client.portal is not None
+    client.portal.call(handlers.registrations, regs)
+
+    hosts = {h["id"]: h for h in client.get("/api/v1/hosts").json()}
+    assert sorted(hosts) == ["host-b", "host-c", "host-d"]
+    assert hosts["host-b"]["agent_version"] == "0.2.0"
+    assert {h["desired_generation"] for h in hosts.values()} == {1}
+    states = [agents(host).wait_desired(1) for host in ("host-b", "host-c", "host-d")]
+    assert len({s["rollout_id"] for s in states}) == 1
+    rollout = client.get(f"/api/v1/rollouts/{states[0]['rollout_id']}").json()
+    assert rollout["cause"] == "3 hosts enrolled: host-b, host-c, host-d"

@@ -48,7 +48,8 @@ from lachesis_controller.api import detours as detours_api
 from lachesis_controller.api.auth import READ_METHODS, BearerAuthMiddleware, bearer_scheme
 from lachesis_controller.api.read_cache import PostgresCounters, ReadCache, SharedLookup
 from lachesis_controller.bus.agent_telemetry import TelemetryConsumer, TelemetryStore, replica_group
-from lachesis_controller.bus.client import GROUP, REDIS_DOWN, Bus, make_redis, redact_url
+from lachesis_controller.bus.client import AGENT_STREAM_KINDS, GROUP, REDIS_DOWN, Bus, make_redis, redact_url
+from lachesis_controller.bus.stream_events import StreamEvents
 from lachesis_controller.config import Settings
 from lachesis_controller.db import make_engine, make_sessionmaker, migrate, read_bind
 from lachesis_controller.declared_io import loop as declared_io_loop
@@ -84,6 +85,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings.redis_url, settings.redis_max_connections)
     bus = Bus(redis)
+    bus.events = StreamEvents(redis, AGENT_STREAM_KINDS, int(redis.connection_pool.connection_kwargs.get("db", 0)))
     app.state.engine, app.state.sessions, app.state.bus = engine, sessions, bus
     app.state.read_bind = read_bind(engine)
     counters = PostgresCounters(settings.database_url) if engine.dialect.name == "postgresql" else None
@@ -100,6 +102,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         bus, app.state.telemetry, stop, group=GROUP if shared else replica_group(settings.replica_id)
     )
     tasks = [
+        asyncio.create_task(bus.events.run(stop), name="stream notifications"),
         telemetry_consumer.start(),
         asyncio.create_task(track_enrolment(sessions, bus, settings.reconcile_interval_s, stop), name="enrolment"),
     ]

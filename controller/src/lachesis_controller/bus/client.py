@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
+from lachesis_controller.bus.errors import REDIS_DOWN as REDIS_DOWN  # re-exported: the bus's callers name it here
 from lachesis_controller.bus.messages import Heartbeat, parse_timestamp
+from lachesis_controller.bus.stream_events import STREAM_PREFIX, StreamEvents
 from lachesis_controller.observability import metrics
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,6 @@ CONSUMER = "controller-1"
 # Redis memory after a few hundred rollouts (docs/benchmarks/controller.md).
 INBOX_MAXLEN = 32
 
-# What a dead or unreachable Redis raises through redis-py.
-REDIS_DOWN = (RedisError, OSError, asyncio.TimeoutError)
-
 
 def desired_key(host_id: str) -> str:
     return f"lachesis:agent:{host_id}:desired"
@@ -76,7 +74,7 @@ def heartbeat_key(host_id: str) -> str:
 
 def agent_stream(host_id: str, kind: str) -> str:
     """The stream of `kind` (AGENT_STREAM_KINDS) that only `host_id`'s agent appends to."""
-    return f"lachesis:agent:{host_id}:{kind}"
+    return f"{STREAM_PREFIX}{host_id}:{kind}"
 
 
 def host_keys(host_id: str) -> list[str]:
@@ -186,6 +184,9 @@ class Bus:
         # Hosts deleted by this process: a reconciler pass that read the credentials just
         # before a deletion must not bring the host's streams or ACL user back.
         self._deleted: set[str] = set()
+        # Which agent streams were appended to (stream_events.py), when this process listens
+        # for it; the consumers read every enrolled host's stream without it.
+        self.events: StreamEvents | None = None
 
     def set_enrolled(self, host_ids: Iterable[str]) -> None:
         hosts = frozenset(host_ids) - self._deleted

@@ -22,8 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from redis.exceptions import ResponseError
+from redis.typing import KeyT, StreamIdT
 
 from lachesis_controller.bus.client import CONSUMER, GROUP, REDIS_DOWN, Bus, agent_stream
+from lachesis_controller.bus.stream_events import StreamEvents
 from lachesis_controller.observability import metrics
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,9 @@ BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 5.0
 # Idle reads (of up to BLOCK_MS each) between two re-reads of this consumer's pending entries.
 RECHECK_PENDING_EVERY = 30
+# With stream notifications, reads (or idle waits) between two reads of every stream: what a
+# lost notification can delay an entry by.
+FULL_READ_EVERY = 30
 
 # One XREADGROUP's entries as the bus' Redis client answers (RESP2, decoded: make_redis):
 # (stream, [(entry id, fields; None if the entry was deleted meanwhile), ...]) per stream.
@@ -56,6 +61,7 @@ class StreamConsumer:
         batch: bool = False,
         group: str = GROUP,
         recheck_every: int = RECHECK_PENDING_EVERY,
+        full_read_every: int = FULL_READ_EVERY,
         delete_handled: bool = False,
     ) -> None:
         """`handle` takes one message, or with `batch` the list of messages of one read.
@@ -66,6 +72,7 @@ class StreamConsumer:
         self.trim = StreamTrim() if delete_handled else None
         self.group = group
         self.recheck_every = recheck_every
+        self.full_read_every = full_read_every
         self._idle_reads = 0
         self.stop = stop
         self.kind = kind
@@ -77,6 +84,11 @@ class StreamConsumer:
         # says why the name is fixed), then ">" takes new ones. A stream is in here once its
         # consumer group exists.
         self._next: dict[str, str] = {}
+        # With stream notifications (bus.events): streams that returned a full batch, the
+        # notifications' generation last read in full, and reads since the last full one.
+        self._more: set[str] = set()
+        self._events_generation = -1
+        self._reads_since_full = 0
 
     async def run(self) -> None:
         redis = self.bus.redis
@@ -91,9 +103,19 @@ class StreamConsumer:
                 if not streams:
                     await self.bus.enrolled_changed(BLOCK_MS / 1000)
                     continue
-                reply = await redis.xreadgroup(
-                    self.group, CONSUMER, {s: self._next[s] for s in streams}, count=BATCH, block=BLOCK_MS
-                )
+                events = self.bus.events
+                named: dict[KeyT, StreamIdT]
+                if events is not None and events.live:
+                    named = self._announced(streams, events)
+                    if not named:
+                        if not await events.wait(self.kind, BLOCK_MS / 1000):
+                            self._recheck_when_idle([])
+                        continue
+                    reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH)
+                else:
+                    named = {s: self._next[s] for s in streams}
+                    reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH, block=BLOCK_MS)
+                metrics.BUS_STREAMS_READ.labels(self.kind).inc(len(named))
                 if isinstance(reply, dict):
                     raise TypeError("XREADGROUP answered in RESP3; the bus speaks RESP2 (client.make_redis)")
                 # None when the block timed out.
@@ -102,6 +124,11 @@ class StreamConsumer:
                 for stream, entries in read:
                     if self._next.get(stream) == "0" and not entries:
                         self._next[stream] = ">"
+                        # Then its new entries, once: those appended before its group was made
+                        # (or before a notification could name it) may never be announced.
+                        self._more.add(stream)
+                    elif len(entries) >= BATCH:
+                        self._more.add(stream)  # a full batch: the stream may hold more
                 if any(entries for _, entries in read):
                     await self._process(read, streams)
                     async with redis.pipeline(transaction=False) as pipe:
@@ -134,6 +161,24 @@ class StreamConsumer:
                 self._next.clear()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def _announced(self, streams: dict[str, str], events: StreamEvents) -> dict[KeyT, StreamIdT]:
+        """Stream -> next id of what to read now that notifications are live: the streams
+        appended to since the last read, those with entries left over (a full batch, pending
+        ones to re-read: id "0"). Every stream after a (re)subscription, whose notifications
+        may have missed appends, and every `full_read_every` reads, in case some were lost."""
+        hosts = events.take(self.kind)
+        self._reads_since_full += 1
+        if events.generation != self._events_generation or self._reads_since_full >= self.full_read_every:
+            self._events_generation = events.generation
+            self._reads_since_full = 0
+            self._more.clear()
+            return {s: self._next[s] for s in streams}
+        named: dict[KeyT, StreamIdT] = {
+            s: self._next[s] for s, host in streams.items() if host in hosts or s in self._more or self._next[s] == "0"
+        }
+        self._more.clear()
+        return named
 
     def _recheck_when_idle(self, read: Read) -> None:
         """After `recheck_every` reads that found nothing, read this consumer's pending

@@ -19,6 +19,12 @@ BUS_MESSAGES_REJECTED = Counter(
     "host that is not enrolled, by kind of stream and why",
     ["stream", "why"],
 )
+BUS_STREAMS_READ = Counter(
+    "lachesis_bus_streams_read_total",
+    "Agent streams named in the consumers' XREADGROUPs, by kind of stream (every enrolled host's "
+    "at each read without stream notifications, the announced ones with them)",
+    ["stream"],
+)
 DESIRED_STATE_PUBLISHED = Counter(
     "lachesis_desired_state_published_total",
     "Desired-state messages written to Redis, by who wrote them",

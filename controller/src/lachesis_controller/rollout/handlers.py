@@ -10,6 +10,7 @@ import logging
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from lachesis_controller.bus.client import ACKS, REDIS_DOWN, REGISTRATIONS, Bus
@@ -33,64 +34,85 @@ class Handlers:
         self.bus = bus
         self.rollout_timeout_s = rollout_timeout_s
 
-    async def registration(self, reg: Registration) -> None:
-        metrics.REGISTRATIONS_RECEIVED.inc()
-        with tracer.start_as_current_span("agent registration", attributes={"lachesis.host_id": reg.host_id}):
-            floor = await self._generation_floor(reg.host_id)
+    async def registrations(self, batch: list[Registration]) -> None:
+        """Enrol the new hosts of a batch and record the others' registrations in one
+        transaction; the new hosts' state goes out as one rollout. A rollout (and a
+        transaction) per host made 5,000 agents take over ten minutes to enrol: each one's
+        fixed work (the intent snapshot, pruning stored states) grows with the hosts
+        (docs/benchmarks/controller.md)."""
+        metrics.REGISTRATIONS_RECEIVED.inc(len(batch))
+        latest = {reg.host_id: reg for reg in batch}  # a host that registered twice: its last
+        span_attributes = {"lachesis.host_id": batch[0].host_id} if len(latest) == 1 else {}
+        with tracer.start_as_current_span(
+            "agent registration", attributes={**span_attributes, "lachesis.hosts": len(latest)}
+        ):
+            floors = await self._generation_floors(list(latest))
             now = utcnow()
             publications: list[rollouts.Publication] = []
             with self.sessions.begin() as session:
-                if session.get(AgentCredential, reg.host_id) is None:
-                    # Its streams are read only while it is enrolled; this one was deleted
-                    # (DELETE /hosts) after its registration was read.
-                    reject(REGISTRATIONS, reg.host_id, "not enrolled", "comes from a host that is not enrolled")
-                    return
-                host = session.get(Host, reg.host_id)
-                capabilities = reg.capabilities.dump()
-                if host is None:
-                    host = Host(
-                        id=reg.host_id,
-                        agent_version=reg.agent_version,
-                        capabilities=capabilities,
-                        enrolled_at=now,
-                        registered_at=now,
-                        last_seen=now,
-                        desired_generation=floor,
-                        acked_generation=0,
-                    )
-                    session.add(host)
+                enrolled = set(
+                    session.scalars(select(AgentCredential.host_id).where(AgentCredential.host_id.in_(latest)))
+                )
+                known = {host.id: host for host in session.scalars(select(Host).where(Host.id.in_(latest)))}
+                new: list[str] = []
+                for host_id, reg in latest.items():
+                    if host_id not in enrolled:
+                        # Its streams are read only while it is enrolled; this one was deleted
+                        # (DELETE /hosts) after its registration was read.
+                        reject(REGISTRATIONS, host_id, "not enrolled", "comes from a host that is not enrolled")
+                        continue
+                    capabilities = reg.capabilities.dump()
+                    host = known.get(host_id)
+                    if host is None:
+                        session.add(
+                            Host(
+                                id=host_id,
+                                agent_version=reg.agent_version,
+                                capabilities=capabilities,
+                                enrolled_at=now,
+                                registered_at=now,
+                                last_seen=now,
+                                desired_generation=floors[host_id],
+                                acked_generation=0,
+                            )
+                        )
+                        new.append(host_id)
+                        log.info("host %s enrolled (agent %s)", host_id, reg.agent_version)
+                    else:
+                        host.agent_version = reg.agent_version
+                        host.capabilities = capabilities
+                        host.registered_at = now
+                        host.last_seen = max(host.last_seen, now)
+                        log.info("host %s registered again (agent %s)", host_id, reg.agent_version)
+                if new:
                     session.flush()
                     _, publications = rollouts.start_rollout(
                         session,
-                        cause=f"host {reg.host_id} enrolled",
+                        cause=enrolment_cause(new),
                         trigger="host",
-                        host_ids=[reg.host_id],
+                        host_ids=new,
                         now=now,
                         timeout_s=self.rollout_timeout_s,
                         traceparent=current_traceparent(),
                     )
-                    log.info("host %s enrolled (agent %s)", reg.host_id, reg.agent_version)
-                else:
-                    host.agent_version = reg.agent_version
-                    host.capabilities = capabilities
-                    host.registered_at = now
-                    host.last_seen = max(host.last_seen, now)
-                    log.info("host %s registered again (agent %s)", reg.host_id, reg.agent_version)
             await self.bus.publish(publications, source="enrollment")
 
-    async def _generation_floor(self, host_id: str) -> int:
-        """Generation a newly enrolled host's numbering continues from.
+    async def _generation_floors(self, host_ids: list[str]) -> dict[str, int]:
+        """Generation each newly enrolled host's numbering continues from.
 
         Normally 0. But an agent that outlived the controller's database (wiped or moved)
         still holds its old generation and refuses anything older, so continue above it.
         """
         try:
-            held = await self.bus.desired_generations([host_id])
+            held = await self.bus.desired_generations(host_ids)
         except REDIS_DOWN:
-            return 0
-        beats = await self.bus.heartbeats([host_id]) or {}
-        beat = beats.get(host_id)
-        return max(held[0] or 0, beat.generation if beat is not None else 0)
+            return dict.fromkeys(host_ids, 0)
+        beats = await self.bus.heartbeats(host_ids) or {}
+        floors = {}
+        for host_id, generation in zip(host_ids, held, strict=True):
+            beat = beats.get(host_id)
+            floors[host_id] = max(generation or 0, beat.generation if beat is not None else 0)
+        return floors
 
     async def ack(self, ack: Ack) -> None:
         await self.acks([ack])
@@ -130,11 +152,20 @@ class Handlers:
         await self.bus.publish(publications, source="rollout")
 
 
+def enrolment_cause(hosts: list[str]) -> str:
+    if len(hosts) == 1:
+        return f"host {hosts[0]} enrolled"
+    named = ", ".join(hosts[:5]) + (", ..." if len(hosts) > 5 else "")
+    return f"{len(hosts)} hosts enrolled: {named}"
+
+
 def start(handlers: Handlers, stop: asyncio.Event) -> list[asyncio.Task[None]]:
     consumers = [
         # Only the leader's shared group reads these, and agents append without a MAXLEN:
         # the consumer deletes what it handled (consumer.StreamTrim).
-        StreamConsumer(handlers.bus, REGISTRATIONS, Registration, handlers.registration, stop, delete_handled=True),
+        StreamConsumer(
+            handlers.bus, REGISTRATIONS, Registration, handlers.registrations, stop, batch=True, delete_handled=True
+        ),
         StreamConsumer(handlers.bus, ACKS, Ack, handlers.acks, stop, batch=True, delete_handled=True),
     ]
     return [asyncio.create_task(c.run(), name=f"consume {c.kind}") for c in consumers]
