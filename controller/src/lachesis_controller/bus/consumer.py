@@ -89,6 +89,11 @@ class StreamConsumer:
         self._more: set[str] = set()
         self._events_generation = -1
         self._reads_since_full = 0
+        # The streams whose next id is "0" (pending entries to re-read), and _streams()'s
+        # answer for the enrolled set it was computed from: per read, what costs in proportion
+        # to the announced streams, not to every enrolled host.
+        self._rereading: set[str] = set()
+        self._cached: tuple[frozenset[str] | None, dict[str, str]] | None = None
 
     async def run(self) -> None:
         redis = self.bus.redis
@@ -124,6 +129,7 @@ class StreamConsumer:
                 for stream, entries in read:
                     if self._next.get(stream) == "0" and not entries:
                         self._next[stream] = ">"
+                        self._rereading.discard(stream)
                         # Then its new entries, once: those appended before its group was made
                         # (or before a notification could name it) may never be announced.
                         self._more.add(stream)
@@ -149,7 +155,7 @@ class StreamConsumer:
                 if "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc):
                     # Redis restarted empty, or a stream was deleted (its host with it).
                     log.warning("%s streams: consumer group missing, recreating them", self.kind)
-                    self._next.clear()
+                    self._forget_streams()
                     continue
                 log.error("%s streams: Redis refused a command: %s", self.kind, exc)
                 await asyncio.sleep(backoff)
@@ -158,7 +164,7 @@ class StreamConsumer:
                 if not down_since_logged:
                     log.warning("%s streams: Redis unavailable (%s: %s); retrying", self.kind, type(exc).__name__, exc)
                     down_since_logged = True
-                self._next.clear()
+                self._forget_streams()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
@@ -174,11 +180,18 @@ class StreamConsumer:
             self._reads_since_full = 0
             self._more.clear()
             return {s: self._next[s] for s in streams}
-        named: dict[KeyT, StreamIdT] = {
-            s: self._next[s] for s, host in streams.items() if host in hosts or s in self._more or self._next[s] == "0"
-        }
+        named: dict[KeyT, StreamIdT] = {}
+        for stream in (*(agent_stream(h, self.kind) for h in hosts), *self._more, *self._rereading):
+            if stream in streams:
+                named[stream] = self._next[stream]
         self._more.clear()
         return named
+
+    def _forget_streams(self) -> None:
+        """Every stream's group is to be made (again) before it is read."""
+        self._next.clear()
+        self._rereading.clear()
+        self._cached = None
 
     def _recheck_when_idle(self, read: Read) -> None:
         """After `recheck_every` reads that found nothing, read this consumer's pending
@@ -193,6 +206,7 @@ class StreamConsumer:
             self._idle_reads = 0
             for stream in self._next:
                 self._next[stream] = "0"
+            self._rereading = set(self._next)
 
     async def forget_group(self) -> None:
         """Destroy this consumer's group on every stream it read (a replica's own group, at
@@ -207,9 +221,13 @@ class StreamConsumer:
 
     async def _streams(self) -> dict[str, str]:
         """Stream -> host of every enrolled host, each with its consumer group."""
-        streams = {agent_stream(h, self.kind): h for h in sorted(self.bus.enrolled or ())}
+        enrolled = self.bus.enrolled
+        if self._cached is not None and self._cached[0] is enrolled:
+            return self._cached[1]
+        streams = {agent_stream(h, self.kind): h for h in sorted(enrolled or ())}
         for gone in self._next.keys() - streams.keys():
             del self._next[gone]
+            self._rereading.discard(gone)
             if self.trim is not None:
                 self.trim.forget(gone)
         new = [s for s in streams if s not in self._next]
@@ -223,6 +241,8 @@ class StreamConsumer:
                 if isinstance(result, Exception) and "BUSYGROUP" not in str(result):
                     raise result
                 self._next[stream] = "0"
+                self._rereading.add(stream)
+        self._cached = (enrolled, streams)
         return streams
 
     async def _process(self, read: Read, hosts: dict[str, str]) -> None:
