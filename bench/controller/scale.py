@@ -16,7 +16,8 @@ Measured, as medians over the runs:
 - the two phases on the controller's clock (median): created until the last drain recorded,
   then until it succeeded;
 - CPU seconds per rollout of the controller processes (utime + stime from /proc, all
-  replicas), of redis-server (INFO cpu) and of PostgreSQL (the postmaster's children), over
+  replicas), of redis-server (INFO cpu), of PostgreSQL (the postmaster's children) and of the
+  simulated agents' processes (on stderr only), over
   the run divided by its rollouts; the controllers' idle CPU rate (heartbeats, reconciler)
   over --idle-s before the runs says how much of that is background;
 - Redis memory per host: INFO used_memory before enrolment, once every host acked (ACL user,
@@ -159,6 +160,9 @@ class Deployment:
     def controller_cpu(self) -> float:
         return sum(cpu_seconds(p.popen.pid) for p in self.controllers if p.popen is not None)
 
+    def agents_cpu(self) -> float:
+        return sum(cpu_seconds(sim.pid) for sim in self.simulators)
+
     def redis_cpu(self) -> float:
         info = self.cluster.redis().info("cpu")
         return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
@@ -292,7 +296,7 @@ def one_run(
     dep: Deployment, apis: list[httpx.Client], rollouts: int, start_priority: int, memory_before: int, agents: int
 ) -> dict[str, float]:
     latencies, quiesce, install = [], [], []
-    cpu0, redis0, pg0 = dep.controller_cpu(), dep.redis_cpu(), dep.postgres_cpu()
+    cpu0, redis0, pg0, agents0 = dep.controller_cpu(), dep.redis_cpu(), dep.postgres_cpu(), dep.agents_cpu()
     for i in range(rollouts):
         api = apis[i % len(apis)]
         started = time.perf_counter()
@@ -317,6 +321,9 @@ def one_run(
         "controller_cpu_s": (dep.controller_cpu() - cpu0) / rollouts,
         "redis_cpu_s": (dep.redis_cpu() - redis0) / rollouts,
         "postgres_cpu_s": (dep.postgres_cpu() - pg0) / rollouts,
+        # The simulated agents share the machine: at thousands of hosts they are a large part
+        # of what a rollout waits for (docs/benchmarks/controller.md).
+        "agents_cpu_s": (dep.agents_cpu() - agents0) / rollouts,
         # After the run, to see whether Redis memory per host stays flat run after run.
         "redis_bytes_per_host_now": (dep.redis_memory()[0] - memory_before) / agents,
         "redis_client_bytes_per_host_now": dep.redis_memory()[1] / agents,
