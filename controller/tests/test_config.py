@@ -15,6 +15,13 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.bind_host, settings.bind_port) == ("127.0.0.1", 8080)
     assert settings.api_token is None
     assert settings.rollout_timeout_s == 30.0
+    assert settings.access_log is True
+
+
+@pytest.mark.parametrize(("value", "on"), [("0", False), ("false", False), ("1", True), ("", True)])
+def test_access_log_is_a_setting(value: str, on: bool) -> None:
+    settings = Settings.from_env({"LACHESIS_INSECURE_NO_AUTH": "1", "LACHESIS_ACCESS_LOG": value})
+    assert settings.access_log is on
 
 
 def test_values_from_env() -> None:
@@ -43,6 +50,7 @@ def test_values_from_env() -> None:
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "soon"),
         ("LACHESIS_ROLLOUT_TIMEOUT_S", "0"),
         ("LACHESIS_LOG_LEVEL", "LOUD"),
+        ("LACHESIS_ACCESS_LOG", "sometimes"),
         ("LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S", "0"),
         # Eq. 5.2 divides by cache - storage: a storage as fast as the caches is refused.
         ("LACHESIS_ALLOCATION_STORAGE_BYTES_PER_S", "2e9"),

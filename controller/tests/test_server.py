@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import free_port, wait_until
 
 
-def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: str) -> None:
+@pytest.mark.parametrize("access_log", ["1", "0"])
+def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: str, access_log: str) -> None:
     port = free_port()
     env = {
         # Let the child cache bytecode: without it, importing the app dominates this test.
@@ -20,6 +22,7 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
         "LACHESIS_BIND": f"127.0.0.1:{port}",
         "LACHESIS_REDIS_URL": redis_url,
         "LACHESIS_DATABASE_URL": "",  # the default: .lachesis/lachesis.db under the cwd
+        "LACHESIS_ACCESS_LOG": access_log,
     }
     script = Path(sys.executable).parent / "lachesis-controller"
     process = subprocess.Popen(
@@ -50,6 +53,10 @@ def test_serves_on_bind_and_stops_cleanly_on_sigterm(tmp_path: Path, redis_url: 
     assert process.returncode == 0, stderr
     assert "controller stopped" in stderr
     assert "WARNING lachesis_controller.app: auth is OFF" in stderr
+    # uvicorn's line per request (the readiness probes above), or none with LACHESIS_ACCESS_LOG=0.
+    assert ("INFO uvicorn.access: 127.0.0.1:" in stderr and '"GET /readyz HTTP/1.1" 200' in stderr) == (
+        access_log == "1"
+    )
 
 
 def test_bad_configuration_exits_2(tmp_path: Path) -> None:

@@ -52,6 +52,9 @@ class Settings:
     redis_max_connections: int = 64
     ui_dir: Path = _UI_DIR
     log_level: str = "INFO"
+    # uvicorn's line per request at INFO (3% of a cached read's samples in the eighth round's
+    # profile, docs/benchmarks/controller.md); off leaves it out.
+    access_log: bool = True
     # Spans to stderr as well (observability/tracing.py).
     otel_console: bool = False
     # Where spans go over OTLP (HTTP/protobuf), from the standard OTEL_EXPORTER_OTLP_*
@@ -117,6 +120,7 @@ class Settings:
             redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
             ui_dir=Path(env["LACHESIS_UI_DIR"]) if env.get("LACHESIS_UI_DIR") else _UI_DIR,
             log_level=_log_level(env, "LACHESIS_LOG_LEVEL"),
+            access_log=_flag(env, "LACHESIS_ACCESS_LOG") if (env.get("LACHESIS_ACCESS_LOG") or "").strip() else True,
             otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
             otlp_traces_endpoint=_otlp_traces_endpoint(env),
             allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),

@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         host=settings.bind_host,
         port=settings.bind_port,
         log_config=None,  # keep the logging set up above: one format, all on stderr
+        access_log=settings.access_log,
         # Named rather than left to "auto": asyncio's loop and h11 were a measurable share of
         # a request's CPU under 200 clients (docs/benchmarks/controller.md, sixth round),
         # and a lock that lost either package should fail here, not quietly slow down.
