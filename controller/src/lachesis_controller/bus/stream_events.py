@@ -60,7 +60,9 @@ class StreamEvents:
 
     def __init__(self, redis: Redis, kinds: Collection[str], db: int = 0) -> None:
         self.redis = redis
-        self.pattern = f"__keyspace@{db}__:{STREAM_PREFIX}*"
+        # A pattern per kind: Redis then leaves out every other key's events (the inboxes the
+        # controller appends to at each rollout would double the messages).
+        self.patterns = [f"__keyspace@{db}__:{STREAM_PREFIX}*:{kind}" for kind in kinds]
         self._prefix = f"__keyspace@{db}__:{STREAM_PREFIX}"
         self._dirty: dict[str, set[str]] = {kind: set() for kind in kinds}
         self._signal: dict[str, asyncio.Event] = {kind: asyncio.Event() for kind in kinds}
@@ -134,12 +136,14 @@ class StreamEvents:
         """Record notifications until `stop` (True) or until Redis refuses them (False)."""
         pubsub = self.redis.pubsub(ignore_subscribe_messages=False)
         try:
-            await pubsub.psubscribe(self.pattern)
+            await pubsub.psubscribe(*self.patterns)
             while not stop.is_set():
                 message = await pubsub.get_message(timeout=1.0)
                 if message is None:
                     continue
                 if message["type"] == "psubscribe":
+                    if message["data"] != len(self.patterns):
+                        continue  # live once every pattern is subscribed
                     # Also after redis-py reconnected and subscribed again by itself, maybe
                     # to a restarted Redis that forgot the setting.
                     if not await self._enable():
