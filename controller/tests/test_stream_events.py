@@ -7,9 +7,10 @@ them leaves the consumers reading every stream. Driven by counts of streams name
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import pytest
 import redis
 from pydantic import BaseModel
 
@@ -26,6 +27,15 @@ NEVER = 10**9  # a count of reads no test reaches: no periodic full read, no pen
 class Note(BaseModel):
     host_id: str
     n: int
+
+
+@pytest.fixture
+def admin(redis_url: str) -> Iterator[redis.Redis]:
+    """A plain client of the test's Redis; notifications are left off again afterwards."""
+    plain = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield plain
+    plain.config_set("notify-keyspace-events", "")
+    plain.close()
 
 
 def streams_read() -> float:
@@ -91,6 +101,13 @@ class Harness:
     async def append(self, host: str, n: int) -> None:
         await self.bus.redis.xadd(agent_stream(host, KIND), {"msg": Note(host_id=host, n=n).model_dump_json()})
 
+    async def live(self) -> StreamEvents:
+        """Until the notifications are on; the process' StreamEvents."""
+        events = self.bus.events
+        assert events is not None
+        await self.until(lambda: events.live)
+        return events
+
     async def settled(self) -> None:
         """Until the consumer read every stream since the notifications went live, and handled
         an entry after that: from then on it reads what is announced."""
@@ -123,33 +140,27 @@ def test_a_read_names_only_the_streams_that_were_appended_to(redis_url: str) -> 
     asyncio.run(Harness(redis_url).run(body))
 
 
-def test_an_append_no_notification_announced_is_read_by_a_periodic_full_read(redis_url: str) -> None:
-    plain = redis.Redis.from_url(redis_url, decode_responses=True)
+def test_an_append_no_notification_announced_is_read_by_a_periodic_full_read(
+    redis_url: str, admin: redis.Redis
+) -> None:
+    plain = admin
 
     async def body(h: Harness) -> None:
-        events = h.bus.events
-        assert events is not None
-        await h.until(lambda: events.live)
+        await h.live()
         # Turned off behind the controller's back: the subscription stays, nothing arrives.
         await asyncio.to_thread(plain.config_set, "notify-keyspace-events", "")
         await h.append("ev-05", 1)
         await h.handled_n(1)
         assert h.seen == [("ev-05", 1)]
 
-    try:
-        asyncio.run(Harness(redis_url, full_read_every=3).run(body))
-    finally:
-        plain.config_set("notify-keyspace-events", "")
-        plain.close()
+    asyncio.run(Harness(redis_url, full_read_every=3).run(body))
 
 
-def test_a_dropped_subscription_is_made_again_and_everything_is_read_once(redis_url: str) -> None:
-    plain = redis.Redis.from_url(redis_url, decode_responses=True)
+def test_a_dropped_subscription_is_made_again_and_everything_is_read_once(redis_url: str, admin: redis.Redis) -> None:
+    plain = admin
 
     async def body(h: Harness) -> None:
-        events = h.bus.events
-        assert events is not None
-        await h.until(lambda: events.live)
+        events = await h.live()
         first = events.generation
         # An append no notification announces (they are off), then the subscription drops:
         # the listener turns them on again, subscribes anew, and the consumer reads every
@@ -164,11 +175,7 @@ def test_a_dropped_subscription_is_made_again_and_everything_is_read_once(redis_
         flags = await asyncio.to_thread(plain.config_get, "notify-keyspace-events")
         assert needed_flags(flags["notify-keyspace-events"]) is None
 
-    try:
-        asyncio.run(Harness(redis_url).run(body))
-    finally:
-        plain.config_set("notify-keyspace-events", "")
-        plain.close()
+    asyncio.run(Harness(redis_url).run(body))
 
 
 def test_a_redis_that_refuses_notifications_leaves_every_read_naming_every_stream(redis_url: str) -> None:
@@ -198,9 +205,7 @@ def test_a_redis_that_refuses_notifications_leaves_every_read_naming_every_strea
 
 def test_an_append_marks_its_own_kind_and_host_only(redis_url: str) -> None:
     async def body(h: Harness) -> None:
-        events = h.bus.events
-        assert events is not None
-        await h.until(lambda: events.live)
+        events = await h.live()
         await h.bus.redis.xadd(agent_stream("ev-01", "acks"), {"msg": "{}"})
         await h.bus.redis.set("lachesis:desired:ev-01", "x")  # not a stream: no event
         await h.until(lambda: "ev-01" in events._dirty["acks"])
@@ -210,8 +215,8 @@ def test_an_append_marks_its_own_kind_and_host_only(redis_url: str) -> None:
     asyncio.run(Harness(redis_url).run(body))
 
 
-def test_what_a_host_appended_before_it_was_enrolled_is_read(redis_url: str) -> None:
-    plain = redis.Redis.from_url(redis_url, decode_responses=True)
+def test_what_a_host_appended_before_it_was_enrolled_is_read(redis_url: str, admin: redis.Redis) -> None:
+    plain = admin
 
     async def body(h: Harness) -> None:
         await h.settled()
@@ -224,8 +229,4 @@ def test_what_a_host_appended_before_it_was_enrolled_is_read(redis_url: str) -> 
         await h.handled_n(1)
         assert h.seen[1:] == [("ev-late", 1)]
 
-    try:
-        asyncio.run(Harness(redis_url).run(body))
-    finally:
-        plain.config_set("notify-keyspace-events", "")
-        plain.close()
+    asyncio.run(Harness(redis_url).run(body))
