@@ -120,7 +120,7 @@ class Settings:
             redis_max_connections=positive_int(env, "LACHESIS_REDIS_MAX_CONNECTIONS", 64),
             ui_dir=Path(env["LACHESIS_UI_DIR"]) if env.get("LACHESIS_UI_DIR") else _UI_DIR,
             log_level=_log_level(env, "LACHESIS_LOG_LEVEL"),
-            access_log=_flag(env, "LACHESIS_ACCESS_LOG") if (env.get("LACHESIS_ACCESS_LOG") or "").strip() else True,
+            access_log=_flag(env, "LACHESIS_ACCESS_LOG", default=True),
             otel_console=env.get("LACHESIS_OTEL_CONSOLE") == "1",
             otlp_traces_endpoint=_otlp_traces_endpoint(env),
             allocation_interval_s=positive_float(env, "LACHESIS_ALLOCATION_INTERVAL_S", 5.0),
@@ -256,9 +256,12 @@ def _log_level(env: Mapping[str, str], name: str) -> str:
     return level
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """`name` as a yes/no setting; unset or empty is `default`."""
     raw = (env.get(name) or "").strip().lower()
-    if raw in {"", "0", "false", "no"}:
+    if not raw:
+        return default
+    if raw in {"0", "false", "no"}:
         return False
     if raw in {"1", "true", "yes"}:
         return True

@@ -119,6 +119,7 @@ class StreamConsumer:
                     reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH)
                 else:
                     named = {s: self._next[s] for s in streams}
+                    self._more.clear()  # every stream is read: nothing is left over
                     reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH, block=BLOCK_MS)
                 metrics.BUS_STREAMS_READ.labels(self.kind).inc(len(named))
                 if isinstance(reply, dict):
