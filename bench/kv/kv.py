@@ -548,7 +548,7 @@ def fdp_run(s, engine, handles, keys, tenants):
     if min(w1, w2) < FDP_HALF_WRITES:
         why.append(f"a half wrote {min(w1, w2):.1f} device capacities, under {FDP_HALF_WRITES:g}")
     if d1 is None or d2 is None or abs(d1 - d2) > FDP_HALVES_AGREE * min(d1, d2):
-        why.append(f"halves' DLWA {fmt(d1, '.3f')} and {fmt(d2, '.3f')} differ by more than 5%")
+        why.append(f"halves' DLWA {fmt(d1, '.3f')} and {fmt(d2, '.3f')} differ by more than {FDP_HALVES_AGREE:.0%}")
     gets = a["hits"] + a["misses"] + b["hits"] + b["misses"]
     run = {
         "dlwa": ratio(media, host),
