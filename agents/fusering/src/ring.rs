@@ -71,42 +71,60 @@ impl Queue {
             push(&mut ring, with_len(sqe, uring::IOV_SEGS))?;
         }
         // REGISTER is handled while the SQE is submitted: an entry the kernel refused has its
-        // completion posted by the time `submit` returns; a taken one completes only when a
-        // request arrives.
-        let refused =
-            ring.submit()
-                .and_then(|_| match ring.completion().find(|c| c.result() < 0) {
-                    Some(c) => Err(io::Error::from_raw_os_error(-c.result())),
-                    None => Ok(()),
-                });
-        if let Err(e) = refused {
+        // completion posted by the time `submit` returns. A taken one completes when a request
+        // arrives, and that can be at once: the kernel sends requests to the queues as soon as
+        // every queue has one entry, while this thread's others may still be registering. So
+        // the completions found here are sorted, never consumed blindly: a request among them
+        // is answered like any other (one dropped here was never answered, and its caller
+        // waited for ever, beyond the reach of any signal).
+        if let Err(e) = ring.submit() {
             let _ = registered.send(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(e);
         }
-        counters
-            .ring_entries
-            .fetch_add(u64::from(self.depth), Ordering::Relaxed);
-        let _ = registered.send(Ok(()));
+        let first: Vec<(u64, i32)> = ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        let (mut done, refused) = registration(first);
+        let taken = u64::from(self.depth) - refused.len() as u64;
+        counters.ring_entries.fetch_add(taken, Ordering::Relaxed);
+        match refused.first() {
+            None => {
+                let _ = registered.send(Ok(()));
+            }
+            Some(&errno) => {
+                let _ = registered.send(Err(io::Error::from_raw_os_error(errno)));
+                if taken == 0 {
+                    return Err(io::Error::from_raw_os_error(errno));
+                }
+                // Entries the kernel took can hold requests already: they are served.
+            }
+        }
+        let mut live = taken;
         let mut scratch = vec![0u8; self.payload];
         loop {
-            match ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(e),
-            }
-            let done: Vec<(u64, i32)> = ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            for (i, res) in done {
+            for (i, res) in done.drain(..) {
                 if res < 0 {
-                    return match -res {
+                    match -res {
                         // The connection was unmounted or aborted: the queue's work is over.
                         libc::ENOTCONN | libc::ECONNABORTED | libc::ENODEV | libc::ECANCELED => {
-                            Ok(())
+                            return Ok(())
                         }
-                        errno => Err(io::Error::from_raw_os_error(errno)),
-                    };
+                        // This entry is gone (the kernel did not re-arm it); the others of the
+                        // thread still hold or will get requests, so they go on.
+                        errno => {
+                            counters.note_ring_error(format!(
+                                "queue {} entry {i}: {}",
+                                self.qid,
+                                io::Error::from_raw_os_error(errno)
+                            ));
+                            live -= 1;
+                            if live == 0 {
+                                return Err(io::Error::from_raw_os_error(errno));
+                            }
+                            continue;
+                        }
+                    }
                 }
                 let e = &mut entries[i as usize];
                 let commit_id = abi::u64_at(&e.header, uring::COMMIT_ID);
@@ -118,8 +136,25 @@ impl Queue {
                     .user_data(i);
                 push(&mut ring, sqe)?;
             }
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+            done = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
         }
     }
+}
+
+/// Sorts the completions found right after the entries were registered: the requests that
+/// arrived already (result >= 0: each to be answered) and the errnos of the entries the
+/// kernel refused.
+fn registration(completions: Vec<(u64, i32)>) -> (Vec<(u64, i32)>, Vec<i32>) {
+    let (refused, arrived): (Vec<_>, Vec<_>) = completions.into_iter().partition(|(_, r)| *r < 0);
+    (arrived, refused.into_iter().map(|(_, r)| -r).collect())
 }
 
 /// Answers the request in `e` in place: the out header over the in header, the reply's body
@@ -183,5 +218,20 @@ fn pin_to_cpu(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registration;
+
+    #[test]
+    fn requests_that_arrive_while_registering_are_kept_for_an_answer() {
+        // Entry 0 got a request at once, entry 1 was refused, entry 2 got one too.
+        let (arrived, refused) = registration(vec![(0, 0), (1, -libc::EAGAIN), (2, 0)]);
+        assert_eq!(arrived, vec![(0, 0), (2, 0)]);
+        assert_eq!(refused, vec![libc::EAGAIN]);
+        let (arrived, refused) = registration(vec![]);
+        assert!(arrived.is_empty() && refused.is_empty());
     }
 }

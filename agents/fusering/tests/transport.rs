@@ -128,6 +128,17 @@ fn both_transports_answer_and_io_uring_falls_back_when_refused() {
         );
     }
 
+    // Requests that arrive while the queues register are answered: the kernel sends them to
+    // the queues once each has one entry, while other entries are still being registered.
+    // Callers stat the mount point from before the mount on, on every CPU, for each of
+    // several mounts; every one of their calls must return.
+    {
+        let _on = Param::set("Y");
+        for round in 0..MOUNTS_WHILE_CALLED {
+            calls_during_registration_return(round);
+        }
+    }
+
     // io_uring off in the kernel: the connection is not offered it and /dev/fuse serves.
     {
         let _off = Param::set("N");
@@ -144,5 +155,108 @@ fn both_transports_answer_and_io_uring_falls_back_when_refused() {
                 assert!(c.dev_requests.load(Ordering::Relaxed) > 0);
             },
         );
+    }
+}
+
+/// How many mounts `calls_during_registration_return` makes (a request racing the
+/// registration is answered in each; before the fix about one mount in ten lost it).
+const MOUNTS_WHILE_CALLED: usize = 20;
+
+/// Mounts with callers already stat-ing the mount point, and checks that every caller's
+/// calls return once the mount is up. A guard (not a measurement) turns a call that never
+/// returns into a failure: the session is then dropped, which aborts the connection and
+/// ends the stuck call.
+fn calls_during_registration_return(round: usize) {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mnt = dir.path().to_path_buf();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = mpsc::channel();
+    let callers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
+    let threads: Vec<_> = (0..callers)
+        .map(|_| {
+            let (mnt, stop, done_tx) = (mnt.clone(), stop.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let mut calls = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::symlink_metadata(mnt.join(format!("nothing-{calls}")));
+                    calls += 1;
+                }
+                let _ = done_tx.send(calls);
+            })
+        })
+        .collect();
+    drop(done_tx);
+    let cfg = SessionConfig {
+        transport: Transport::Uring {
+            depth: 1,
+            threads: 2,
+        },
+        name: "fusering-test".into(),
+        ..Default::default()
+    };
+    let session = Session::start(&mnt, cfg, Arc::new(ProbeFs { size: SIZE })).expect("mount");
+    // Calls made through the mount (lookups of names it does not have), then every caller
+    // stops and must say so.
+    let c = session.counters().clone();
+    let answered =
+        || c.ring_requests.load(Ordering::Relaxed) + c.dev_requests.load(Ordering::Relaxed);
+    // Bounded by a guard only: when callers are stuck, the count stops growing.
+    let guard = std::time::Instant::now() + Duration::from_secs(120);
+    while answered() < 64 && std::time::Instant::now() < guard {
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut returned = 0;
+    while returned < callers {
+        match done_rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(_) => returned += 1,
+            Err(_) => {
+                // The stuck calls end only when the connection is aborted: unmounting would
+                // leave them (and this process, at exit) waiting.
+                abort_connection(&mnt);
+                drop(session);
+                panic!(
+                    "mount {round}: {} of {callers} callers still wait for a call to return \
+                     ({} requests answered over io_uring, {} over /dev/fuse, ring error {:?})",
+                    callers - returned,
+                    c.ring_requests.load(Ordering::Relaxed),
+                    c.dev_requests.load(Ordering::Relaxed),
+                    c.ring_error()
+                );
+            }
+        }
+    }
+    for t in threads {
+        t.join().expect("caller");
+    }
+    assert_eq!(c.ring_error(), None, "mount {round}");
+    drop(session);
+}
+
+/// Aborts the FUSE connection mounted at `mnt` (fusectl's `abort`), so that every request
+/// of it still waiting fails.
+fn abort_connection(mnt: &Path) {
+    let ctl = Path::new("/sys/fs/fuse/connections");
+    if std::fs::read_dir(ctl).map_or(true, |mut d| d.next().is_none()) {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(ctl)
+            .status();
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy();
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() > 4 && f[4] == want {
+            if let Some((_, minor)) = f[2].split_once(':') {
+                let _ = std::fs::write(ctl.join(minor).join("abort"), "1");
+            }
+        }
     }
 }
