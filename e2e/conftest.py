@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from hang_guard import HangGuard
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT_BIN = Path(os.environ.get("LACHESIS_AGENT_BIN", ROOT / "agents" / "target" / "release" / "lachesis-agent"))
@@ -296,10 +298,36 @@ class Cluster:
 HANG_GUARD_S = 1200
 
 
+# When SIGALRM cannot end the test (its thread is stuck in the kernel on an unanswered FUSE
+# request), e2e/hang_guard.py says where every process is stuck and aborts the suite's FUSE
+# connections, a little later.
+HANG_ABORT_S = HANG_GUARD_S + 120
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(HANG_GUARD_S, method="signal"))
+
+
+def mount_roots(item: pytest.Item) -> list[Path]:
+    """Where the test's mounts are: its tmp_path, and the conformance module's lab folder."""
+    args = getattr(item, "funcargs", {})
+    roots = [args["tmp_path"]] if isinstance(args.get("tmp_path"), Path) else []
+    base = getattr(args.get("lab"), "base", None)
+    return roots + ([base] if isinstance(base, Path) else [])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    marker = item.get_closest_marker("timeout")
+    after = (marker.args[0] if marker and marker.args else HANG_GUARD_S) + (HANG_ABORT_S - HANG_GUARD_S)
+    report = Path(tempfile.gettempdir()) / f"lachesis-e2e-hang-{os.getpid()}.txt"
+    guard = HangGuard(item.nodeid, after, report, lambda: mount_roots(item)).start()
+    try:
+        yield
+    finally:
+        guard.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)
