@@ -1,12 +1,15 @@
-"""Bus.publish: calls that wait for the lock go out together, in the order they were made."""
+"""Bus.publish: calls that wait for the lock go out together, in the order they were made;
+send_commands, which carries them, answers in order and raises an error reply once all are read."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 import redis
+from redis.exceptions import ResponseError
 
-from lachesis_controller.bus.client import Bus, Publication, desired_key, inbox_key, make_redis
+from lachesis_controller.bus.client import Bus, Publication, desired_key, inbox_key, make_redis, send_commands
 
 
 def message(host_id: str, generation: int) -> str:
@@ -46,3 +49,24 @@ def test_waiting_publishes_go_out_in_one_transaction_in_call_order(redis_url: st
     assert sync.get(desired_key("host-b")) is None
     assert sync.xlen(inbox_key("host-b")) == 0
     sync.close()
+
+
+async def _send(url: str) -> None:
+    client = make_redis(url, 1)  # one connection: the second call reuses the first's
+    try:
+        assert await send_commands(client, [("SET", "sc-a", "1"), ("INCR", "sc-a"), ("GET", "sc-a")]) == ["OK", 2, "2"]
+        with pytest.raises(ResponseError):
+            # The error reply in the middle is raised once every reply was read ...
+            await send_commands(client, [("SET", "sc-b", "x"), ("INCR", "sc-b"), ("SET", "sc-c", "y")])
+        # ... so the commands after it ran, and the connection is clean for the next call.
+        assert await send_commands(client, [("MGET", "sc-b", "sc-c")]) == [["x", "y"]]
+        # A transaction whose command fails when EXEC runs it raises too.
+        with pytest.raises(ResponseError):
+            await send_commands(client, [("MULTI",), ("INCR", "sc-b"), ("SET", "sc-d", "z"), ("EXEC",)])
+        assert await send_commands(client, [("GET", "sc-d")]) == ["z"]
+    finally:
+        await client.aclose()
+
+
+def test_send_commands_answers_in_order_and_raises_an_error_reply_after_reading_all(redis_url: str) -> None:
+    asyncio.run(_send(redis_url))

@@ -1,13 +1,15 @@
 """Which requests get a server span: with no exporter configured only the changes (their
-rollouts hand the trace id to the agents), a read none; with an exporter every request."""
+rollouts hand the trace id to the agents), a read none; with an exporter every request.
+Likewise an agent's ack: a span of its own with an exporter, none without (it would go
+nowhere)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import TENANT
+from conftest import TENANT, FakeAgent, enroll
 from fastapi.testclient import TestClient
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -59,3 +61,16 @@ def test_with_an_exporter_every_request_is_traced(settings: Settings, spans: InM
         "GET /api/v1/tenants/{name}",
         "PUT /api/v1/tenants/{name}",
     ]
+
+
+def ack_spans(exporter: InMemorySpanExporter) -> list[str]:
+    return [span.name for span in exporter.get_finished_spans() if span.name == "agent ack"]
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_an_ack_gets_a_span_only_with_an_exporter(
+    settings: Settings, spans: InMemorySpanExporter, agents: Callable[[str], FakeAgent], exported: bool
+) -> None:
+    with TestClient(create_app(dataclasses.replace(settings, otel_console=exported))) as client:
+        enroll(client, agents("host-a"))  # returns once the controller recorded the ack
+    assert ack_spans(spans) == (["agent ack"] if exported else [])

@@ -152,7 +152,13 @@ def _singletons(app: FastAPI, settings: Settings) -> Singletons:
 
     def start(stop: asyncio.Event) -> list[asyncio.Task[None]]:
         sessions, bus = app.state.sessions, app.state.bus
-        handlers = consumers.Handlers(sessions, bus, settings.rollout_timeout_s)
+        handlers = consumers.Handlers(
+            sessions,
+            bus,
+            settings.rollout_timeout_s,
+            # As for reads (_trace_changes_only): without an exporter an ack's span goes nowhere.
+            span_acks=bool(settings.otel_console or settings.otlp_traces_endpoint),
+        )
         reconciler = Reconciler(sessions, bus, settings.reconcile_interval_s, stop)
         tasks = consumers.start(handlers, stop)
         tasks.append(asyncio.create_task(reconciler.run(), name="reconciler"))

@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 from pydantic import ValidationError
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from lachesis_controller.bus.errors import REDIS_DOWN as REDIS_DOWN  # re-exported: the bus's callers name it here
 from lachesis_controller.bus.messages import Heartbeat, parse_timestamp
@@ -147,6 +151,62 @@ def make_redis(url: str, max_connections: int = 64) -> Redis:
     return Redis(connection_pool=pool)
 
 
+# One argument of a Redis command as hiredis packs it.
+Arg = str | bytes | int | float
+
+
+async def send_commands(redis: Redis, commands: Sequence[tuple[Arg, ...]]) -> list[object]:
+    """Send `commands` in one write on one pooled connection and return their replies; once
+    all are read, raise the first error reply, as redis-py's pipeline does (a MULTI ... EXEC
+    among them is a transaction, as there).
+
+    For the batches that name every host (a rollout's desired states, an ack batch's XACK and
+    XDEL): redis-py's pipeline packs each command in Python and reads each reply under a
+    timeout of its own, about 20 us a command, and a 1,000-host two-phase rollout sends some
+    8,000 (docs/benchmarks/controller.md, eleventh round). Here hiredis packs them and one
+    timeout (the connection's socket timeout, per 1,000 replies) bounds the reads. A
+    connection that fails before anything was sent is replaced once, as the client's one
+    retry does."""
+    if not commands:
+        return []
+    packed = b"".join(hiredis.pack_command(command) for command in commands)  # type: ignore[arg-type]
+    pool = redis.connection_pool
+    for attempt in (1, 2):
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            try:
+                await connection.send_packed_command(packed, check_health=False)
+            except (RedisConnectionError, OSError):
+                if attempt == 1:
+                    continue  # a connection that died with an earlier Redis: once more, anew
+                raise
+            replies: list[object] = []
+            failed: ResponseError | None = None
+            timeout_s = connection.socket_timeout
+            deadline = None if timeout_s is None else timeout_s * (1 + len(commands) // 1000)
+            async with asyncio.timeout(deadline):
+                for _ in commands:
+                    try:
+                        reply = await connection.read_response(timeout=math.inf)
+                    except ResponseError as exc:  # read whole: the connection stays usable
+                        failed = failed or exc
+                        replies.append(exc)
+                        continue
+                    if isinstance(reply, list) and failed is None:  # EXEC's: a command's error
+                        failed = next((r for r in reply if isinstance(r, ResponseError)), None)
+                    replies.append(reply)
+            if failed is not None:
+                raise failed
+            return replies
+        except BaseException as exc:
+            if not isinstance(exc, ResponseError):
+                await connection.disconnect(nowait=True)  # replies may be left unread
+            raise
+        finally:
+            await pool.release(connection)
+    raise AssertionError("unreachable")
+
+
 def redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
@@ -187,6 +247,11 @@ class Bus:
         # Which agent streams were appended to (stream_events.py), when this process listens
         # for it; the consumers read every enrolled host's stream without it.
         self.events: StreamEvents | None = None
+        # Per host, the last desired value and heartbeat read, with what was parsed of them:
+        # the reconciler reads every host's every second and they seldom change (parsing
+        # 1,000 of each was 3.5% of a 1,000-host rollout's controller CPU).
+        self._versions_read: dict[str, tuple[str | bytes, tuple[int, str] | None]] = {}
+        self._beats_read: dict[str, tuple[str | bytes, Heartbeat]] = {}
 
     def set_enrolled(self, host_ids: Iterable[str]) -> None:
         hosts = frozenset(host_ids) - self._deleted
@@ -259,16 +324,12 @@ class Bus:
         publications = [pub for queued in batch for pub in queued.publications]
         try:
             # MULTI/EXEC: an agent never sees the key without the inbox entry, or the reverse.
-            async with self.redis.pipeline(transaction=True) as pipe:
-                for pub in publications:
-                    pipe.set(desired_key(pub.host_id), pub.message)
-                    pipe.xadd(
-                        inbox_key(pub.host_id),
-                        {"msg": pub.message},
-                        maxlen=INBOX_MAXLEN,
-                        approximate=True,
-                    )
-                await pipe.execute()
+            commands: list[tuple[Arg, ...]] = [("MULTI",)]
+            for pub in publications:
+                commands.append(("SET", desired_key(pub.host_id), pub.message))
+                commands.append(("XADD", inbox_key(pub.host_id), "MAXLEN", "~", INBOX_MAXLEN, "*", "msg", pub.message))
+            commands.append(("EXEC",))
+            await send_commands(self.redis, commands)
         except REDIS_DOWN as exc:
             metrics.PUBLISH_FAILURES.inc(len(publications))
             log.warning(
@@ -350,7 +411,17 @@ class Bus:
         if not host_ids:
             return []
         values = await self.redis.mget([desired_key(h) for h in host_ids])
-        return [_version_of(v) for v in values]
+        cache, self._versions_read = self._versions_read, {}
+        versions: list[tuple[int, str] | None] = []
+        for host_id, raw in zip(host_ids, values, strict=True):
+            if raw is None:
+                versions.append(None)
+                continue
+            known = cache.get(host_id)
+            version = known[1] if known is not None and known[0] == raw else _version_of(raw)
+            self._versions_read[host_id] = (raw, version)
+            versions.append(version)
+        return versions
 
     async def heartbeats(self, host_ids: Sequence[str]) -> dict[str, Heartbeat | None] | None:
         """Latest heartbeat per host (None when the key is absent: the host is not alive);
@@ -363,8 +434,17 @@ class Bus:
             log.warning("cannot read heartbeats (%s: %s)", type(exc).__name__, exc)
             return None
         beats: dict[str, Heartbeat | None] = {}
+        cache = self._beats_read
         for host_id, raw in zip(host_ids, values, strict=True):
-            beats[host_id] = _heartbeat_of(host_id, raw)
+            known = cache.get(host_id)
+            if known is not None and known[0] == raw:
+                beats[host_id] = known[1]
+                continue
+            beat = beats[host_id] = _heartbeat_of(host_id, raw)
+            if beat is not None and raw is not None and beat.host_id == host_id and beat.sent_at:
+                cache[host_id] = (raw, beat)  # a valid one: an invalid one is warned of each time
+            else:
+                cache.pop(host_id, None)
         return beats
 
 
@@ -379,10 +459,15 @@ def _generation_of(raw: str | bytes | None) -> int | None:
 
 
 def _version_of(raw: str | bytes | None) -> tuple[int, str] | None:
-    generation = _generation_of(raw)
-    if generation is None or raw is None:
+    if raw is None:
         return None
-    phase = json.loads(raw).get("phase", "install")
+    try:
+        message = json.loads(raw)
+        generation, phase = message.get("generation"), message.get("phase", "install")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(generation, int):
+        return None
     return generation, phase if isinstance(phase, str) else "install"
 
 

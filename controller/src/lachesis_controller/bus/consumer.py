@@ -22,9 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from redis.exceptions import ResponseError
-from redis.typing import KeyT, StreamIdT
 
-from lachesis_controller.bus.client import CONSUMER, GROUP, REDIS_DOWN, Bus, agent_stream
+from lachesis_controller.bus.client import CONSUMER, GROUP, REDIS_DOWN, Arg, Bus, agent_stream, send_commands
 from lachesis_controller.bus.stream_events import StreamEvents
 from lachesis_controller.observability import metrics
 
@@ -40,7 +39,7 @@ RECHECK_PENDING_EVERY = 30
 # lost notification can delay an entry by.
 FULL_READ_EVERY = 30
 
-# One XREADGROUP's entries as the bus' Redis client answers (RESP2, decoded: make_redis):
+# One XREADGROUP's entries (decoded: make_redis), as `_read` gives them:
 # (stream, [(entry id, fields; None if the entry was deleted meanwhile), ...]) per stream.
 Read = list[tuple[str, list[tuple[str, dict[str, str] | None]]]]
 
@@ -63,16 +62,22 @@ class StreamConsumer:
         recheck_every: int = RECHECK_PENDING_EVERY,
         full_read_every: int = FULL_READ_EVERY,
         delete_handled: bool = False,
+        coalesce_s: float = 0.0,
     ) -> None:
         """`handle` takes one message, or with `batch` the list of messages of one read.
         `group`: the consumer group (the shared `controller` one by default; one per replica
         for what every replica must see, e.g. telemetry). `delete_handled`: the stream is
-        bounded by this consumer (StreamTrim), for streams only its group reads."""
+        bounded by this consumer (StreamTrim), for streams only its group reads.
+        `coalesce_s`: with stream notifications, a read that follows one that found entries
+        waits until this long after that one, so that what arrives meanwhile is one batch."""
         self.bus = bus
         self.trim = StreamTrim() if delete_handled else None
         self.group = group
         self.recheck_every = recheck_every
         self.full_read_every = full_read_every
+        self.coalesce_s = coalesce_s
+        # When the last read that found entries began (loop time); None after an empty one.
+        self._busy_since: float | None = None
         self._idle_reads = 0
         self.stop = stop
         self.kind = kind
@@ -109,23 +114,24 @@ class StreamConsumer:
                     await self.bus.enrolled_changed(BLOCK_MS / 1000)
                     continue
                 events = self.bus.events
-                named: dict[KeyT, StreamIdT]
+                named: dict[str, str]
+                read: Read
                 if events is not None and events.live:
+                    await self._coalesce()
                     named = self._announced(streams, events)
                     if not named:
                         if not await events.wait(self.kind, BLOCK_MS / 1000):
                             self._recheck_when_idle([])
                         continue
-                    reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH)
+                    started = asyncio.get_running_loop().time()
+                    read = await self._read(named, block_ms=None)
                 else:
                     named = {s: self._next[s] for s in streams}
                     self._more.clear()  # every stream is read: nothing is left over
-                    reply = await redis.xreadgroup(self.group, CONSUMER, named, count=BATCH, block=BLOCK_MS)
+                    started = asyncio.get_running_loop().time()
+                    read = await self._read(named, block_ms=BLOCK_MS)
                 metrics.BUS_STREAMS_READ.labels(self.kind).inc(len(named))
-                if isinstance(reply, dict):
-                    raise TypeError("XREADGROUP answered in RESP3; the bus speaks RESP2 (client.make_redis)")
-                # None when the block timed out.
-                read: Read = [(stream, entries) for stream, entries in reply or []]
+                self._busy_since = started if any(entries for _, entries in read) else None
                 self._recheck_when_idle(read)
                 for stream, entries in read:
                     if self._next.get(stream) == "0" and not entries:
@@ -138,14 +144,14 @@ class StreamConsumer:
                         self._more.add(stream)  # a full batch: the stream may hold more
                 if any(entries for _, entries in read):
                     await self._process(read, streams)
-                    async with redis.pipeline(transaction=False) as pipe:
-                        for stream, entries in read:
-                            if entries:
-                                ids = [entry_id for entry_id, _ in entries]
-                                pipe.xack(stream, self.group, *ids)
-                                if self.trim is not None and (done := self.trim.handled(stream, ids)):
-                                    pipe.xdel(stream, *done)
-                        await pipe.execute()
+                    commands: list[tuple[Arg, ...]] = []
+                    for stream, entries in read:
+                        if entries:
+                            ids = [entry_id for entry_id, _ in entries]
+                            commands.append(("XACK", stream, self.group, *ids))
+                            if self.trim is not None and (done := self.trim.handled(stream, ids)):
+                                commands.append(("XDEL", stream, *done))
+                    await send_commands(redis, commands)
                 if down_since_logged:
                     log.info("%s streams: Redis is back", self.kind)
                     down_since_logged = False
@@ -169,7 +175,50 @@ class StreamConsumer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _announced(self, streams: dict[str, str], events: StreamEvents) -> dict[KeyT, StreamIdT]:
+    async def _read(self, named: dict[str, str], block_ms: int | None) -> Read:
+        """One XREADGROUP of the `named` streams (stream -> next id), blocking up to `block_ms`
+        if given. Its reply taken as Redis sends it and made into `Read` here: redis-py's reply
+        callback (a dict built per entry through its generic helpers) was 6% of the
+        controller's CPU during 1,000-host rollouts (docs/benchmarks/controller.md, eleventh
+        round)."""
+        block = ("BLOCK", block_ms) if block_ms is not None else ()
+        command = (
+            "XREADGROUP",
+            "GROUP",
+            self.group,
+            CONSUMER,
+            "COUNT",
+            BATCH,
+            *block,
+            "STREAMS",
+            *named,
+            *named.values(),
+        )
+        (reply,) = await send_commands(self.bus.redis, [command])
+        if reply is None:  # the block timed out
+            return []
+        # RESP3 (redis-py's default protocol): a map of stream -> entries; RESP2: pairs.
+        if isinstance(reply, dict):
+            streams = list(reply.items())
+        elif isinstance(reply, list):
+            streams = reply
+        else:
+            raise TypeError(f"XREADGROUP answered {type(reply).__name__}")
+        return [(stream, [(entry_id, _fields(fields)) for entry_id, fields in entries]) for stream, entries in streams]
+
+    async def _coalesce(self) -> None:
+        """After a read that found entries, wait until `coalesce_s` after it began: a rollout's
+        acks arrive over a fraction of a second, and read as soon as each was announced they
+        made many small batches, each a transaction with fixed work (locking reads, updates,
+        settling the rollout; docs/benchmarks/controller.md, eleventh round). An idle
+        consumer reads the first announced entry at once."""
+        if self.coalesce_s <= 0 or self._busy_since is None:
+            return
+        delay = self._busy_since + self.coalesce_s - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def _announced(self, streams: dict[str, str], events: StreamEvents) -> dict[str, str]:
         """Stream -> next id of what to read now that notifications are live: the streams
         appended to since the last read, those with entries left over (a full batch, pending
         ones to re-read: id "0"). Every stream after a (re)subscription, whose notifications
@@ -181,7 +230,7 @@ class StreamConsumer:
             self._reads_since_full = 0
             self._more.clear()
             return {s: self._next[s] for s in streams}
-        named: dict[KeyT, StreamIdT] = {}
+        named: dict[str, str] = {}
         for stream in (*(agent_stream(h, self.kind) for h in hosts), *self._more, *self._rereading):
             if stream in streams:
                 named[stream] = self._next[stream]
@@ -293,6 +342,15 @@ class StreamConsumer:
             reject(self.kind, host or "?", "another host", f"names host {claimed}")
             return None
         return message
+
+
+def _fields(flat: list[str] | None) -> dict[str, str] | None:
+    """An entry's fields as a dict (None: deleted after it was delivered)."""
+    if flat is None:
+        return None
+    if len(flat) == 2:
+        return {flat[0]: flat[1]}
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _stream_id(entry_id: str) -> tuple[int, int]:

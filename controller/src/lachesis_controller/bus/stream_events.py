@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 
+import hiredis
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 STREAM_PREFIX = "lachesis:agent:"
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 5.0
+# Bytes read from the notification connection at a time (many notifications each).
+READ_BYTES = 65536
 
 
 def needed_flags(current: str) -> str | None:
@@ -133,32 +136,60 @@ class StreamEvents:
         return True
 
     async def _listen(self, stop: asyncio.Event) -> bool:
-        """Record notifications until `stop` (True) or until Redis refuses them (False)."""
-        pubsub = self.redis.pubsub(ignore_subscribe_messages=False)
+        """Record notifications until `stop` (True) or until Redis refuses them (False).
+
+        On a connection of its own, its replies parsed in bulk: redis-py's PubSub reads one
+        message per call, each under a timeout of its own, about 30 us a message, which at
+        1,000 hosts (2,000 acks per two-phase rollout) was 15% of the controller's CPU
+        (docs/benchmarks/controller.md, eleventh round); this loop takes about 2 us. A
+        dropped connection raises, and `run` subscribes again on a new one."""
+        pool = self.redis.connection_pool
+        connection = pool.connection_class(**pool.connection_kwargs)
         try:
-            await pubsub.psubscribe(*self.patterns)
+            await connection.connect()  # type: ignore[no-untyped-call]
+            # redis-py's asyncio stream: its reply parser is not used past the handshake.
+            stream = connection._reader
+            if not isinstance(stream, asyncio.StreamReader):
+                raise ConnectionError("no stream to read notifications from")
+            await connection.send_command("PSUBSCRIBE", *self.patterns)
+            encoder = connection.encoder
+            reader = hiredis.Reader(encoding=encoder.encoding, errors=encoder.encoding_errors)
             while not stop.is_set():
-                message = await pubsub.get_message(timeout=1.0)
-                if message is None:
+                try:
+                    async with asyncio.timeout(1.0):
+                        data = await stream.read(READ_BYTES)
+                except TimeoutError:
                     continue
-                if message["type"] == "psubscribe":
-                    if message["data"] != len(self.patterns):
-                        continue  # live once every pattern is subscribed
-                    # Also after redis-py reconnected and subscribed again by itself, maybe
-                    # to a restarted Redis that forgot the setting.
-                    if not await self._enable():
+                if not data:
+                    raise ConnectionError("Redis closed the notification connection")
+                reader.feed(data)
+                while (reply := reader.gets()) is not False:
+                    if not await self._received(reply):
                         return False
-                    self._set_live(True)
-                    continue
-                if message["type"] != "pmessage" or message["data"] != "xadd":
-                    continue
-                parsed = parse_channel(message["channel"], self._prefix, self._dirty.keys())
-                if parsed is not None:
-                    self.mark(*parsed)
             return True
         finally:
             self._set_live(False)
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await connection.disconnect(nowait=True)
+
+    async def _received(self, reply: object) -> bool:
+        """Handle one reply on the subscribed connection; False if Redis refuses the
+        notifications."""
+        if isinstance(reply, Exception):
+            raise ResponseError(str(reply))
+        if not isinstance(reply, list) or not reply:
+            return True
+        if reply[0] == "pmessage" and len(reply) == 4:
+            if reply[3] == "xadd":
+                parsed = parse_channel(reply[2], self._prefix, self._dirty.keys())
+                if parsed is not None:
+                    self.mark(*parsed)
+        elif reply[0] == "psubscribe" and len(reply) == 3 and reply[2] == len(self.patterns):
+            # Live once every pattern is subscribed; the setting made at each subscription,
+            # maybe to a restarted Redis that forgot it.
+            if not await self._enable():
+                return False
+            self._set_live(True)
+        return True
 
     def _set_live(self, live: bool) -> None:
         if live:

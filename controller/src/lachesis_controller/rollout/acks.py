@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, ColumnElement, bindparam, case, select, text, update
 from sqlalchemy.orm import Session
 
 from lachesis_controller.bus.messages import Ack
+from lachesis_controller.db import among, pg_array
 from lachesis_controller.models import Host, RolloutTarget
 from lachesis_controller.rollout.engine import (
     APPLIED,
@@ -106,7 +107,7 @@ _TARGETS_DECIDED = (
 
 
 # The same three writes on PostgreSQL: one statement each joining the batch's values as
-# arrays (unnest), instead of an executemany. psycopg sends an executemany as one statement
+# arrays (unnest; each array one string, db.pg_array), instead of an executemany. psycopg sends an executemany as one statement
 # per row in pipeline mode, and its per-row work (and binding each row's datetimes) was 12%
 # of a 1,000-host rollout's controller CPU. GREATEST is the CASE above for non-null columns.
 # The rows were locked, in key order, when record_acks read them.
@@ -127,11 +128,6 @@ _PG_TARGETS_DECIDED = text(
     " CAST(:at AS timestamp[])) AS v(r, h, s, why, at)"
     " WHERE t.rollout_id = v.r AND t.host_id = v.h AND t.status = :pending"
 )
-
-
-def _naive_utc(at: datetime) -> datetime:
-    """What UTCDateTime binds (db.py): the columns hold naive UTC."""
-    return at.astimezone(UTC).replace(tzinfo=None)
 
 
 def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Publication]:
@@ -161,7 +157,7 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
         host_id: _HostRow(seen, acked, seen, acked)
         for host_id, seen, acked in session.execute(
             select(_HOSTS.id, _HOSTS.last_seen, _HOSTS.acked_generation)
-            .where(_HOSTS.id.in_(host_ids))
+            .where(among(session, _HOSTS.id, host_ids))
             .order_by(_HOSTS.id)
             .with_for_update(key_share=True)
         )
@@ -172,8 +168,8 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
         for rollout_id, host_id, generation, status, phase in session.execute(
             select(_TARGETS.rollout_id, _TARGETS.host_id, _TARGETS.generation, _TARGETS.status, _TARGETS.phase)
             .where(
-                _TARGETS.host_id.in_(host_ids),
-                (_TARGETS.status == PENDING) | _TARGETS.generation.in_(generations),
+                among(session, _TARGETS.host_id, host_ids),
+                (_TARGETS.status == PENDING) | among(session, _TARGETS.generation, generations),
             )
             .order_by(_TARGETS.rollout_id, _TARGETS.host_id)
             .with_for_update(key_share=True)
@@ -272,9 +268,9 @@ def _write_acks(session: Session, hosts: dict[str, _HostRow], targets: list[_Tar
         connection.execute(
             _PG_HOSTS_ACKED,
             {
-                "h": [i for i, _ in moved],
-                "seen": [_naive_utc(h.last_seen) for _, h in moved],
-                "acked": [h.acked_generation for _, h in moved],
+                "h": pg_array(i for i, _ in moved),
+                "seen": pg_array(h.last_seen for _, h in moved),
+                "acked": pg_array(h.acked_generation for _, h in moved),
             },
         )
     elif moved:
@@ -284,9 +280,9 @@ def _write_acks(session: Session, hosts: dict[str, _HostRow], targets: list[_Tar
         connection.execute(
             _PG_TARGETS_DRAINED,
             {
-                "r": [r for r, _, _ in drained],
-                "h": [h for _, h, _ in drained],
-                "at": [_naive_utc(at) for _, _, at in drained],
+                "r": pg_array(r for r, _, _ in drained),
+                "h": pg_array(h for _, h, _ in drained),
+                "at": pg_array(at for _, _, at in drained),
                 "drained": DRAINED,
                 "pending": PENDING,
                 "quiesce": QUIESCE,
@@ -301,11 +297,11 @@ def _write_acks(session: Session, hosts: dict[str, _HostRow], targets: list[_Tar
         connection.execute(
             _PG_TARGETS_DECIDED,
             {
-                "r": [r for (r, _), _, _, _ in decided],
-                "h": [h for (_, h), _, _, _ in decided],
-                "s": [s for _, s, _, _ in decided],
-                "why": [why for _, _, why, _ in decided],
-                "at": [_naive_utc(at) for _, _, _, at in decided],
+                "r": pg_array(r for (r, _), _, _, _ in decided),
+                "h": pg_array(h for (_, h), _, _, _ in decided),
+                "s": pg_array(s for _, s, _, _ in decided),
+                "why": pg_array(why for _, _, why, _ in decided),
+                "at": pg_array(at for _, _, _, at in decided),
                 "pending": PENDING,
             },
         )

@@ -43,7 +43,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from lachesis_controller.auth import audit
 from lachesis_controller.bus.client import Publication as Publication  # re-exported: what the engine returns
-from lachesis_controller.db import utcnow
+from lachesis_controller.db import among, utcnow
 from lachesis_controller.models import (
     Base,
     CacheAllocation,
@@ -204,7 +204,7 @@ def _shipped_bodies(session: Session, host_ids: Sequence[str]) -> dict[str, dict
         select(RolloutTarget.host_id, DesiredStateBody.id, DesiredStateBody.body)
         .join(DesiredStateBody, RolloutTarget.state_id == DesiredStateBody.id)
         .join(Host, (Host.id == RolloutTarget.host_id) & (Host.desired_generation == RolloutTarget.generation))
-        .where(RolloutTarget.host_id.in_(host_ids))
+        .where(among(session, RolloutTarget.host_id, host_ids))
     ).all()
     parsed: dict[str, dict[str, Any]] = {}
     out = {}
@@ -331,7 +331,7 @@ def start_rollout(
     # Every host: no IN list of them all, and no query for their ids before this one.
     query = select(Host.id, Host.desired_generation, Host.capabilities).order_by(Host.id).with_for_update()
     if host_ids is not None:
-        query = query.where(Host.id.in_(sorted(set(host_ids))))
+        query = query.where(among(session, Host.id, sorted(set(host_ids))))
     hosts = [
         stage_store.HostGeneration(host_id, generation + 1, capabilities)
         for host_id, generation, capabilities in session.execute(query)
@@ -340,7 +340,7 @@ def start_rollout(
     if hosts:
         session.execute(
             update(Host)
-            .where(Host.id.in_([h.id for h in hosts]))
+            .where(among(session, Host.id, [h.id for h in hosts]))
             .values(desired_generation=Host.desired_generation + 1)
             .execution_options(synchronize_session=False)
         )

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from lachesis_controller.bus.client import REDIS_DOWN, Bus
-from lachesis_controller.bus.presence import record_heartbeats
+from lachesis_controller.bus.presence import heartbeat_times, record_seen
 from lachesis_controller.db import utcnow
 from lachesis_controller.models import AgentCredential, Host, RolloutTarget
 from lachesis_controller.rollout import engine as rollouts
@@ -35,6 +36,10 @@ class Reconciler:
         # Hosts whose heartbeat this process has seen: one of them without a heartbeat key
         # has died. Kept in memory: after a restart a dead host is caught by the deadline.
         self._seen_alive: set[str] = set()
+        # Host -> the heartbeat time this process last wrote as its last_seen: a heartbeat
+        # read again unchanged (an agent beats every few seconds, the pass runs every second)
+        # is not written again. last_seen never goes back, so the row still holds at least it.
+        self._recorded_seen: dict[str, datetime] = {}
 
     async def run(self) -> None:
         # See bus.consumer.StreamConsumer.run for why a flag ends the loop.
@@ -94,9 +99,14 @@ class Reconciler:
             alive = {h for h, beat in beats.items() if beat is not None}
             self._seen_alive = (self._seen_alive | alive) & set(beats)
             dead = self._seen_alive - alive
+            seen = heartbeat_times(beats, utcnow())
+            moved = {h: at for h, at in seen.items() if self._recorded_seen.get(h) != at}
             with self.sessions.begin() as session:
-                record_heartbeats(session, beats, utcnow())
+                record_seen(session, moved)
                 rollbacks = rollouts.fail_dead(session, dead, utcnow())
+            # Once committed; hosts without a heartbeat now are forgotten (a host deleted and
+            # enrolled again starts with a row of its own).
+            self._recorded_seen = {h: at for h, at in {**self._recorded_seen, **moved}.items() if h in seen}
             await self.bus.publish(rollbacks, source="rollback")
         return len(publications)
 

@@ -55,6 +55,11 @@ class Renderer:
     def __init__(self) -> None:
         self._templates: dict[tuple[Any, ...], _Template] = {}
         self._bodies: dict[str, dict[str, Any]] = {}
+        # id(quiesce flows) -> (those flows, their canonical JSON): a rollout's targets share
+        # one list of flows per distinct content, and writing it out for each of 1,000 hosts
+        # was 2.5% of the rollout's controller CPU. The list is kept so that its id is not
+        # reused for another while this renderer lives.
+        self._flows: dict[int, tuple[list[dict[str, Any]], str]] = {}
 
     def target(self, target: RolloutTarget, phase: str) -> str | None:
         """The message of `target` in `phase`; None once its state was pruned."""
@@ -82,11 +87,14 @@ class Renderer:
         restores: int | None,
     ) -> str:
         extra: dict[str, Any] = {}
+        extra_key: tuple[Any, ...] = ()
         if phase == QUIESCE:
             extra = {"phase": QUIESCE, "quiesce": quiesce}
+            extra_key = (QUIESCE, self._flows_key(quiesce))
         elif restores is not None:
             extra = {"phase": INSTALL, "restores": restores}
-        key = (rollout.id, rollout.traceparent, rollout.created_at, state.id, json.dumps(extra, sort_keys=True))
+            extra_key = (INSTALL, restores)
+        key = (rollout.id, rollout.traceparent, rollout.created_at, state.id, extra_key)
         template = self._templates.get(key)
         if template is None:
             body = self._bodies.get(state.id)
@@ -103,6 +111,15 @@ class Renderer:
         else:
             _HOST_ID.validate_python(host_id)
         return template.render(host_id, generation)
+
+    def _flows_key(self, flows: list[dict[str, Any]] | None) -> str:
+        """The canonical JSON of a target's quiesce flows, written once per list object."""
+        if flows is None:
+            return "null"
+        known = self._flows.get(id(flows))
+        if known is None or known[0] is not flows:
+            known = self._flows[id(flows)] = (flows, json.dumps(flows, sort_keys=True))
+        return known[1]
 
 
 # Stand-ins for a message's two per-host values while its template is written out: no content
