@@ -204,7 +204,7 @@ def _shipped_bodies(session: Session, host_ids: Sequence[str]) -> dict[str, dict
         select(RolloutTarget.host_id, DesiredStateBody.id, DesiredStateBody.body)
         .join(DesiredStateBody, RolloutTarget.state_id == DesiredStateBody.id)
         .join(Host, (Host.id == RolloutTarget.host_id) & (Host.desired_generation == RolloutTarget.generation))
-        .where(among(session, RolloutTarget.host_id, host_ids))
+        .where(RolloutTarget.host_id.in_(host_ids))  # not an array: see record_acks
     ).all()
     parsed: dict[str, dict[str, Any]] = {}
     out = {}
