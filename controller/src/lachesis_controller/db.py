@@ -39,7 +39,10 @@ def among(
     list is one placeholder per value, so its statement's text differs with every count:
     psycopg parses each such text anew (its cache keeps short statements only), which with
     1,000 hosts was 4% of a rollout's controller CPU (docs/benchmarks/controller.md, eleventh
-    round); the array's statement is the same text whatever the count."""
+    round); the array's statement is the same text whatever the count. That text is then
+    prepared, and PostgreSQL may plan it without knowing the array's length: use it for
+    lookups by key in small tables (hosts), not on rollout_targets, where such a plan's cost
+    grew with the rollouts ever made (d7f88f9)."""
     values = list(values)
     if session.get_bind().dialect.name == "postgresql":
         array = cast(bindparam(None, pg_array(values), type_=Text()), ARRAY(column.type))

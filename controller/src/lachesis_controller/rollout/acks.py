@@ -168,10 +168,10 @@ def record_acks(session: Session, acks: Sequence[Ack], now: datetime) -> list[Pu
         for rollout_id, host_id, generation, status, phase in session.execute(
             select(_TARGETS.rollout_id, _TARGETS.host_id, _TARGETS.generation, _TARGETS.status, _TARGETS.phase)
             .where(
-                # An IN list, not db.among's array: PostgreSQL prepares a statement of constant
-                # text (psycopg, after 5 runs) and its generic plan, not knowing how many hosts
-                # the array holds, read the targets of every rollout ever made in key order
-                # (the ORDER BY) per batch: PostgreSQL's CPU per rollout grew with the history.
+                # An IN list, not db.among's array: a statement of constant text is prepared
+                # (psycopg, after 5 runs), and with arrays here and in _shipped_bodies
+                # PostgreSQL's CPU per rollout grew with the rollouts ever made (a generic
+                # plan that does not know how many hosts the array holds; d7f88f9's message).
                 _TARGETS.host_id.in_(host_ids),
                 (_TARGETS.status == PENDING) | _TARGETS.generation.in_(generations),
             )
