@@ -4,10 +4,13 @@ host back. Fake agents on a real redis-server; the real agent is in e2e/."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from conftest import (
     TENANT,
     FakeAgent,
@@ -20,8 +23,13 @@ from conftest import (
     wait_until,
 )
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
 from test_bus_contract import validator
 
+from lachesis_controller.app import create_app
+from lachesis_controller.config import Settings
+from lachesis_controller.contracts.bus_base import parse_timestamp
+from lachesis_controller.models import Host
 from lachesis_controller.rollout.engine import moved_flows
 
 Agents = Callable[[str], FakeAgent]
@@ -196,15 +204,38 @@ def test_a_quiesce_without_acks_times_out_and_rolls_back(client: TestClient, age
     assert_rolled_back(client, done, [a, b])
 
 
-def test_a_dead_agent_fails_the_rollout_before_the_deadline(client: TestClient, agents: Agents) -> None:
+@pytest.fixture
+def client_without_deadline(settings: Settings) -> Iterator[TestClient]:
+    """A controller whose rollouts' deadline is a day away: only the event a test makes can
+    end a rollout, however loaded the machine."""
+    with TestClient(create_app(dataclasses.replace(settings, rollout_timeout_s=86400.0))) as c:
+        yield c
+
+
+def recorded_last_seen(db: Engine, host_id: str) -> datetime:
+    """The host's last_seen as the controller stored it (UTC)."""
+    with db.connect() as connection:
+        at = connection.execute(select(Host.last_seen).where(Host.id == host_id)).scalar_one()
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def test_a_dead_agent_fails_the_rollout_before_the_deadline(
+    client_without_deadline: TestClient, agents: Agents, db: Engine
+) -> None:
+    client = client_without_deadline
     a, b = setup_two_hosts(client, agents)
-    a.heartbeat(generation=2, ttl_s=60)
-    b.heartbeat(generation=2, ttl_s=1)
-    # The controller must see b alive once (the reconciler runs every 0.1 s here).
-    wait_until(lambda: client.get("/api/v1/hosts/host-b").json()["alive"])
+    a.heartbeat(generation=2, ttl_s=600)
+    b.heartbeat(generation=2, ttl_s=600)
+    # The controller's reconciler must have seen b alive (only a host seen alive can die): a
+    # pass that read b's heartbeat recorded its time as b's last_seen.
+    sent = parse_timestamp(json.loads(b.redis.get("lachesis:agent:host-b:heartbeat"))["sent_at"])
+    wait_until(lambda: recorded_last_seen(db, "host-b") >= sent, what="the reconciler to read b's heartbeat")
     rollout_id = move_r1(client)
     phase_ack(a, wait_phase(a, 3, "quiesce"))
-    done = wait_rollout(client, rollout_id, timeout=10)  # the deadline is 30 s away
+    # b stops heartbeating: its key goes, as when its TTL runs out (an event, not a clock: a
+    # one-second TTL expired before a loaded machine's controller had seen b alive).
+    b.redis.delete("lachesis:agent:host-b:heartbeat")
+    done = wait_rollout(client, rollout_id)
     assert done["state"] == "failed"
     assert "host-b stopped heartbeating" in done["reason"]
     assert_rolled_back(client, done, [a, b])
