@@ -299,7 +299,7 @@ HANG_GUARD_S = 1200
 
 
 # When SIGALRM cannot end the test (its thread is stuck in the kernel on an unanswered FUSE
-# request), e2e/hang_guard.py says where every process is stuck and aborts the suite's FUSE
+# request), e2e/hang_guard.py says where every process is stuck and aborts the test's FUSE
 # connections, a little later.
 HANG_ABORT_S = HANG_GUARD_S + 120
 
