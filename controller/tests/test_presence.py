@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select, text
 
 from lachesis_controller.bus.messages import Heartbeat
-from lachesis_controller.bus.presence import record_heartbeats
+from lachesis_controller.bus.presence import heartbeat_times, record_seen
 from lachesis_controller.config import Settings
 from lachesis_controller.db import among, make_engine, make_sessionmaker, pg_array, utcnow
 from lachesis_controller.models import Host
@@ -38,7 +38,7 @@ def test_heartbeats_move_last_seen_forward_only(settings: Settings) -> None:
         "gone": beat("gone", rfc3339(after)),  # not enrolled: nothing to move
     }
     with sessions.begin() as session:
-        record_heartbeats(session, beats, now)
+        record_seen(session, heartbeat_times(beats, now))
     with sessions() as session:
         seen = {host_id: last_seen for host_id, last_seen in session.execute(select(Host.id, Host.last_seen))}
     assert seen == {"old": after, "new": now, "silent": before}

@@ -50,6 +50,11 @@ def among(
     return column.in_(values)
 
 
+def naive_utc(value: datetime) -> datetime:
+    """An aware datetime as the columns hold it: naive UTC."""
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
 def pg_array(values: Iterable[str | int | datetime | None]) -> str:
     """A PostgreSQL array literal (`{"a","b"}`) of `values`, for `CAST(:p AS type[])`:
     psycopg adapts a list element by element in Python (its ListDumper), which for a
@@ -68,7 +73,7 @@ def pg_array(values: Iterable[str | int | datetime | None]) -> str:
         elif isinstance(value, datetime):
             text = written.get(value)
             if text is None:
-                naive = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+                naive = naive_utc(value) if value.tzinfo is not None else value
                 text = written[value] = f'"{naive.isoformat(sep=" ")}"'
             parts.append(text)
         elif isinstance(value, int) and not isinstance(value, bool):
@@ -93,7 +98,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return naive_utc(value)
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:

@@ -40,10 +40,6 @@ def heartbeat_times(beats: Mapping[str, Heartbeat | None], now: datetime) -> dic
     return {host_id: heartbeat_time(beat, now) for host_id, beat in beats.items() if beat is not None}
 
 
-def record_heartbeats(session: Session, beats: Mapping[str, Heartbeat | None], now: datetime) -> None:
-    record_seen(session, heartbeat_times(beats, now))
-
-
 def record_seen(session: Session, seen: Mapping[str, datetime]) -> None:
     """Move each host's last_seen forward to `seen`, never back; unknown hosts are skipped."""
     if not seen:
